@@ -1,0 +1,84 @@
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+)
+
+// binaries are the files a complete assets folder holds.
+var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"}
+
+// AssetsDir returns the folder holding the control-plane binaries:
+// $KUBEBUILDER_ASSETS when set, else the cache folder that hack/testenv.sh
+// builds into. It fails, naming the command to run, when a binary is missing.
+func AssetsDir() (string, error) {
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	source := "$KUBEBUILDER_ASSETS"
+	if dir == "" {
+		var err error
+		if dir, err = defaultAssetsDir(); err != nil {
+			return "", fmt.Errorf("locating the control-plane binaries (set KUBEBUILDER_ASSETS or run `make testenv`): %w", err)
+		}
+		source = "the hack/testenv.sh cache"
+	}
+	for _, b := range binaries {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return "", fmt.Errorf("control-plane binary %s not found in %s (from %s): build them with `make testenv` (hack/testenv.sh), then run the tests with `make test`: %w", b, dir, source, err)
+		}
+	}
+	return dir, nil
+}
+
+// defaultAssetsDir computes the folder hack/testenv.sh builds into, from the
+// versions the script pins and the running Go version.
+func defaultAssetsDir() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	script, err := os.ReadFile(filepath.Join(root, "hack", "testenv.sh"))
+	if err != nil {
+		return "", err
+	}
+	k8s := regexp.MustCompile(`(?m)^K8S_VERSION=(\S+)$`).FindSubmatch(script)
+	etcd := regexp.MustCompile(`(?m)^ETCD_VERSION=(\S+)$`).FindSubmatch(script)
+	if k8s == nil || etcd == nil {
+		return "", errors.New("hack/testenv.sh does not pin K8S_VERSION and ETCD_VERSION")
+	}
+	cache := os.Getenv("METACTL_TESTENV_CACHE")
+	if cache == "" {
+		base := os.Getenv("XDG_CACHE_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", err
+			}
+			base = filepath.Join(home, ".cache")
+		}
+		cache = filepath.Join(base, "metactl", "testenv")
+	}
+	return filepath.Join(cache, fmt.Sprintf("k8s-%s_etcd-%s_%s", k8s[1], etcd[1], runtime.Version())), nil
+}
+
+// RepoRoot returns the root of the metactl repository: the nearest folder
+// above the working directory that holds go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
