@@ -1,0 +1,45 @@
+# metactl's build and test entry points. Run `make help` for the list.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO            ?= go
+CONTROLLER_GEN = $(GO) tool -modfile=hack/tools/go.mod controller-gen
+BIN           := bin
+TEST_TIMEOUT  ?= 20m
+# Packages to test; override to narrow, e.g. make test PKG=./pkg/hooks/...
+PKG           ?= ./...
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build bin/metactl.
+	$(GO) build -trimpath -o $(BIN)/metactl ./cmd/metactl
+
+.PHONY: testenv
+testenv: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl once (cached outside the repo).
+	@hack/testenv.sh >/dev/null
+
+.PHONY: test
+test: testenv ## Run unit and integration tests against a real control plane, with the race detector.
+	@status=0; \
+	KUBEBUILDER_ASSETS="$$(hack/testenv.sh)" $(GO) test -race -timeout $(TEST_TIMEOUT) $(PKG) || status=$$?; \
+	hack/cleanup-testenv.sh; \
+	exit $$status
+
+.PHONY: generate
+generate: ## Generate deepcopy code and CRDs from the API types.
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./pkg/apis/... \
+		crd:crdVersions=v1 output:crd:dir=manifests/crds
+
+.PHONY: verify
+verify: ## Check that generated code and CRDs are up to date, gofmt and go vet.
+	hack/verify.sh
+
+.PHONY: clean
+clean: ## Remove build output and leaked test control planes.
+	rm -rf $(BIN)
+	hack/cleanup-testenv.sh

@@ -1,0 +1,28 @@
+// Command metactl runs CompositeControllers and DecoratorControllers: a
+// Kubernetes controller framework whose controllers are written as webhooks.
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	if err := newRootCommand().Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "metactl",
+		Short: "Kubernetes controllers written as webhooks",
+		Long: `metactl runs CompositeController and DecoratorController objects
+(metacontroller.k8s.io/v1alpha1): it watches their parents and children,
+calls their webhooks, and applies what the webhooks ask for.`,
+		SilenceUsage: true,
+	}
+	root.AddCommand(newVersionCommand())
+	return root
+}

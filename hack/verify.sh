@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Fails when generated files are stale, code is not gofmt'ed, or go vet
+# complains. Generation runs in a copy of the tree, so the work tree is
+# never modified.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+status=0
+unformatted=$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "verify: not gofmt'ed (run gofmt -w):" >&2
+  echo "$unformatted" >&2
+  status=1
+fi
+
+go vet ./...
+
+copy=$(mktemp -d)
+trap 'rm -rf "$copy"' EXIT
+git ls-files --cached --others --exclude-standard -z | xargs -0 cp --parents -t "$copy"
+make -C "$copy" --no-print-directory generate >/dev/null
+for path in manifests/crds pkg/apis; do
+  if ! diff -r "$path" "$copy/$path" >/dev/null; then
+    echo "verify: $path is stale; run make generate:" >&2
+    diff -r "$path" "$copy/$path" >&2 || true
+    status=1
+  fi
+done
+[ "$status" = 0 ] && echo "verify: ok"
+exit "$status"
