@@ -1,0 +1,275 @@
+package informer
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+)
+
+const (
+	// indexOwnerUID indexes objects by the UID of their controller owner.
+	indexOwnerUID = "metactl/owner-uid"
+	// indexOrphans indexes objects without a controller owner by namespace
+	// (orphanKey) and under allNamespaces.
+	indexOrphans  = "metactl/orphans"
+	allNamespaces = "*"
+)
+
+// Options configure a Factory.
+type Options struct {
+	// Resync is the informers' resync period; 0 disables resyncs.
+	Resync time.Duration
+}
+
+// Factory starts, shares and stops dynamic informers.
+type Factory struct {
+	client dynamic.Interface
+	opts   Options
+
+	mu      sync.Mutex
+	running map[schema.GroupVersionResource]*shared
+}
+
+// shared is one running informer and the number of handles on it.
+type shared struct {
+	informer cache.SharedIndexInformer
+	stop     chan struct{}
+	refs     int
+}
+
+// NewFactory returns a Factory that builds informers with client.
+func NewFactory(client dynamic.Interface, opts Options) *Factory {
+	return &Factory{client: client, opts: opts, running: map[schema.GroupVersionResource]*shared{}}
+}
+
+// Acquire returns a handle on the informer of gvr, starting the informer if
+// no handle holds it. Release the handle when done.
+func (f *Factory) Acquire(gvr schema.GroupVersionResource) *Informer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.running[gvr]
+	if !ok {
+		informer := dynamicinformer.NewFilteredDynamicInformer(f.client, gvr, metav1.NamespaceAll, f.opts.Resync,
+			cache.Indexers{
+				cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+				indexOwnerUID:        ownerUIDIndexFunc,
+				indexOrphans:         orphanIndexFunc,
+			}, nil).Informer()
+		// Errors here only come from a started informer; this one is new.
+		_ = informer.SetTransform(dropManagedFields)
+		s = &shared{informer: informer, stop: make(chan struct{})}
+		f.running[gvr] = s
+		go informer.Run(s.stop)
+	}
+	s.refs++
+	return &Informer{factory: f, gvr: gvr, shared: s}
+}
+
+func (f *Factory) release(gvr schema.GroupVersionResource, s *shared) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s.refs--
+	if s.refs == 0 {
+		close(s.stop)
+		if f.running[gvr] == s {
+			delete(f.running, gvr)
+		}
+	}
+}
+
+// Running returns the resources whose informers run now; for tests and
+// metrics.
+func (f *Factory) Running() []schema.GroupVersionResource {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]schema.GroupVersionResource, 0, len(f.running))
+	for gvr := range f.running {
+		out = append(out, gvr)
+	}
+	return out
+}
+
+// Informer is one holder's handle on a shared informer. Handlers it adds are
+// removed when it is released.
+type Informer struct {
+	factory *Factory
+	gvr     schema.GroupVersionResource
+	shared  *shared
+
+	mu            sync.Mutex
+	registrations []cache.ResourceEventHandlerRegistration
+	released      bool
+}
+
+// GroupVersionResource returns the watched resource.
+func (i *Informer) GroupVersionResource() schema.GroupVersionResource { return i.gvr }
+
+// AddEventHandler adds a handler that receives every event of the informer
+// from now on, starting with an add for every object already cached. As in
+// client-go, the events of one handler are delivered in order from a single
+// goroutine; a slow handler delays only itself.
+func (i *Informer) AddEventHandler(handler cache.ResourceEventHandler) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.released {
+		return fmt.Errorf("informer for %s: handle already released", i.gvr)
+	}
+	reg, err := i.shared.informer.AddEventHandler(handler)
+	if err != nil {
+		return fmt.Errorf("adding an event handler to the informer for %s: %w", i.gvr, err)
+	}
+	i.registrations = append(i.registrations, reg)
+	return nil
+}
+
+// HasSynced reports whether the informer has listed its resource and every
+// handler added through this handle has received the initial objects.
+func (i *Informer) HasSynced() bool {
+	if !i.shared.informer.HasSynced() {
+		return false
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, reg := range i.registrations {
+		if !reg.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Release removes this handle's handlers and gives up the handle; the
+// informer stops when no handle holds it. Release is idempotent.
+func (i *Informer) Release() {
+	i.mu.Lock()
+	if i.released {
+		i.mu.Unlock()
+		return
+	}
+	i.released = true
+	regs := i.registrations
+	i.registrations = nil
+	i.mu.Unlock()
+	for _, reg := range regs {
+		_ = i.shared.informer.RemoveEventHandler(reg)
+	}
+	i.factory.release(i.gvr, i.shared)
+}
+
+// Get returns the cached object namespace/name (name alone for
+// cluster-scoped resources).
+func (i *Informer) Get(namespace, name string) (*unstructured.Unstructured, bool) {
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	obj, ok, err := i.shared.informer.GetIndexer().GetByKey(key)
+	if err != nil || !ok {
+		return nil, false
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	return u, ok
+}
+
+// OwnedBy returns the cached objects whose controller owner has uid.
+func (i *Informer) OwnedBy(uid types.UID) []*unstructured.Unstructured {
+	return i.byIndex(indexOwnerUID, string(uid))
+}
+
+// Orphans returns the cached objects without a controller owner in
+// namespace, or in every namespace when namespace is "".
+func (i *Informer) Orphans(namespace string) []*unstructured.Unstructured {
+	if namespace == "" {
+		return i.byIndex(indexOrphans, allNamespaces)
+	}
+	return i.byIndex(indexOrphans, namespace)
+}
+
+// List returns the cached objects in namespace ("" for all) that match
+// selector (nil for all).
+func (i *Informer) List(namespace string, selector labels.Selector) []*unstructured.Unstructured {
+	var objs []any
+	if namespace == "" {
+		objs = i.shared.informer.GetIndexer().List()
+	} else {
+		objs, _ = i.shared.informer.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	}
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, obj := range objs {
+		u, ok := obj.(*unstructured.Unstructured)
+		if ok && (selector == nil || selector.Matches(labels.Set(u.GetLabels()))) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// Len returns the number of cached objects.
+func (i *Informer) Len() int { return len(i.shared.informer.GetIndexer().ListKeys()) }
+
+func (i *Informer) byIndex(index, value string) []*unstructured.Unstructured {
+	objs, err := i.shared.informer.GetIndexer().ByIndex(index, value)
+	if err != nil {
+		return nil
+	}
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, obj := range objs {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func ownerUIDIndexFunc(obj any) ([]string, error) {
+	m, err := metaAccessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
+		return []string{string(ref.UID)}, nil
+	}
+	return nil, nil
+}
+
+func orphanIndexFunc(obj any) ([]string, error) {
+	m, err := metaAccessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	if metav1.GetControllerOfNoCopy(m) != nil {
+		return nil, nil
+	}
+	if ns := m.GetNamespace(); ns != "" {
+		return []string{ns, allNamespaces}, nil
+	}
+	return []string{allNamespaces}, nil
+}
+
+func metaAccessor(obj any) (metav1.Object, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, fmt.Errorf("object of type %T has no metadata", obj)
+	}
+	return m, nil
+}
+
+// dropManagedFields is the cache's transform: managedFields are never read
+// by metactl and are often the largest part of an object.
+func dropManagedFields(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if md, ok := u.Object["metadata"].(map[string]any); ok {
+			delete(md, "managedFields")
+		}
+	}
+	return obj, nil
+}

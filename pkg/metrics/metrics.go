@@ -1,0 +1,109 @@
+package metrics
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	clientmetrics "k8s.io/client-go/tools/metrics"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Registry holds every metactl metric.
+var Registry = prometheus.NewRegistry()
+
+var (
+	// HookRequests counts hook calls by controller, hook and HTTP code
+	// ("error" when no response came).
+	HookRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "metactl_hook_requests_total",
+		Help: "Hook calls by controller, hook (sync, finalize, customize) and HTTP code; code is \"error\" when no answer came.",
+	}, []string{"controller", "hook", "code"})
+	// HookDuration observes the latency of hook calls.
+	HookDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "metactl_hook_duration_seconds",
+		Help:    "Latency of hook calls.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+	}, []string{"controller", "hook"})
+	// Syncs counts syncs by controller and result (success, error).
+	Syncs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "metactl_syncs_total",
+		Help: "Syncs of parents or decorated objects by controller and result (success, error).",
+	}, []string{"controller", "result"})
+	// SyncDuration observes the duration of syncs.
+	SyncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "metactl_sync_duration_seconds",
+		Help:    "Duration of one sync, hook call included.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+	}, []string{"controller"})
+	// ObjectWrites counts the writes a controller makes, by verb (create,
+	// update, patch, delete) and what was written (child, status, finalizer,
+	// ownership).
+	ObjectWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "metactl_object_writes_total",
+		Help: "Writes to the API server by controller, verb and target (child, status, finalizer, ownership).",
+	}, []string{"controller", "verb", "target"})
+	// UncachedReads counts reads that bypass the informer cache.
+	UncachedReads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "metactl_uncached_reads_total",
+		Help: "Reads that bypass the informer cache, by controller and reason.",
+	}, []string{"controller", "reason"})
+	// APIRequests counts every API request by verb (HTTP method) and code.
+	APIRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "metactl_api_requests_total",
+		Help: "Requests to the API server by HTTP method and code.",
+	}, []string{"verb", "code"})
+	// CachedObjects is the number of objects in each informer.
+	CachedObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "metactl_informer_objects",
+		Help: "Objects cached by the informer of each resource.",
+	}, []string{"resource"})
+	// ControllerReady is 1 for each controller that runs with synced caches.
+	ControllerReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "metactl_controller_ready",
+		Help: "1 when the controller runs with synced caches, else 0.",
+	}, []string{"kind", "controller"})
+	// Leader is 1 while this process holds the leader lease.
+	Leader = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "metactl_leader",
+		Help: "1 while this process is the leader.",
+	})
+)
+
+var registerOnce sync.Once
+
+// Register registers every metric with Registry, plus Go and process
+// collectors, and installs client-go's request and work-queue adapters. It
+// is idempotent.
+func Register() {
+	registerOnce.Do(func() {
+		Registry.MustRegister(HookRequests, HookDuration, Syncs, SyncDuration, ObjectWrites, UncachedReads,
+			APIRequests, CachedObjects, ControllerReady, Leader,
+			workqueueDepth, workqueueAdds, workqueueLatency, workqueueWorkDuration, workqueueUnfinished,
+			workqueueLongestRunning, workqueueRetries,
+			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		clientmetrics.Register(clientmetrics.RegisterOpts{RequestResult: requestResult{}})
+		workqueue.SetProvider(queueMetrics{})
+	})
+}
+
+// ObserveHookCall records one hook call; code 0 means no HTTP answer.
+func ObserveHookCall(controller, hook string, code int, d time.Duration) {
+	c := "error"
+	if code != 0 {
+		c = strconv.Itoa(code)
+	}
+	HookRequests.WithLabelValues(controller, hook, c).Inc()
+	HookDuration.WithLabelValues(controller, hook).Observe(d.Seconds())
+}
+
+type requestResult struct{}
+
+func (requestResult) Increment(_ context.Context, code, method, _ string) {
+	APIRequests.WithLabelValues(method, code).Inc()
+}
+
+var _ clientmetrics.ResultMetric = requestResult{}

@@ -1,0 +1,57 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Work-queue metrics, labelled by queue name (one queue per controller).
+var (
+	workqueueDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "metactl_workqueue_depth", Help: "Current depth of the work queue.",
+	}, []string{"name"})
+	workqueueAdds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "metactl_workqueue_adds_total", Help: "Adds handled by the work queue.",
+	}, []string{"name"})
+	workqueueLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "metactl_workqueue_queue_duration_seconds", Help: "Time an item waits in the queue before being processed.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12),
+	}, []string{"name"})
+	workqueueWorkDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "metactl_workqueue_work_duration_seconds", Help: "Time processing an item takes.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12),
+	}, []string{"name"})
+	workqueueUnfinished = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "metactl_workqueue_unfinished_work_seconds", Help: "Seconds of work in progress not yet observed by work_duration.",
+	}, []string{"name"})
+	workqueueLongestRunning = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "metactl_workqueue_longest_running_processor_seconds", Help: "Seconds the longest running processor has been running.",
+	}, []string{"name"})
+	workqueueRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "metactl_workqueue_retries_total", Help: "Retries (rate-limited re-adds) handled by the work queue.",
+	}, []string{"name"})
+)
+
+type queueMetrics struct{}
+
+func (queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
+	return workqueueDepth.WithLabelValues(name)
+}
+func (queueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
+	return workqueueAdds.WithLabelValues(name)
+}
+func (queueMetrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
+	return workqueueLatency.WithLabelValues(name)
+}
+func (queueMetrics) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
+	return workqueueWorkDuration.WithLabelValues(name)
+}
+func (queueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return workqueueUnfinished.WithLabelValues(name)
+}
+func (queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return workqueueLongestRunning.WithLabelValues(name)
+}
+func (queueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
+	return workqueueRetries.WithLabelValues(name)
+}
