@@ -1,0 +1,147 @@
+package informer
+
+import (
+	"context"
+	"sort"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+)
+
+var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+func configMap(ns, name string, ownerUID string) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion("v1")
+	obj.SetKind("ConfigMap")
+	obj.SetNamespace(ns)
+	obj.SetName(name)
+	obj.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "someone"}})
+	if ownerUID != "" {
+		obj.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Thing", Name: "p", UID: types.UID("u-" + ownerUID), Controller: ptr.To(true)}})
+	}
+	return obj
+}
+
+
+func newFactory(objs ...runtime.Object) *Factory {
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{configMapsGVR: "ConfigMapList"}, objs...)
+	return NewFactory(client, Options{})
+}
+
+func waitSynced(t *testing.T, i *Informer) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return i.HasSynced(), nil
+	}); err != nil {
+		t.Fatal("informer never synced")
+	}
+}
+
+func names(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetNamespace()+"/"+o.GetName())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestSharedAndReferenceCounted(t *testing.T) {
+	f := newFactory()
+	a := f.Acquire(configMapsGVR)
+	b := f.Acquire(configMapsGVR)
+	if a.shared != b.shared {
+		t.Fatal("two acquisitions of one resource got different informers")
+	}
+	if got := len(f.Running()); got != 1 {
+		t.Fatalf("running informers = %d, want 1", got)
+	}
+	a.Release()
+	a.Release() // idempotent
+	if got := len(f.Running()); got != 1 {
+		t.Fatalf("after one release, running informers = %d, want 1", got)
+	}
+	select {
+	case <-b.shared.stop:
+		t.Fatal("informer stopped while a handle holds it")
+	default:
+	}
+	b.Release()
+	if got := len(f.Running()); got != 0 {
+		t.Fatalf("after the last release, running informers = %d, want 0", got)
+	}
+	select {
+	case <-b.shared.stop:
+	default:
+		t.Fatal("informer still running after the last release")
+	}
+	c := f.Acquire(configMapsGVR)
+	defer c.Release()
+	if c.shared == b.shared {
+		t.Fatal("a stopped informer was handed out again")
+	}
+}
+
+func TestIndexesAndTransform(t *testing.T) {
+	f := newFactory(
+		configMap("ns1", "owned-1", "p1"),
+		configMap("ns1", "owned-2", "p1"),
+		configMap("ns1", "other-owner", "p2"),
+		configMap("ns1", "orphan-1", ""),
+		configMap("ns2", "orphan-2", ""),
+	)
+	i := f.Acquire(configMapsGVR)
+	defer i.Release()
+	var added []string
+	if err := i.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		added = append(added, obj.(*unstructured.Unstructured).GetName())
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	waitSynced(t, i)
+	if len(added) != 5 {
+		t.Errorf("handler saw %d initial adds, want 5", len(added))
+	}
+	if got, want := names(i.OwnedBy("u-p1")), []string{"ns1/owned-1", "ns1/owned-2"}; !equal(got, want) {
+		t.Errorf("OwnedBy = %v, want %v", got, want)
+	}
+	if got, want := names(i.Orphans("ns1")), []string{"ns1/orphan-1"}; !equal(got, want) {
+		t.Errorf("Orphans(ns1) = %v, want %v", got, want)
+	}
+	if got, want := names(i.Orphans("")), []string{"ns1/orphan-1", "ns2/orphan-2"}; !equal(got, want) {
+		t.Errorf("Orphans(all) = %v, want %v", got, want)
+	}
+	obj, ok := i.Get("ns1", "owned-1")
+	if !ok {
+		t.Fatal("Get found nothing")
+	}
+	if obj.GetManagedFields() != nil {
+		t.Error("managedFields kept in the cache")
+	}
+	if i.Len() != 5 {
+		t.Errorf("Len = %d", i.Len())
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
