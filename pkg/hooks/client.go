@@ -1,0 +1,369 @@
+/*
+Copyright The metactl Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package hooks
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+)
+
+// DefaultMaxResponseBytes is the default limit on the size of a hook's
+// response body.
+const DefaultMaxResponseBytes int64 = 16 << 20
+
+// Observer is told about every hook call that was sent.
+type Observer interface {
+	// ObserveHookCall reports one call: the controller's name, the hook
+	// ("sync", "finalize", "customize"), the HTTP status code (0 when no
+	// response arrived) and how long the call took, reading the body
+	// included.
+	ObserveHookCall(controller, hook string, code int, d time.Duration)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(controller, hook string, code int, d time.Duration)
+
+// ObserveHookCall calls f.
+func (f ObserverFunc) ObserveHookCall(controller, hook string, code int, d time.Duration) {
+	f(controller, hook, code, d)
+}
+
+// TransportResolver chooses the HTTP client that calls a hook. It is the
+// place for per-webhook transport settings (CA bundle, client
+// certificate). It must be safe for concurrent use.
+type TransportResolver interface {
+	// TransportFor returns the client for hook; nil means the default.
+	TransportFor(hook *v1alpha1.Hook) (*http.Client, error)
+}
+
+// TransportFunc adapts a function to TransportResolver.
+type TransportFunc func(hook *v1alpha1.Hook) (*http.Client, error)
+
+// TransportFor calls f.
+func (f TransportFunc) TransportFor(hook *v1alpha1.Hook) (*http.Client, error) { return f(hook) }
+
+// RequestPreparer adjusts a hook request before it is sent, typically its
+// headers (credentials, cache validators). The request's body is set, and
+// can be read again through req.GetBody. It must be safe for concurrent use.
+type RequestPreparer interface {
+	PrepareRequest(hook *v1alpha1.Hook, req *http.Request) error
+}
+
+// RequestPreparerFunc adapts a function to RequestPreparer.
+type RequestPreparerFunc func(hook *v1alpha1.Hook, req *http.Request) error
+
+// PrepareRequest calls f.
+func (f RequestPreparerFunc) PrepareRequest(hook *v1alpha1.Hook, req *http.Request) error {
+	return f(hook, req)
+}
+
+// Options configure a Client. The zero value is ready to use.
+type Options struct {
+	// HTTPClient calls the hooks. Default: DefaultHTTPClient().
+	HTTPClient *http.Client
+	// Transport, when set, chooses the client per hook instead; a nil
+	// client from it falls back to HTTPClient or its default.
+	Transport TransportResolver
+	// PrepareRequest, when set, adjusts every request before it is sent.
+	PrepareRequest RequestPreparer
+	// MaxResponseBytes limits the size of a response body. Default:
+	// DefaultMaxResponseBytes.
+	MaxResponseBytes int64
+	// Metrics, when set, observes every call.
+	Metrics Observer
+}
+
+// Client calls hooks. It is safe for concurrent use; its calls share the
+// connection pool of the underlying HTTP client.
+type Client struct {
+	httpClient *http.Client
+	transport  TransportResolver
+	prepare    RequestPreparer
+	maxBody    int64
+	metrics    Observer
+	now        func() time.Time
+}
+
+// NewClient returns a Client configured by opts.
+func NewClient(opts Options) *Client {
+	c := &Client{
+		httpClient: opts.HTTPClient,
+		transport:  opts.Transport,
+		prepare:    opts.PrepareRequest,
+		maxBody:    opts.MaxResponseBytes,
+		metrics:    opts.Metrics,
+		now:        time.Now,
+	}
+	if c.httpClient == nil {
+		c.httpClient = DefaultHTTPClient()
+	}
+	if c.maxBody <= 0 {
+		c.maxBody = DefaultMaxResponseBytes
+	}
+	return c
+}
+
+var sharedHTTPClient = sync.OnceValue(func() *http.Client {
+	return &http.Client{Transport: NewTransport()}
+})
+
+// DefaultHTTPClient returns the HTTP client that Clients share by default.
+// It has no overall timeout: each call is bounded by its hook's timeout.
+func DefaultHTTPClient() *http.Client {
+	return sharedHTTPClient()
+}
+
+// NewTransport returns a transport with the settings metactl uses for
+// hooks: certificates verified, TLS 1.2 or later, HTTP/2 when the server
+// offers it, proxies from the environment, and a connection pool sized for
+// many concurrent calls to one hook. Build per-webhook transports from it.
+func NewTransport() *http.Transport {
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+	}
+}
+
+// Call POSTs request as JSON to the webhook of hook and decodes the answer
+// into response (a nil response discards a successful answer).
+//
+// controller (the controller's name) and hookName ("sync", "finalize" or
+// "customize") name the call in errors and metrics. The hook's timeout
+// (default 10s) bounds the whole call, reading the response included. The
+// response is decoded in the hook's responseUnMarshallMode, which defaults
+// to loose for v1 hooks and strict for v2.
+//
+// Call never retries. Its errors are an *UnreachableError, a *StatusError
+// or a *ResponseError as described in the package documentation; a
+// misconfigured hook, a request that cannot be encoded or a ctx cancelled
+// by the caller give a plain error.
+func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1alpha1.Hook, request any, response Response) error {
+	call := hookCall{Controller: controller, Hook: hookName, URL: "(no URL)"}
+	if hook == nil || hook.Webhook == nil {
+		return fmt.Errorf("%s: no webhook configured", call.prefix())
+	}
+	rawURL, err := webhookURL(hook.Webhook)
+	if err != nil {
+		return fmt.Errorf("%s: %w", call.prefix(), err)
+	}
+	timeout := hookTimeout(hook.Webhook)
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, rawURL, nil)
+	if err != nil {
+		// The error of a URL that does not parse repeats the URL, which
+		// may hold credentials.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		call.URL = "(invalid URL)"
+		return fmt.Errorf("%s: invalid webhook URL: %w", call.prefix(), err)
+	}
+	call.URL = redactURL(req.URL)
+	if (req.URL.Scheme != "http" && req.URL.Scheme != "https") || req.URL.Host == "" {
+		return fmt.Errorf("%s: invalid webhook URL: want an absolute http or https URL", call.prefix())
+	}
+	httpClient, err := c.clientFor(hook)
+	if err != nil {
+		return fmt.Errorf("%s: choosing the HTTP client: %w", call.prefix(), err)
+	}
+
+	enc := getEncoder()
+	rb := newRequestBody(enc)
+	defer rb.release()
+	if err := enc.request(request); err != nil {
+		return fmt.Errorf("%s: encoding the request: %w", call.prefix(), err)
+	}
+	req.ContentLength = int64(enc.b.Len())
+	req.Body = rb.reader()
+	req.GetBody = func() (io.ReadCloser, error) { return rb.reader(), nil }
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "metactl")
+	if c.prepare != nil {
+		if err := c.prepare.PrepareRequest(hook, req); err != nil {
+			req.Body.Close()
+			return fmt.Errorf("%s: preparing the request: %w", call.prefix(), err)
+		}
+	}
+
+	start := time.Now()
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		c.observe(controller, hookName, 0, time.Since(start))
+		return transportError(ctx, callCtx, call, timeout, "response", err)
+	}
+	defer resp.Body.Close()
+
+	if resp.StatusCode != http.StatusOK {
+		body := readSnippet(resp.Body)
+		c.observe(controller, hookName, resp.StatusCode, time.Since(start))
+		se := &StatusError{Controller: controller, Hook: hookName, URL: call.URL, Code: resp.StatusCode, Body: body}
+		if resp.StatusCode == http.StatusTooManyRequests {
+			se.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), c.now())
+		}
+		return se
+	}
+
+	if resp.ContentLength > c.maxBody {
+		c.observe(controller, hookName, resp.StatusCode, time.Since(start))
+		return &ResponseError{Controller: controller, Hook: hookName, URL: call.URL, Err: c.tooLarge()}
+	}
+	buf := getBuffer()
+	defer putBuffer(buf)
+	if cl := resp.ContentLength; cl > 0 {
+		buf.Grow(int(cl) + bytes.MinRead)
+	}
+	_, err = buf.ReadFrom(io.LimitReader(resp.Body, c.maxBody+1))
+	c.observe(controller, hookName, resp.StatusCode, time.Since(start))
+	if err != nil {
+		return transportError(ctx, callCtx, call, timeout, "complete response body", err)
+	}
+	if int64(buf.Len()) > c.maxBody {
+		return &ResponseError{Controller: controller, Hook: hookName, URL: call.URL, Err: c.tooLarge()}
+	}
+	if response == nil {
+		return nil
+	}
+	if err := response.DecodeHookResponse(buf.Bytes(), responseMode(hook)); err != nil {
+		return &ResponseError{Controller: controller, Hook: hookName, URL: call.URL, Err: err}
+	}
+	return nil
+}
+
+func (c *Client) clientFor(hook *v1alpha1.Hook) (*http.Client, error) {
+	if c.transport != nil {
+		hc, err := c.transport.TransportFor(hook)
+		if err != nil || hc != nil {
+			return hc, err
+		}
+	}
+	return c.httpClient, nil
+}
+
+func (c *Client) observe(controller, hook string, code int, d time.Duration) {
+	if c.metrics != nil {
+		c.metrics.ObserveHookCall(controller, hook, code, d)
+	}
+}
+
+func (c *Client) tooLarge() error {
+	return fmt.Errorf("body exceeds the limit of %d bytes", c.maxBody)
+}
+
+// transportError classifies an error of sending the request or reading the
+// response. A ctx cancelled by the caller is not the hook's fault and gives
+// a plain error wrapping the cause; anything else means the hook could not
+// be reached.
+func transportError(ctx, callCtx context.Context, call hookCall, timeout time.Duration, phase string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", call.prefix(), context.Cause(ctx))
+	}
+	// The client's *url.Error repeats the URL, with the user name.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	if callCtx.Err() != nil {
+		err = &timeoutError{timeout: timeout, phase: phase}
+	}
+	return &UnreachableError{Controller: call.Controller, Hook: call.Hook, URL: call.URL, Err: err}
+}
+
+// readSnippet returns the start of a failed response's body for the error,
+// and drains a little more so that the connection can be reused.
+func readSnippet(body io.Reader) string {
+	b := make([]byte, MaxStatusErrorBody)
+	n, _ := io.ReadFull(body, b)
+	_, _ = io.CopyN(io.Discard, body, 64<<10)
+	return strings.TrimSpace(strings.ToValidUTF8(string(b[:n]), "\uFFFD"))
+}
+
+// webhookURL returns the address of w: its url, or the address of its
+// service and path.
+func webhookURL(w *v1alpha1.Webhook) (string, error) {
+	switch {
+	case w.URL != nil && w.Service != nil:
+		return "", errors.New("webhook sets both url and service")
+	case w.URL != nil:
+		return *w.URL, nil
+	case w.Service != nil:
+		s := w.Service
+		if s.Name == "" || s.Namespace == "" {
+			return "", errors.New("webhook service needs a name and a namespace")
+		}
+		protocol := v1alpha1.DefaultServiceProtocol
+		if s.Protocol != nil {
+			protocol = *s.Protocol
+		}
+		port := v1alpha1.DefaultServicePort
+		if s.Port != nil {
+			port = *s.Port
+		}
+		path := ""
+		if w.Path != nil {
+			path = *w.Path
+		}
+		return protocol + "://" + s.Name + "." + s.Namespace + ":" + strconv.Itoa(int(port)) + path, nil
+	default:
+		return "", errors.New("webhook sets neither url nor service")
+	}
+}
+
+// hookTimeout returns the timeout of w, as v1alpha1.SetDefaults_Hook
+// defaults it.
+func hookTimeout(w *v1alpha1.Webhook) time.Duration {
+	if w.Timeout != nil && w.Timeout.Duration > 0 {
+		return w.Timeout.Duration
+	}
+	return v1alpha1.DefaultHookTimeout
+}
+
+// responseMode returns the decoding mode of hook, as
+// v1alpha1.SetDefaults_Hook defaults it: loose for v1, strict for v2.
+func responseMode(hook *v1alpha1.Hook) v1alpha1.ResponseUnMarshallMode {
+	if m := hook.Webhook.ResponseUnMarshallMode; m != nil {
+		return *m
+	}
+	if hook.Version != nil && *hook.Version == v1alpha1.HookVersionV2 {
+		return v1alpha1.ResponseUnMarshallModeStrict
+	}
+	return v1alpha1.ResponseUnMarshallModeLoose
+}
+
+// redactURL returns u for messages: without userinfo, query or fragment,
+// any of which may carry credentials.
+func redactURL(u *url.URL) string {
+	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	s := r.String()
+	if u.RawQuery != "" || u.ForceQuery {
+		s += "?..."
+	}
+	return s
+}

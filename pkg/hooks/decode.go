@@ -1,0 +1,299 @@
+/*
+Copyright The metactl Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package hooks
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
+
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+)
+
+// Response is a hook answer that Call can decode: *CompositeSyncResponse,
+// *DecoratorSyncResponse or *CustomizeResponse.
+type Response interface {
+	// DecodeHookResponse replaces the receiver with the response in body,
+	// decoded in mode (anything but strict counts as loose), and checks
+	// that it is well formed. On error the receiver is left zero.
+	DecodeHookResponse(body []byte, mode v1alpha1.ResponseUnMarshallMode) error
+}
+
+var (
+	_ Response = (*CompositeSyncResponse)(nil)
+	_ Response = (*DecoratorSyncResponse)(nil)
+	_ Response = (*CustomizeResponse)(nil)
+)
+
+// compositeSyncResponseJSON is the wire form of CompositeSyncResponse. Its
+// fields are exactly the protocol's, so that strict mode rejects any other
+// top-level key; status and children are decoded generically and checked
+// afterwards, for errors that name what is wrong.
+type compositeSyncResponseJSON struct {
+	Status             any     `json:"status"`
+	Children           []any   `json:"children"`
+	ResyncAfterSeconds float64 `json:"resyncAfterSeconds"`
+	Finalized          bool    `json:"finalized"`
+}
+
+// DecodeHookResponse implements Response.
+func (r *CompositeSyncResponse) DecodeHookResponse(body []byte, mode v1alpha1.ResponseUnMarshallMode) error {
+	*r = CompositeSyncResponse{}
+	var w compositeSyncResponseJSON
+	if err := unmarshal(body, &w, mode); err != nil {
+		return err
+	}
+	status, err := statusObject(w.Status)
+	if err != nil {
+		return err
+	}
+	if status == nil {
+		status = map[string]any{}
+	}
+	children, err := objectList("children", w.Children)
+	if err != nil {
+		return err
+	}
+	*r = CompositeSyncResponse{
+		Status:             status,
+		Children:           children,
+		ResyncAfterSeconds: w.ResyncAfterSeconds,
+		Finalized:          w.Finalized,
+	}
+	return nil
+}
+
+// decoratorSyncResponseJSON is the wire form of DecoratorSyncResponse.
+type decoratorSyncResponseJSON struct {
+	Labels             map[string]*string `json:"labels"`
+	Annotations        map[string]*string `json:"annotations"`
+	Status             any                `json:"status"`
+	Attachments        []any              `json:"attachments"`
+	ResyncAfterSeconds float64            `json:"resyncAfterSeconds"`
+	Finalized          bool               `json:"finalized"`
+}
+
+// DecodeHookResponse implements Response.
+func (r *DecoratorSyncResponse) DecodeHookResponse(body []byte, mode v1alpha1.ResponseUnMarshallMode) error {
+	*r = DecoratorSyncResponse{}
+	var w decoratorSyncResponseJSON
+	if err := unmarshal(body, &w, mode); err != nil {
+		return err
+	}
+	status, err := statusObject(w.Status)
+	if err != nil {
+		return err
+	}
+	attachments, err := objectList("attachments", w.Attachments)
+	if err != nil {
+		return err
+	}
+	*r = DecoratorSyncResponse{
+		Labels:             w.Labels,
+		Annotations:        w.Annotations,
+		Status:             status,
+		Attachments:        attachments,
+		ResyncAfterSeconds: w.ResyncAfterSeconds,
+		Finalized:          w.Finalized,
+	}
+	return nil
+}
+
+// customizeResponseJSON is the wire form of CustomizeResponse.
+type customizeResponseJSON struct {
+	RelatedResources []v1alpha1.RelatedResourceRule `json:"relatedResources"`
+}
+
+// DecodeHookResponse implements Response.
+func (r *CustomizeResponse) DecodeHookResponse(body []byte, mode v1alpha1.ResponseUnMarshallMode) error {
+	*r = CustomizeResponse{}
+	var w customizeResponseJSON
+	if err := unmarshal(body, &w, mode); err != nil {
+		return err
+	}
+	var errs field.ErrorList
+	for i := range w.RelatedResources {
+		errs = append(errs, v1alpha1.ValidateRelatedResourceRule(&w.RelatedResources[i], field.NewPath("relatedResources").Index(i))...)
+	}
+	if err := errs.ToAggregate(); err != nil {
+		return err
+	}
+	r.RelatedResources = w.RelatedResources
+	return nil
+}
+
+// unmarshal decodes body into the wire struct v. Both modes match JSON keys
+// case-sensitively and keep integers as int64, as Kubernetes expects of
+// unstructured objects. Strict mode also rejects unknown and duplicate
+// fields of typed structs: the response envelope and, in a customize
+// response, the rules; the content of objects is never checked for them.
+func unmarshal(body []byte, v any, mode v1alpha1.ResponseUnMarshallMode) error {
+	// A literal null would decode as the zero response, which for a sync
+	// hook means "no children": refuse anything but an object.
+	switch trimmed := bytes.TrimLeft(body, " \t\r\n"); {
+	case len(trimmed) == 0:
+		return errors.New("empty body, want a JSON object")
+	case trimmed[0] != '{':
+		return fmt.Errorf("body is %s, want a JSON object", jsonTokenKind(trimmed[0]))
+	}
+	var err error
+	if mode == v1alpha1.ResponseUnMarshallModeStrict {
+		var strictErrs []error
+		strictErrs, err = kjson.UnmarshalStrict(body, v)
+		if err == nil && len(strictErrs) > 0 {
+			return strictError(strictErrs)
+		}
+	} else {
+		err = kjson.UnmarshalCaseSensitivePreserveInts(body, v)
+	}
+	if err != nil {
+		if ok, offset := kjson.SyntaxErrorOffset(err); ok {
+			return fmt.Errorf("invalid JSON at offset %d: %w", offset, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// strictError lists the problems strict mode found (unknown or duplicate
+// fields).
+type strictError []error
+
+func (e strictError) Error() string {
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = err.Error()
+	}
+	return "strict mode: " + strings.Join(msgs, "; ")
+}
+
+func (e strictError) Unwrap() []error { return e }
+
+// statusObject checks that a decoded status is null or an object.
+func statusObject(v any) (map[string]any, error) {
+	switch s := v.(type) {
+	case nil:
+		return nil, nil
+	case map[string]any:
+		return s, nil
+	default:
+		return nil, fmt.Errorf("status is %s, want a JSON object or null", jsonValueKind(v))
+	}
+}
+
+// objectList turns the decoded list field into objects, checking that each
+// is an object with an apiVersion, a kind and a metadata.name. A null or
+// absent list is an empty one.
+func objectList(field string, items []any) ([]*unstructured.Unstructured, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	out := make([]*unstructured.Unstructured, len(items))
+	objs := make([]unstructured.Unstructured, len(items))
+	for i, item := range items {
+		m, ok := item.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("%s[%d] is %s, want a JSON object", field, i, jsonValueKind(item))
+		}
+		if err := checkObject(m); err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", field, i, err)
+		}
+		objs[i].Object = m
+		out[i] = &objs[i]
+	}
+	return out, nil
+}
+
+// checkObject checks the fields every object a hook returns must have.
+func checkObject(obj map[string]any) error {
+	apiVersion, err := requiredString(obj, "apiVersion", "apiVersion")
+	if err != nil {
+		return err
+	}
+	if _, err := schema.ParseGroupVersion(apiVersion); err != nil {
+		return fmt.Errorf("apiVersion %q: %w", apiVersion, err)
+	}
+	if _, err := requiredString(obj, "kind", "kind"); err != nil {
+		return err
+	}
+	metaValue, ok := obj["metadata"]
+	if !ok || metaValue == nil {
+		return errors.New("metadata.name is required")
+	}
+	meta, ok := metaValue.(map[string]any)
+	if !ok {
+		return fmt.Errorf("metadata is %s, want a JSON object", jsonValueKind(metaValue))
+	}
+	if _, err := requiredString(meta, "name", "metadata.name"); err != nil {
+		return err
+	}
+	if ns, ok := meta["namespace"]; ok && ns != nil {
+		if _, ok := ns.(string); !ok {
+			return fmt.Errorf("metadata.namespace is %s, want a string", jsonValueKind(ns))
+		}
+	}
+	return nil
+}
+
+func requiredString(m map[string]any, key, path string) (string, error) {
+	v, ok := m[key]
+	if !ok || v == nil {
+		return "", fmt.Errorf("%s is required", path)
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("%s is %s, want a string", path, jsonValueKind(v))
+	}
+	if s == "" {
+		return "", fmt.Errorf("%s is required", path)
+	}
+	return s, nil
+}
+
+// jsonValueKind names the JSON type of a decoded value.
+func jsonValueKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case string:
+		return "a string"
+	case int64, float64:
+		return "a number"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	default:
+		return fmt.Sprintf("a %T", v)
+	}
+}
+
+// jsonTokenKind names the JSON type that starts with c.
+func jsonTokenKind(c byte) string {
+	switch {
+	case c == 'n':
+		return "null"
+	case c == 't' || c == 'f':
+		return "a boolean"
+	case c == '"':
+		return "a string"
+	case c == '-' || (c >= '0' && c <= '9'):
+		return "a number"
+	case c == '[':
+		return "an array"
+	default:
+		return "not JSON"
+	}
+}

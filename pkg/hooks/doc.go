@@ -1,0 +1,105 @@
+/*
+Copyright The metactl Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+// Package hooks speaks metacontroller's hook protocol: it encodes the
+// requests of sync, finalize and customize hooks, calls the webhooks, and
+// decodes and checks their answers.
+//
+// # Protocol
+//
+// A hook is called with an HTTP POST of a JSON request; only an HTTP 200
+// answer with a JSON response is a success. The request and response types
+// mirror the wire format field by field:
+//
+//   - CompositeSyncRequest / CompositeSyncResponse: the sync and finalize
+//     hooks of a CompositeController
+//     ({"controller","parent","children","related","finalizing"} →
+//     {"status","children","resyncAfterSeconds","finalized"}).
+//   - DecoratorSyncRequest / DecoratorSyncResponse: the sync and finalize
+//     hooks of a DecoratorController
+//     ({"controller","object","attachments","related","finalizing"} →
+//     {"labels","annotations","status","attachments","resyncAfterSeconds","finalized"}).
+//   - CustomizeRequest / CustomizeResponse: the customize hook
+//     ({"controller","parent"} → {"relatedResources"}).
+//
+// The "controller" sent is the CompositeController or DecoratorController
+// as the user wrote it, not the defaulted copy the controllers work with.
+//
+// # Keying of observed objects
+//
+// Observed objects travel in an ObjectMap. Its outer key is
+// "<Kind>.<version>" for the core group ("ConfigMap.v1") and
+// "<Kind>.<group>/<version>" otherwise ("Deployment.apps/v1"); every
+// declared resource has a key, with {} when it has no objects (EnsureKey).
+// The inner key depends on the hook's version (ObjectKey):
+//
+//   - v1 keys an object by its name, except a namespaced object under a
+//     cluster-scoped parent, keyed by "namespace/name".
+//   - v2 keys every namespaced object by "namespace/name" and every
+//     cluster-scoped one by its name.
+//
+// Requests are encoded with sorted map keys, so equal requests give equal
+// bodies.
+//
+// # Decoding responses
+//
+// Responses are decoded with case-sensitive keys and integers kept as
+// int64, as Kubernetes expects of unstructured objects. In loose mode
+// (default for v1 hooks) unknown fields are ignored; in strict mode
+// (default for v2) unknown and duplicate fields of the response envelope
+// (and of the rules of a customize response) are errors. The content of
+// returned objects is never checked for unknown fields: they are arbitrary
+// objects. In both modes:
+//
+//   - the body must be a JSON object (a literal null is refused rather than
+//     read as "no children");
+//   - a status must be an object or null; null or absent means {} for a
+//     CompositeController and "leave the status alone" for a
+//     DecoratorController (a nil DecoratorSyncResponse.Status);
+//   - a null or absent list of children or attachments is an empty list,
+//     and each entry must be an object with a non-empty apiVersion, kind
+//     and metadata.name;
+//   - in a decorator response, a label or annotation whose value is null
+//     is to be removed (a nil *string in the map), while keys not in the
+//     map are left alone;
+//   - every relatedResources rule must pass
+//     v1alpha1.ValidateRelatedResourceRule.
+//
+// # Errors
+//
+// Call returns one of three error types, so the caller can react to each:
+//
+//   - *UnreachableError: the hook could not be reached or did not answer
+//     in time: refused or reset connection, DNS or TLS failure, the hook's
+//     timeout (which bounds the whole call, reading the body included), or
+//     a body that could not be read to its end. IsUnreachable tells.
+//   - *StatusError: the hook answered with a status other than 200. It
+//     carries the code, the start of the body (at most 1 KiB) and, for a
+//     429 with a Retry-After header in seconds or as an HTTP date, the
+//     delay asked for (see RetryAfter).
+//   - *ResponseError: the hook answered 200 with an unusable body: larger
+//     than Options.MaxResponseBytes, not JSON, with an unknown field in
+//     strict mode, a status that is not an object, or an invalid child.
+//
+// A misconfigured webhook, a request that cannot be encoded, or a context
+// cancelled by the caller give a plain error (the last wraps the context's
+// error). Every message names the controller, the hook and the webhook's
+// URL; URLs are shown without userinfo or query, so no credentials appear.
+//
+// # Guarantees
+//
+// Call never retries and never caches: the caller decides what to do with
+// a failure (a sync error retries the object with backoff and applies
+// nothing; a 429 requeues it after the delay). A Client is safe for
+// concurrent use and its calls share one connection pool: by default the
+// one of DefaultHTTPClient, which verifies certificates, requires TLS 1.2
+// or later and keeps many idle connections per host. A response body is
+// never buffered beyond the limit (plus one byte to detect it).
+//
+// Per-webhook transport settings and credentials plug in through
+// Options.Transport (an *http.Client per hook) and Options.PrepareRequest
+// (headers of each request).
+package hooks

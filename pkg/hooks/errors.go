@@ -1,0 +1,170 @@
+/*
+Copyright The metactl Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package hooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// hookCall names one call in error messages: the controller, the hook and
+// the webhook's URL without credentials.
+type hookCall struct {
+	Controller string
+	Hook       string
+	URL        string
+}
+
+func (c hookCall) prefix() string {
+	return fmt.Sprintf("controller %q: %s hook %s", c.Controller, c.Hook, c.URL)
+}
+
+// UnreachableError is returned when the hook could not be reached or did
+// not answer in time: a refused or reset connection, a DNS failure, a TLS
+// failure (for example an untrusted certificate), the hook's timeout, or a
+// failure to read the response body.
+type UnreachableError struct {
+	// Controller and Hook name the call; URL is the webhook address
+	// without userinfo or query.
+	Controller, Hook, URL string
+	// Err is the cause.
+	Err error
+}
+
+func (e *UnreachableError) Error() string {
+	return hookCall{e.Controller, e.Hook, e.URL}.prefix() + ": unreachable: " + e.Err.Error()
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// Timeout reports whether the hook did not answer within its timeout.
+func (e *UnreachableError) Timeout() bool {
+	if errors.Is(e.Err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(e.Err, &ne) && ne.Timeout()
+}
+
+// timeoutError is the cause of an UnreachableError when the hook's timeout
+// ran out.
+type timeoutError struct {
+	timeout time.Duration
+	phase   string
+}
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("no %s within the hook timeout of %s", e.phase, e.timeout)
+}
+
+func (e *timeoutError) Unwrap() error { return context.DeadlineExceeded }
+func (e *timeoutError) Timeout() bool { return true }
+
+// MaxStatusErrorBody is the most of a non-200 response body a StatusError
+// keeps.
+const MaxStatusErrorBody = 1024
+
+// MaxRetryAfter caps the delay taken from a Retry-After header.
+const MaxRetryAfter = 24 * time.Hour
+
+// StatusError is returned when the hook answered with an HTTP status other
+// than 200.
+type StatusError struct {
+	// Controller and Hook name the call; URL is the webhook address
+	// without userinfo or query.
+	Controller, Hook, URL string
+	// Code is the HTTP status code.
+	Code int
+	// Body is the start of the response body, at most MaxStatusErrorBody
+	// bytes, as valid UTF-8.
+	Body string
+	// RetryAfter is the delay a 429 response asked for with a Retry-After
+	// header (seconds or an HTTP date), capped at MaxRetryAfter. It is 0
+	// for other codes, when the header is missing or invalid, and when it
+	// asks for no delay (0 seconds or a date in the past).
+	RetryAfter time.Duration
+}
+
+func (e *StatusError) Error() string {
+	msg := hookCall{e.Controller, e.Hook, e.URL}.prefix() + ": HTTP " + strconv.Itoa(e.Code)
+	if text := http.StatusText(e.Code); text != "" {
+		msg += " " + text
+	}
+	if e.RetryAfter > 0 {
+		msg += " (retry after " + e.RetryAfter.String() + ")"
+	}
+	if e.Body != "" {
+		msg += ": " + strconv.Quote(e.Body)
+	}
+	return msg
+}
+
+// ResponseError is returned when the hook answered 200 with a body that is
+// not a valid response: too large, not JSON, with unknown fields in strict
+// mode, a status that is not an object, or an invalid child.
+type ResponseError struct {
+	// Controller and Hook name the call; URL is the webhook address
+	// without userinfo or query.
+	Controller, Hook, URL string
+	// Err says what is wrong.
+	Err error
+}
+
+func (e *ResponseError) Error() string {
+	return hookCall{e.Controller, e.Hook, e.URL}.prefix() + ": invalid response: " + e.Err.Error()
+}
+
+func (e *ResponseError) Unwrap() error { return e.Err }
+
+// IsUnreachable reports whether err is, or wraps, an *UnreachableError.
+func IsUnreachable(err error) bool {
+	var u *UnreachableError
+	return errors.As(err, &u)
+}
+
+// RetryAfter returns the delay a hook asked for with HTTP 429 and a valid
+// Retry-After header, and whether there is one.
+func RetryAfter(err error) (time.Duration, bool) {
+	var s *StatusError
+	if errors.As(err, &s) && s.Code == http.StatusTooManyRequests && s.RetryAfter > 0 {
+		return s.RetryAfter, true
+	}
+	return 0, false
+}
+
+// parseRetryAfter reads a Retry-After header: a number of seconds or an
+// HTTP date. It returns 0 for a missing, invalid or past value.
+func parseRetryAfter(value string, now time.Time) time.Duration {
+	if value == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseUint(value, 10, 64); err == nil {
+		if secs > uint64(MaxRetryAfter/time.Second) {
+			return MaxRetryAfter
+		}
+		return time.Duration(secs) * time.Second
+	}
+	t, err := http.ParseTime(value)
+	if err != nil {
+		return 0
+	}
+	d := t.Sub(now)
+	if d <= 0 {
+		return 0
+	}
+	// The date has a resolution of one second: round up, so that the
+	// delay does not end before the moment the hook named.
+	if r := d % time.Second; r != 0 {
+		d += time.Second - r
+	}
+	return min(d, MaxRetryAfter)
+}

@@ -1,0 +1,164 @@
+/*
+Copyright The metactl Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package hooks
+
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+)
+
+// CompositeSyncRequest is the body of a CompositeController's sync or
+// finalize hook call.
+type CompositeSyncRequest struct {
+	// Controller is the CompositeController as the user wrote it (not
+	// defaulted).
+	Controller *unstructured.Unstructured `json:"controller"`
+	// Parent is the parent object.
+	Parent *unstructured.Unstructured `json:"parent"`
+	// Children are the parent's observed children; every declared child
+	// resource has a key.
+	Children ObjectMap `json:"children"`
+	// Related are the objects the customize hook asked for.
+	Related ObjectMap `json:"related"`
+	// Finalizing is true when the finalize hook is called.
+	Finalizing bool `json:"finalizing"`
+}
+
+func (r *CompositeSyncRequest) encodeRequest(e *encoder) error {
+	e.field("controller", true)
+	if err := e.object(r.Controller); err != nil {
+		return err
+	}
+	e.field("parent", false)
+	if err := e.object(r.Parent); err != nil {
+		return err
+	}
+	e.field("children", false)
+	if err := e.objectMap(r.Children); err != nil {
+		return err
+	}
+	e.field("related", false)
+	if err := e.objectMap(r.Related); err != nil {
+		return err
+	}
+	e.field("finalizing", false)
+	e.bool(r.Finalizing)
+	e.buf.WriteByte('}')
+	return nil
+}
+
+// CompositeSyncResponse is the answer of a CompositeController's sync or
+// finalize hook.
+type CompositeSyncResponse struct {
+	// Status replaces the parent's status. After decoding it is never nil:
+	// a null or absent status decodes as an empty map.
+	Status map[string]any `json:"status"`
+	// Children is the complete desired set of children. Each has a
+	// non-empty apiVersion, kind and metadata.name.
+	Children []*unstructured.Unstructured `json:"children"`
+	// ResyncAfterSeconds > 0 asks for another sync after that delay.
+	ResyncAfterSeconds float64 `json:"resyncAfterSeconds"`
+	// Finalized lets the finalizer be removed (finalize hook only).
+	Finalized bool `json:"finalized"`
+}
+
+// DecoratorSyncRequest is the body of a DecoratorController's sync or
+// finalize hook call.
+type DecoratorSyncRequest struct {
+	// Controller is the DecoratorController as the user wrote it.
+	Controller *unstructured.Unstructured `json:"controller"`
+	// Object is the decorated object.
+	Object *unstructured.Unstructured `json:"object"`
+	// Attachments are the object's observed attachments; every declared
+	// attachment resource has a key.
+	Attachments ObjectMap `json:"attachments"`
+	// Related are the objects the customize hook asked for.
+	Related ObjectMap `json:"related"`
+	// Finalizing is true when the finalize hook is called.
+	Finalizing bool `json:"finalizing"`
+}
+
+func (r *DecoratorSyncRequest) encodeRequest(e *encoder) error {
+	e.field("controller", true)
+	if err := e.object(r.Controller); err != nil {
+		return err
+	}
+	e.field("object", false)
+	if err := e.object(r.Object); err != nil {
+		return err
+	}
+	e.field("attachments", false)
+	if err := e.objectMap(r.Attachments); err != nil {
+		return err
+	}
+	e.field("related", false)
+	if err := e.objectMap(r.Related); err != nil {
+		return err
+	}
+	e.field("finalizing", false)
+	e.bool(r.Finalizing)
+	e.buf.WriteByte('}')
+	return nil
+}
+
+// DecoratorSyncResponse is the answer of a DecoratorController's sync or
+// finalize hook.
+type DecoratorSyncResponse struct {
+	// Labels to set on the object. A key whose value is nil (JSON null) is
+	// removed; keys not in the map are left alone.
+	Labels map[string]*string `json:"labels"`
+	// Annotations to set on the object, with the same rules as Labels.
+	Annotations map[string]*string `json:"annotations"`
+	// Status replaces the object's status when it is not nil. A nil Status
+	// (JSON null or absent) leaves the status unchanged; an empty non-nil
+	// map (JSON {}) empties it. See StatusUnchanged.
+	Status map[string]any `json:"status"`
+	// Attachments is the complete desired set of attachments. Each has a
+	// non-empty apiVersion, kind and metadata.name.
+	Attachments []*unstructured.Unstructured `json:"attachments"`
+	// ResyncAfterSeconds > 0 asks for another sync after that delay.
+	ResyncAfterSeconds float64 `json:"resyncAfterSeconds"`
+	// Finalized lets the finalizer be removed (finalize hook only).
+	Finalized bool `json:"finalized"`
+}
+
+// StatusUnchanged reports whether the hook left the status alone (sent a
+// null or no status).
+func (r *DecoratorSyncResponse) StatusUnchanged() bool {
+	return r.Status == nil
+}
+
+// CustomizeRequest is the body of a customize hook call.
+type CustomizeRequest struct {
+	// Controller is the CompositeController or DecoratorController as the
+	// user wrote it.
+	Controller *unstructured.Unstructured `json:"controller"`
+	// Parent is the parent (or decorated object).
+	Parent *unstructured.Unstructured `json:"parent"`
+}
+
+func (r *CustomizeRequest) encodeRequest(e *encoder) error {
+	e.field("controller", true)
+	if err := e.object(r.Controller); err != nil {
+		return err
+	}
+	e.field("parent", false)
+	if err := e.object(r.Parent); err != nil {
+		return err
+	}
+	e.buf.WriteByte('}')
+	return nil
+}
+
+// CustomizeResponse is the answer of a customize hook.
+type CustomizeResponse struct {
+	// RelatedResources say which objects to send to the sync hook as
+	// related. After decoding, each rule passes
+	// v1alpha1.ValidateRelatedResourceRule.
+	RelatedResources []v1alpha1.RelatedResourceRule `json:"relatedResources"`
+}
