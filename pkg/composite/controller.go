@@ -1,0 +1,276 @@
+package composite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/metrics"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// Options are what a Controller needs from the process around it.
+type Options struct {
+	// Client makes every write and uncached read.
+	Client dynamic.Interface
+	// Resources maps the controller's resources; shared by all controllers.
+	Resources *discovery.ResourceMap
+	// Informers shares watches among controllers.
+	Informers *informer.Factory
+	// Hooks calls the webhooks.
+	Hooks *hooks.Client
+	// Recorder records Events on parents.
+	Recorder record.EventRecorder
+	// Workers is the number of parents synced at once; default 16.
+	Workers int
+	// RateLimiter spaces the retries of failing parents; default
+	// exponential from 250ms to 5m per parent, with an overall token bucket.
+	RateLimiter workqueue.TypedRateLimiter[string]
+}
+
+// InvalidSpecError reports a CompositeController whose spec is invalid.
+type InvalidSpecError struct{ Errs field.ErrorList }
+
+func (e *InvalidSpecError) Error() string { return e.Errs.ToAggregate().Error() }
+
+// Controller runs one CompositeController.
+type Controller struct {
+	name string
+	// object is the CompositeController as the user wrote it; hooks receive it.
+	object *unstructured.Unstructured
+	// cc is the defaulted typed copy the controller reads.
+	cc   *v1alpha1.CompositeController
+	opts Options
+
+	parent         *discovery.Resource
+	parentSelector labels.Selector // nil: every parent
+	children       []*childResource
+	childrenByKind map[string]*childResource // apiVersion + "/" + kind
+	finalizer      string
+
+	parentInformer *informer.Informer
+	queue          workqueue.TypedRateLimitingInterface[string]
+
+	stop     chan struct{} // closed by Stop
+	stopOnce sync.Once
+	workers  sync.WaitGroup
+}
+
+// childResource is one declared child resource, resolved.
+type childResource struct {
+	*discovery.Resource
+	method   v1alpha1.ChildUpdateMethod
+	informer *informer.Informer
+}
+
+// DefaultRateLimiter is the retry spacing of failing parents: exponential
+// per parent from 250ms to 5 minutes, and at most 50 retries a second
+// overall with bursts of 300.
+func DefaultRateLimiter() workqueue.TypedRateLimiter[string] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](250*time.Millisecond, 5*time.Minute),
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(50, 300)},
+	)
+}
+
+// New validates the CompositeController object and resolves its resources
+// through discovery. It returns an *InvalidSpecError for an invalid spec and
+// an error satisfying discovery.IsNotFound for a resource the server does
+// not serve. The controller does nothing until Start.
+func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (*Controller, error) {
+	cc := &v1alpha1.CompositeController{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(object.Object, cc); err != nil {
+		return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}}
+	}
+	if errs := v1alpha1.ValidateCompositeController(cc); len(errs) > 0 {
+		return nil, &InvalidSpecError{Errs: errs}
+	}
+	v1alpha1.SetDefaults_CompositeController(cc)
+	if opts.Workers <= 0 {
+		opts.Workers = 16
+	}
+	if opts.RateLimiter == nil {
+		opts.RateLimiter = DefaultRateLimiter()
+	}
+
+	c := &Controller{
+		name:           cc.Name,
+		object:         object.DeepCopy(),
+		cc:             cc,
+		opts:           opts,
+		childrenByKind: map[string]*childResource{},
+		stop:           make(chan struct{}),
+	}
+	if cc.Spec.Hooks.Finalize != nil {
+		c.finalizer = finalizerPrefix + cc.Name
+	}
+	var err error
+	pr := cc.Spec.ParentResource
+	if c.parent, err = opts.Resources.Get(ctx, pr.APIVersion, pr.Resource); err != nil {
+		return nil, fmt.Errorf("spec.parentResource: %w", err)
+	}
+	if pr.LabelSelector != nil {
+		if c.parentSelector, err = metav1.LabelSelectorAsSelector(pr.LabelSelector); err != nil {
+			return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec", "parentResource", "labelSelector"), "", err.Error())}}
+		}
+	}
+	for i, rule := range cc.Spec.ChildResources {
+		res, err := opts.Resources.Get(ctx, rule.APIVersion, rule.Resource)
+		if err != nil {
+			return nil, fmt.Errorf("spec.childResources[%d]: %w", i, err)
+		}
+		if c.parent.Namespaced && !res.Namespaced {
+			return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec", "childResources").Index(i), rule.Resource,
+				"a namespaced parent cannot own cluster-scoped children")}}
+		}
+		child := &childResource{Resource: res, method: rule.UpdateStrategy.Method}
+		c.children = append(c.children, child)
+		c.childrenByKind[res.APIVersion+"/"+res.Kind] = child
+	}
+	return c, nil
+}
+
+// Name returns the CompositeController's name.
+func (c *Controller) Name() string { return c.name }
+
+// Start starts the informers and workers and returns once the caches are
+// synced, or with ctx's error. The controller runs until Stop.
+func (c *Controller) Start(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues("compositecontroller", c.name)
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(c.opts.RateLimiter,
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "compositecontroller-" + c.name})
+
+	c.parentInformer = c.opts.Informers.Acquire(c.parent.GroupVersionResource())
+	if err := c.parentInformer.AddEventHandler(c.parentHandler()); err != nil {
+		return err
+	}
+	for _, child := range c.children {
+		child.informer = c.opts.Informers.Acquire(child.GroupVersionResource())
+		if err := child.informer.AddEventHandler(c.childHandler(child)); err != nil {
+			return err
+		}
+	}
+	synced := []cache.InformerSynced{c.parentInformer.HasSynced}
+	for _, child := range c.children {
+		synced = append(synced, child.informer.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("waiting for caches of compositecontroller %s: %w", c.name, ctx.Err())
+	}
+
+	// Workers outlive ctx's caller: they stop when Stop shuts the queue.
+	workerCtx := klog.NewContext(context.WithoutCancel(ctx), logger)
+	for range c.opts.Workers {
+		c.workers.Add(1)
+		go func() {
+			defer c.workers.Done()
+			defer utilruntime.HandleCrash()
+			for c.processNextWorkItem(workerCtx) {
+			}
+		}()
+	}
+	if p := c.cc.Spec.ResyncPeriodSeconds; p != nil {
+		period := time.Duration(*p) * time.Second
+		c.workers.Add(1)
+		go func() {
+			defer c.workers.Done()
+			wait.Until(c.enqueueAllParents, period, c.stop)
+		}()
+	}
+	logger.Info("Started compositecontroller", "parent", c.parent.GroupVersionResource(), "children", len(c.children), "workers", c.opts.Workers)
+	return nil
+}
+
+// Stop stops taking work, waits for in-flight syncs to finish, and releases
+// the informers. It is idempotent.
+func (c *Controller) Stop() {
+	c.stopOnce.Do(func() {
+		close(c.stop)
+		if c.queue != nil {
+			c.queue.ShutDownWithDrain()
+		}
+		c.workers.Wait()
+		if c.parentInformer != nil {
+			c.parentInformer.Release()
+		}
+		for _, child := range c.children {
+			if child.informer != nil {
+				child.informer.Release()
+			}
+		}
+	})
+}
+
+// processNextWorkItem syncs one parent; it returns false when the queue is
+// shut down.
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+
+	start := time.Now()
+	result, err := c.sync(ctx, key)
+	metrics.SyncDuration.WithLabelValues(c.name).Observe(time.Since(start).Seconds())
+	if err == nil {
+		metrics.Syncs.WithLabelValues(c.name, "success").Inc()
+		c.queue.Forget(key)
+		if result.requeueAfter > 0 {
+			c.queue.AddAfter(key, result.requeueAfter)
+		}
+		return true
+	}
+	metrics.Syncs.WithLabelValues(c.name, "error").Inc()
+	if delay, ok := hooks.RetryAfter(err); ok {
+		klog.FromContext(ctx).V(2).Info("Hook asked to retry later", "parent", key, "after", delay)
+		c.queue.AddAfter(key, delay)
+		return true
+	}
+	var conflict *conflictError
+	if errors.As(err, &conflict) {
+		// Someone changed the object under us: the cache will catch up; a
+		// quick, quiet retry.
+		klog.FromContext(ctx).V(4).Info("Conflict; retrying", "parent", key, "err", err)
+	} else {
+		klog.FromContext(ctx).Error(err, "Sync failed", "parent", key)
+	}
+	c.queue.AddRateLimited(key)
+	return true
+}
+
+func (c *Controller) enqueueAllParents() {
+	for _, parent := range c.parentInformer.List("", nil) {
+		c.enqueue(parent)
+	}
+}
+
+func (c *Controller) enqueue(obj metav1.Object) {
+	c.queue.Add(parentKey(obj.GetNamespace(), obj.GetName()))
+}
+
+func parentKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}

@@ -1,0 +1,129 @@
+package composite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/metactl/metactl/pkg/metrics"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// ControllerUIDLabel labels the children of a parent whose controller
+// generates selectors.
+const ControllerUIDLabel = "controller-uid"
+
+// finalizerPrefix starts the finalizer of every CompositeController.
+const finalizerPrefix = "metacontroller.io/compositecontroller-"
+
+// childSelector returns the selector a parent's children must match:
+// controller-uid=<uid> with generateSelector, else the parent's
+// spec.selector, which must exist and not be empty.
+func (c *Controller) childSelector(parent *unstructured.Unstructured) (labels.Selector, error) {
+	if c.cc.Spec.GenerateSelector != nil && *c.cc.Spec.GenerateSelector {
+		return labels.SelectorFromSet(labels.Set{ControllerUIDLabel: string(parent.GetUID())}), nil
+	}
+	raw, found, err := unstructured.NestedMap(parent.Object, "spec", "selector")
+	if err != nil || !found {
+		return nil, errors.New("the parent has no spec.selector; give it one, or set generateSelector on the CompositeController")
+	}
+	var ls metav1.LabelSelector
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &ls); err != nil {
+		return nil, fmt.Errorf("the parent's spec.selector is not a label selector: %w", err)
+	}
+	if len(ls.MatchLabels) == 0 && len(ls.MatchExpressions) == 0 {
+		return nil, errors.New("the parent's spec.selector is empty, which would select everything: give it matchLabels or matchExpressions")
+	}
+	selector, err := metav1.LabelSelectorAsSelector(&ls)
+	if err != nil {
+		return nil, fmt.Errorf("the parent's spec.selector is invalid: %w", err)
+	}
+	return selector, nil
+}
+
+// patchFinalizers sets the parent's finalizers, on the precondition that it
+// has not changed since it was read, and returns the patched parent.
+func (c *Controller) patchFinalizers(ctx context.Context, parent *unstructured.Unstructured, finalizers []string) (*unstructured.Unstructured, error) {
+	if finalizers == nil {
+		finalizers = []string{}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"finalizers":      finalizers,
+		"uid":             parent.GetUID(),
+		"resourceVersion": parent.GetResourceVersion(),
+	}})
+	if err != nil {
+		return nil, err
+	}
+	metrics.ObjectWrites.WithLabelValues(c.name, "patch", "finalizer").Inc()
+	patched, err := c.opts.Client.Resource(c.parent.GroupVersionResource()).Namespace(parent.GetNamespace()).
+		Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return nil, wrapWriteError(fmt.Errorf("setting finalizers %v: %w", finalizers, err))
+	}
+	klog.FromContext(ctx).V(4).Info("Set parent finalizers", "finalizers", finalizers)
+	return patched, nil
+}
+
+// removeStaleFinalizer removes the finalizer this controller put on the
+// parent while it had a finalize hook, now that it has none; otherwise a
+// deleted parent would wait for a hook that is never called.
+func (c *Controller) removeStaleFinalizer(ctx context.Context, parent *unstructured.Unstructured) error {
+	stale := finalizerPrefix + c.name
+	if c.finalizer != "" || !slices.Contains(parent.GetFinalizers(), stale) {
+		return nil
+	}
+	remaining := slices.DeleteFunc(slices.Clone(parent.GetFinalizers()), func(f string) bool { return f == stale })
+	_, err := c.patchFinalizers(ctx, parent, remaining)
+	return err
+}
+
+// updateStatus replaces the parent's status with status plus
+// observedGeneration, unless that is what it already has. The write goes
+// through the status subresource when the parent has one, with the
+// parent's UID as precondition.
+func (c *Controller) updateStatus(ctx context.Context, parent *unstructured.Unstructured, status map[string]any) error {
+	want := make(map[string]any, len(status)+1)
+	maps.Copy(want, status)
+	want["observedGeneration"] = parent.GetGeneration()
+	have, _ := parent.Object["status"].(map[string]any)
+	if equality.Semantic.DeepEqual(have, want) {
+		return nil
+	}
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": parent.GetUID()},
+		{"op": "add", "path": "/status", "value": want},
+	})
+	if err != nil {
+		return fmt.Errorf("encoding status: %w", err)
+	}
+	var subresources []string
+	if c.parent.HasStatus {
+		subresources = []string{"status"}
+	}
+	metrics.ObjectWrites.WithLabelValues(c.name, "patch", "status").Inc()
+	_, err = c.opts.Client.Resource(c.parent.GroupVersionResource()).Namespace(parent.GetNamespace()).
+		Patch(ctx, parent.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{}, subresources...)
+	if apierrors.IsNotFound(err) {
+		return nil // deleted meanwhile
+	}
+	if err != nil {
+		if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "test") {
+			return &conflictError{err: fmt.Errorf("writing status: the parent was replaced: %w", err)}
+		}
+		return wrapWriteError(fmt.Errorf("writing status: %w", err))
+	}
+	klog.FromContext(ctx).V(4).Info("Updated parent status")
+	return nil
+}

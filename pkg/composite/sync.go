@@ -1,0 +1,178 @@
+package composite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/metactl/metactl/pkg/dynamic/ownership"
+	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/metrics"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// syncResult says what to do with a key after a successful sync.
+type syncResult struct {
+	requeueAfter time.Duration
+}
+
+// conflictError marks an error caused by a concurrent change of the object
+// being written; the retry that follows is expected and logged quietly.
+type conflictError struct{ err error }
+
+func (e *conflictError) Error() string { return e.err.Error() }
+func (e *conflictError) Unwrap() error { return e.err }
+
+// wrapWriteError wraps err as a conflictError when it is one.
+func wrapWriteError(err error) error {
+	if apierrors.IsConflict(err) {
+		return &conflictError{err: err}
+	}
+	return err
+}
+
+// gcFinalizers mark a parent whose children the garbage collector handles.
+var gcFinalizers = []string{metav1.FinalizerDeleteDependents, metav1.FinalizerOrphanDependents}
+
+// sync brings the children and status of the parent named by key to what
+// the hook wants. It is the whole reconcile, in order; see the package doc.
+func (c *Controller) sync(ctx context.Context, key string) (syncResult, error) {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return syncResult{}, nil // not a key we made; nothing to retry
+	}
+
+	// 1. The parent, from the cache. A parent that is gone takes its
+	// children with it through garbage collection.
+	parent, ok := c.parentInformer.Get(namespace, name)
+	if !ok {
+		return syncResult{}, nil
+	}
+	logger := klog.FromContext(ctx).WithValues("parent", klog.KObj(parent))
+	ctx = klog.NewContext(ctx, logger)
+
+	selected := c.parentSelector == nil || c.parentSelector.Matches(labels.Set(parent.GetLabels()))
+	deleting := parent.GetDeletionTimestamp() != nil
+	hasFinalizer := c.finalizer != "" && slices.Contains(parent.GetFinalizers(), c.finalizer)
+	finalizing := false
+	switch {
+	case deleting || !selected:
+		if !hasFinalizer {
+			// Not ours to manage any more: no finalize hook to run.
+			return syncResult{}, c.removeStaleFinalizer(ctx, parent)
+		}
+		finalizing = true
+	case c.finalizer != "" && !hasFinalizer:
+		// The finalizer goes on before the first sync, so a delete from
+		// now on waits for the finalize hook.
+		if parent, err = c.patchFinalizers(ctx, parent, append(parent.GetFinalizers(), c.finalizer)); err != nil {
+			return syncResult{}, err
+		}
+	case c.finalizer == "":
+		if err := c.removeStaleFinalizer(ctx, parent); err != nil {
+			return syncResult{}, err
+		}
+	}
+
+	// 2. Its children: owned ones, and orphans it adopts.
+	selector, err := c.childSelector(parent)
+	if err != nil {
+		return syncResult{}, c.syncFailed(parent, err)
+	}
+	observed, err := c.claimChildren(ctx, parent, selector)
+	if err != nil {
+		return syncResult{}, c.syncFailed(parent, fmt.Errorf("claiming children: %w", err))
+	}
+
+	// 3. The hook.
+	hook, hookName := c.cc.Spec.Hooks.Sync, "sync"
+	if finalizing {
+		hook, hookName = c.cc.Spec.Hooks.Finalize, "finalize"
+	}
+	request := &hooks.CompositeSyncRequest{
+		Controller: c.object,
+		Parent:     parent,
+		Children:   c.observedMap(parent, observed, hook),
+		Related:    hooks.ObjectMap{},
+		Finalizing: finalizing,
+	}
+	response := &hooks.CompositeSyncResponse{}
+	if err := c.opts.Hooks.Call(ctx, c.name, hookName, hook, request, response); err != nil {
+		return syncResult{}, c.syncFailed(parent, err)
+	}
+
+	// 4. The response, checked whole before anything is written.
+	desired, err := c.desiredChildren(parent, selector, response.Children)
+	if err != nil {
+		return syncResult{}, c.syncFailed(parent, fmt.Errorf("invalid %s hook response: %w", hookName, err))
+	}
+
+	// 5. Children. The garbage collector owns them while it deletes the
+	// parent in the foreground or orphans them.
+	var errs []error
+	if !(deleting && slices.ContainsFunc(parent.GetFinalizers(), func(f string) bool { return slices.Contains(gcFinalizers, f) })) {
+		if err := c.manageChildren(ctx, parent, observed, desired); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	// 6. Status, even when some children failed; then the finalizer.
+	if err := c.updateStatus(ctx, parent, response.Status); err != nil {
+		errs = append(errs, err)
+	}
+	if finalizing && response.Finalized && len(errs) == 0 {
+		remaining := slices.DeleteFunc(slices.Clone(parent.GetFinalizers()), func(f string) bool { return f == c.finalizer })
+		if _, err := c.patchFinalizers(ctx, parent, remaining); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return syncResult{}, c.syncFailed(parent, err)
+	}
+
+	// 7. A later sync, when the hook asked for one.
+	var result syncResult
+	if response.ResyncAfterSeconds > 0 {
+		result.requeueAfter = time.Duration(response.ResyncAfterSeconds * float64(time.Second))
+	}
+	return result, nil
+}
+
+// syncFailed records a failed sync on the parent as a SyncError Event and
+// returns err for the retry. Conflicts are not reported: they resolve on
+// the retry.
+func (c *Controller) syncFailed(parent *unstructured.Unstructured, err error) error {
+	var conflict *conflictError
+	if !errors.As(err, &conflict) {
+		c.opts.Recorder.Eventf(parent, corev1.EventTypeWarning, "SyncError", "compositecontroller %s: %v", c.name, err)
+	}
+	return err
+}
+
+// canAdopt re-reads the parent, uncached, and allows adoption only when it
+// still exists with the same UID and is not being deleted.
+func (c *Controller) canAdopt(parent *unstructured.Unstructured) ownership.CanAdoptFunc {
+	return func(ctx context.Context) error {
+		metrics.UncachedReads.WithLabelValues(c.name, "adopt").Inc()
+		fresh, err := c.opts.Client.Resource(c.parent.GroupVersionResource()).Namespace(parent.GetNamespace()).
+			Get(ctx, parent.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("re-reading parent: %w", err)
+		}
+		if fresh.GetUID() != parent.GetUID() {
+			return fmt.Errorf("parent %s was replaced (UID %s, cached %s)", parent.GetName(), fresh.GetUID(), parent.GetUID())
+		}
+		if fresh.GetDeletionTimestamp() != nil {
+			return fmt.Errorf("parent %s is being deleted", parent.GetName())
+		}
+		return nil
+	}
+}

@@ -1,0 +1,17 @@
+// Package manager runs metactl: it watches CompositeController objects and
+// runs one controller per object, restarting only that controller when its
+// spec changes and stopping it when the object is deleted; the process
+// itself never restarts for either.
+//
+// The manager owns what is shared by every controller: the API client (its
+// QPS and burst), discovery, the informer factory, the hook client, the
+// Event recorder and the metrics registry. It reports each controller's
+// state on its object: status.observedGeneration and a Ready condition that
+// is True once the controller runs with synced caches, or False with a
+// reason (InvalidSpec, UnknownResource, ...) and a message saying what is
+// wrong. A controller waiting for an unknown resource starts as soon as
+// discovery sees it.
+//
+// Run returns when its context ends, after every controller has finished
+// its in-flight syncs.
+package manager

@@ -1,0 +1,200 @@
+package manager_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/manager"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+var env *testenv.Environment
+
+func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{}, &env) }
+
+var (
+	widgetsGVR    = schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "widgets"}
+	configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+)
+
+// hook answers every widget with a ConfigMap <widget>-<tag> and counts calls.
+type hook struct {
+	*httptest.Server
+	calls atomic.Int64
+}
+
+func newHook(t *testing.T, tag string) *hook {
+	h := &hook{}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.calls.Add(1)
+		var req struct {
+			Parent *unstructured.Unstructured `json:"parent"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"status": map[string]any{"tag": tag},
+			"children": []any{map[string]any{
+				"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"name": req.Parent.GetName() + "-" + tag},
+			}},
+		})
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+func compositeController(name, url string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1",
+		"kind":       "CompositeController",
+		"metadata":   map[string]any{"name": name},
+		"spec": map[string]any{
+			"parentResource":   map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "widgets"},
+			"childResources":   []any{map[string]any{"apiVersion": "v1", "resource": "configmaps"}},
+			"generateSelector": true,
+			"hooks":            map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": url}}},
+		},
+	}}
+}
+
+func readyCondition(t *testing.T, name string) *metav1.Condition {
+	obj, err := env.Dynamic.Resource(v1alpha1.CompositeControllerResource).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	var status v1alpha1.ControllerStatus
+	if raw, ok := obj.Object["status"].(map[string]any); ok {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if status.ObservedGeneration != obj.GetGeneration() {
+		return nil
+	}
+	return meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionReady)
+}
+
+func waitReady(t *testing.T, name string, status metav1.ConditionStatus, reason string) *metav1.Condition {
+	t.Helper()
+	var c *metav1.Condition
+	testenv.Eventually(t, 60*time.Second, name+" Ready="+string(status)+" ("+reason+")", func(context.Context) (bool, error) {
+		c = readyCondition(t, name)
+		return c != nil && c.Status == status && c.Reason == reason, nil
+	})
+	return c
+}
+
+func waitObject(t *testing.T, gvr schema.GroupVersionResource, ns, name string) {
+	t.Helper()
+	testenv.Eventually(t, 60*time.Second, gvr.Resource+" "+ns+"/"+name, func(ctx context.Context) (bool, error) {
+		_, err := env.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+}
+
+// TestLifecycle drives one manager through a CompositeController's life:
+// waiting for an unknown resource, starting when its CRD appears, restarting
+// on a spec change, stopping on deletion, and reporting an invalid spec.
+func TestLifecycle(t *testing.T) {
+	m, err := manager.New(manager.Options{Config: env.Config, Workers: 2, DiscoveryInterval: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+
+	ccs := env.Dynamic.Resource(v1alpha1.CompositeControllerResource)
+	first, second := newHook(t, "first"), newHook(t, "second")
+
+	// Unknown resource: reported, and retried when discovery changes.
+	if _, err := ccs.Create(ctx, compositeController("widgets", first.URL), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := waitReady(t, "widgets", metav1.ConditionFalse, v1alpha1.ReasonUnknownResource)
+	t.Logf("condition: %s", c.Message)
+	root, _ := testenv.RepoRoot()
+	if _, err := env.Kubectl(ctx, "apply", "-f", filepath.Join(root, "pkg", "manager", "testdata", "widgets-crd.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, "widgets", metav1.ConditionTrue, v1alpha1.ReasonRunning)
+
+	ns := env.CreateNamespace(t)
+	widget := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "test.metactl.io/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w1", "namespace": ns},
+	}}
+	if _, err := env.Dynamic.Resource(widgetsGVR).Namespace(ns).Create(ctx, widget, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitObject(t, configMapsGVR, ns, "w1-first")
+
+	// A spec change restarts the controller with the new hook.
+	patch := []byte(`{"spec":{"hooks":{"sync":{"webhook":{"url":"` + second.URL + `"}}}}}`)
+	if _, err := ccs.Patch(ctx, "widgets", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, "widgets", metav1.ConditionTrue, v1alpha1.ReasonRunning)
+	waitObject(t, configMapsGVR, ns, "w1-second")
+	firstCalls := first.calls.Load()
+
+	// Deleted: the controller stops; a parent change calls no hook.
+	if err := ccs.Delete(ctx, "widgets", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// An invalid spec, created after the delete, is reported; once it is,
+	// the manager has handled the delete too (one queue, in order).
+	invalid := compositeController("invalid", first.URL)
+	invalid.Object["spec"].(map[string]any)["childResources"] = []any{
+		map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "widgets"},
+	}
+	if _, err := ccs.Create(ctx, invalid, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c = waitReady(t, "invalid", metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec)
+	t.Logf("condition: %s", c.Message)
+	secondCalls := second.calls.Load()
+	if _, err := env.Dynamic.Resource(widgetsGVR).Namespace(ns).Patch(ctx, "w1", types.MergePatchType, []byte(`{"spec":{"x":1}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A controller that still ran would have called its hook for that
+	// change well within the time the next condition takes to appear.
+	other := compositeController("other", first.URL)
+	other.Object["spec"].(map[string]any)["parentResource"] = map[string]any{"apiVersion": "v1", "resource": "nosuchthings"}
+	if _, err := ccs.Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, "other", metav1.ConditionFalse, v1alpha1.ReasonUnknownResource)
+	if got := second.calls.Load(); got != secondCalls {
+		t.Errorf("the deleted controller's hook was called %d more times", got-secondCalls)
+	}
+	if got := first.calls.Load(); got != firstCalls {
+		t.Errorf("the replaced controller's hook was called %d more times", got-firstCalls)
+	}
+}
