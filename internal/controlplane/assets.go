@@ -1,11 +1,10 @@
-package testenv
+package controlplane
 
 import (
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 )
 
@@ -25,30 +24,28 @@ func AssetsDir() (string, error) {
 		}
 		source = "the hack/testenv.sh cache"
 	}
-	for _, b := range binaries {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			return "", fmt.Errorf("control-plane binary %s not found in %s (from %s): build them with `make testenv` (hack/testenv.sh), then run the tests with `make test`: %w", b, dir, source, err)
-		}
-	}
-	return dir, nil
+	return dir, checkAssets(dir, source)
 }
 
+// checkAssets fails, naming the command to run, when dir lacks a binary.
+func checkAssets(dir, source string) error {
+	for _, b := range binaries {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return fmt.Errorf("control-plane binary %s not found in %s (from %s): build them with `make testenv` (hack/testenv.sh): %w", b, dir, source, err)
+		}
+	}
+	return nil
+}
+
+// The versions hack/testenv.sh builds; a test keeps the two in step.
+const (
+	KubernetesVersion = "1.36.3"
+	EtcdVersion       = "3.6.16"
+)
+
 // defaultAssetsDir computes the folder hack/testenv.sh builds into, from the
-// versions the script pins and the running Go version.
+// versions it pins and the running Go version.
 func defaultAssetsDir() (string, error) {
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	script, err := os.ReadFile(filepath.Join(root, "hack", "testenv.sh"))
-	if err != nil {
-		return "", err
-	}
-	k8s := regexp.MustCompile(`(?m)^K8S_VERSION=(\S+)$`).FindSubmatch(script)
-	etcd := regexp.MustCompile(`(?m)^ETCD_VERSION=(\S+)$`).FindSubmatch(script)
-	if k8s == nil || etcd == nil {
-		return "", errors.New("hack/testenv.sh does not pin K8S_VERSION and ETCD_VERSION")
-	}
 	cache := os.Getenv("METACTL_TESTENV_CACHE")
 	if cache == "" {
 		base := os.Getenv("XDG_CACHE_HOME")
@@ -61,7 +58,7 @@ func defaultAssetsDir() (string, error) {
 		}
 		cache = filepath.Join(base, "metactl", "testenv")
 	}
-	return filepath.Join(cache, fmt.Sprintf("k8s-%s_etcd-%s_%s", k8s[1], etcd[1], runtime.Version())), nil
+	return filepath.Join(cache, fmt.Sprintf("k8s-%s_etcd-%s_%s", KubernetesVersion, EtcdVersion, runtime.Version())), nil
 }
 
 // RepoRoot returns the root of the metactl repository: the nearest folder

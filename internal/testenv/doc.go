@@ -1,7 +1,6 @@
-// Package testenv starts a real control plane for a test package: etcd and
-// kube-apiserver through controller-runtime's envtest, optionally
-// kube-controller-manager for garbage collection, with metactl's CRDs
-// installed.
+// Package testenv gives a test package a real control plane (see
+// internal/controlplane: etcd, kube-apiserver, optionally
+// kube-controller-manager, with metactl's CRDs installed) and clients for it.
 //
 // The binaries come from hack/testenv.sh, which builds them from the Go
 // module proxy into a cache folder outside the repository. They are found

@@ -3,7 +3,6 @@ package testenv
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -11,165 +10,63 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // Options configure a control plane.
 type Options struct {
 	// GarbageCollector also starts kube-controller-manager running the
 	// garbage collector and namespace controllers, for tests of cascading
-	// deletion. It adds about a second to the start.
+	// deletion.
 	GarbageCollector bool
 	// ExtraCRDPaths are files or folders of further CRDs to install, such as
 	// a test's parent resource; metactl's own CRDs are always installed.
 	ExtraCRDPaths []string
 }
 
-// Environment is a running control plane. Its fields are safe for
-// concurrent use by tests.
+// Environment is a running control plane with clients for it. Its fields
+// are safe for concurrent use by tests.
 type Environment struct {
-	// Config reaches the API server as a cluster administrator.
-	Config *rest.Config
+	*controlplane.ControlPlane
 	// Dynamic and Kube are clients built from Config.
 	Dynamic dynamic.Interface
 	Kube    kubernetes.Interface
-	// KubeconfigPath is a kubeconfig file for Config, for child processes
-	// such as kubectl or metactl itself.
-	KubeconfigPath string
-	// AssetsDir holds the control-plane binaries.
-	AssetsDir string
-
-	env      *envtest.Environment
-	dir      string
-	kcm      *exec.Cmd
-	kcmDone  chan struct{}
-	stopOnce sync.Once
-	stopErr  error
 }
 
-// Start starts etcd and kube-apiserver, installs metactl's CRDs (and
-// Options.ExtraCRDPaths) and waits until they are served. On error nothing
-// is left running.
-func Start(opts Options) (_ *Environment, err error) {
-	assets, err := AssetsDir()
+// Start starts a control plane (see internal/controlplane) and builds
+// clients for it. On error nothing is left running.
+func Start(opts Options) (*Environment, error) {
+	cp, err := controlplane.Start(controlplane.Options{GarbageCollector: opts.GarbageCollector, ExtraCRDPaths: opts.ExtraCRDPaths})
 	if err != nil {
 		return nil, err
 	}
-	root, err := RepoRoot()
-	if err != nil {
+	e := &Environment{ControlPlane: cp}
+	// Tests make many requests quickly; client-side throttling would only
+	// slow them down.
+	cp.Config.QPS, cp.Config.Burst = 500, 1000
+	if e.Dynamic, err = dynamic.NewForConfig(cp.Config); err != nil {
+		_ = cp.Stop()
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "metactl-testenv-")
-	if err != nil {
+	if e.Kube, err = kubernetes.NewForConfig(cp.Config); err != nil {
+		_ = cp.Stop()
 		return nil, err
-	}
-	e := &Environment{AssetsDir: assets, dir: dir}
-	defer func() {
-		if err != nil {
-			_ = e.Stop()
-		}
-	}()
-
-	e.env = &envtest.Environment{
-		BinaryAssetsDirectory:    assets,
-		CRDDirectoryPaths:        append([]string{filepath.Join(root, "manifests", "crds")}, opts.ExtraCRDPaths...),
-		ErrorIfCRDPathMissing:    true,
-		ControlPlaneStartTimeout: 2 * time.Minute,
-		ControlPlaneStopTimeout:  time.Minute,
-	}
-	// Loopback only, and quiet: the API server logs at -v 0 to its own pipe.
-	e.env.ControlPlane.GetAPIServer().Configure().Set("bind-address", "127.0.0.1")
-	if e.Config, err = e.env.Start(); err != nil {
-		return nil, fmt.Errorf("starting etcd and kube-apiserver from %s: %w", assets, err)
-	}
-	e.Config.QPS, e.Config.Burst = 500, 1000
-
-	e.KubeconfigPath = filepath.Join(dir, "kubeconfig")
-	if err = os.WriteFile(e.KubeconfigPath, e.env.KubeConfig, 0o600); err != nil {
-		return nil, err
-	}
-	if e.Dynamic, err = dynamic.NewForConfig(e.Config); err != nil {
-		return nil, err
-	}
-	if e.Kube, err = kubernetes.NewForConfig(e.Config); err != nil {
-		return nil, err
-	}
-	if opts.GarbageCollector {
-		if err = e.startControllerManager(); err != nil {
-			return nil, err
-		}
 	}
 	return e, nil
 }
 
-func (e *Environment) startControllerManager() error {
-	logFile, err := os.Create(filepath.Join(e.dir, "kube-controller-manager.log"))
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(filepath.Join(e.AssetsDir, "kube-controller-manager"),
-		"--kubeconfig="+e.KubeconfigPath,
-		"--controllers=garbagecollector,namespace",
-		"--leader-elect=false",
-		"--bind-address=127.0.0.1",
-		"--secure-port=0",
-		"--concurrent-gc-syncs=20",
-		"--v=1",
-	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Killed with this process even if it dies without calling Stop.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return fmt.Errorf("starting kube-controller-manager: %w", err)
-	}
-	e.kcm, e.kcmDone = cmd, make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(e.kcmDone)
-	}()
-	return nil
-}
-
-// Stop stops every process of the control plane and removes its temporary
-// files. It is safe to call more than once and from several goroutines.
-func (e *Environment) Stop() error {
-	e.stopOnce.Do(func() {
-		var errs []error
-		if e.kcm != nil {
-			_ = e.kcm.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-e.kcmDone:
-			case <-time.After(10 * time.Second):
-				_ = e.kcm.Process.Kill()
-				<-e.kcmDone
-			}
-		}
-		if e.env != nil {
-			if err := e.env.Stop(); err != nil {
-				errs = append(errs, fmt.Errorf("stopping etcd and kube-apiserver: %w", err))
-			}
-		}
-		if e.dir != "" {
-			errs = append(errs, os.RemoveAll(e.dir))
-		}
-		e.stopErr = errors.Join(errs...)
-	})
-	return e.stopErr
-}
+// RepoRoot returns the root of the metactl repository.
+func RepoRoot() (string, error) { return controlplane.RepoRoot() }
 
 // CreateNamespace creates a namespace with a fresh name for one test and
 // deletes it when the test ends.
