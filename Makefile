@@ -19,6 +19,10 @@ help: ## List the targets.
 build: ## Build bin/metactl.
 	$(GO) build -trimpath -o $(BIN)/metactl ./cmd/metactl
 
+.PHONY: demo
+demo: build ## Run a local control plane with metactl and the hello-world example (Ctrl-C stops it).
+	$(BIN)/metactl dev --example hello-world
+
 .PHONY: testenv
 testenv: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl once (cached outside the repo).
 	@hack/testenv.sh >/dev/null

@@ -23,6 +23,7 @@ func newRootCommand() *cobra.Command {
 calls their webhooks, and applies what the webhooks ask for.`,
 		SilenceUsage: true,
 	}
-	root.AddCommand(newVersionCommand())
+	addKlogFlags(root)
+	root.AddCommand(newVersionCommand(), newRunCommand(), newDevCommand())
 	return root
 }

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Sync hook of the hello-world CompositeController.
+
+For each HelloWorld parent it asks for one ConfigMap holding a greeting
+for spec.who, and reports the greeting in the parent's status. Standard
+library only.
+
+Usage: hook.py [--port PORT]   (default 8080, or $PORT)
+"""
+import argparse
+import json
+import os
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def sync(request):
+    parent = request["parent"]
+    who = parent.get("spec", {}).get("who", "World")
+    greeting = f"Hello, {who}!"
+    children = request["children"].get("ConfigMap.v1", {})
+    return {
+        "status": {"greeting": greeting, "configMaps": len(children)},
+        "children": [
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": parent["metadata"]["name"] + "-greeting"},
+                "data": {"greeting": greeting},
+            }
+        ],
+    }
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        if self.path != "/sync":
+            self.send_error(404)
+            return
+        length = int(self.headers.get("Content-Length", 0))
+        try:
+            response = sync(json.loads(self.rfile.read(length)))
+        except (ValueError, KeyError) as err:
+            self.send_error(400, str(err))
+            return
+        body = json.dumps(response).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, fmt, *args):
+        pass
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8080")))
+    args = parser.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    print(f"hello-world hook listening on 127.0.0.1:{args.port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
