@@ -32,7 +32,6 @@ func configMap(ns, name string, ownerUID string) *unstructured.Unstructured {
 	return obj
 }
 
-
 func newFactory(objs ...runtime.Object) *Factory {
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{configMapsGVR: "ConfigMapList"}, objs...)
