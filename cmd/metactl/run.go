@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -34,6 +35,7 @@ type runFlags struct {
 	cacheResync       time.Duration
 	metricsAddr       string
 	healthAddr        string
+	pprofAddr         string
 	maxResponseBytes  int64
 }
 
@@ -55,13 +57,14 @@ syncs in flight.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default $KUBECONFIG, else the in-cluster config")
-	fs.IntVar(&f.workers, "workers", 16, "parents each controller syncs at once")
-	fs.Float32Var(&f.clientQPS, "client-qps", 500, "sustained requests per second to the API server, shared by all controllers")
-	fs.IntVar(&f.clientBurst, "client-burst", 1000, "requests allowed in a burst above --client-qps")
+	fs.IntVar(&f.workers, "workers", 32, "parents each controller syncs at once; hook calls of different parents run concurrently, so a slow hook needs more")
+	fs.Float32Var(&f.clientQPS, "client-qps", 2000, "sustained requests per second to the API server, shared by all controllers; above what one API server sustains, so the server's own priority and fairness sets the pace")
+	fs.IntVar(&f.clientBurst, "client-burst", 4000, "requests allowed in a burst above --client-qps")
 	fs.DurationVar(&f.discoveryInterval, "discovery-interval", 30*time.Second, "how often to refresh the API server's resource list")
 	fs.DurationVar(&f.cacheResync, "cache-resync", 0, "informer resync period; 0 disables (a parent is resynced only by events, resyncPeriodSeconds or resyncAfterSeconds)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", ":9999", "address serving Prometheus metrics at /metrics; empty disables")
 	fs.StringVar(&f.healthAddr, "health-addr", ":9998", "address serving /healthz and /readyz; empty disables")
+	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "address serving Go's /debug/pprof/ profiles; empty (the default) disables")
 	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", 16<<20, "largest hook response accepted")
 	return cmd
 }
@@ -123,6 +126,15 @@ func run(ctx context.Context, f *runFlags) error {
 			_, _ = w.Write([]byte("ok"))
 		})
 		servers = append(servers, &http.Server{Addr: f.healthAddr, Handler: r, ReadHeaderTimeout: 10 * time.Second})
+	}
+	if f.pprofAddr != "" {
+		r := mux.NewRouter()
+		r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		r.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		r.PathPrefix("/debug/pprof/").HandlerFunc(pprof.Index)
+		servers = append(servers, &http.Server{Addr: f.pprofAddr, Handler: r, ReadHeaderTimeout: 10 * time.Second})
 	}
 	for _, s := range servers {
 		ln, err := net.Listen("tcp", s.Addr)

@@ -479,3 +479,47 @@ func answerWith(f func(req *syncRequest, ns string) any) func(h *testHook, ns st
 		}
 	}
 }
+
+// TestCreateCostsTheMinimum checks the cost of creating a parent whose
+// status counts its children: two hook calls (the second sees the children
+// just created, so the status is right at once), three creates, one status
+// write, and no sync for the echoes of those writes.
+func TestCreateCostsTheMinimum(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook := newTestHook(t, func(req *syncRequest) any {
+		var children []any
+		for i := range 3 {
+			children = append(children, configMapChild(req.Parent, req.Parent.GetName()+"-"+string(rune('a'+i)), map[string]any{"i": "x"}))
+		}
+		return map[string]any{"children": children, "status": map[string]any{"children": len(req.Children["ConfigMap.v1"])}}
+	})
+	cc := compositeController(t, hook, thingsGVR, nil)
+	startController(t, cc)
+	newThing(t, thingsGVR, ns, "p1", nil)
+	waitFor(t, thingsGVR, ns, "p1", "status counts 3 children", func(o *unstructured.Unstructured) bool {
+		return o != nil && statusField(o, "children") == int64(3)
+	})
+	// A change of ours after convergence: its sync is the third hook call.
+	if _, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Patch(ctx(t), "p1", types.MergePatchType, []byte(`{"metadata":{"labels":{"poke":"1"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the hook to see the label", func(context.Context) (bool, error) {
+		last := hook.lastRequest()
+		return last != nil && last.Parent.GetLabels()["poke"] == "1", nil
+	})
+	if got := hook.calls.Load(); got != 3 {
+		t.Errorf("hook calls = %d, want 2 for the create and 1 for the label", got)
+	}
+	writes := func(verb, target string) float64 {
+		return testutil.ToFloat64(metrics.ObjectWrites.WithLabelValues(cc.GetName(), verb, target))
+	}
+	if got := writes("create", "child"); got != 3 {
+		t.Errorf("child creates = %v, want 3", got)
+	}
+	if got := writes("patch", "status"); got != 1 {
+		t.Errorf("status writes = %v, want 1", got)
+	}
+	if got := writes("update", "child"); got != 0 {
+		t.Errorf("child updates = %v, want 0", got)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
@@ -40,7 +41,7 @@ type Options struct {
 	Hooks *hooks.Client
 	// Recorder records Events on parents.
 	Recorder record.EventRecorder
-	// Workers is the number of parents synced at once; default 16.
+	// Workers is the number of parents synced at once; default 32.
 	Workers int
 	// RateLimiter spaces the retries of failing parents; default
 	// exponential from 250ms to 5m per parent, with an overall token bucket.
@@ -63,9 +64,13 @@ type Controller struct {
 
 	parent         *discovery.Resource
 	parentSelector labels.Selector // nil: every parent
-	children       []*childResource
-	childrenByKind map[string]*childResource // apiVersion + "/" + kind
+	children       []*children.Resource
+	childrenByKind map[string]*children.Resource // apiVersion + "/" + kind
 	finalizer      string
+	writer         *children.Writer
+	// echoes are this controller's own writes, whose watch events need no
+	// sync: the sync that wrote them already acted on their result.
+	echoes *informer.Echoes
 
 	parentInformer *informer.Informer
 	queue          workqueue.TypedRateLimitingInterface[string]
@@ -73,13 +78,6 @@ type Controller struct {
 	stop     chan struct{} // closed by Stop
 	stopOnce sync.Once
 	workers  sync.WaitGroup
-}
-
-// childResource is one declared child resource, resolved.
-type childResource struct {
-	*discovery.Resource
-	method   v1alpha1.ChildUpdateMethod
-	informer *informer.Informer
 }
 
 // DefaultRateLimiter is the retry spacing of failing parents: exponential
@@ -106,7 +104,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 	}
 	v1alpha1.SetDefaults_CompositeController(cc)
 	if opts.Workers <= 0 {
-		opts.Workers = 16
+		opts.Workers = 32
 	}
 	if opts.RateLimiter == nil {
 		opts.RateLimiter = DefaultRateLimiter()
@@ -117,7 +115,9 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		object:         object.DeepCopy(),
 		cc:             cc,
 		opts:           opts,
-		childrenByKind: map[string]*childResource{},
+		childrenByKind: map[string]*children.Resource{},
+		writer:         &children.Writer{Client: opts.Client, Controller: cc.Name},
+		echoes:         informer.NewEchoes(),
 		stop:           make(chan struct{}),
 	}
 	if cc.Spec.Hooks.Finalize != nil {
@@ -142,7 +142,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 			return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec", "childResources").Index(i), rule.Resource,
 				"a namespaced parent cannot own cluster-scoped children")}}
 		}
-		child := &childResource{Resource: res, method: rule.UpdateStrategy.Method}
+		child := &children.Resource{Resource: res, Method: rule.UpdateStrategy.Method}
 		c.children = append(c.children, child)
 		c.childrenByKind[res.APIVersion+"/"+res.Kind] = child
 	}
@@ -164,14 +164,14 @@ func (c *Controller) Start(ctx context.Context) error {
 		return err
 	}
 	for _, child := range c.children {
-		child.informer = c.opts.Informers.Acquire(child.GroupVersionResource())
-		if err := child.informer.AddEventHandler(c.childHandler(child)); err != nil {
+		child.Informer = c.opts.Informers.Acquire(child.GroupVersionResource())
+		if err := child.Informer.AddEventHandler(c.childHandler()); err != nil {
 			return err
 		}
 	}
 	synced := []cache.InformerSynced{c.parentInformer.HasSynced}
 	for _, child := range c.children {
-		synced = append(synced, child.informer.HasSynced)
+		synced = append(synced, child.Informer.HasSynced)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("waiting for caches of compositecontroller %s: %w", c.name, ctx.Err())
@@ -206,15 +206,15 @@ func (c *Controller) Stop() {
 	c.stopOnce.Do(func() {
 		close(c.stop)
 		if c.queue != nil {
-			c.queue.ShutDownWithDrain()
+			c.queue.ShutDown()
 		}
 		c.workers.Wait()
 		if c.parentInformer != nil {
 			c.parentInformer.Release()
 		}
 		for _, child := range c.children {
-			if child.informer != nil {
-				child.informer.Release()
+			if child.Informer != nil {
+				child.Informer.Release()
 			}
 		}
 	})
@@ -246,7 +246,7 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 		c.queue.AddAfter(key, delay)
 		return true
 	}
-	var conflict *conflictError
+	var conflict *children.ConflictError
 	if errors.As(err, &conflict) {
 		// Someone changed the object under us: the cache will catch up; a
 		// quick, quiet retry.

@@ -27,6 +27,9 @@ func (c *Controller) parentHandler() cache.ResourceEventHandler {
 			if !ok1 || !ok2 {
 				return
 			}
+			if c.echoes.IsEcho(newU) {
+				return
+			}
 			if ignoreStatus && oldU.GetResourceVersion() != newU.GetResourceVersion() && onlyStatusChanged(oldU, newU) {
 				return
 			}
@@ -34,6 +37,7 @@ func (c *Controller) parentHandler() cache.ResourceEventHandler {
 		},
 		DeleteFunc: func(obj any) {
 			if u := objectOf(obj); u != nil {
+				c.echoes.Forget(u.GetUID())
 				c.enqueue(u)
 			}
 		},
@@ -70,10 +74,10 @@ func onlyStatusChanged(oldU, newU *unstructured.Unstructured) bool {
 // controller owner (old and new, when the owner changed), or, for an
 // orphan, every parent in its namespace whose selector matches it, since
 // one of them may adopt it.
-func (c *Controller) childHandler(child *childResource) cache.ResourceEventHandler {
+func (c *Controller) childHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if u, ok := obj.(*unstructured.Unstructured); ok {
+			if u, ok := obj.(*unstructured.Unstructured); ok && !c.echoes.IsEcho(u) {
 				c.enqueueOwnerOrCandidates(u)
 			}
 		},
@@ -83,8 +87,8 @@ func (c *Controller) childHandler(child *childResource) cache.ResourceEventHandl
 			if !ok1 || !ok2 {
 				return
 			}
-			if oldU.GetResourceVersion() == newU.GetResourceVersion() {
-				return // resync: the parent resync covers it
+			if oldU.GetResourceVersion() == newU.GetResourceVersion() || c.echoes.IsEcho(newU) {
+				return // a resync (the parent's covers it), or our own write
 			}
 			oldRef, newRef := metav1.GetControllerOfNoCopy(oldU), metav1.GetControllerOfNoCopy(newU)
 			if oldRef != nil && (newRef == nil || oldRef.UID != newRef.UID) {
@@ -94,6 +98,7 @@ func (c *Controller) childHandler(child *childResource) cache.ResourceEventHandl
 		},
 		DeleteFunc: func(obj any) {
 			if u := objectOf(obj); u != nil {
+				c.echoes.Forget(u.GetUID())
 				if ref := metav1.GetControllerOfNoCopy(u); ref != nil {
 					c.enqueueOwner(u.GetNamespace(), ref)
 				}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/metrics"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -72,6 +73,7 @@ func (c *Controller) patchFinalizers(ctx context.Context, parent *unstructured.U
 	if err != nil {
 		return nil, wrapWriteError(fmt.Errorf("setting finalizers %v: %w", finalizers, err))
 	}
+	c.echoes.Expect(patched)
 	klog.FromContext(ctx).V(4).Info("Set parent finalizers", "finalizers", finalizers)
 	return patched, nil
 }
@@ -113,17 +115,19 @@ func (c *Controller) updateStatus(ctx context.Context, parent *unstructured.Unst
 		subresources = []string{"status"}
 	}
 	metrics.ObjectWrites.WithLabelValues(c.name, "patch", "status").Inc()
-	_, err = c.opts.Client.Resource(c.parent.GroupVersionResource()).Namespace(parent.GetNamespace()).
+	patched, err := c.opts.Client.Resource(c.parent.GroupVersionResource()).Namespace(parent.GetNamespace()).
 		Patch(ctx, parent.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{}, subresources...)
 	if apierrors.IsNotFound(err) {
 		return nil // deleted meanwhile
 	}
 	if err != nil {
 		if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "test") {
-			return &conflictError{err: fmt.Errorf("writing status: the parent was replaced: %w", err)}
+			return &children.ConflictError{Err: fmt.Errorf("writing status: the parent was replaced: %w", err)}
 		}
 		return wrapWriteError(fmt.Errorf("writing status: %w", err))
 	}
+	// The hook's answer already reflects this parent; its echo needs no sync.
+	c.echoes.Expect(patched)
 	klog.FromContext(ctx).V(4).Info("Updated parent status")
 	return nil
 }

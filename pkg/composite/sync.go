@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/ownership"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
@@ -24,17 +25,10 @@ type syncResult struct {
 	requeueAfter time.Duration
 }
 
-// conflictError marks an error caused by a concurrent change of the object
-// being written; the retry that follows is expected and logged quietly.
-type conflictError struct{ err error }
-
-func (e *conflictError) Error() string { return e.err.Error() }
-func (e *conflictError) Unwrap() error { return e.err }
-
-// wrapWriteError wraps err as a conflictError when it is one.
+// wrapWriteError marks err as a children.ConflictError when it is one.
 func wrapWriteError(err error) error {
 	if apierrors.IsConflict(err) {
-		return &conflictError{err: err}
+		return &children.ConflictError{Err: err}
 	}
 	return err
 }
@@ -92,36 +86,58 @@ func (c *Controller) sync(ctx context.Context, key string) (syncResult, error) {
 		return syncResult{}, c.syncFailed(parent, fmt.Errorf("claiming children: %w", err))
 	}
 
-	// 3. The hook.
+	// 3-5. The hook, its answer checked whole, then the children written.
+	// When that wrote children, the hook is asked once more with the
+	// children as they now are, so that a status that counts or reads them
+	// is right at once; the echoes of writes the hook has already seen
+	// trigger no further sync.
 	hook, hookName := c.cc.Spec.Hooks.Sync, "sync"
 	if finalizing {
 		hook, hookName = c.cc.Spec.Hooks.Finalize, "finalize"
 	}
-	request := &hooks.CompositeSyncRequest{
-		Controller: c.object,
-		Parent:     parent,
-		Children:   c.observedMap(parent, observed, hook),
-		Related:    hooks.ObjectMap{},
-		Finalizing: finalizing,
-	}
-	response := &hooks.CompositeSyncResponse{}
-	if err := c.opts.Hooks.Call(ctx, c.name, hookName, hook, request, response); err != nil {
-		return syncResult{}, c.syncFailed(parent, err)
-	}
-
-	// 4. The response, checked whole before anything is written.
-	desired, err := c.desiredChildren(parent, selector, response.Children)
-	if err != nil {
-		return syncResult{}, c.syncFailed(parent, fmt.Errorf("invalid %s hook response: %w", hookName, err))
-	}
-
-	// 5. Children. The garbage collector owns them while it deletes the
-	// parent in the foreground or orphans them.
-	var errs []error
-	if !(deleting && slices.ContainsFunc(parent.GetFinalizers(), func(f string) bool { return slices.Contains(gcFinalizers, f) })) {
-		if err := c.manageChildren(ctx, parent, observed, desired); err != nil {
+	manage := !(deleting && slices.ContainsFunc(parent.GetFinalizers(), func(f string) bool { return slices.Contains(gcFinalizers, f) }))
+	var (
+		response *hooks.CompositeSyncResponse
+		errs     []error
+	)
+	for round := 1; ; round++ {
+		response = &hooks.CompositeSyncResponse{}
+		request := &hooks.CompositeSyncRequest{
+			Controller: c.object,
+			Parent:     parent,
+			Children:   c.observedMap(observed, hook),
+			Related:    hooks.ObjectMap{},
+			Finalizing: finalizing,
+		}
+		if err := c.opts.Hooks.Call(ctx, c.name, hookName, hook, request, response); err != nil {
+			if round > 1 {
+				break // the first answer was applied; its echoes will bring the parent back
+			}
+			return syncResult{}, c.syncFailed(parent, err)
+		}
+		desired, err := c.desiredChildren(parent, selector, response.Children)
+		if err != nil {
+			if round > 1 {
+				break
+			}
+			return syncResult{}, c.syncFailed(parent, fmt.Errorf("invalid %s hook response: %w", hookName, err))
+		}
+		// The garbage collector owns the children while it deletes the
+		// parent in the foreground or orphans them.
+		if !manage {
+			break
+		}
+		result, err := c.writer.Manage(ctx, c.children, observed, desired)
+		if err != nil {
 			errs = append(errs, err)
 		}
+		if !result.Wrote() || round == 2 || err != nil {
+			break
+		}
+		for _, obj := range result.Written {
+			c.echoes.Expect(obj)
+		}
+		observed = result.Observed
 	}
 
 	// 6. Status, even when some children failed; then the finalizer.
@@ -150,7 +166,7 @@ func (c *Controller) sync(ctx context.Context, key string) (syncResult, error) {
 // returns err for the retry. Conflicts are not reported: they resolve on
 // the retry.
 func (c *Controller) syncFailed(parent *unstructured.Unstructured, err error) error {
-	var conflict *conflictError
+	var conflict *children.ConflictError
 	if !errors.As(err, &conflict) {
 		c.opts.Recorder.Eventf(parent, corev1.EventTypeWarning, "SyncError", "compositecontroller %s: %v", c.name, err)
 	}

@@ -84,7 +84,7 @@ func New(opts Options) (*Manager, error) {
 		return nil, errors.New("manager: Options.Config is required")
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = 16
+		opts.Workers = 32
 	}
 	metrics.Register()
 	client, err := dynamic.NewForConfig(opts.Config)

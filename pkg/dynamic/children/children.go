@@ -1,0 +1,236 @@
+package children
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/apply"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/metrics"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+// Resource is one declared child resource, resolved through discovery,
+// with its update method and the informer watching it.
+type Resource struct {
+	*discovery.Resource
+	Method   v1alpha1.ChildUpdateMethod
+	Informer *informer.Informer
+}
+
+// Set holds the children of one resource by Key.
+type Set map[string]*unstructured.Unstructured
+
+// Key names an object within its resource: namespace/name, or name.
+func Key(obj metav1.Object) string {
+	if ns := obj.GetNamespace(); ns != "" {
+		return ns + "/" + obj.GetName()
+	}
+	return obj.GetName()
+}
+
+// ConflictError marks a write that failed because the object changed
+// since it was read; a retry after the cache catches up resolves it.
+type ConflictError struct{ Err error }
+
+func (e *ConflictError) Error() string { return e.Err.Error() }
+func (e *ConflictError) Unwrap() error { return e.Err }
+
+// Writer writes children for one controller.
+type Writer struct {
+	// Client makes the writes.
+	Client dynamic.Interface
+	// Controller names the controller in metrics and logs.
+	Controller string
+	// Concurrency bounds the writes in flight for one Manage call; default 8.
+	Concurrency int
+}
+
+// Result is what Manage did.
+type Result struct {
+	// Observed is the observed children updated by the writes: created
+	// and updated objects as the server returned them, deleted ones
+	// removed.
+	Observed map[*Resource]Set
+	// Written are the objects created or updated, as the server returned
+	// them (for echo expectations).
+	Written []*unstructured.Unstructured
+	// Deleted is the number of deletes issued.
+	Deleted int
+}
+
+// Wrote reports whether Manage wrote anything.
+func (r *Result) Wrote() bool { return len(r.Written) > 0 || r.Deleted > 0 }
+
+// Manage makes the observed children of each resource the desired ones:
+// delete what is not desired, create what is missing, update the rest per
+// the resource's method (OnDelete: never; Recreate and RollingRecreate:
+// delete, to be created again by a later call once it is gone; InPlace and
+// RollingInPlace: apply). Desired objects must be complete (namespace,
+// owner references); Manage records last-applied state itself. It does
+// not modify observed or desired.
+func (w *Writer) Manage(ctx context.Context, resources []*Resource, observed, desired map[*Resource]Set) (*Result, error) {
+	limit := w.Concurrency
+	if limit <= 0 {
+		limit = 8
+	}
+	result := &Result{Observed: make(map[*Resource]Set, len(resources))}
+	for _, res := range resources {
+		set := make(Set, len(observed[res]))
+		for k, v := range observed[res] {
+			set[k] = v
+		}
+		result.Observed[res] = set
+	}
+
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, limit)
+	)
+	run := func(f func() error) {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := f(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	written := func(res *Resource, key string, obj *unstructured.Unstructured) {
+		mu.Lock()
+		defer mu.Unlock()
+		if obj == nil {
+			delete(result.Observed[res], key)
+			result.Deleted++
+			return
+		}
+		result.Observed[res][key] = obj
+		result.Written = append(result.Written, obj)
+	}
+
+	for _, res := range resources {
+		for key, obj := range observed[res] {
+			if _, keep := desired[res][key]; keep || obj.GetDeletionTimestamp() != nil {
+				continue
+			}
+			run(func() error {
+				if err := w.delete(ctx, res, obj); err != nil {
+					return err
+				}
+				written(res, key, nil)
+				return nil
+			})
+		}
+		for key, want := range desired[res] {
+			have, exists := observed[res][key]
+			switch {
+			case !exists:
+				run(func() error {
+					created, err := w.create(ctx, res, key, want)
+					if err != nil || created == nil {
+						return err
+					}
+					written(res, key, created)
+					return nil
+				})
+			case have.GetDeletionTimestamp() != nil || res.Method == v1alpha1.ChildUpdateOnDelete:
+				// Recreated once it is gone; never updated.
+			default:
+				merged, changed, err := apply.Apply(have, want)
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("merging %s %s: %w", res.Kind, key, err))
+					mu.Unlock()
+					continue
+				}
+				if !changed {
+					continue
+				}
+				if res.Method == v1alpha1.ChildUpdateRecreate || res.Method == v1alpha1.ChildUpdateRollingRecreate {
+					run(func() error {
+						if err := w.delete(ctx, res, have); err != nil {
+							return err
+						}
+						written(res, key, nil)
+						return nil
+					})
+					continue
+				}
+				run(func() error {
+					updated, err := w.update(ctx, res, key, merged)
+					if err != nil {
+						return err
+					}
+					written(res, key, updated)
+					return nil
+				})
+			}
+		}
+	}
+	wg.Wait()
+	return result, errors.Join(errs...)
+}
+
+func (w *Writer) create(ctx context.Context, res *Resource, key string, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	obj := want.DeepCopy()
+	if err := apply.SetLastApplied(obj, want.Object); err != nil {
+		return nil, fmt.Errorf("creating %s %s: %w", res.Kind, key, err)
+	}
+	metrics.ObjectWrites.WithLabelValues(w.Controller, "create", "child").Inc()
+	created, err := w.Client.Resource(res.GroupVersionResource()).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// Another owner's, or ours not yet in the cache: not an error.
+		klog.FromContext(ctx).V(4).Info("Child already exists", "kind", res.Kind, "child", key)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating %s %s: %w", res.Kind, key, err)
+	}
+	klog.FromContext(ctx).V(4).Info("Created child", "kind", res.Kind, "child", key)
+	return created, nil
+}
+
+func (w *Writer) update(ctx context.Context, res *Resource, key string, merged *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	metrics.ObjectWrites.WithLabelValues(w.Controller, "update", "child").Inc()
+	updated, err := w.Client.Resource(res.GroupVersionResource()).Namespace(merged.GetNamespace()).Update(ctx, merged, metav1.UpdateOptions{})
+	if err != nil {
+		err = fmt.Errorf("updating %s %s: %w", res.Kind, key, err)
+		if apierrors.IsConflict(err) {
+			return nil, &ConflictError{Err: err}
+		}
+		return nil, err
+	}
+	klog.FromContext(ctx).V(4).Info("Updated child", "kind", res.Kind, "child", key)
+	return updated, nil
+}
+
+// delete deletes a child in the background, on the precondition that it is
+// still the object that was observed. A child already gone, or replaced by
+// another object of that name, counts as deleted.
+func (w *Writer) delete(ctx context.Context, res *Resource, obj *unstructured.Unstructured) error {
+	metrics.ObjectWrites.WithLabelValues(w.Controller, "delete", "child").Inc()
+	err := w.Client.Resource(res.GroupVersionResource()).Namespace(obj.GetNamespace()).Delete(ctx, obj.GetName(), metav1.DeleteOptions{
+		Preconditions:     &metav1.Preconditions{UID: ptr.To(obj.GetUID())},
+		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting %s %s: %w", res.Kind, Key(obj), err)
+	}
+	klog.FromContext(ctx).V(4).Info("Deleted child", "kind", res.Kind, "child", Key(obj))
+	return nil
+}

@@ -1,0 +1,12 @@
+// Package children writes a controller's children (a CompositeController's
+// children, a DecoratorController's attachments): given the observed and the
+// desired objects of each declared resource, it creates what is missing,
+// deletes what is no longer desired, and updates the rest as the resource's
+// update strategy says, with the three-way merge of pkg/dynamic/apply.
+//
+// Writes of one call run concurrently (up to Writer.Concurrency at a time);
+// their order is not defined. A failed write does not stop the others; all
+// failures are returned joined. Nothing is written for an object whose
+// desired state equals its observed state. Deletes carry the observed UID
+// as a precondition and propagate in the background.
+package children
