@@ -2,24 +2,20 @@ package composite
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
-	"github.com/metactl/metactl/pkg/metrics"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -44,7 +40,7 @@ type Options struct {
 	// Workers is the number of parents synced at once; default 32.
 	Workers int
 	// RateLimiter spaces the retries of failing parents; default
-	// exponential from 250ms to 5m per parent, with an overall token bucket.
+	// loop.DefaultRateLimiter().
 	RateLimiter workqueue.TypedRateLimiter[string]
 }
 
@@ -73,21 +69,11 @@ type Controller struct {
 	echoes *informer.Echoes
 
 	parentInformer *informer.Informer
-	queue          workqueue.TypedRateLimitingInterface[string]
+	loop           *loop.Loop
 
 	stop     chan struct{} // closed by Stop
 	stopOnce sync.Once
-	workers  sync.WaitGroup
-}
-
-// DefaultRateLimiter is the retry spacing of failing parents: exponential
-// per parent from 250ms to 5 minutes, and at most 50 retries a second
-// overall with bursts of 300.
-func DefaultRateLimiter() workqueue.TypedRateLimiter[string] {
-	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](250*time.Millisecond, 5*time.Minute),
-		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(50, 300)},
-	)
+	resync   sync.WaitGroup
 }
 
 // New validates the CompositeController object and resolves its resources
@@ -105,9 +91,6 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 	v1alpha1.SetDefaults_CompositeController(cc)
 	if opts.Workers <= 0 {
 		opts.Workers = 32
-	}
-	if opts.RateLimiter == nil {
-		opts.RateLimiter = DefaultRateLimiter()
 	}
 
 	c := &Controller{
@@ -156,8 +139,7 @@ func (c *Controller) Name() string { return c.name }
 // synced, or with ctx's error. The controller runs until Stop.
 func (c *Controller) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("compositecontroller", c.name)
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(c.opts.RateLimiter,
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "compositecontroller-" + c.name})
+	c.loop = loop.New(loop.Options{Name: c.name, Workers: c.opts.Workers, RateLimiter: c.opts.RateLimiter}, c.sync)
 
 	c.parentInformer = c.opts.Informers.Acquire(c.parent.GroupVersionResource())
 	if err := c.parentInformer.AddEventHandler(c.parentHandler()); err != nil {
@@ -177,22 +159,12 @@ func (c *Controller) Start(ctx context.Context) error {
 		return fmt.Errorf("waiting for caches of compositecontroller %s: %w", c.name, ctx.Err())
 	}
 
-	// Workers outlive ctx's caller: they stop when Stop shuts the queue.
-	workerCtx := klog.NewContext(context.WithoutCancel(ctx), logger)
-	for range c.opts.Workers {
-		c.workers.Add(1)
-		go func() {
-			defer c.workers.Done()
-			defer utilruntime.HandleCrash()
-			for c.processNextWorkItem(workerCtx) {
-			}
-		}()
-	}
+	c.loop.Start(klog.NewContext(ctx, logger))
 	if p := c.cc.Spec.ResyncPeriodSeconds; p != nil {
 		period := time.Duration(*p) * time.Second
-		c.workers.Add(1)
+		c.resync.Add(1)
 		go func() {
-			defer c.workers.Done()
+			defer c.resync.Done()
 			wait.Until(c.enqueueAllParents, period, c.stop)
 		}()
 	}
@@ -205,10 +177,10 @@ func (c *Controller) Start(ctx context.Context) error {
 func (c *Controller) Stop() {
 	c.stopOnce.Do(func() {
 		close(c.stop)
-		if c.queue != nil {
-			c.queue.ShutDown()
+		c.resync.Wait()
+		if c.loop != nil {
+			c.loop.Stop()
 		}
-		c.workers.Wait()
 		if c.parentInformer != nil {
 			c.parentInformer.Release()
 		}
@@ -220,44 +192,6 @@ func (c *Controller) Stop() {
 	})
 }
 
-// processNextWorkItem syncs one parent; it returns false when the queue is
-// shut down.
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-
-	start := time.Now()
-	result, err := c.sync(ctx, key)
-	metrics.SyncDuration.WithLabelValues(c.name).Observe(time.Since(start).Seconds())
-	if err == nil {
-		metrics.Syncs.WithLabelValues(c.name, "success").Inc()
-		c.queue.Forget(key)
-		if result.requeueAfter > 0 {
-			c.queue.AddAfter(key, result.requeueAfter)
-		}
-		return true
-	}
-	metrics.Syncs.WithLabelValues(c.name, "error").Inc()
-	if delay, ok := hooks.RetryAfter(err); ok {
-		klog.FromContext(ctx).V(2).Info("Hook asked to retry later", "parent", key, "after", delay)
-		c.queue.AddAfter(key, delay)
-		return true
-	}
-	var conflict *children.ConflictError
-	if errors.As(err, &conflict) {
-		// Someone changed the object under us: the cache will catch up; a
-		// quick, quiet retry.
-		klog.FromContext(ctx).V(4).Info("Conflict; retrying", "parent", key, "err", err)
-	} else {
-		klog.FromContext(ctx).Error(err, "Sync failed", "parent", key)
-	}
-	c.queue.AddRateLimited(key)
-	return true
-}
-
 func (c *Controller) enqueueAllParents() {
 	for _, parent := range c.parentInformer.List("", nil) {
 		c.enqueue(parent)
@@ -265,7 +199,7 @@ func (c *Controller) enqueueAllParents() {
 }
 
 func (c *Controller) enqueue(obj metav1.Object) {
-	c.queue.Add(parentKey(obj.GetNamespace(), obj.GetName()))
+	c.loop.Add(parentKey(obj.GetNamespace(), obj.GetName()))
 }
 
 func parentKey(namespace, name string) string {

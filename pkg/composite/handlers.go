@@ -139,9 +139,9 @@ func (c *Controller) enqueueOwner(childNamespace string, ref *metav1.OwnerRefere
 		return
 	}
 	if c.parent.Namespaced {
-		c.queue.Add(parentKey(childNamespace, ref.Name))
+		c.loop.Add(parentKey(childNamespace, ref.Name))
 	} else {
-		c.queue.Add(parentKey("", ref.Name))
+		c.loop.Add(parentKey("", ref.Name))
 	}
 }
 

@@ -6,10 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 
-	"github.com/metactl/metactl/pkg/dynamic/children"
+	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/metrics"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 )
 
@@ -53,28 +53,25 @@ func (c *Controller) childSelector(parent *unstructured.Unstructured) (labels.Se
 	return selector, nil
 }
 
-// patchFinalizers sets the parent's finalizers, on the precondition that it
-// has not changed since it was read, and returns the patched parent.
-func (c *Controller) patchFinalizers(ctx context.Context, parent *unstructured.Unstructured, finalizers []string) (*unstructured.Unstructured, error) {
-	if finalizers == nil {
-		finalizers = []string{}
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"finalizers":      finalizers,
-		"uid":             parent.GetUID(),
-		"resourceVersion": parent.GetResourceVersion(),
-	}})
+// setFinalizer adds or removes (op) the controller's finalizer on the
+// parent and returns the parent as written.
+func (c *Controller) setFinalizer(ctx context.Context, parent *unstructured.Unstructured, op finalizerOp) (*unstructured.Unstructured, error) {
+	return c.setNamedFinalizer(ctx, parent, c.finalizer, op)
+}
+
+type finalizerOp func(context.Context, dynamic.ResourceInterface, *unstructured.Unstructured, string) (*unstructured.Unstructured, error)
+
+func (c *Controller) setNamedFinalizer(ctx context.Context, parent *unstructured.Unstructured, name string, op finalizerOp) (*unstructured.Unstructured, error) {
+	client := c.opts.Client.Resource(c.parent.GroupVersionResource()).Namespace(parent.GetNamespace())
+	patched, err := op(ctx, client, parent, name)
 	if err != nil {
 		return nil, err
 	}
-	metrics.ObjectWrites.WithLabelValues(c.name, "patch", "finalizer").Inc()
-	patched, err := c.opts.Client.Resource(c.parent.GroupVersionResource()).Namespace(parent.GetNamespace()).
-		Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		return nil, wrapWriteError(fmt.Errorf("setting finalizers %v: %w", finalizers, err))
+	if patched != parent {
+		metrics.ObjectWrites.WithLabelValues(c.name, "patch", "finalizer").Inc()
+		c.echoes.Expect(patched)
+		klog.FromContext(ctx).V(4).Info("Set parent finalizers", "finalizers", patched.GetFinalizers())
 	}
-	c.echoes.Expect(patched)
-	klog.FromContext(ctx).V(4).Info("Set parent finalizers", "finalizers", finalizers)
 	return patched, nil
 }
 
@@ -82,12 +79,10 @@ func (c *Controller) patchFinalizers(ctx context.Context, parent *unstructured.U
 // parent while it had a finalize hook, now that it has none; otherwise a
 // deleted parent would wait for a hook that is never called.
 func (c *Controller) removeStaleFinalizer(ctx context.Context, parent *unstructured.Unstructured) error {
-	stale := finalizerPrefix + c.name
-	if c.finalizer != "" || !slices.Contains(parent.GetFinalizers(), stale) {
+	if c.finalizer != "" {
 		return nil
 	}
-	remaining := slices.DeleteFunc(slices.Clone(parent.GetFinalizers()), func(f string) bool { return f == stale })
-	_, err := c.patchFinalizers(ctx, parent, remaining)
+	_, err := c.setNamedFinalizer(ctx, parent, finalizerPrefix+c.name, finalizer.Remove)
 	return err
 }
 
@@ -122,9 +117,9 @@ func (c *Controller) updateStatus(ctx context.Context, parent *unstructured.Unst
 	}
 	if err != nil {
 		if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "test") {
-			return &children.ConflictError{Err: fmt.Errorf("writing status: the parent was replaced: %w", err)}
+			return apierrors.NewConflict(c.parent.GroupVersionResource().GroupResource(), parent.GetName(), fmt.Errorf("the parent was replaced while it synced: %w", err))
 		}
-		return wrapWriteError(fmt.Errorf("writing status: %w", err))
+		return fmt.Errorf("writing status: %w", err)
 	}
 	// The hook's answer already reflects this parent; its echo needs no sync.
 	c.echoes.Expect(patched)

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/metactl/metactl/pkg/dynamic/children"
+	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/ownership"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
@@ -20,35 +20,22 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// syncResult says what to do with a key after a successful sync.
-type syncResult struct {
-	requeueAfter time.Duration
-}
-
-// wrapWriteError marks err as a children.ConflictError when it is one.
-func wrapWriteError(err error) error {
-	if apierrors.IsConflict(err) {
-		return &children.ConflictError{Err: err}
-	}
-	return err
-}
-
 // gcFinalizers mark a parent whose children the garbage collector handles.
 var gcFinalizers = []string{metav1.FinalizerDeleteDependents, metav1.FinalizerOrphanDependents}
 
 // sync brings the children and status of the parent named by key to what
 // the hook wants. It is the whole reconcile, in order; see the package doc.
-func (c *Controller) sync(ctx context.Context, key string) (syncResult, error) {
+func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return syncResult{}, nil // not a key we made; nothing to retry
+		return 0, nil // not a key we made; nothing to retry
 	}
 
 	// 1. The parent, from the cache. A parent that is gone takes its
 	// children with it through garbage collection.
 	parent, ok := c.parentInformer.Get(namespace, name)
 	if !ok {
-		return syncResult{}, nil
+		return 0, nil
 	}
 	logger := klog.FromContext(ctx).WithValues("parent", klog.KObj(parent))
 	ctx = klog.NewContext(ctx, logger)
@@ -61,29 +48,29 @@ func (c *Controller) sync(ctx context.Context, key string) (syncResult, error) {
 	case deleting || !selected:
 		if !hasFinalizer {
 			// Not ours to manage any more: no finalize hook to run.
-			return syncResult{}, c.removeStaleFinalizer(ctx, parent)
+			return 0, c.removeStaleFinalizer(ctx, parent)
 		}
 		finalizing = true
 	case c.finalizer != "" && !hasFinalizer:
 		// The finalizer goes on before the first sync, so a delete from
 		// now on waits for the finalize hook.
-		if parent, err = c.patchFinalizers(ctx, parent, append(parent.GetFinalizers(), c.finalizer)); err != nil {
-			return syncResult{}, err
+		if parent, err = c.setFinalizer(ctx, parent, finalizer.Add); err != nil {
+			return 0, err
 		}
 	case c.finalizer == "":
 		if err := c.removeStaleFinalizer(ctx, parent); err != nil {
-			return syncResult{}, err
+			return 0, err
 		}
 	}
 
 	// 2. Its children: owned ones, and orphans it adopts.
 	selector, err := c.childSelector(parent)
 	if err != nil {
-		return syncResult{}, c.syncFailed(parent, err)
+		return 0, c.syncFailed(parent, err)
 	}
 	observed, err := c.claimChildren(ctx, parent, selector)
 	if err != nil {
-		return syncResult{}, c.syncFailed(parent, fmt.Errorf("claiming children: %w", err))
+		return 0, c.syncFailed(parent, fmt.Errorf("claiming children: %w", err))
 	}
 
 	// 3-5. The hook, its answer checked whole, then the children written.
@@ -113,14 +100,14 @@ func (c *Controller) sync(ctx context.Context, key string) (syncResult, error) {
 			if round > 1 {
 				break // the first answer was applied; its echoes will bring the parent back
 			}
-			return syncResult{}, c.syncFailed(parent, err)
+			return 0, c.syncFailed(parent, err)
 		}
 		desired, err := c.desiredChildren(parent, selector, response.Children)
 		if err != nil {
 			if round > 1 {
 				break
 			}
-			return syncResult{}, c.syncFailed(parent, fmt.Errorf("invalid %s hook response: %w", hookName, err))
+			return 0, c.syncFailed(parent, fmt.Errorf("invalid %s hook response: %w", hookName, err))
 		}
 		// The garbage collector owns the children while it deletes the
 		// parent in the foreground or orphans them.
@@ -145,29 +132,23 @@ func (c *Controller) sync(ctx context.Context, key string) (syncResult, error) {
 		errs = append(errs, err)
 	}
 	if finalizing && response.Finalized && len(errs) == 0 {
-		remaining := slices.DeleteFunc(slices.Clone(parent.GetFinalizers()), func(f string) bool { return f == c.finalizer })
-		if _, err := c.patchFinalizers(ctx, parent, remaining); err != nil {
+		if _, err := c.setFinalizer(ctx, parent, finalizer.Remove); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return syncResult{}, c.syncFailed(parent, err)
+		return 0, c.syncFailed(parent, err)
 	}
 
 	// 7. A later sync, when the hook asked for one.
-	var result syncResult
-	if response.ResyncAfterSeconds > 0 {
-		result.requeueAfter = time.Duration(response.ResyncAfterSeconds * float64(time.Second))
-	}
-	return result, nil
+	return time.Duration(response.ResyncAfterSeconds * float64(time.Second)), nil
 }
 
 // syncFailed records a failed sync on the parent as a SyncError Event and
 // returns err for the retry. Conflicts are not reported: they resolve on
 // the retry.
 func (c *Controller) syncFailed(parent *unstructured.Unstructured, err error) error {
-	var conflict *children.ConflictError
-	if !errors.As(err, &conflict) {
+	if !apierrors.IsConflict(err) {
 		c.opts.Recorder.Eventf(parent, corev1.EventTypeWarning, "SyncError", "compositecontroller %s: %v", c.name, err)
 	}
 	return err

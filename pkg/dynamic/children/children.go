@@ -38,13 +38,6 @@ func Key(obj metav1.Object) string {
 	return obj.GetName()
 }
 
-// ConflictError marks a write that failed because the object changed
-// since it was read; a retry after the cache catches up resolves it.
-type ConflictError struct{ Err error }
-
-func (e *ConflictError) Error() string { return e.Err.Error() }
-func (e *ConflictError) Unwrap() error { return e.Err }
-
 // Writer writes children for one controller.
 type Writer struct {
 	// Client makes the writes.
@@ -209,11 +202,7 @@ func (w *Writer) update(ctx context.Context, res *Resource, key string, merged *
 	metrics.ObjectWrites.WithLabelValues(w.Controller, "update", "child").Inc()
 	updated, err := w.Client.Resource(res.GroupVersionResource()).Namespace(merged.GetNamespace()).Update(ctx, merged, metav1.UpdateOptions{})
 	if err != nil {
-		err = fmt.Errorf("updating %s %s: %w", res.Kind, key, err)
-		if apierrors.IsConflict(err) {
-			return nil, &ConflictError{Err: err}
-		}
-		return nil, err
+		return nil, fmt.Errorf("updating %s %s: %w", res.Kind, key, err)
 	}
 	klog.FromContext(ctx).V(4).Info("Updated child", "kind", res.Kind, "child", key)
 	return updated, nil

@@ -1,0 +1,13 @@
+// Package loop runs a controller's reconcile loop: a deduplicating,
+// rate-limited work queue of object keys and a fixed number of workers that
+// call a sync function for each key, in the processNextWorkItem idiom of
+// client-go's sample-controller.
+//
+// Guarantees: a key is never synced by two workers at once; a key added
+// while it is being synced is synced again afterwards, once however many
+// times it was added; a key whose sync fails is retried with the rate
+// limiter's backoff, or after the delay a hook asked for with 429
+// Retry-After; conflicts (the object changed under the sync) are retried
+// quietly. Stop stops taking work and waits for in-flight syncs; keys still
+// queued are dropped.
+package loop
