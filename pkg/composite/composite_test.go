@@ -411,10 +411,10 @@ func TestFailuresChangeNothing(t *testing.T) {
 		{name: "invalid JSON", reason: "JSON", handler: func(*testHook, string) func(w http.ResponseWriter, r *http.Request, req *syncRequest) {
 			return func(w http.ResponseWriter, _ *http.Request, _ *syncRequest) { _, _ = w.Write([]byte(`{"children": [`)) }
 		}},
-		{name: "undeclared resource", reason: "not a declared child resource", handler: answerWith(func(req *syncRequest, ns string) any {
+		{name: "undeclared resource", reason: "not a declared resource", handler: answerWith(func(req *syncRequest, ns string) any {
 			return map[string]any{"children": []any{map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "s", "labels": map[string]any{"parent": req.Parent.GetName()}}}}}
 		})},
-		{name: "other namespace", reason: "differs from the parent's namespace", handler: answerWith(func(req *syncRequest, ns string) any {
+		{name: "other namespace", reason: "differs from the owner's namespace", handler: answerWith(func(req *syncRequest, ns string) any {
 			child := configMapChild(req.Parent, req.Parent.GetName()+"-cm", map[string]any{"value": "changed"})
 			child["metadata"].(map[string]any)["namespace"] = "default"
 			return map[string]any{"children": []any{child}}

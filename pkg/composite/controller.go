@@ -60,8 +60,7 @@ type Controller struct {
 
 	parent         *discovery.Resource
 	parentSelector labels.Selector // nil: every parent
-	children       []*children.Resource
-	childrenByKind map[string]*children.Resource // apiVersion + "/" + kind
+	children       *children.Declared
 	finalizer      string
 	writer         *children.Writer
 	// echoes are this controller's own writes, whose watch events need no
@@ -94,14 +93,13 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 	}
 
 	c := &Controller{
-		name:           cc.Name,
-		object:         object.DeepCopy(),
-		cc:             cc,
-		opts:           opts,
-		childrenByKind: map[string]*children.Resource{},
-		writer:         &children.Writer{Client: opts.Client, Controller: cc.Name},
-		echoes:         informer.NewEchoes(),
-		stop:           make(chan struct{}),
+		name:   cc.Name,
+		object: object.DeepCopy(),
+		cc:     cc,
+		opts:   opts,
+		writer: &children.Writer{Client: opts.Client, Controller: cc.Name},
+		echoes: informer.NewEchoes(),
+		stop:   make(chan struct{}),
 	}
 	if cc.Spec.Hooks.Finalize != nil {
 		c.finalizer = finalizerPrefix + cc.Name
@@ -116,6 +114,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 			return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec", "parentResource", "labelSelector"), "", err.Error())}}
 		}
 	}
+	var declared []*children.Resource
 	for i, rule := range cc.Spec.ChildResources {
 		res, err := opts.Resources.Get(ctx, rule.APIVersion, rule.Resource)
 		if err != nil {
@@ -125,10 +124,9 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 			return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec", "childResources").Index(i), rule.Resource,
 				"a namespaced parent cannot own cluster-scoped children")}}
 		}
-		child := &children.Resource{Resource: res, Method: rule.UpdateStrategy.Method}
-		c.children = append(c.children, child)
-		c.childrenByKind[res.APIVersion+"/"+res.Kind] = child
+		declared = append(declared, &children.Resource{Resource: res, Method: rule.UpdateStrategy.Method})
 	}
+	c.children = children.NewDeclared(declared)
 	return c, nil
 }
 
@@ -145,14 +143,14 @@ func (c *Controller) Start(ctx context.Context) error {
 	if err := c.parentInformer.AddEventHandler(c.parentHandler()); err != nil {
 		return err
 	}
-	for _, child := range c.children {
+	for _, child := range c.children.Resources {
 		child.Informer = c.opts.Informers.Acquire(child.GroupVersionResource())
 		if err := child.Informer.AddEventHandler(c.childHandler()); err != nil {
 			return err
 		}
 	}
 	synced := []cache.InformerSynced{c.parentInformer.HasSynced}
-	for _, child := range c.children {
+	for _, child := range c.children.Resources {
 		synced = append(synced, child.Informer.HasSynced)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
@@ -168,7 +166,7 @@ func (c *Controller) Start(ctx context.Context) error {
 			wait.Until(c.enqueueAllParents, period, c.stop)
 		}()
 	}
-	logger.Info("Started compositecontroller", "parent", c.parent.GroupVersionResource(), "children", len(c.children), "workers", c.opts.Workers)
+	logger.Info("Started compositecontroller", "parent", c.parent.GroupVersionResource(), "children", len(c.children.Resources), "workers", c.opts.Workers)
 	return nil
 }
 
@@ -184,7 +182,7 @@ func (c *Controller) Stop() {
 		if c.parentInformer != nil {
 			c.parentInformer.Release()
 		}
-		for _, child := range c.children {
+		for _, child := range c.children.Resources {
 			if child.Informer != nil {
 				child.Informer.Release()
 			}

@@ -92,7 +92,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		request := &hooks.CompositeSyncRequest{
 			Controller: c.object,
 			Parent:     parent,
-			Children:   c.observedMap(observed, hook),
+			Children:   c.children.ObjectMap(observed, *hook.Version, c.parent.Namespaced),
 			Related:    hooks.ObjectMap{},
 			Finalizing: finalizing,
 		}
@@ -114,7 +114,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		if !manage {
 			break
 		}
-		result, err := c.writer.Manage(ctx, c.children, observed, desired)
+		result, err := c.writer.Manage(ctx, c.children.Resources, observed, desired)
 		if err != nil {
 			errs = append(errs, err)
 		}

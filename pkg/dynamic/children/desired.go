@@ -1,0 +1,119 @@
+package children
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/hooks"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+)
+
+// Declared is a controller's set of declared child resources.
+type Declared struct {
+	// Resources in declaration order.
+	Resources []*Resource
+	byKind    map[string]*Resource
+}
+
+// NewDeclared indexes resources by apiVersion and kind.
+func NewDeclared(resources []*Resource) *Declared {
+	d := &Declared{Resources: resources, byKind: make(map[string]*Resource, len(resources))}
+	for _, r := range resources {
+		d.byKind[r.APIVersion+"/"+r.Kind] = r
+	}
+	return d
+}
+
+// ForObject returns the declared resource of obj's apiVersion and kind, or
+// nil.
+func (d *Declared) ForObject(obj *unstructured.Unstructured) *Resource {
+	return d.byKind[obj.GetAPIVersion()+"/"+obj.GetKind()]
+}
+
+// ObjectMap builds a hook request's map of observed objects: a key for
+// every declared resource, even when it has no objects.
+func (d *Declared) ObjectMap(observed map[*Resource]Set, version v1alpha1.HookVersion, ownerNamespaced bool) hooks.ObjectMap {
+	m := hooks.ObjectMap{}
+	for _, res := range d.Resources {
+		m.EnsureKey(res.APIVersion, res.Kind)
+		for _, obj := range observed[res] {
+			m.Insert(version, ownerNamespaced, obj)
+		}
+	}
+	return m
+}
+
+// Desired checks the objects a hook asked for (field names the list in
+// errors, "children" or "attachments") and returns them by resource, ready
+// to write: deep copies, namespace defaulted to the owner's, owner as their
+// controller, then prepare applied. Rules: the resource is declared; the
+// name is set; a namespaced owner's objects are in its namespace; a
+// cluster-scoped owner's namespaced objects name their namespace; no
+// duplicates. Every problem is reported, and any fails the whole answer.
+func (d *Declared) Desired(owner metav1.Object, ownerRef metav1.OwnerReference, field string, objs []*unstructured.Unstructured, prepare func(*unstructured.Unstructured) error) (map[*Resource]Set, error) {
+	out := make(map[*Resource]Set, len(d.Resources))
+	for _, res := range d.Resources {
+		out[res] = Set{}
+	}
+	var errs []error
+	for i, obj := range objs {
+		if obj == nil {
+			errs = append(errs, fmt.Errorf("%s[%d] is null", field, i))
+			continue
+		}
+		what := fmt.Sprintf("%s[%d] (%s %s)", field, i, obj.GetKind(), obj.GetName())
+		res := d.ForObject(obj)
+		if res == nil {
+			errs = append(errs, fmt.Errorf("%s: %s %s is not a declared resource of this controller", what, obj.GetAPIVersion(), obj.GetKind()))
+			continue
+		}
+		if obj.GetName() == "" {
+			errs = append(errs, fmt.Errorf("%s: metadata.name is required", what))
+			continue
+		}
+		obj = obj.DeepCopy()
+		switch ns := obj.GetNamespace(); {
+		case !res.Namespaced && ns != "":
+			errs = append(errs, fmt.Errorf("%s: %s is cluster-scoped but the object has namespace %q", what, res.Name, ns))
+			continue
+		case !res.Namespaced:
+		case ns == "" && owner.GetNamespace() == "":
+			errs = append(errs, fmt.Errorf("%s: a namespaced object of a cluster-scoped owner needs metadata.namespace", what))
+			continue
+		case ns == "":
+			obj.SetNamespace(owner.GetNamespace())
+		case owner.GetNamespace() != "" && ns != owner.GetNamespace():
+			errs = append(errs, fmt.Errorf("%s: namespace %q differs from the owner's namespace %q", what, ns, owner.GetNamespace()))
+			continue
+		}
+		setControllerRef(obj, ownerRef)
+		if prepare != nil {
+			if err := prepare(obj); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", what, err))
+				continue
+			}
+		}
+		key := Key(obj)
+		if _, dup := out[res][key]; dup {
+			errs = append(errs, fmt.Errorf("%s: duplicate %s %s", what, res.Kind, key))
+			continue
+		}
+		out[res][key] = obj
+	}
+	return out, errors.Join(errs...)
+}
+
+// setControllerRef makes ref the object's only controller reference,
+// keeping its other owner references.
+func setControllerRef(obj *unstructured.Unstructured, ref metav1.OwnerReference) {
+	refs := []metav1.OwnerReference{ref}
+	for _, r := range obj.GetOwnerReferences() {
+		if !ptr.Deref(r.Controller, false) {
+			refs = append(refs, r)
+		}
+	}
+	obj.SetOwnerReferences(refs)
+}
