@@ -2,6 +2,7 @@ package composite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,8 +11,10 @@ import (
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -190,14 +193,29 @@ func (c *Controller) Stop() {
 	})
 }
 
-func (c *Controller) enqueueAllParents() {
+// Cleanup removes this controller's finalizer from every parent that
+// carries it; for a deleted CompositeController, whose parents would
+// otherwise wait for a finalize hook that is never called again. Call it
+// after Start and before Stop.
+func (c *Controller) Cleanup(ctx context.Context) error {
+	name := finalizerPrefix + c.name
+	var errs []error
 	for _, parent := range c.parentInformer.List("", nil) {
-		c.enqueue(parent)
+		if !finalizer.Has(parent, name) {
+			continue
+		}
+		client := c.opts.Client.Resource(c.parent.GroupVersionResource()).Namespace(parent.GetNamespace())
+		if _, err := finalizer.Remove(ctx, client, parent, name); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("%s %s: %w", c.parent.Kind, children.Key(parent), err))
+		}
 	}
+	return errors.Join(errs...)
 }
 
-func (c *Controller) enqueue(obj metav1.Object) {
-	c.loop.Add(parentKey(obj.GetNamespace(), obj.GetName()))
+func (c *Controller) enqueueAllParents() {
+	for _, parent := range c.parentInformer.List("", nil) {
+		c.loop.Add(parentKey(parent.GetNamespace(), parent.GetName()))
+	}
 }
 
 func parentKey(namespace, name string) string {

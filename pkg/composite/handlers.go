@@ -1,8 +1,7 @@
 package composite
 
 import (
-	"reflect"
-
+	"github.com/metactl/metactl/pkg/dynamic/informer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -10,15 +9,15 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// parentHandler enqueues a parent on every change, except a change of only
-// its status when ignoreStatusChanges is set. Resyncs (same
-// resourceVersion) are always enqueued.
+// parentHandler enqueues a parent on every change, except the echoes of
+// this controller's own writes and, with ignoreStatusChanges, changes of
+// only its status.
 func (c *Controller) parentHandler() cache.ResourceEventHandler {
 	ignoreStatus := c.cc.Spec.ParentResource.IgnoreStatusChanges != nil && *c.cc.Spec.ParentResource.IgnoreStatusChanges
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if u, ok := obj.(*unstructured.Unstructured); ok {
-				c.enqueue(u)
+				c.enqueueFor(parentKey(u.GetNamespace(), u.GetName()), u)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -27,47 +26,18 @@ func (c *Controller) parentHandler() cache.ResourceEventHandler {
 			if !ok1 || !ok2 {
 				return
 			}
-			if c.echoes.IsEcho(newU) {
+			if ignoreStatus && oldU.GetResourceVersion() != newU.GetResourceVersion() && informer.OnlyStatusChanged(oldU, newU) {
 				return
 			}
-			if ignoreStatus && oldU.GetResourceVersion() != newU.GetResourceVersion() && onlyStatusChanged(oldU, newU) {
-				return
-			}
-			c.enqueue(newU)
+			c.enqueueFor(parentKey(newU.GetNamespace(), newU.GetName()), newU)
 		},
 		DeleteFunc: func(obj any) {
-			if u := objectOf(obj); u != nil {
+			if u := informer.ObjectOf(obj); u != nil {
 				c.echoes.Forget(u.GetUID())
-				c.enqueue(u)
+				c.enqueueFor(parentKey(u.GetNamespace(), u.GetName()), nil)
 			}
 		},
 	}
-}
-
-// onlyStatusChanged reports whether two versions of an object differ in
-// nothing but status and the metadata the server bumps with any write.
-func onlyStatusChanged(oldU, newU *unstructured.Unstructured) bool {
-	strip := func(u *unstructured.Unstructured) map[string]any {
-		out := make(map[string]any, len(u.Object))
-		for k, v := range u.Object {
-			if k == "status" {
-				continue
-			}
-			if k == "metadata" {
-				md, _ := v.(map[string]any)
-				mdCopy := make(map[string]any, len(md))
-				for mk, mv := range md {
-					if mk != "resourceVersion" && mk != "managedFields" {
-						mdCopy[mk] = mv
-					}
-				}
-				v = mdCopy
-			}
-			out[k] = v
-		}
-		return out
-	}
-	return reflect.DeepEqual(strip(oldU), strip(newU))
 }
 
 // childHandler maps a child event to the parents it concerns: the
@@ -77,39 +47,46 @@ func onlyStatusChanged(oldU, newU *unstructured.Unstructured) bool {
 func (c *Controller) childHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if u, ok := obj.(*unstructured.Unstructured); ok && !c.echoes.IsEcho(u) {
-				c.enqueueOwnerOrCandidates(u)
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				c.enqueueOwnerOrCandidates(u, u)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
 			oldU, ok1 := oldObj.(*unstructured.Unstructured)
 			newU, ok2 := newObj.(*unstructured.Unstructured)
-			if !ok1 || !ok2 {
-				return
-			}
-			if oldU.GetResourceVersion() == newU.GetResourceVersion() || c.echoes.IsEcho(newU) {
-				return // a resync (the parent's covers it), or our own write
+			if !ok1 || !ok2 || oldU.GetResourceVersion() == newU.GetResourceVersion() {
+				return // a resync: the parent's covers it
 			}
 			oldRef, newRef := metav1.GetControllerOfNoCopy(oldU), metav1.GetControllerOfNoCopy(newU)
 			if oldRef != nil && (newRef == nil || oldRef.UID != newRef.UID) {
-				c.enqueueOwner(oldU.GetNamespace(), oldRef)
+				c.enqueueOwner(oldU.GetNamespace(), oldRef, nil)
 			}
-			c.enqueueOwnerOrCandidates(newU)
+			c.enqueueOwnerOrCandidates(newU, newU)
 		},
 		DeleteFunc: func(obj any) {
-			if u := objectOf(obj); u != nil {
+			if u := informer.ObjectOf(obj); u != nil {
 				c.echoes.Forget(u.GetUID())
-				if ref := metav1.GetControllerOfNoCopy(u); ref != nil {
-					c.enqueueOwner(u.GetNamespace(), ref)
-				}
+				c.enqueueOwnerOrCandidates(u, nil)
 			}
 		},
 	}
 }
 
-func (c *Controller) enqueueOwnerOrCandidates(u *unstructured.Unstructured) {
+// enqueueFor enqueues key for an event about obj (nil: an event that always
+// counts), unless it is the echo of this controller's own write; see
+// informer.Echoes.
+func (c *Controller) enqueueFor(key string, obj metav1.Object) {
+	if c.echoes.Filter(key, obj) {
+		c.loop.Add(key)
+	}
+}
+
+// enqueueOwnerOrCandidates enqueues u's controller owner, or, for an
+// orphan, the parents that may adopt it. event is the object of the event
+// for echo filtering (nil: always counts).
+func (c *Controller) enqueueOwnerOrCandidates(u *unstructured.Unstructured, event metav1.Object) {
 	if ref := metav1.GetControllerOfNoCopy(u); ref != nil {
-		c.enqueueOwner(u.GetNamespace(), ref)
+		c.enqueueOwner(u.GetNamespace(), ref, event)
 		return
 	}
 	if u.GetDeletionTimestamp() != nil {
@@ -125,31 +102,23 @@ func (c *Controller) enqueueOwnerOrCandidates(u *unstructured.Unstructured) {
 	for _, parent := range c.parentInformer.List(namespace, nil) {
 		selector, err := c.childSelector(parent)
 		if err == nil && selector.Matches(childLabels) {
-			c.enqueue(parent)
+			c.loop.Add(parentKey(parent.GetNamespace(), parent.GetName()))
 		}
 	}
 }
 
 // enqueueOwner enqueues the parent named by a controller reference, if the
-// reference is to this controller's parent kind (in any version of its group).
-func (c *Controller) enqueueOwner(childNamespace string, ref *metav1.OwnerReference) {
+// reference is to this controller's parent kind (in any version of its
+// group).
+func (c *Controller) enqueueOwner(childNamespace string, ref *metav1.OwnerReference, event metav1.Object) {
 	gvk := c.parent.GroupVersionKind()
 	refGV, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil || ref.Kind != gvk.Kind || refGV.Group != gvk.Group {
 		return
 	}
+	namespace := ""
 	if c.parent.Namespaced {
-		c.loop.Add(parentKey(childNamespace, ref.Name))
-	} else {
-		c.loop.Add(parentKey("", ref.Name))
+		namespace = childNamespace
 	}
-}
-
-// objectOf unwraps the tombstone a delete event may carry.
-func objectOf(obj any) *unstructured.Unstructured {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	u, _ := obj.(*unstructured.Unstructured)
-	return u
+	c.enqueueFor(parentKey(namespace, ref.Name), event)
 }

@@ -2,21 +2,17 @@ package composite
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"strings"
 
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
+	"github.com/metactl/metactl/pkg/dynamic/status"
 	"github.com/metactl/metactl/pkg/metrics"
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 )
@@ -87,40 +83,17 @@ func (c *Controller) removeStaleFinalizer(ctx context.Context, parent *unstructu
 }
 
 // updateStatus replaces the parent's status with status plus
-// observedGeneration, unless that is what it already has. The write goes
-// through the status subresource when the parent has one, with the
-// parent's UID as precondition.
-func (c *Controller) updateStatus(ctx context.Context, parent *unstructured.Unstructured, status map[string]any) error {
-	want := make(map[string]any, len(status)+1)
-	maps.Copy(want, status)
+// observedGeneration, unless that is what it already has.
+func (c *Controller) updateStatus(ctx context.Context, parent *unstructured.Unstructured, hookStatus map[string]any) error {
+	want := make(map[string]any, len(hookStatus)+1)
+	maps.Copy(want, hookStatus)
 	want["observedGeneration"] = parent.GetGeneration()
-	have, _ := parent.Object["status"].(map[string]any)
-	if equality.Semantic.DeepEqual(have, want) {
-		return nil
-	}
-	patch, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": "/metadata/uid", "value": parent.GetUID()},
-		{"op": "add", "path": "/status", "value": want},
-	})
-	if err != nil {
-		return fmt.Errorf("encoding status: %w", err)
-	}
-	var subresources []string
-	if c.parent.HasStatus {
-		subresources = []string{"status"}
+	client := c.opts.Client.Resource(c.parent.GroupVersionResource()).Namespace(parent.GetNamespace())
+	patched, err := status.Replace(ctx, client, c.parent.GroupVersionResource().GroupResource(), parent, want, c.parent.HasStatus)
+	if err != nil || patched == nil {
+		return err
 	}
 	metrics.ObjectWrites.WithLabelValues(c.name, "patch", "status").Inc()
-	patched, err := c.opts.Client.Resource(c.parent.GroupVersionResource()).Namespace(parent.GetNamespace()).
-		Patch(ctx, parent.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{}, subresources...)
-	if apierrors.IsNotFound(err) {
-		return nil // deleted meanwhile
-	}
-	if err != nil {
-		if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "test") {
-			return apierrors.NewConflict(c.parent.GroupVersionResource().GroupResource(), parent.GetName(), fmt.Errorf("the parent was replaced while it synced: %w", err))
-		}
-		return fmt.Errorf("writing status: %w", err)
-	}
 	// The hook's answer already reflects this parent; its echo needs no sync.
 	c.echoes.Expect(patched)
 	klog.FromContext(ctx).V(4).Info("Updated parent status")

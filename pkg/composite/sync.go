@@ -30,6 +30,14 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if err != nil {
 		return 0, nil // not a key we made; nothing to retry
 	}
+	// Events for this parent that arrive meanwhile are judged at the end,
+	// once this sync's writes are known: echoes of them need no new sync.
+	c.echoes.Begin(key)
+	defer func() {
+		if c.echoes.End(key) {
+			c.loop.Add(key)
+		}
+	}()
 
 	// 1. The parent, from the cache. A parent that is gone takes its
 	// children with it through garbage collection.

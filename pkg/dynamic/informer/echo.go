@@ -17,17 +17,71 @@ const echoTTL = 2 * time.Minute
 // controller that already acted on the result of its own write need not
 // sync again when the write comes back through the informer.
 //
+// An echo may arrive before the write's response does, while the sync that
+// made it is still running. So events for a key being synced (between
+// Begin and End) are held, and judged at End, when the sync has recorded
+// its writes with Expect: End asks for another sync if any held event was
+// not an echo.
+//
 // An object version (UID and resourceVersion) counts as an echo at most
 // once. Echoes is safe for concurrent use.
 type Echoes struct {
 	mu       sync.Mutex
 	expected map[types.UID]map[string]time.Time
+	inflight map[string][]heldEvent
 	writes   int
+}
+
+// heldEvent is an event held for a key being synced; any marks an event
+// that always needs a sync (a delete).
+type heldEvent struct {
+	uid types.UID
+	rv  string
+	any bool
 }
 
 // NewEchoes returns an empty Echoes.
 func NewEchoes() *Echoes {
-	return &Echoes{expected: map[types.UID]map[string]time.Time{}}
+	return &Echoes{expected: map[types.UID]map[string]time.Time{}, inflight: map[string][]heldEvent{}}
+}
+
+// Begin marks key as being synced: events for it are held until End.
+func (e *Echoes) Begin(key string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.inflight[key] = nil
+}
+
+// End ends the sync of key and reports whether an event held meanwhile
+// needs another sync (it was not an echo of a write recorded by Expect).
+func (e *Echoes) End(key string) (resync bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	held := e.inflight[key]
+	delete(e.inflight, key)
+	for _, ev := range held {
+		if ev.any || !e.isEchoLocked(ev.uid, ev.rv) {
+			resync = true
+		}
+	}
+	return resync
+}
+
+// Filter reports whether an event about obj (nil for one that always
+// counts, such as a delete) should enqueue key now: not when it is an echo,
+// and not while key is being synced (the event is then held for End).
+func (e *Echoes) Filter(key string, obj metav1.Object) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if held, ok := e.inflight[key]; ok {
+		ev := heldEvent{any: obj == nil}
+		if obj != nil {
+			ev.uid, ev.rv = obj.GetUID(), obj.GetResourceVersion()
+		}
+		e.inflight[key] = append(held, ev)
+		return false
+	}
+	return obj == nil || !e.isEchoLocked(obj.GetUID(), obj.GetResourceVersion())
 }
 
 // Expect records obj, as a write returned it, as an expected echo.
@@ -54,17 +108,21 @@ func (e *Echoes) Expect(obj metav1.Object) {
 func (e *Echoes) IsEcho(obj metav1.Object) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	versions, ok := e.expected[obj.GetUID()]
+	return e.isEchoLocked(obj.GetUID(), obj.GetResourceVersion())
+}
+
+func (e *Echoes) isEchoLocked(uid types.UID, rv string) bool {
+	versions, ok := e.expected[uid]
 	if !ok {
 		return false
 	}
-	at, ok := versions[obj.GetResourceVersion()]
+	at, ok := versions[rv]
 	if !ok {
 		return false
 	}
-	delete(versions, obj.GetResourceVersion())
+	delete(versions, rv)
 	if len(versions) == 0 {
-		delete(e.expected, obj.GetUID())
+		delete(e.expected, uid)
 	}
 	return time.Since(at) < echoTTL
 }
