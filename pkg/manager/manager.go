@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/composite"
+	"github.com/metactl/metactl/pkg/decorator"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
@@ -37,7 +41,7 @@ import (
 type Options struct {
 	// Config reaches the API server; its QPS and Burst bound every request.
 	Config *rest.Config
-	// Workers is the number of parents each controller syncs at once.
+	// Workers is the number of objects each controller syncs at once.
 	Workers int
 	// DiscoveryInterval is the period of discovery refreshes.
 	DiscoveryInterval time.Duration
@@ -47,12 +51,58 @@ type Options struct {
 	Hooks hooks.Options
 }
 
-// errWaiting marks a controller that waits for something outside it, such
-// as a resource not yet served: it is retried with backoff, without logging
-// an error each time (its condition says what it waits for).
-var errWaiting = errors.New("waiting")
+// CleanupFinalizer is put on a CompositeController or DecoratorController
+// that has a finalize hook, so that deleting it waits until metactl has
+// removed the controller's finalizer from every object it manages.
+const CleanupFinalizer = "metactl.io/cleanup"
 
-// Manager runs one controller per CompositeController object.
+// controller is what the manager runs for one controller object.
+type controller interface {
+	Start(ctx context.Context) error
+	Stop()
+	// Cleanup removes the controller's finalizer from every object.
+	Cleanup(ctx context.Context) error
+}
+
+// kind is one kind of controller object the manager runs.
+type kind struct {
+	name     string // CompositeController, DecoratorController
+	resource schema.GroupVersionResource
+	// build validates the object and resolves its resources.
+	build func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (controller, error)
+	// informer watches the controller objects of this kind.
+	informer *informer.Informer
+}
+
+var kinds = []*kind{
+	{
+		name:     "CompositeController",
+		resource: v1alpha1.CompositeControllerResource,
+		build: func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (controller, error) {
+			c, err := composite.New(ctx, obj, composite.Options{Client: m.client, Resources: m.resources, Informers: m.informers,
+				Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers})
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		},
+	},
+	{
+		name:     "DecoratorController",
+		resource: v1alpha1.DecoratorControllerResource,
+		build: func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (controller, error) {
+			c, err := decorator.New(ctx, obj, decorator.Options{Client: m.client, Resources: m.resources, Informers: m.informers,
+				Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers})
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		},
+	},
+}
+
+// Manager runs one controller per CompositeController and
+// DecoratorController object.
 type Manager struct {
 	opts      Options
 	client    dynamic.Interface
@@ -62,11 +112,11 @@ type Manager struct {
 	hooks     *hooks.Client
 	recorder  record.EventRecorder
 	events    record.EventBroadcaster
-	queue     workqueue.TypedRateLimitingInterface[string]
-	ccs       *informer.Informer
+	loop      *loop.Loop
+	kinds     []*kind
 
 	mu      sync.Mutex
-	running map[string]*runningController
+	running map[string]*runningController // by queue key
 	ready   bool
 }
 
@@ -75,7 +125,7 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 type runningController struct {
 	uid        types.UID
 	generation int64
-	controller *composite.Controller
+	controller controller
 }
 
 // New returns a Manager; nothing runs until Run.
@@ -108,20 +158,24 @@ func New(opts Options) (*Manager, error) {
 		events:    record.NewBroadcaster(),
 		running:   map[string]*runningController{},
 	}
+	for _, k := range kinds {
+		copied := *k
+		m.kinds = append(m.kinds, &copied)
+	}
 	m.recorder = m.events.NewRecorder(eventScheme(), corev1.EventSource{Component: "metactl"})
 	return m, nil
 }
 
 // eventScheme lets the recorder reference our own kinds; unstructured
-// parents carry their own apiVersion and kind.
+// objects carry their own apiVersion and kind.
 func eventScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(v1alpha1.AddToScheme(s))
 	return s
 }
 
-// Ready reports whether the manager watches CompositeControllers with a
-// synced cache.
+// Ready reports whether the manager watches controller objects with synced
+// caches.
 func (m *Manager) Ready() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -139,184 +193,194 @@ func (m *Manager) Run(ctx context.Context) error {
 	if err := m.resources.Start(ctx); err != nil {
 		return fmt.Errorf("first discovery: %w", err)
 	}
-	m.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "compositecontrollers"})
+	m.loop = loop.New(loop.Options{
+		Name:        "metactl-manager",
+		Workers:     4,
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
+	}, m.reconcile)
 	// A resource appearing or disappearing may let a waiting controller
-	// start, or stop one: look at every controller again.
+	// start: look at every controller again.
 	m.resources.Subscribe(m.enqueueAll)
+	stopCRDWatch, err := m.refreshDiscoveryOnCRDChanges(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopCRDWatch()
 
-	// A CRD created or established changes what discovery serves.
+	var synced []cache.InformerSynced
+	for _, k := range m.kinds {
+		k.informer = m.informers.Acquire(k.resource)
+		defer k.informer.Release()
+		enqueue := func(obj any) {
+			if u := informer.ObjectOf(obj); u != nil {
+				m.loop.Add(queueKey(k, u.GetName()))
+			}
+		}
+		if err := k.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    enqueue,
+			UpdateFunc: func(_, obj any) { enqueue(obj) },
+			DeleteFunc: enqueue,
+		}); err != nil {
+			return err
+		}
+		synced = append(synced, k.informer.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("waiting for the controller objects' caches: %w", ctx.Err())
+	}
+	m.mu.Lock()
+	m.ready = true
+	m.mu.Unlock()
+	logger.Info("Watching CompositeControllers and DecoratorControllers")
+
+	m.loop.Start(ctx)
+	<-ctx.Done()
+	logger.Info("Shutting down: finishing in-flight syncs")
+	m.loop.Stop()
+	m.stopAll()
+	logger.Info("Stopped")
+	return nil
+}
+
+// refreshDiscoveryOnCRDChanges watches CRDs: one created or established
+// changes what discovery serves. Bursts of CRD events coalesce into one
+// refresh at a time.
+func (m *Manager) refreshDiscoveryOnCRDChanges(ctx context.Context) (stop func(), err error) {
 	crds := m.informers.Acquire(crdResource)
-	defer crds.Release()
-	// Bursts of CRD events (the initial list, status updates) coalesce
-	// into one refresh at a time.
-	refreshRequests := make(chan struct{}, 1)
-	refreshDiscovery := func(any) {
+	requests := make(chan struct{}, 1)
+	request := func(any) {
 		select {
-		case refreshRequests <- struct{}{}:
+		case requests <- struct{}{}:
 		default:
 		}
+	}
+	if err := crds.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    request,
+		UpdateFunc: func(_, obj any) { request(obj) },
+		DeleteFunc: request,
+	}); err != nil {
+		crds.Release()
+		return nil, err
 	}
 	go func() {
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-refreshRequests:
+			case <-requests:
 				if err := m.resources.Refresh(ctx); err != nil {
-					logger.V(2).Info("Refreshing discovery after a CRD change", "err", err)
+					klog.FromContext(ctx).V(2).Info("Refreshing discovery after a CRD change", "err", err)
 				}
 			}
 		}
 	}()
-	if err := crds.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    refreshDiscovery,
-		UpdateFunc: func(_, obj any) { refreshDiscovery(obj) },
-		DeleteFunc: refreshDiscovery,
-	}); err != nil {
-		return err
-	}
-
-	m.ccs = m.informers.Acquire(v1alpha1.CompositeControllerResource)
-	defer m.ccs.Release()
-	if err := m.ccs.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { m.enqueueObject(obj) },
-		UpdateFunc: func(_, obj any) { m.enqueueObject(obj) },
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			m.enqueueObject(obj)
-		},
-	}); err != nil {
-		return err
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), m.ccs.HasSynced) {
-		return fmt.Errorf("waiting for the CompositeController cache: %w", ctx.Err())
-	}
-	m.mu.Lock()
-	m.ready = true
-	m.mu.Unlock()
-	logger.Info("Watching CompositeControllers")
-
-	var workers sync.WaitGroup
-	for range 4 {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for m.processNextWorkItem(ctx) {
-			}
-		}()
-	}
-	<-ctx.Done()
-	logger.Info("Shutting down: finishing in-flight syncs")
-	m.queue.ShutDown()
-	workers.Wait()
-	m.stopAll()
-	logger.Info("Stopped")
-	return nil
+	return crds.Release, nil
 }
 
-func (m *Manager) enqueueObject(obj any) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		m.queue.Add(u.GetName())
-	}
-}
+func queueKey(k *kind, name string) string { return k.name + "/" + name }
 
 func (m *Manager) enqueueAll() {
-	for _, obj := range m.ccs.List("", nil) {
-		m.queue.Add(obj.GetName())
+	for _, k := range m.kinds {
+		for _, obj := range k.informer.List("", nil) {
+			m.loop.Add(queueKey(k, obj.GetName()))
+		}
 	}
 }
 
-func (m *Manager) processNextWorkItem(ctx context.Context) bool {
-	name, quit := m.queue.Get()
-	if quit {
-		return false
+// reconcile makes the running controller of one controller object match
+// the object: started, restarted on a new generation, or stopped (after
+// cleaning up its finalizers when the object is deleted).
+func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, error) {
+	kindName, name, _ := strings.Cut(key, "/")
+	var k *kind
+	for _, candidate := range m.kinds {
+		if candidate.name == kindName {
+			k = candidate
+		}
 	}
-	defer m.queue.Done(name)
-	retry, err := m.reconcile(ctx, name)
-	switch {
-	case errors.Is(err, errWaiting):
-		m.queue.AddRateLimited(name)
-	case err != nil:
-		klog.FromContext(ctx).Error(err, "Reconciling compositecontroller", "compositecontroller", name)
-		m.queue.AddRateLimited(name)
-	case retry > 0:
-		m.queue.Forget(name)
-		m.queue.AddAfter(name, retry)
-	default:
-		m.queue.Forget(name)
+	if k == nil {
+		return 0, nil
 	}
-	return true
-}
-
-// reconcile makes the running controller of name match its object: started,
-// restarted on a new generation, or stopped. It returns a delay after
-// which to look again, for controllers waiting on something.
-func (m *Manager) reconcile(ctx context.Context, name string) (time.Duration, error) {
-	logger := klog.FromContext(ctx).WithValues("compositecontroller", name)
+	logger := klog.FromContext(ctx).WithValues(strings.ToLower(k.name), name)
 	ctx = klog.NewContext(ctx, logger)
-	obj, exists := m.ccs.Get("", name)
+	obj, exists := k.informer.Get("", name)
+	deleting := exists && obj.GetDeletionTimestamp() != nil
 
 	m.mu.Lock()
-	current := m.running[name]
+	current := m.running[key]
 	m.mu.Unlock()
-	if current != nil && exists && current.uid == obj.GetUID() && current.generation == obj.GetGeneration() {
-		return 0, m.setReady(ctx, obj, metav1.ConditionTrue, v1alpha1.ReasonRunning, "the controller runs with synced caches")
+	if current != nil && exists && !deleting && current.uid == obj.GetUID() && current.generation == obj.GetGeneration() {
+		return 0, m.setReady(ctx, k, obj, metav1.ConditionTrue, v1alpha1.ReasonRunning, "the controller runs with synced caches")
 	}
 	if current != nil {
-		logger.Info("Stopping compositecontroller", "generation", current.generation)
+		if deleting || !exists {
+			if err := current.controller.Cleanup(ctx); err != nil {
+				return 0, fmt.Errorf("removing the controller's finalizers: %w", err)
+			}
+		}
+		logger.Info("Stopping controller", "generation", current.generation)
 		current.controller.Stop()
-		metrics.ControllerReady.DeleteLabelValues("CompositeController", name)
+		metrics.ControllerReady.DeleteLabelValues(k.name, name)
 		m.mu.Lock()
-		delete(m.running, name)
+		delete(m.running, key)
 		m.mu.Unlock()
-		if exists {
+		if exists && !deleting {
 			m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start generation %d", current.generation, obj.GetGeneration())
 		}
 	}
-	if !exists || obj.GetDeletionTimestamp() != nil {
+	if !exists {
 		return 0, nil
 	}
+	if deleting {
+		_, err := finalizer.Remove(ctx, m.client.Resource(k.resource), obj, CleanupFinalizer)
+		if apierrors.IsNotFound(err) {
+			err = nil
+		}
+		return 0, err
+	}
+	if hasFinalizeHook(obj) {
+		if _, err := finalizer.Add(ctx, m.client.Resource(k.resource), obj, CleanupFinalizer); err != nil {
+			return 0, fmt.Errorf("adding finalizer %s: %w", CleanupFinalizer, err)
+		}
+	}
 
-	controller, err := composite.New(ctx, obj, composite.Options{
-		Client:    m.client,
-		Resources: m.resources,
-		Informers: m.informers,
-		Hooks:     m.hooks,
-		Recorder:  m.recorder,
-		Workers:   m.opts.Workers,
-	})
-	var invalid *composite.InvalidSpecError
+	c, err := k.build(ctx, m, obj)
+	var invalidComposite *composite.InvalidSpecError
+	var invalidDecorator *decorator.InvalidSpecError
 	switch {
-	case errors.As(err, &invalid):
+	case errors.As(err, &invalidComposite) || errors.As(err, &invalidDecorator):
 		m.recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, err.Error())
-		return 0, m.setReady(ctx, obj, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())
+		return 0, m.setReady(ctx, k, obj, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())
 	case discovery.IsNotFound(err):
 		m.recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.ReasonUnknownResource, err.Error())
-		if err := m.setReady(ctx, obj, metav1.ConditionFalse, v1alpha1.ReasonUnknownResource, err.Error()); err != nil {
+		if err := m.setReady(ctx, k, obj, metav1.ConditionFalse, v1alpha1.ReasonUnknownResource, err.Error()); err != nil {
 			return 0, err
 		}
 		// A change in discovery requeues it at once (a CRD being
 		// established triggers one); retries with backoff are the fallback.
-		return 0, errWaiting
+		return 0, loop.ErrWaiting
 	case err != nil:
 		return 0, err
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := controller.Start(startCtx); err != nil {
-		controller.Stop()
+	if err := c.Start(startCtx); err != nil {
+		c.Stop()
 		return 0, fmt.Errorf("starting: %w", err)
 	}
 	m.mu.Lock()
-	m.running[name] = &runningController{uid: obj.GetUID(), generation: obj.GetGeneration(), controller: controller}
+	m.running[key] = &runningController{uid: obj.GetUID(), generation: obj.GetGeneration(), controller: c}
 	m.mu.Unlock()
-	metrics.ControllerReady.WithLabelValues("CompositeController", name).Set(1)
+	metrics.ControllerReady.WithLabelValues(k.name, name).Set(1)
 	m.recorder.Eventf(obj, corev1.EventTypeNormal, "Started", "started generation %d", obj.GetGeneration())
-	return 0, m.setReady(ctx, obj, metav1.ConditionTrue, v1alpha1.ReasonRunning, "the controller runs with synced caches")
+	return 0, m.setReady(ctx, k, obj, metav1.ConditionTrue, v1alpha1.ReasonRunning, "the controller runs with synced caches")
+}
+
+// hasFinalizeHook reports whether a controller object declares a finalize
+// hook (the same field for both kinds).
+func hasFinalizeHook(obj *unstructured.Unstructured) bool {
+	_, found, _ := unstructured.NestedMap(obj.Object, "spec", "hooks", "finalize")
+	return found
 }
 
 func (m *Manager) stopAll() {
@@ -337,7 +401,7 @@ func (m *Manager) stopAll() {
 
 // setReady writes the Ready condition and observedGeneration to the
 // controller object's status, when they differ from what it has.
-func (m *Manager) setReady(ctx context.Context, obj *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) error {
+func (m *Manager) setReady(ctx context.Context, k *kind, obj *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) error {
 	var cs v1alpha1.ControllerStatus
 	if raw, ok := obj.Object["status"].(map[string]any); ok {
 		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &cs)
@@ -357,7 +421,7 @@ func (m *Manager) setReady(ctx context.Context, obj *unstructured.Unstructured, 
 	if err != nil {
 		return err
 	}
-	_, err = m.client.Resource(v1alpha1.CompositeControllerResource).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	_, err = m.client.Resource(k.resource).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

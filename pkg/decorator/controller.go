@@ -1,0 +1,318 @@
+package decorator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/children"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/finalizer"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/hooks"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// AttachmentAnnotation marks the attachments of a DecoratorController, so
+// that decorators sharing an object tell their attachments apart.
+const AttachmentAnnotation = "metacontroller.k8s.io/decorator-controller"
+
+// finalizerPrefix starts the finalizer of every DecoratorController.
+const finalizerPrefix = "metacontroller.io/decoratorcontroller-"
+
+// Options are what a Controller needs from the process around it.
+type Options struct {
+	// Client makes every write and uncached read.
+	Client dynamic.Interface
+	// Resources maps the controller's resources; shared by all controllers.
+	Resources *discovery.ResourceMap
+	// Informers shares watches among controllers.
+	Informers *informer.Factory
+	// Hooks calls the webhooks.
+	Hooks *hooks.Client
+	// Recorder records Events on decorated objects.
+	Recorder record.EventRecorder
+	// Workers is the number of objects synced at once; default 32.
+	Workers int
+	// RateLimiter spaces retries; default loop.DefaultRateLimiter().
+	RateLimiter workqueue.TypedRateLimiter[string]
+}
+
+// InvalidSpecError reports a DecoratorController whose spec is invalid.
+type InvalidSpecError struct{ Errs field.ErrorList }
+
+func (e *InvalidSpecError) Error() string { return e.Errs.ToAggregate().Error() }
+
+// Controller runs one DecoratorController.
+type Controller struct {
+	name string
+	// object is the DecoratorController as the user wrote it; hooks get it.
+	object *unstructured.Unstructured
+	dc     *v1alpha1.DecoratorController
+	opts   Options
+
+	watched     []*watchedResource
+	attachments *children.Declared
+	finalizer   string
+	writer      *children.Writer
+	echoes      *informer.Echoes
+	loop        *loop.Loop
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	resync   sync.WaitGroup
+}
+
+// watchedResource is one decorated resource and the rules selecting its
+// objects; an object is selected when any rule matches it.
+type watchedResource struct {
+	*discovery.Resource
+	rules    []selector
+	informer *informer.Informer
+}
+
+// selector is one resource rule's label and annotation selectors; both must
+// match.
+type selector struct {
+	labels      labels.Selector
+	annotations v1alpha1.AnnotationSelector
+}
+
+func (w *watchedResource) selects(obj metav1.Object) bool {
+	for _, r := range w.rules {
+		if r.labels.Matches(labels.Set(obj.GetLabels())) && matchAnnotations(r.annotations, obj.GetAnnotations()) {
+			return true
+		}
+	}
+	return false
+}
+
+// New validates the DecoratorController object and resolves its resources.
+// It returns an *InvalidSpecError for an invalid spec and an error
+// satisfying discovery.IsNotFound for a resource the server does not serve.
+func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (*Controller, error) {
+	dc := &v1alpha1.DecoratorController{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(object.Object, dc); err != nil {
+		return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}}
+	}
+	if errs := v1alpha1.ValidateDecoratorController(dc); len(errs) > 0 {
+		return nil, &InvalidSpecError{Errs: errs}
+	}
+	v1alpha1.SetDefaults_DecoratorController(dc)
+	c := &Controller{
+		name:   dc.Name,
+		object: object.DeepCopy(),
+		dc:     dc,
+		opts:   opts,
+		writer: &children.Writer{Client: opts.Client, Controller: dc.Name},
+		echoes: informer.NewEchoes(),
+		stop:   make(chan struct{}),
+	}
+	if dc.Spec.Hooks.Finalize != nil {
+		c.finalizer = finalizerPrefix + dc.Name
+	}
+	byResource := map[string]*watchedResource{}
+	for i, rule := range dc.Spec.Resources {
+		path := field.NewPath("spec", "resources").Index(i)
+		res, err := opts.Resources.Get(ctx, rule.APIVersion, rule.Resource)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		sel, err := newSelector(rule)
+		if err != nil {
+			return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(path, rule.Resource, err.Error())}}
+		}
+		key := res.APIVersion + "/" + res.Name
+		w := byResource[key]
+		if w == nil {
+			w = &watchedResource{Resource: res}
+			byResource[key] = w
+			c.watched = append(c.watched, w)
+		}
+		w.rules = append(w.rules, sel)
+	}
+	var declared []*children.Resource
+	for i, rule := range dc.Spec.Attachments {
+		res, err := opts.Resources.Get(ctx, rule.APIVersion, rule.Resource)
+		if err != nil {
+			return nil, fmt.Errorf("spec.attachments[%d]: %w", i, err)
+		}
+		declared = append(declared, &children.Resource{Resource: res, Method: rule.UpdateStrategy.Method})
+	}
+	c.attachments = children.NewDeclared(declared)
+	return c, nil
+}
+
+func newSelector(rule v1alpha1.DecoratorControllerResourceRule) (selector, error) {
+	sel := selector{labels: labels.Everything()}
+	if rule.LabelSelector != nil {
+		s, err := metav1.LabelSelectorAsSelector(rule.LabelSelector)
+		if err != nil {
+			return sel, fmt.Errorf("labelSelector: %w", err)
+		}
+		sel.labels = s
+	}
+	if as := rule.AnnotationSelector; as != nil {
+		sel.annotations = *as
+	}
+	return sel, nil
+}
+
+// matchAnnotations reports whether annotations satisfy an annotation
+// selector: every matchAnnotations entry and every expression. Values are
+// compared as free text (annotation values need not be label values).
+func matchAnnotations(sel v1alpha1.AnnotationSelector, annotations map[string]string) bool {
+	for k, v := range sel.MatchAnnotations {
+		if got, ok := annotations[k]; !ok || got != v {
+			return false
+		}
+	}
+	for _, e := range sel.MatchExpressions {
+		got, ok := annotations[e.Key]
+		switch e.Operator {
+		case metav1.LabelSelectorOpIn:
+			if !ok || !slices.Contains(e.Values, got) {
+				return false
+			}
+		case metav1.LabelSelectorOpNotIn:
+			if ok && slices.Contains(e.Values, got) {
+				return false
+			}
+		case metav1.LabelSelectorOpExists:
+			if !ok {
+				return false
+			}
+		case metav1.LabelSelectorOpDoesNotExist:
+			if ok {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Name returns the DecoratorController's name.
+func (c *Controller) Name() string { return c.name }
+
+// Start starts the informers and workers and returns once the caches are
+// synced, or with ctx's error.
+func (c *Controller) Start(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues("decoratorcontroller", c.name)
+	c.loop = loop.New(loop.Options{Name: c.name, Workers: c.opts.Workers, RateLimiter: c.opts.RateLimiter}, c.sync)
+	var synced []cache.InformerSynced
+	for i, w := range c.watched {
+		w.informer = c.opts.Informers.Acquire(w.GroupVersionResource())
+		if err := w.informer.AddEventHandler(c.objectHandler(i, w)); err != nil {
+			return err
+		}
+		synced = append(synced, w.informer.HasSynced)
+	}
+	for _, res := range c.attachments.Resources {
+		res.Informer = c.opts.Informers.Acquire(res.GroupVersionResource())
+		if err := res.Informer.AddEventHandler(c.attachmentHandler()); err != nil {
+			return err
+		}
+		synced = append(synced, res.Informer.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("waiting for caches of decoratorcontroller %s: %w", c.name, ctx.Err())
+	}
+	c.loop.Start(klog.NewContext(ctx, logger))
+	if p := c.dc.Spec.ResyncPeriodSeconds; p != nil {
+		c.resync.Add(1)
+		go func() {
+			defer c.resync.Done()
+			wait.Until(c.enqueueAll, time.Duration(*p)*time.Second, c.stop)
+		}()
+	}
+	logger.Info("Started decoratorcontroller", "resources", len(c.watched), "attachments", len(c.attachments.Resources))
+	return nil
+}
+
+// Stop stops taking work, waits for in-flight syncs and releases the
+// informers. It is idempotent.
+func (c *Controller) Stop() {
+	c.stopOnce.Do(func() {
+		close(c.stop)
+		c.resync.Wait()
+		if c.loop != nil {
+			c.loop.Stop()
+		}
+		for _, w := range c.watched {
+			if w.informer != nil {
+				w.informer.Release()
+			}
+		}
+		for _, res := range c.attachments.Resources {
+			if res.Informer != nil {
+				res.Informer.Release()
+			}
+		}
+	})
+}
+
+// Cleanup removes this controller's finalizer from every object that
+// carries it; for a deleted DecoratorController, whose objects would
+// otherwise wait for a finalize hook that is never called again. Call it
+// after Start and before Stop.
+func (c *Controller) Cleanup(ctx context.Context) error {
+	name := finalizerPrefix + c.name
+	var errs []error
+	for _, w := range c.watched {
+		for _, obj := range w.informer.List("", nil) {
+			if !finalizer.Has(obj, name) {
+				continue
+			}
+			client := c.opts.Client.Resource(w.GroupVersionResource()).Namespace(obj.GetNamespace())
+			if _, err := finalizer.Remove(ctx, client, obj, name); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("%s %s: %w", w.Kind, children.Key(obj), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Controller) enqueueAll() {
+	for i, w := range c.watched {
+		for _, obj := range w.informer.List("", nil) {
+			c.loop.Add(objectKey(i, obj))
+		}
+	}
+}
+
+// objectKey names a decorated object in the queue: the index of its
+// watched resource, then namespace/name.
+func objectKey(resource int, obj metav1.Object) string {
+	return fmt.Sprintf("%d|%s", resource, children.Key(obj))
+}
+
+func splitKey(key string) (resource int, namespace, name string, err error) {
+	idx, rest, ok := strings.Cut(key, "|")
+	if !ok {
+		return 0, "", "", fmt.Errorf("bad key %q", key)
+	}
+	if _, err := fmt.Sscanf(idx, "%d", &resource); err != nil {
+		return 0, "", "", fmt.Errorf("bad key %q", key)
+	}
+	namespace, name, err = cache.SplitMetaNamespaceKey(rest)
+	return resource, namespace, name, err
+}

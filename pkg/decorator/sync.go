@@ -1,0 +1,254 @@
+package decorator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/metactl/metactl/pkg/dynamic/children"
+	"github.com/metactl/metactl/pkg/dynamic/finalizer"
+	"github.com/metactl/metactl/pkg/dynamic/ownership"
+	"github.com/metactl/metactl/pkg/dynamic/status"
+	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/metrics"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/klog/v2"
+)
+
+// gcFinalizers mark an object whose dependents the garbage collector handles.
+var gcFinalizers = []string{metav1.FinalizerDeleteDependents, metav1.FinalizerOrphanDependents}
+
+// sync decorates the object named by key as the hook wants; see the package
+// doc for the steps.
+func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
+	index, namespace, name, err := splitKey(key)
+	if err != nil || index >= len(c.watched) {
+		return 0, nil // not a key we made
+	}
+	w := c.watched[index]
+	c.echoes.Begin(key)
+	defer func() {
+		if c.echoes.End(key) {
+			c.loop.Add(key)
+		}
+	}()
+	// 1. The object, from the cache.
+	obj, ok := w.informer.Get(namespace, name)
+	if !ok {
+		return 0, nil
+	}
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("object", klog.KObj(obj), "kind", w.Kind))
+	client := c.opts.Client.Resource(w.GroupVersionResource()).Namespace(obj.GetNamespace())
+
+	selected := w.selects(obj)
+	deleting := obj.GetDeletionTimestamp() != nil
+	hasFinalizer := c.finalizer != "" && finalizer.Has(obj, c.finalizer)
+	finalizing := false
+	switch {
+	case deleting || !selected:
+		if !hasFinalizer {
+			return 0, c.removeStaleFinalizer(ctx, client, obj)
+		}
+		finalizing = true
+	case c.finalizer != "" && !hasFinalizer:
+		if obj, err = c.setFinalizer(ctx, client, obj, c.finalizer, finalizer.Add); err != nil {
+			return 0, err
+		}
+	default:
+		if err := c.removeStaleFinalizer(ctx, client, obj); err != nil {
+			return 0, err
+		}
+	}
+
+	// 2. Its attachments: ours, by owner UID and annotation.
+	observed := c.observedAttachments(obj)
+
+	// 3-4. The hook, its attachments checked, then written; asked once
+	// more after writing, as in pkg/composite.
+	hook, hookName := c.dc.Spec.Hooks.Sync, "sync"
+	if finalizing {
+		hook, hookName = c.dc.Spec.Hooks.Finalize, "finalize"
+	}
+	manage := !(deleting && slices.ContainsFunc(obj.GetFinalizers(), func(f string) bool { return slices.Contains(gcFinalizers, f) }))
+	ref := ownership.ControllerRef(obj, w.GroupVersionKind())
+	var (
+		response *hooks.DecoratorSyncResponse
+		errs     []error
+	)
+	for round := 1; ; round++ {
+		response = &hooks.DecoratorSyncResponse{}
+		request := &hooks.DecoratorSyncRequest{
+			Controller:  c.object,
+			Object:      obj,
+			Attachments: c.attachments.ObjectMap(observed, *hook.Version, w.Namespaced),
+			Related:     hooks.ObjectMap{},
+			Finalizing:  finalizing,
+		}
+		if err := c.opts.Hooks.Call(ctx, c.name, hookName, hook, request, response); err != nil {
+			if round > 1 {
+				break
+			}
+			return 0, c.syncFailed(obj, err)
+		}
+		desired, err := c.attachments.Desired(obj, ref, "attachments", response.Attachments, c.markAttachment)
+		if err != nil {
+			if round > 1 {
+				break
+			}
+			return 0, c.syncFailed(obj, fmt.Errorf("invalid %s hook response: %w", hookName, err))
+		}
+		if !manage {
+			break
+		}
+		result, err := c.writer.Manage(ctx, c.attachments.Resources, observed, desired)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if !result.Wrote() || round == 2 || err != nil {
+			break
+		}
+		for _, written := range result.Written {
+			c.echoes.Expect(written)
+		}
+		observed = result.Observed
+	}
+
+	// 5. Labels and annotations.
+	patched, err := c.patchMetadata(ctx, client, obj, response)
+	if err != nil {
+		errs = append(errs, err)
+	} else if patched != nil {
+		obj = patched
+	}
+
+	// 6. Status, only when the hook returned one (null leaves it).
+	if !response.StatusUnchanged() {
+		written, err := status.Replace(ctx, client, w.GroupVersionResource().GroupResource(), obj, response.Status, w.HasStatus)
+		if err != nil {
+			errs = append(errs, err)
+		} else if written != nil {
+			metrics.ObjectWrites.WithLabelValues(c.name, "patch", "status").Inc()
+			c.echoes.Expect(written)
+			obj = written
+		}
+	}
+
+	// 7. The finalizer, once the finalize hook is done.
+	if finalizing && response.Finalized && len(errs) == 0 {
+		if _, err := c.setFinalizer(ctx, client, obj, c.finalizer, finalizer.Remove); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return 0, c.syncFailed(obj, err)
+	}
+	return time.Duration(response.ResyncAfterSeconds * float64(time.Second)), nil
+}
+
+// observedAttachments returns the object's attachments: the objects of each
+// attachment resource it controls that carry this controller's annotation.
+func (c *Controller) observedAttachments(obj *unstructured.Unstructured) map[*children.Resource]children.Set {
+	out := make(map[*children.Resource]children.Set, len(c.attachments.Resources))
+	for _, res := range c.attachments.Resources {
+		set := children.Set{}
+		for _, a := range res.Informer.OwnedBy(obj.GetUID()) {
+			if a.GetAnnotations()[AttachmentAnnotation] == c.name {
+				set[children.Key(a)] = a
+			}
+		}
+		out[res] = set
+	}
+	return out
+}
+
+// markAttachment annotates a desired attachment as this controller's.
+func (c *Controller) markAttachment(obj *unstructured.Unstructured) error {
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[AttachmentAnnotation] = c.name
+	obj.SetAnnotations(a)
+	return nil
+}
+
+// patchMetadata applies the hook's labels and annotations: a value sets the
+// key, null removes it, absent keys are left alone. It writes only when
+// something changes, and returns the patched object (nil if none).
+func (c *Controller) patchMetadata(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, response *hooks.DecoratorSyncResponse) (*unstructured.Unstructured, error) {
+	changes := func(want map[string]*string, have map[string]string) map[string]any {
+		out := map[string]any{}
+		for k, v := range want {
+			current, exists := have[k]
+			switch {
+			case v == nil && exists:
+				out[k] = nil
+			case v != nil && (!exists || current != *v):
+				out[k] = *v
+			}
+		}
+		return out
+	}
+	md := map[string]any{}
+	if l := changes(response.Labels, obj.GetLabels()); len(l) > 0 {
+		md["labels"] = l
+	}
+	if a := changes(response.Annotations, obj.GetAnnotations()); len(a) > 0 {
+		md["annotations"] = a
+	}
+	if len(md) == 0 {
+		return nil, nil
+	}
+	md["uid"] = obj.GetUID() // precondition: the same object
+	patch, err := json.Marshal(map[string]any{"metadata": md})
+	if err != nil {
+		return nil, err
+	}
+	metrics.ObjectWrites.WithLabelValues(c.name, "patch", "metadata").Inc()
+	patched, err := client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("patching labels and annotations: %w", err)
+	}
+	c.echoes.Expect(patched)
+	klog.FromContext(ctx).V(4).Info("Patched labels and annotations", "patch", string(patch))
+	return patched, nil
+}
+
+func (c *Controller) setFinalizer(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, name string, op func(context.Context, dynamic.ResourceInterface, *unstructured.Unstructured, string) (*unstructured.Unstructured, error)) (*unstructured.Unstructured, error) {
+	patched, err := op(ctx, client, obj, name)
+	if err != nil {
+		return nil, err
+	}
+	if patched != obj {
+		metrics.ObjectWrites.WithLabelValues(c.name, "patch", "finalizer").Inc()
+		c.echoes.Expect(patched)
+	}
+	return patched, nil
+}
+
+// removeStaleFinalizer removes the finalizer of this controller from an
+// object when the controller has no finalize hook (any more).
+func (c *Controller) removeStaleFinalizer(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+	if c.finalizer != "" {
+		return nil
+	}
+	_, err := c.setFinalizer(ctx, client, obj, finalizerPrefix+c.name, finalizer.Remove)
+	return err
+}
+
+// syncFailed records a SyncError Event on the object, except for conflicts,
+// which resolve on the retry.
+func (c *Controller) syncFailed(obj *unstructured.Unstructured, err error) error {
+	if !apierrors.IsConflict(err) {
+		c.opts.Recorder.Eventf(obj, corev1.EventTypeWarning, "SyncError", "decoratorcontroller %s: %v", c.name, err)
+	}
+	return err
+}
