@@ -2,7 +2,6 @@ package composite
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -14,7 +13,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"github.com/metactl/metactl/pkg/metrics"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -193,23 +192,17 @@ func (c *Controller) Stop() {
 	})
 }
 
-// Cleanup removes this controller's finalizer from every parent that
-// carries it; for a deleted CompositeController, whose parents would
-// otherwise wait for a finalize hook that is never called again. Call it
-// after Start and before Stop.
+// Cleanup stops the controller's syncs and removes its finalizer from every
+// parent that carries it; for a deleted CompositeController, whose parents
+// would otherwise wait for a finalize hook that is never called again. It
+// reads the parents uncached, so that none that got the finalizer a moment
+// ago is missed. Call Stop afterwards.
 func (c *Controller) Cleanup(ctx context.Context) error {
-	name := finalizerPrefix + c.name
-	var errs []error
-	for _, parent := range c.parentInformer.List("", nil) {
-		if !finalizer.Has(parent, name) {
-			continue
-		}
-		client := c.opts.Client.Resource(c.parent.GroupVersionResource()).Namespace(parent.GetNamespace())
-		if _, err := finalizer.Remove(ctx, client, parent, name); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("%s %s: %w", c.parent.Kind, children.Key(parent), err))
-		}
+	if c.loop != nil {
+		c.loop.Stop()
 	}
-	return errors.Join(errs...)
+	metrics.UncachedReads.WithLabelValues(c.name, "cleanup").Inc()
+	return finalizer.RemoveFromAll(ctx, c.opts.Client.Resource(c.parent.GroupVersionResource()), finalizerPrefix+c.name)
 }
 
 func (c *Controller) enqueueAllParents() {

@@ -16,7 +16,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"github.com/metactl/metactl/pkg/metrics"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -270,22 +270,21 @@ func (c *Controller) Stop() {
 	})
 }
 
-// Cleanup removes this controller's finalizer from every object that
-// carries it; for a deleted DecoratorController, whose objects would
-// otherwise wait for a finalize hook that is never called again. Call it
-// after Start and before Stop.
+// Cleanup stops the controller's syncs and removes its finalizer from every
+// object that carries it; for a deleted DecoratorController, whose objects
+// would otherwise wait for a finalize hook that is never called again. It
+// reads the objects uncached, so that none that got the finalizer a moment
+// ago is missed. Call Stop afterwards.
 func (c *Controller) Cleanup(ctx context.Context) error {
-	name := finalizerPrefix + c.name
+	if c.loop != nil {
+		c.loop.Stop()
+	}
 	var errs []error
 	for _, w := range c.watched {
-		for _, obj := range w.informer.List("", nil) {
-			if !finalizer.Has(obj, name) {
-				continue
-			}
-			client := c.opts.Client.Resource(w.GroupVersionResource()).Namespace(obj.GetNamespace())
-			if _, err := finalizer.Remove(ctx, client, obj, name); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("%s %s: %w", w.Kind, children.Key(obj), err))
-			}
+		metrics.UncachedReads.WithLabelValues(c.name, "cleanup").Inc()
+		err := finalizer.RemoveFromAll(ctx, c.opts.Client.Resource(w.GroupVersionResource()), finalizerPrefix+c.name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", w.Name, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -198,3 +198,69 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("the replaced controller's hook was called %d more times", got-firstCalls)
 	}
 }
+
+// TestDeletedDecoratorLeavesNoFinalizers deletes a DecoratorController
+// with a finalize hook that never finishes: the manager must remove the
+// controller's finalizer from every decorated object, then let the
+// DecoratorController itself go.
+func TestDeletedDecoratorLeavesNoFinalizers(t *testing.T) {
+	m, err := manager.New(manager.Options{Config: env.Config, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	h := newHook(t, "unused")
+	ns := env.CreateNamespace(t)
+	dc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1",
+		"kind":       "DecoratorController",
+		"metadata":   map[string]any{"name": "finalizing"},
+		"spec": map[string]any{
+			"resources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps",
+				"labelSelector": map[string]any{"matchLabels": map[string]any{"decorate": "finalizing"}}}},
+			"hooks": map[string]any{
+				"sync":     map[string]any{"webhook": map[string]any{"url": h.URL}},
+				"finalize": map[string]any{"webhook": map[string]any{"url": h.URL}},
+			},
+		},
+	}}
+	dcs := env.Dynamic.Resource(v1alpha1.DecoratorControllerResource)
+	if _, err := dcs.Create(ctx, dc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cms := env.Dynamic.Resource(configMapsGVR).Namespace(ns)
+	for _, name := range []string{"a", "b"} {
+		cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name, "labels": map[string]any{"decorate": "finalizing"}}}}
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finalized := func(name string) func(context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			o, err := cms.Get(ctx, name, metav1.GetOptions{})
+			return err == nil && len(o.GetFinalizers()) == 1, err
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, "a's finalizer", finalized("a"))
+	testenv.Eventually(t, 30*time.Second, "b's finalizer", finalized("b"))
+	if err := dcs.Delete(ctx, "finalizing", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the DecoratorController gone", func(ctx context.Context) (bool, error) {
+		_, err := dcs.Get(ctx, "finalizing", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	for _, name := range []string{"a", "b"} {
+		o, err := cms.Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(o.GetFinalizers()) != 0 {
+			t.Errorf("%s keeps finalizers %v (err %v)", name, o.GetFinalizers(), err)
+		}
+	}
+}

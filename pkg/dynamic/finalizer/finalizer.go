@@ -10,13 +10,16 @@ package finalizer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 )
 
 // Has reports whether obj carries the finalizer name.
@@ -59,4 +62,43 @@ func set(ctx context.Context, client dynamic.ResourceInterface, obj *unstructure
 		return nil, fmt.Errorf("setting finalizers %v: %w", finalizers, err)
 	}
 	return patched, nil
+}
+
+// RemoveFromAll removes the finalizer name from every object of a resource
+// (in every namespace) that carries it, reading them uncached page by page
+// and retrying objects that change meanwhile.
+func RemoveFromAll(ctx context.Context, client dynamic.NamespaceableResourceInterface, name string) error {
+	var errs []error
+	opts := metav1.ListOptions{Limit: 500}
+	for {
+		list, err := client.List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("listing: %w", err)
+		}
+		for i := range list.Items {
+			obj := &list.Items[i]
+			if !Has(obj, name) {
+				continue
+			}
+			ri := client.Namespace(obj.GetNamespace())
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				_, err := Remove(ctx, ri, obj, name)
+				if apierrors.IsConflict(err) {
+					fresh, getErr := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+					if getErr != nil {
+						return getErr
+					}
+					obj = fresh
+				}
+				return err
+			})
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("%s/%s: %w", obj.GetNamespace(), obj.GetName(), err))
+			}
+		}
+		if list.GetContinue() == "" {
+			return errors.Join(errs...)
+		}
+		opts.Continue = list.GetContinue()
+	}
 }
