@@ -14,6 +14,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
+	"github.com/metactl/metactl/pkg/related"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -68,6 +69,8 @@ type Controller struct {
 	// echoes are this controller's own writes, whose watch events need no
 	// sync: the sync that wrote them already acted on their result.
 	echoes *informer.Echoes
+	// related serves the customize hook; nil without one.
+	related *related.Resolver
 
 	parentInformer *informer.Informer
 	loop           *loop.Loop
@@ -159,6 +162,12 @@ func (c *Controller) Start(ctx context.Context) error {
 		return fmt.Errorf("waiting for caches of compositecontroller %s: %w", c.name, ctx.Err())
 	}
 
+	if hook := c.cc.Spec.Hooks.Customize; hook != nil {
+		c.related = related.New(related.Options{
+			Controller: c.name, Object: c.object, Customize: hook, Version: *c.cc.Spec.Hooks.Sync.Version,
+			Hooks: c.opts.Hooks, Resources: c.opts.Resources, Informers: c.opts.Informers, Enqueue: c.loop.Add,
+		})
+	}
 	c.loop.Start(klog.NewContext(ctx, logger))
 	if p := c.cc.Spec.ResyncPeriodSeconds; p != nil {
 		period := time.Duration(*p) * time.Second
@@ -180,6 +189,9 @@ func (c *Controller) Stop() {
 		c.resync.Wait()
 		if c.loop != nil {
 			c.loop.Stop()
+		}
+		if c.related != nil {
+			c.related.Close()
 		}
 		if c.parentInformer != nil {
 			c.parentInformer.Release()

@@ -43,6 +43,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	// children with it through garbage collection.
 	parent, ok := c.parentInformer.Get(namespace, name)
 	if !ok {
+		if c.related != nil {
+			c.related.Forget(key)
+		}
 		return 0, nil
 	}
 	logger := klog.FromContext(ctx).WithValues("parent", klog.KObj(parent))
@@ -81,7 +84,15 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		return 0, c.syncFailed(parent, fmt.Errorf("claiming children: %w", err))
 	}
 
-	// 3-5. The hook, its answer checked whole, then the children written.
+	// 3. Related objects, when a customize hook declares them.
+	relatedObjects := hooks.ObjectMap{}
+	if c.related != nil {
+		if relatedObjects, err = c.related.Related(ctx, key, parent, c.parent.Namespaced); err != nil {
+			return 0, c.syncFailed(parent, fmt.Errorf("customize hook: %w", err))
+		}
+	}
+
+	// 4-5. The hook, its answer checked whole, then the children written.
 	// When that wrote children, the hook is asked once more with the
 	// children as they now are, so that a status that counts or reads them
 	// is right at once; the echoes of writes the hook has already seen
@@ -101,7 +112,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 			Controller: c.object,
 			Parent:     parent,
 			Children:   c.children.ObjectMap(observed, *hook.Version, c.parent.Namespaced),
-			Related:    hooks.ObjectMap{},
+			Related:    relatedObjects,
 			Finalizing: finalizing,
 		}
 		if err := c.opts.Hooks.Call(ctx, c.name, hookName, hook, request, response); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
+	"github.com/metactl/metactl/pkg/related"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -74,6 +75,8 @@ type Controller struct {
 	writer      *children.Writer
 	echoes      *informer.Echoes
 	loop        *loop.Loop
+	// related serves the customize hook; nil without one.
+	related *related.Resolver
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -236,6 +239,12 @@ func (c *Controller) Start(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("waiting for caches of decoratorcontroller %s: %w", c.name, ctx.Err())
 	}
+	if hook := c.dc.Spec.Hooks.Customize; hook != nil {
+		c.related = related.New(related.Options{
+			Controller: c.name, Object: c.object, Customize: hook, Version: *c.dc.Spec.Hooks.Sync.Version,
+			Hooks: c.opts.Hooks, Resources: c.opts.Resources, Informers: c.opts.Informers, Enqueue: c.loop.Add,
+		})
+	}
 	c.loop.Start(klog.NewContext(ctx, logger))
 	if p := c.dc.Spec.ResyncPeriodSeconds; p != nil {
 		c.resync.Add(1)
@@ -256,6 +265,9 @@ func (c *Controller) Stop() {
 		c.resync.Wait()
 		if c.loop != nil {
 			c.loop.Stop()
+		}
+		if c.related != nil {
+			c.related.Close()
 		}
 		for _, w := range c.watched {
 			if w.informer != nil {

@@ -43,6 +43,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	// 1. The object, from the cache.
 	obj, ok := w.informer.Get(namespace, name)
 	if !ok {
+		if c.related != nil {
+			c.related.Forget(key)
+		}
 		return 0, nil
 	}
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("object", klog.KObj(obj), "kind", w.Kind))
@@ -71,6 +74,14 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	// 2. Its attachments: ours, by owner UID and annotation.
 	observed := c.observedAttachments(obj)
 
+	// Related objects, when a customize hook declares them.
+	relatedObjects := hooks.ObjectMap{}
+	if c.related != nil {
+		if relatedObjects, err = c.related.Related(ctx, key, obj, w.Namespaced); err != nil {
+			return 0, c.syncFailed(obj, fmt.Errorf("customize hook: %w", err))
+		}
+	}
+
 	// 3-4. The hook, its attachments checked, then written; asked once
 	// more after writing, as in pkg/composite.
 	hook, hookName := c.dc.Spec.Hooks.Sync, "sync"
@@ -89,7 +100,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 			Controller:  c.object,
 			Object:      obj,
 			Attachments: c.attachments.ObjectMap(observed, *hook.Version, w.Namespaced),
-			Related:     hooks.ObjectMap{},
+			Related:     relatedObjects,
 			Finalizing:  finalizing,
 		}
 		if err := c.opts.Hooks.Call(ctx, c.name, hookName, hook, request, response); err != nil {

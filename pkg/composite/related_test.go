@@ -1,0 +1,175 @@
+package composite_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// relatedHook serves /customize with declare(parent) and /sync with a
+// status listing the related ConfigMaps' data.value by key; it counts sync
+// calls per parent.
+type relatedHook struct {
+	*httptest.Server
+	mu      sync.Mutex
+	syncs   map[string]int
+	declare func(parent *unstructured.Unstructured) any
+}
+
+func newRelatedHook(t *testing.T, declare func(parent *unstructured.Unstructured) any) *relatedHook {
+	h := &relatedHook{syncs: map[string]int{}, declare: declare}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Parent  *unstructured.Unstructured                       `json:"parent"`
+			Related map[string]map[string]*unstructured.Unstructured `json:"related"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if r.URL.Path == "/customize" {
+			_ = json.NewEncoder(w).Encode(h.declare(req.Parent))
+			return
+		}
+		h.syncs[req.Parent.GetName()]++
+		seen := map[string]any{}
+		for key, obj := range req.Related["ConfigMap.v1"] {
+			v, _, _ := unstructured.NestedString(obj.Object, "data", "value")
+			seen[key] = v
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": map[string]any{"related": seen}, "children": []any{}})
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+func (h *relatedHook) syncsOf(parent string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.syncs[parent]
+}
+
+func relatedController(t *testing.T, h *relatedHook, parent schema.GroupVersionResource, version string) *unstructured.Unstructured {
+	return compositeController(t, &testHook{server: h.Server}, parent, func(spec map[string]any) {
+		spec["childResources"] = []any{}
+		spec["hooks"] = map[string]any{
+			"sync":      map[string]any{"version": version, "webhook": map[string]any{"url": h.URL + "/sync"}},
+			"customize": map[string]any{"webhook": map[string]any{"url": h.URL + "/customize"}},
+		}
+	})
+}
+
+func createValueConfigMap(t *testing.T, ns, name, value string, labels map[string]any) {
+	t.Helper()
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": ns, "labels": labels}, "data": map[string]any{"value": value}}}
+	if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Create(ctx(t), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func setValue(t *testing.T, ns, name, value string) {
+	t.Helper()
+	patch := []byte(`{"data":{"value":"` + value + `"}}`)
+	if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Patch(ctx(t), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func relatedStatus(o *unstructured.Unstructured) map[string]any {
+	m, _, _ := unstructured.NestedMap(o.Object, "status", "related")
+	return m
+}
+
+func TestRelatedByNamesResyncsOnlyTheParentsThatSelectIt(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	h := newRelatedHook(t, func(parent *unstructured.Unstructured) any {
+		source, _, _ := unstructured.NestedString(parent.Object, "spec", "source")
+		return map[string]any{"relatedResources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "names": []any{source}}}}
+	})
+	startController(t, relatedController(t, h, thingsGVR, "v1"))
+	createValueConfigMap(t, ns, "source-a", "a1", nil)
+	createValueConfigMap(t, ns, "source-b", "b1", nil)
+	newThing(t, thingsGVR, ns, "pa", map[string]any{"source": "source-a"})
+	newThing(t, thingsGVR, ns, "pb", map[string]any{"source": "source-b"})
+	waitFor(t, thingsGVR, ns, "pa", "sees source-a", func(o *unstructured.Unstructured) bool { return relatedStatus(o)["source-a"] == "a1" })
+	waitFor(t, thingsGVR, ns, "pb", "sees source-b", func(o *unstructured.Unstructured) bool { return relatedStatus(o)["source-b"] == "b1" })
+
+	before := h.syncsOf("pb")
+	setValue(t, ns, "source-a", "a2")
+	waitFor(t, thingsGVR, ns, "pa", "sees the change", func(o *unstructured.Unstructured) bool { return relatedStatus(o)["source-a"] == "a2" })
+	// pb, which did not declare source-a, is not synced for it: change
+	// source-b, wait for pb to see that, and count exactly one more sync.
+	setValue(t, ns, "source-b", "b2")
+	waitFor(t, thingsGVR, ns, "pb", "sees its own change", func(o *unstructured.Unstructured) bool { return relatedStatus(o)["source-b"] == "b2" })
+	if got := h.syncsOf("pb") - before; got != 1 {
+		t.Errorf("pb synced %d times for one change of its own source and one of another's, want 1", got)
+	}
+}
+
+func TestRelatedByLabelSelector(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	h := newRelatedHook(t, func(parent *unstructured.Unstructured) any {
+		return map[string]any{"relatedResources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps",
+			"labelSelector": map[string]any{"matchLabels": map[string]any{"feeds": parent.GetName()}}}}}
+	})
+	startController(t, relatedController(t, h, thingsGVR, "v1"))
+	newThing(t, thingsGVR, ns, "p1", nil)
+	createValueConfigMap(t, ns, "feed-1", "x", map[string]any{"feeds": "p1"})
+	createValueConfigMap(t, ns, "other", "y", map[string]any{"feeds": "p2"})
+	waitFor(t, thingsGVR, ns, "p1", "sees feed-1 only", func(o *unstructured.Unstructured) bool {
+		r := relatedStatus(o)
+		return r["feed-1"] == "x" && len(r) == 1
+	})
+	createValueConfigMap(t, ns, "feed-2", "z", map[string]any{"feeds": "p1"})
+	waitFor(t, thingsGVR, ns, "p1", "sees the new feed", func(o *unstructured.Unstructured) bool { return relatedStatus(o)["feed-2"] == "z" })
+}
+
+func TestRelatedByNamespaceSelectorUnderV2(t *testing.T) {
+	selected, other := env.CreateNamespace(t), env.CreateNamespace(t)
+	label := testLabel(t)
+	patch := []byte(`{"metadata":{"labels":{"related-test":"` + label + `"}}}`)
+	if _, err := env.Kube.CoreV1().Namespaces().Patch(ctx(t), selected, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h := newRelatedHook(t, func(parent *unstructured.Unstructured) any {
+		return map[string]any{"relatedResources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps",
+			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"related-test": label}},
+			"labelSelector":     map[string]any{"matchLabels": map[string]any{"kind": "source"}}}}}
+	})
+	startController(t, relatedController(t, h, thingsGVR, "v2"))
+	createValueConfigMap(t, selected, "src", "in", map[string]any{"kind": "source"})
+	createValueConfigMap(t, other, "src", "out", map[string]any{"kind": "source"})
+	newThing(t, thingsGVR, other, "p1", nil)
+	waitFor(t, thingsGVR, other, "p1", "sees the selected namespace's source, keyed namespace/name", func(o *unstructured.Unstructured) bool {
+		r := relatedStatus(o)
+		return r[selected+"/src"] == "in" && len(r) == 1
+	})
+}
+
+func TestInvalidCustomizeAnswerChangesNothing(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	h := newRelatedHook(t, func(parent *unstructured.Unstructured) any {
+		return map[string]any{"relatedResources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps",
+			"names": []any{"x"}, "labelSelector": map[string]any{"matchLabels": map[string]any{"a": "b"}}}}}
+	})
+	startController(t, relatedController(t, h, thingsGVR, "v1"))
+	newThing(t, thingsGVR, ns, "p1", nil)
+	waitForEvent(t, ns, "p1", "SyncError", "names cannot be combined")
+	if n := h.syncsOf("p1"); n != 0 {
+		t.Errorf("the sync hook was called %d times after an invalid customize answer", n)
+	}
+	p, _ := get(t, thingsGVR, ns, "p1")
+	if p.Object["status"] != nil {
+		t.Errorf("status written after an invalid customize answer: %v", p.Object["status"])
+	}
+}

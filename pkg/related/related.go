@@ -1,0 +1,338 @@
+package related
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/hooks"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+)
+
+var namespacesResource = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+// Options configure a Resolver.
+type Options struct {
+	// Controller names the controller in hook calls and metrics.
+	Controller string
+	// Object is the controller object as the user wrote it; hooks get it.
+	Object *unstructured.Unstructured
+	// Customize is the customize hook.
+	Customize *v1alpha1.Hook
+	// Version is the sync hook's version: it keys the objects and sets the
+	// namespace rules.
+	Version   v1alpha1.HookVersion
+	Hooks     *hooks.Client
+	Resources *discovery.ResourceMap
+	Informers *informer.Factory
+	// Enqueue asks for a sync of a parent, by its queue key.
+	Enqueue func(key string)
+}
+
+// Resolver serves one controller's customize hook.
+type Resolver struct {
+	opts Options
+
+	mu        sync.Mutex
+	answers   map[string]answer                                  // customize answers by parent UID
+	declared  map[schema.GroupVersionResource]map[string][]*rule // index: resource → parent key → rules
+	informers map[schema.GroupVersionResource]*informer.Informer
+	closed    bool
+}
+
+// answer is one cached customize answer, for one parent UID and generation.
+type answer struct {
+	uid        types.UID
+	generation int64
+	rules      []v1alpha1.RelatedResourceRule
+}
+
+// rule is one related-resource rule of one parent, resolved.
+type rule struct {
+	res        *discovery.Resource
+	names      []string
+	labels     labels.Selector // nil: any
+	namespaces labels.Selector // nil: see namespace
+	namespace  string          // "" with namespaces nil: every namespace
+}
+
+// New returns a Resolver; it starts informers as rules need them.
+func New(opts Options) *Resolver {
+	return &Resolver{
+		opts:      opts,
+		answers:   map[string]answer{},
+		declared:  map[schema.GroupVersionResource]map[string][]*rule{},
+		informers: map[schema.GroupVersionResource]*informer.Informer{},
+	}
+}
+
+// Related returns the objects the customize hook declares for parent (whose
+// queue key is key), keyed like children, and records the declarations so
+// that changes to those objects re-sync the parent.
+func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured.Unstructured, parentNamespaced bool) (hooks.ObjectMap, error) {
+	declarations, err := r.declarations(ctx, key, parent)
+	if err != nil {
+		return nil, err
+	}
+	rules := make([]*rule, 0, len(declarations))
+	for i, d := range declarations {
+		rl, err := r.resolve(ctx, d, parent, parentNamespaced)
+		if err != nil {
+			return nil, fmt.Errorf("relatedResources[%d]: %w", i, err)
+		}
+		rules = append(rules, rl)
+	}
+	r.register(key, rules)
+	// A resource declared for the first time has a new informer: wait for
+	// its first list, so that the hook never sees a partial set.
+	for _, rl := range rules {
+		inf := r.informerFor(rl.res.GroupVersionResource())
+		if inf != nil && !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return nil, fmt.Errorf("waiting for the cache of %s: %w", rl.res.GroupVersionResource(), ctx.Err())
+		}
+		if rl.namespaces != nil {
+			if ns := r.informerFor(namespacesResource); ns != nil && !cache.WaitForCacheSync(ctx.Done(), ns.HasSynced) {
+				return nil, fmt.Errorf("waiting for the cache of namespaces: %w", ctx.Err())
+			}
+		}
+	}
+
+	out := hooks.ObjectMap{}
+	for _, rl := range rules {
+		out.EnsureKey(rl.res.APIVersion, rl.res.Kind)
+		inf := r.informerFor(rl.res.GroupVersionResource())
+		for _, obj := range r.selectObjects(rl, inf) {
+			out.Insert(r.opts.Version, parentNamespaced, obj)
+		}
+	}
+	return out, nil
+}
+
+// Forget drops what is known of a parent that is gone.
+func (r *Resolver) Forget(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.answers, key)
+	for _, byParent := range r.declared {
+		delete(byParent, key)
+	}
+}
+
+// Close releases the informers the Resolver started.
+func (r *Resolver) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	for _, inf := range r.informers {
+		inf.Release()
+	}
+	r.informers = map[schema.GroupVersionResource]*informer.Informer{}
+}
+
+// declarations returns the customize answer for parent, from the cache when
+// the parent's generation has not changed.
+func (r *Resolver) declarations(ctx context.Context, key string, parent *unstructured.Unstructured) ([]v1alpha1.RelatedResourceRule, error) {
+	r.mu.Lock()
+	cached, ok := r.answers[key]
+	r.mu.Unlock()
+	if ok && cached.uid == parent.GetUID() && cached.generation == parent.GetGeneration() {
+		return cached.rules, nil
+	}
+	response := &hooks.CustomizeResponse{}
+	request := &hooks.CustomizeRequest{Controller: r.opts.Object, Parent: parent}
+	if err := r.opts.Hooks.Call(ctx, r.opts.Controller, "customize", r.opts.Customize, request, response); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.answers[key] = answer{uid: parent.GetUID(), generation: parent.GetGeneration(), rules: response.RelatedResources}
+	r.mu.Unlock()
+	return response.RelatedResources, nil
+}
+
+// resolve checks a declaration against discovery and the namespace rules.
+func (r *Resolver) resolve(ctx context.Context, d v1alpha1.RelatedResourceRule, parent *unstructured.Unstructured, parentNamespaced bool) (*rule, error) {
+	res, err := r.opts.Resources.Get(ctx, d.APIVersion, d.Resource)
+	if err != nil {
+		return nil, err
+	}
+	rl := &rule{res: res, names: d.Names}
+	if d.LabelSelector != nil {
+		if rl.labels, err = metav1.LabelSelectorAsSelector(d.LabelSelector); err != nil {
+			return nil, fmt.Errorf("labelSelector: %w", err)
+		}
+	}
+	if !res.Namespaced {
+		return rl, nil
+	}
+	switch {
+	case parentNamespaced && r.opts.Version != v1alpha1.HookVersionV2:
+		rl.namespace = parent.GetNamespace()
+	case d.Namespace != "":
+		rl.namespace = d.Namespace
+	case d.NamespaceSelector != nil:
+		if rl.namespaces, err = metav1.LabelSelectorAsSelector(d.NamespaceSelector); err != nil {
+			return nil, fmt.Errorf("namespaceSelector: %w", err)
+		}
+	case parentNamespaced:
+		rl.namespace = parent.GetNamespace()
+	}
+	if len(d.Names) > 0 && rl.namespace == "" && rl.namespaces == nil && parentNamespaced {
+		rl.namespace = parent.GetNamespace()
+	}
+	return rl, nil
+}
+
+// register replaces the declarations of parent key in the index, and starts
+// the informers they need.
+func (r *Resolver) register(key string, rules []*rule) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for gvr, byParent := range r.declared {
+		delete(byParent, key)
+		if len(byParent) == 0 {
+			delete(r.declared, gvr)
+		}
+	}
+	for _, rl := range rules {
+		gvr := rl.res.GroupVersionResource()
+		if r.declared[gvr] == nil {
+			r.declared[gvr] = map[string][]*rule{}
+		}
+		r.declared[gvr][key] = append(r.declared[gvr][key], rl)
+		r.ensureInformerLocked(gvr)
+		if rl.namespaces != nil {
+			r.ensureInformerLocked(namespacesResource)
+		}
+	}
+}
+
+func (r *Resolver) ensureInformerLocked(gvr schema.GroupVersionResource) *informer.Informer {
+	if inf, ok := r.informers[gvr]; ok || r.closed {
+		return inf
+	}
+	inf := r.opts.Informers.Acquire(gvr)
+	r.informers[gvr] = inf
+	if gvr == namespacesResource {
+		_ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(_, obj any) { r.namespaceChanged(obj) },
+			AddFunc:    r.namespaceChanged,
+		})
+	} else {
+		_ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { r.objectChanged(gvr, obj) },
+			UpdateFunc: func(oldObj, obj any) { r.objectChanged(gvr, oldObj); r.objectChanged(gvr, obj) },
+			DeleteFunc: func(obj any) { r.objectChanged(gvr, obj) },
+		})
+	}
+	return inf
+}
+
+func (r *Resolver) informerFor(gvr schema.GroupVersionResource) *informer.Informer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ensureInformerLocked(gvr)
+}
+
+// selectObjects returns the cached objects a rule selects.
+func (r *Resolver) selectObjects(rl *rule, inf *informer.Informer) []*unstructured.Unstructured {
+	if inf == nil {
+		return nil
+	}
+	var candidates []*unstructured.Unstructured
+	if len(rl.names) > 0 && (rl.namespace != "" || !rl.res.Namespaced) {
+		for _, name := range rl.names {
+			if obj, ok := inf.Get(rl.namespace, name); ok {
+				candidates = append(candidates, obj)
+			}
+		}
+	} else {
+		candidates = inf.List(rl.namespace, rl.labels)
+	}
+	out := candidates[:0:0]
+	for _, obj := range candidates {
+		if r.matches(rl, obj) {
+			out = append(out, obj)
+		}
+	}
+	return out
+}
+
+// matches reports whether a rule selects obj.
+func (r *Resolver) matches(rl *rule, obj metav1.Object) bool {
+	if len(rl.names) > 0 && !slices.Contains(rl.names, obj.GetName()) {
+		return false
+	}
+	if rl.labels != nil && !rl.labels.Matches(labels.Set(obj.GetLabels())) {
+		return false
+	}
+	if !rl.res.Namespaced {
+		return true
+	}
+	if rl.namespace != "" {
+		return obj.GetNamespace() == rl.namespace
+	}
+	if rl.namespaces != nil {
+		r.mu.Lock()
+		nsInf := r.informers[namespacesResource]
+		r.mu.Unlock()
+		if nsInf == nil {
+			return false
+		}
+		ns, ok := nsInf.Get("", obj.GetNamespace())
+		return ok && rl.namespaces.Matches(labels.Set(ns.GetLabels()))
+	}
+	return true
+}
+
+// objectChanged re-syncs the parents whose declarations select obj.
+func (r *Resolver) objectChanged(gvr schema.GroupVersionResource, obj any) {
+	u := informer.ObjectOf(obj)
+	if u == nil {
+		return
+	}
+	r.mu.Lock()
+	byParent := r.declared[gvr]
+	snapshot := make(map[string][]*rule, len(byParent))
+	for key, rules := range byParent {
+		snapshot[key] = rules
+	}
+	r.mu.Unlock()
+	for key, rules := range snapshot {
+		for _, rl := range rules {
+			if r.matches(rl, u) {
+				r.opts.Enqueue(key)
+				break
+			}
+		}
+	}
+}
+
+// namespaceChanged re-syncs parents with namespace selectors when a
+// namespace's labels change (it may enter or leave their selection).
+func (r *Resolver) namespaceChanged(obj any) {
+	r.mu.Lock()
+	var keys []string
+	for _, byParent := range r.declared {
+		for key, rules := range byParent {
+			for _, rl := range rules {
+				if rl.namespaces != nil {
+					keys = append(keys, key)
+					break
+				}
+			}
+		}
+	}
+	r.mu.Unlock()
+	for _, key := range keys {
+		r.opts.Enqueue(key)
+	}
+}
