@@ -53,6 +53,15 @@ type TransportResolver interface {
 	TransportFor(hook *v1alpha1.Hook) (*http.Client, error)
 }
 
+// ContextTransportResolver is a TransportResolver that reads what it needs
+// (Secrets, ConfigMaps) within a context. Call uses TransportForContext,
+// with the call's context (bounded by the hook's timeout), when its
+// TransportResolver implements it.
+type ContextTransportResolver interface {
+	TransportResolver
+	TransportForContext(ctx context.Context, hook *v1alpha1.Hook) (*http.Client, error)
+}
+
 // TransportFunc adapts a function to TransportResolver.
 type TransportFunc func(hook *v1alpha1.Hook) (*http.Client, error)
 
@@ -88,6 +97,12 @@ type Options struct {
 	MaxResponseBytes int64
 	// Metrics, when set, observes every call.
 	Metrics Observer
+	// EtagCacheMaxEntries caps the number of responses cached for hooks
+	// with etag enabled. Default: DefaultEtagCacheMaxEntries.
+	EtagCacheMaxEntries int
+	// EtagCacheMaxBytes caps their total size. Default:
+	// DefaultEtagCacheMaxBytes.
+	EtagCacheMaxBytes int64
 }
 
 // Client calls hooks. It is safe for concurrent use; its calls share the
@@ -98,6 +113,7 @@ type Client struct {
 	prepare    RequestPreparer
 	maxBody    int64
 	metrics    Observer
+	etags      *etagCache
 	now        func() time.Time
 }
 
@@ -109,6 +125,7 @@ func NewClient(opts Options) *Client {
 		prepare:    opts.PrepareRequest,
 		maxBody:    opts.MaxResponseBytes,
 		metrics:    opts.Metrics,
+		etags:      newEtagCache(opts.EtagCacheMaxEntries, opts.EtagCacheMaxBytes),
 		now:        time.Now,
 	}
 	if c.httpClient == nil {
@@ -158,9 +175,14 @@ func NewTransport() *http.Transport {
 // response is decoded in the hook's responseUnMarshallMode, which defaults
 // to loose for v1 hooks and strict for v2.
 //
+// With etag enabled on the webhook, a request equal to one answered
+// before with an ETag carries If-None-Match, and a 304 Not Modified answer
+// is decoded from the cached body, as a 200 would be.
+//
 // Call never retries. Its errors are an *UnreachableError, a *StatusError
-// or a *ResponseError as described in the package documentation; a
-// misconfigured hook, a request that cannot be encoded or a ctx cancelled
+// or a *ResponseError as described in the package documentation, or a
+// *CredentialError (wrapped) when a credential of the hook cannot be used;
+// a misconfigured hook, a request that cannot be encoded or a ctx cancelled
 // by the caller give a plain error.
 func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1alpha1.Hook, request any, response Response) error {
 	call := hookCall{Controller: controller, Hook: hookName, URL: "(no URL)"}
@@ -189,9 +211,9 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	if (req.URL.Scheme != "http" && req.URL.Scheme != "https") || req.URL.Host == "" {
 		return fmt.Errorf("%s: invalid webhook URL: want an absolute http or https URL", call.prefix())
 	}
-	httpClient, err := c.clientFor(hook)
+	httpClient, err := c.clientFor(callCtx, hook)
 	if err != nil {
-		return fmt.Errorf("%s: choosing the HTTP client: %w", call.prefix(), err)
+		return setupError(call, "choosing the HTTP client", err)
 	}
 
 	enc := getEncoder()
@@ -209,7 +231,19 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	if c.prepare != nil {
 		if err := c.prepare.PrepareRequest(hook, req); err != nil {
 			req.Body.Close()
-			return fmt.Errorf("%s: preparing the request: %w", call.prefix(), err)
+			return setupError(call, "preparing the request", err)
+		}
+	}
+	etagOpts, etagOn := etagConfig(hook.Webhook)
+	var (
+		cacheKey   etagKey
+		etagCached *etagEntry
+	)
+	if etagOn {
+		cacheKey = newEtagKey(rawURL, enc.b.Bytes())
+		if e, ok := c.etags.get(cacheKey, etagOpts, c.now()); ok {
+			etagCached = e
+			req.Header.Set("If-None-Match", e.etag)
 		}
 	}
 
@@ -221,6 +255,19 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	}
 	defer resp.Body.Close()
 
+	if resp.StatusCode == http.StatusNotModified && etagCached != nil {
+		// The cached answer is still the hook's answer to this request.
+		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+		c.observe(controller, hookName, resp.StatusCode, time.Since(start))
+		if response == nil {
+			return nil
+		}
+		if err := response.DecodeHookResponse(etagCached.body, responseMode(hook)); err != nil {
+			c.etags.remove(cacheKey)
+			return &ResponseError{Controller: controller, Hook: hookName, URL: call.URL, Err: err}
+		}
+		return nil
+	}
 	if resp.StatusCode != http.StatusOK {
 		body := readSnippet(resp.Body)
 		c.observe(controller, hookName, resp.StatusCode, time.Since(start))
@@ -248,18 +295,46 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	if int64(buf.Len()) > c.maxBody {
 		return &ResponseError{Controller: controller, Hook: hookName, URL: call.URL, Err: c.tooLarge()}
 	}
-	if response == nil {
-		return nil
+	if response != nil {
+		if err := response.DecodeHookResponse(buf.Bytes(), responseMode(hook)); err != nil {
+			if etagOn {
+				c.etags.remove(cacheKey)
+			}
+			return &ResponseError{Controller: controller, Hook: hookName, URL: call.URL, Err: err}
+		}
 	}
-	if err := response.DecodeHookResponse(buf.Bytes(), responseMode(hook)); err != nil {
-		return &ResponseError{Controller: controller, Hook: hookName, URL: call.URL, Err: err}
+	if etagOn {
+		// Only a valid answer is cached; an answer without an ETag makes
+		// the one cached before obsolete.
+		if tag := resp.Header.Get("ETag"); tag != "" {
+			c.etags.put(cacheKey, tag, bytes.Clone(buf.Bytes()), etagOpts, c.now())
+		} else if etagCached != nil {
+			c.etags.remove(cacheKey)
+		}
 	}
 	return nil
 }
 
-func (c *Client) clientFor(hook *v1alpha1.Hook) (*http.Client, error) {
+// setupError reports an error of choosing the HTTP client or preparing the
+// request. A *CredentialError gets the call's controller and hook.
+func setupError(call hookCall, phase string, err error) error {
+	if ce, ok := err.(*CredentialError); ok {
+		named := *ce
+		named.Controller, named.Hook = call.Controller, call.Hook
+		return fmt.Errorf("%s: %w", call.prefix(), &named)
+	}
+	return fmt.Errorf("%s: %s: %w", call.prefix(), phase, err)
+}
+
+func (c *Client) clientFor(ctx context.Context, hook *v1alpha1.Hook) (*http.Client, error) {
 	if c.transport != nil {
-		hc, err := c.transport.TransportFor(hook)
+		var hc *http.Client
+		var err error
+		if cr, ok := c.transport.(ContextTransportResolver); ok {
+			hc, err = cr.TransportForContext(ctx, hook)
+		} else {
+			hc, err = c.transport.TransportFor(hook)
+		}
 		if err != nil || hc != nil {
 			return hc, err
 		}

@@ -70,7 +70,7 @@ Licensed under the Apache License, Version 2.0.
 //
 // # Errors
 //
-// Call returns one of three error types, so the caller can react to each:
+// Call returns one of four error types, so the caller can react to each:
 //
 //   - *UnreachableError: the hook could not be reached or did not answer
 //     in time: refused or reset connection, DNS or TLS failure, the hook's
@@ -83,6 +83,14 @@ Licensed under the Apache License, Version 2.0.
 //   - *ResponseError: the hook answered 200 with an unusable body: larger
 //     than Options.MaxResponseBytes, not JSON, with an unknown field in
 //     strict mode, a status that is not an object, or an invalid child.
+//   - *CredentialError (wrapped; IsCredentialError tells): a credential or
+//     trust setting of the webhook cannot be used, and the hook was not
+//     called: its Secret, ConfigMap or key is missing or may not be read,
+//     or its content is malformed. It names the setting and the reference
+//     (kind, namespace, name, key), never the content, and carries the
+//     controller and hook, for a HookAuthError condition. A server
+//     certificate that does not verify against the CA bundle is an
+//     *UnreachableError wrapping a *tls.CertificateVerificationError.
 //
 // A misconfigured webhook, a request that cannot be encoded, or a context
 // cancelled by the caller give a plain error (the last wraps the context's
@@ -91,15 +99,49 @@ Licensed under the Apache License, Version 2.0.
 //
 // # Guarantees
 //
-// Call never retries and never caches: the caller decides what to do with
-// a failure (a sync error retries the object with backoff and applies
-// nothing; a 429 requeues it after the delay). A Client is safe for
-// concurrent use and its calls share one connection pool: by default the
-// one of DefaultHTTPClient, which verifies certificates, requires TLS 1.2
-// or later and keeps many idle connections per host. A response body is
-// never buffered beyond the limit (plus one byte to detect it).
+// Call never retries: the caller decides what to do with a failure (a sync
+// error retries the object with backoff and applies nothing; a 429
+// requeues it after the delay). A Client is safe for concurrent use and its
+// calls share one connection pool: by default the one of
+// DefaultHTTPClient, which verifies certificates, requires TLS 1.2 or later
+// and keeps many idle connections per host. A response body is never
+// buffered beyond the limit (plus one byte to detect it).
+//
+// # ETag caching
+//
+// Only for a webhook with etag.enabled, Call remembers, per webhook URL and
+// request body (by hash), the last valid 200 answer that carried an ETag
+// header. The next identical request sends If-None-Match with that ETag; a
+// 304 Not Modified answer is then decoded from the remembered body and is a
+// success, exactly as the 200 was (a 304 to a request without
+// If-None-Match is a *StatusError). A request that differs in any byte,
+// for example because a child changed, is not revalidated. An entry
+// expires etag.cacheTimeoutSeconds (default 60) after the 200 that brought
+// it; expired entries are dropped when looked up, and all of them at most
+// every etag.cacheCleanupSeconds (default 300), without a goroutine. A 200
+// without ETag, or an invalid answer, drops the entry. The cache of a
+// Client holds at most Options.EtagCacheMaxEntries answers (default
+// 10,000) and Options.EtagCacheMaxBytes (default 256 MiB), the least
+// recently used going first.
+//
+// # Transport security and credentials
 //
 // Per-webhook transport settings and credentials plug in through
-// Options.Transport (an *http.Client per hook) and Options.PrepareRequest
-// (headers of each request).
+// Options.Transport (an *http.Client per hook; a ContextTransportResolver
+// gets the call's context) and Options.PrepareRequest (headers of each
+// request). SecureTransport is both: it reads caBundle (inline, or from a
+// Secret or ConfigMap), clientTLS, authorization (Bearer) and basicAuth
+// from a CredentialSource, keeps one HTTP client per distinct TLS material
+// so that connections are reused, and always verifies certificates with
+// TLS 1.2 or later; there is no setting to skip verification. Hooks
+// without caBundle or clientTLS use the Client's default HTTP client.
+//
+// WatchingCredentialSource is the CredentialSource for a cluster: it
+// watches each referenced Secret or ConfigMap on its own (an informer
+// restricted to its namespace and metadata.name, never a list of all
+// Secrets), answers from that cache, and reports changes through OnChange.
+// Credentials are read again on every call, so a rotated token is sent on
+// the next call, and a rotated CA bundle or client certificate gives a new
+// HTTP client, the idle connections of the old one being closed, without
+// restarting anything.
 package hooks

@@ -9,11 +9,13 @@ package hooks_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
@@ -63,4 +65,31 @@ func ExampleClient_Call() {
 	// Output:
 	// status: map[observedChildren:0]
 	// child: ConfigMap demo-config
+}
+
+// A Client whose hooks may use caBundle, clientTLS, authorization and
+// basicAuth read from Secrets and ConfigMaps, each watched so that a
+// rotation takes effect on the next call.
+func ExampleNewSecureTransport() {
+	kube := fake.NewClientset() // kubernetes.NewForConfigOrDie(cfg) in metactl
+	source := hooks.NewWatchingCredentialSource(kube)
+	defer source.Stop()
+	source.OnChange(func(namespace, name string) {
+		// Sync again the controllers whose hooks use namespace/name.
+	})
+	st := hooks.NewSecureTransport(source)
+	client := hooks.NewClient(hooks.Options{Transport: st, PrepareRequest: st})
+
+	hook := &v1alpha1.Hook{Webhook: &v1alpha1.Webhook{
+		URL: ptr.To("https://hooks.example/sync"),
+		Authorization: &v1alpha1.AuthorizationConfig{Type: v1alpha1.AuthorizationBearer,
+			SecretRef: v1alpha1.KeyReference{Namespace: "hooks", Name: "hook-token"}},
+	}}
+	err := client.Call(context.Background(), "things", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+	var ce *hooks.CredentialError
+	if errors.As(err, &ce) {
+		fmt.Println(ce.Setting, ce.Reference, ce.Reason)
+	}
+	// Output:
+	// authorization Secret hooks/hook-token key "token" Secret not found
 }
