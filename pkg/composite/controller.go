@@ -42,6 +42,9 @@ type Options struct {
 	Recorder record.EventRecorder
 	// Workers is the number of parents synced at once; default 32.
 	Workers int
+	// OnHealthChange, when set, is called when the hooks start or stop
+	// failing for their credentials; see HookCredentialError.
+	OnHealthChange func()
 	// RateLimiter spaces the retries of failing parents; default
 	// loop.DefaultRateLimiter().
 	RateLimiter workqueue.TypedRateLimiter[string]
@@ -69,6 +72,9 @@ type Controller struct {
 	// echoes are this controller's own writes, whose watch events need no
 	// sync: the sync that wrote them already acted on their result.
 	echoes *informer.Echoes
+	// credentials remembers whether the hooks last failed for their
+	// credentials.
+	credentials hooks.CredentialHealth
 	// related serves the customize hook; nil without one.
 	related *related.Resolver
 
@@ -133,6 +139,20 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 	}
 	c.children = children.NewDeclared(declared)
 	return c, nil
+}
+
+// HookCredentialError returns the error of the last hook call when it
+// failed for the hook's credentials (a missing Secret, a malformed CA
+// bundle, ...), else nil.
+func (c *Controller) HookCredentialError() error { return c.credentials.Err() }
+
+// callHook calls a hook and records whether its credentials worked.
+func (c *Controller) callHook(ctx context.Context, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error {
+	err := c.opts.Hooks.Call(ctx, c.name, name, hook, request, response)
+	if c.credentials.Record(err) && c.opts.OnHealthChange != nil {
+		c.opts.OnHealthChange()
+	}
+	return err
 }
 
 // Name returns the CompositeController's name.

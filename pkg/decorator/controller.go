@@ -52,6 +52,9 @@ type Options struct {
 	Recorder record.EventRecorder
 	// Workers is the number of objects synced at once; default 32.
 	Workers int
+	// OnHealthChange, when set, is called when the hooks start or stop
+	// failing for their credentials; see HookCredentialError.
+	OnHealthChange func()
 	// RateLimiter spaces retries; default loop.DefaultRateLimiter().
 	RateLimiter workqueue.TypedRateLimiter[string]
 }
@@ -75,6 +78,9 @@ type Controller struct {
 	writer      *children.Writer
 	echoes      *informer.Echoes
 	loop        *loop.Loop
+	// credentials remembers whether the hooks last failed for their
+	// credentials.
+	credentials hooks.CredentialHealth
 	// related serves the customize hook; nil without one.
 	related *related.Resolver
 
@@ -211,6 +217,20 @@ func matchAnnotations(sel v1alpha1.AnnotationSelector, annotations map[string]st
 		}
 	}
 	return true
+}
+
+// HookCredentialError returns the error of the last hook call when it
+// failed for the hook's credentials (a missing Secret, a malformed CA
+// bundle, ...), else nil.
+func (c *Controller) HookCredentialError() error { return c.credentials.Err() }
+
+// callHook calls a hook and records whether its credentials worked.
+func (c *Controller) callHook(ctx context.Context, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error {
+	err := c.opts.Hooks.Call(ctx, c.name, name, hook, request, response)
+	if c.credentials.Record(err) && c.opts.OnHealthChange != nil {
+		c.opts.OnHealthChange()
+	}
+	return err
 }
 
 // Name returns the DecoratorController's name.

@@ -62,6 +62,8 @@ type controller interface {
 	Stop()
 	// Cleanup removes the controller's finalizer from every object.
 	Cleanup(ctx context.Context) error
+	// HookCredentialError says why the hooks' credentials failed, if they did.
+	HookCredentialError() error
 }
 
 // kind is one kind of controller object the manager runs.
@@ -80,7 +82,7 @@ var kinds = []*kind{
 		resource: v1alpha1.CompositeControllerResource,
 		build: func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (controller, error) {
 			c, err := composite.New(ctx, obj, composite.Options{Client: m.client, Resources: m.resources, Informers: m.informers,
-				Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers})
+				Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged("CompositeController", obj)})
 			if err != nil {
 				return nil, err
 			}
@@ -92,7 +94,7 @@ var kinds = []*kind{
 		resource: v1alpha1.DecoratorControllerResource,
 		build: func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (controller, error) {
 			c, err := decorator.New(ctx, obj, decorator.Options{Client: m.client, Resources: m.resources, Informers: m.informers,
-				Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers})
+				Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged("DecoratorController", obj)})
 			if err != nil {
 				return nil, err
 			}
@@ -114,6 +116,8 @@ type Manager struct {
 	events    record.EventBroadcaster
 	loop      *loop.Loop
 	kinds     []*kind
+	// credentials watches the Secrets and ConfigMaps hooks use.
+	credentials *hooks.WatchingCredentialSource
 
 	mu      sync.Mutex
 	running map[string]*runningController // by queue key
@@ -148,15 +152,23 @@ func New(opts Options) (*Manager, error) {
 	if opts.Hooks.Metrics == nil {
 		opts.Hooks.Metrics = hooks.ObserverFunc(metrics.ObserveHookCall)
 	}
+	// Hooks' CA bundles, client certificates and tokens come from the
+	// Secrets and ConfigMaps they name, watched one by one.
+	credentials := hooks.NewWatchingCredentialSource(kube)
+	if opts.Hooks.Transport == nil {
+		transport := hooks.NewSecureTransport(credentials)
+		opts.Hooks.Transport, opts.Hooks.PrepareRequest = transport, transport
+	}
 	m := &Manager{
-		opts:      opts,
-		client:    client,
-		kube:      kube,
-		resources: discovery.NewResourceMap(kube.Discovery(), discovery.Options{RefreshInterval: opts.DiscoveryInterval}),
-		informers: informer.NewFactory(client, informer.Options{Resync: opts.CacheResync}),
-		hooks:     hooks.NewClient(opts.Hooks),
-		events:    record.NewBroadcaster(),
-		running:   map[string]*runningController{},
+		opts:        opts,
+		client:      client,
+		kube:        kube,
+		resources:   discovery.NewResourceMap(kube.Discovery(), discovery.Options{RefreshInterval: opts.DiscoveryInterval}),
+		informers:   informer.NewFactory(client, informer.Options{Resync: opts.CacheResync}),
+		hooks:       hooks.NewClient(opts.Hooks),
+		credentials: credentials,
+		events:      record.NewBroadcaster(),
+		running:     map[string]*runningController{},
 	}
 	for _, k := range kinds {
 		copied := *k
@@ -198,9 +210,6 @@ func (m *Manager) Run(ctx context.Context) error {
 		Workers:     4,
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 	}, m.reconcile)
-	// A resource appearing or disappearing may let a waiting controller
-	// start: look at every controller again.
-	m.resources.Subscribe(m.enqueueAll)
 	stopCRDWatch, err := m.refreshDiscoveryOnCRDChanges(ctx)
 	if err != nil {
 		return err
@@ -228,6 +237,13 @@ func (m *Manager) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("waiting for the controller objects' caches: %w", ctx.Err())
 	}
+	// A resource appearing or disappearing may let a waiting controller
+	// start: look at every controller again. So may a rotated credential
+	// mend a controller whose hooks failed for it.
+	m.resources.Subscribe(m.enqueueAll)
+	m.credentials.OnChange(func(string, string) { m.enqueueAll() })
+	go m.credentials.Run(ctx)
+
 	m.mu.Lock()
 	m.ready = true
 	m.mu.Unlock()
@@ -310,6 +326,9 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	current := m.running[key]
 	m.mu.Unlock()
 	if current != nil && exists && !deleting && current.uid == obj.GetUID() && current.generation == obj.GetGeneration() {
+		if err := current.controller.HookCredentialError(); err != nil {
+			return 0, m.setReady(ctx, k, obj, metav1.ConditionFalse, v1alpha1.ReasonHookAuthError, err.Error())
+		}
 		return 0, m.setReady(ctx, k, obj, metav1.ConditionTrue, v1alpha1.ReasonRunning, "the controller runs with synced caches")
 	}
 	if current != nil {
@@ -374,6 +393,13 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	metrics.ControllerReady.WithLabelValues(k.name, name).Set(1)
 	m.recorder.Eventf(obj, corev1.EventTypeNormal, "Started", "started generation %d", obj.GetGeneration())
 	return 0, m.setReady(ctx, k, obj, metav1.ConditionTrue, v1alpha1.ReasonRunning, "the controller runs with synced caches")
+}
+
+// healthChanged returns a callback that re-reconciles a controller object,
+// to update its Ready condition.
+func (m *Manager) healthChanged(kindName string, obj *unstructured.Unstructured) func() {
+	key := kindName + "/" + obj.GetName()
+	return func() { m.loop.Add(key) }
 }
 
 // hasFinalizeHook reports whether a controller object declares a finalize

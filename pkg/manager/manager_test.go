@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -262,5 +263,58 @@ func TestDeletedDecoratorLeavesNoFinalizers(t *testing.T) {
 		if err != nil || len(o.GetFinalizers()) != 0 {
 			t.Errorf("%s keeps finalizers %v (err %v)", name, o.GetFinalizers(), err)
 		}
+	}
+}
+
+// TestHookAuthErrorCondition points a controller's hook at a token Secret
+// that does not exist: once a parent's sync fails for it, the controller
+// reports Ready=False HookAuthError; creating the Secret mends it.
+func TestHookAuthErrorCondition(t *testing.T) {
+	m, err := manager.New(manager.Options{Config: env.Config, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	ns := env.CreateNamespace(t)
+	var gotToken atomic.Value
+	h := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotToken.Store(r.Header.Get("Authorization"))
+		_, _ = w.Write([]byte(`{"children": []}`))
+	}))
+	t.Cleanup(h.Close)
+	cc := compositeController("authed", h.URL)
+	cc.Object["spec"].(map[string]any)["parentResource"] = map[string]any{"apiVersion": "v1", "resource": "configmaps"}
+	cc.Object["spec"].(map[string]any)["childResources"] = []any{map[string]any{"apiVersion": "v1", "resource": "secrets"}}
+	webhook := cc.Object["spec"].(map[string]any)["hooks"].(map[string]any)["sync"].(map[string]any)["webhook"].(map[string]any)
+	webhook["authorization"] = map[string]any{"type": "Bearer", "secretRef": map[string]any{"name": "hook-token", "namespace": ns}}
+	if _, err := env.Dynamic.Resource(v1alpha1.CompositeControllerResource).Create(ctx, cc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "parent", "namespace": ns}}}
+	if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Create(ctx, parent, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := waitReady(t, "authed", metav1.ConditionFalse, v1alpha1.ReasonHookAuthError)
+	if !strings.Contains(c.Message, ns+"/hook-token") {
+		t.Errorf("condition message %q does not name the Secret", c.Message)
+	}
+	secret := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": "hook-token", "namespace": ns}, "stringData": map[string]any{"token": "s3cret"}}}
+	if _, err := env.Dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}).Namespace(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, "authed", metav1.ConditionTrue, v1alpha1.ReasonRunning)
+	if got, _ := gotToken.Load().(string); got != "Bearer s3cret" {
+		t.Errorf("the hook received Authorization %q", got)
+	}
+	if strings.Contains(c.Message, "s3cret") {
+		t.Error("the condition leaks the token")
 	}
 }
