@@ -3,6 +3,7 @@ package composite
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -79,7 +80,10 @@ type Controller struct {
 	related *related.Resolver
 
 	parentInformer *informer.Informer
-	loop           *loop.Loop
+	// revisions watches ControllerRevisions, for parents with rolling
+	// child resources; nil without any.
+	revisions *informer.Informer
+	loop      *loop.Loop
 
 	stop     chan struct{} // closed by Stop
 	stopOnce sync.Once
@@ -155,6 +159,16 @@ func (c *Controller) callHook(ctx context.Context, name string, hook *v1alpha1.H
 	return err
 }
 
+// rolling reports whether a child resource updates with a rolling method
+// and the parent is namespaced (ControllerRevisions live in the parent's
+// namespace; children of cluster-scoped parents update without revisions).
+func (c *Controller) rolling() bool {
+	if !c.parent.Namespaced {
+		return false
+	}
+	return slices.ContainsFunc(c.children.Resources, func(r *children.Resource) bool { return r.Method.IsRolling() })
+}
+
 // Name returns the CompositeController's name.
 func (c *Controller) Name() string { return c.name }
 
@@ -175,6 +189,10 @@ func (c *Controller) Start(ctx context.Context) error {
 		}
 	}
 	synced := []cache.InformerSynced{c.parentInformer.HasSynced}
+	if c.rolling() {
+		c.revisions = c.opts.Informers.Acquire(v1alpha1.ControllerRevisionResource)
+		synced = append(synced, c.revisions.HasSynced)
+	}
 	for _, child := range c.children.Resources {
 		synced = append(synced, child.Informer.HasSynced)
 	}
@@ -215,6 +233,9 @@ func (c *Controller) Stop() {
 		}
 		if c.parentInformer != nil {
 			c.parentInformer.Release()
+		}
+		if c.revisions != nil {
+			c.revisions.Release()
 		}
 		for _, child := range c.children.Resources {
 			if child.Informer != nil {

@@ -36,6 +36,7 @@ var (
 
 	thingsGVR        = schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "things"}
 	plainThingsGVR   = schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "plainthings"}
+	childThingsGVR   = schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "childthings"}
 	clusterThingsGVR = schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "clusterthings"}
 	configMapsGVR    = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	secretsGVR       = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/ownership"
 	"github.com/metactl/metactl/pkg/hooks"
@@ -92,11 +94,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		}
 	}
 
-	// 4-5. The hook, its answer checked whole, then the children written.
-	// When that wrote children, the hook is asked once more with the
-	// children as they now are, so that a status that counts or reads them
-	// is right at once; the echoes of writes the hook has already seen
-	// trigger no further sync.
+	// 4-5. The hook, its answer checked whole, then the children written
+	// (hookAndChildren; rollingSync for rolling child resources). A failed
+	// call or an invalid answer writes nothing.
 	hook, hookName := c.cc.Spec.Hooks.Sync, "sync"
 	if finalizing {
 		hook, hookName = c.cc.Spec.Hooks.Finalize, "finalize"
@@ -106,44 +106,17 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		response *hooks.CompositeSyncResponse
 		errs     []error
 	)
-	for round := 1; ; round++ {
-		response = &hooks.CompositeSyncResponse{}
-		request := &hooks.CompositeSyncRequest{
-			Controller: c.object,
-			Parent:     parent,
-			Children:   c.children.ObjectMap(observed, *hook.Version, c.parent.Namespaced),
-			Related:    relatedObjects,
-			Finalizing: finalizing,
-		}
-		if err := c.callHook(ctx, hookName, hook, request, response); err != nil {
-			if round > 1 {
-				break // the first answer was applied; its echoes will bring the parent back
-			}
-			return 0, c.syncFailed(parent, err)
-		}
-		desired, err := c.desiredChildren(parent, selector, response.Children)
-		if err != nil {
-			if round > 1 {
-				break
-			}
-			return 0, c.syncFailed(parent, fmt.Errorf("invalid %s hook response: %w", hookName, err))
-		}
-		// The garbage collector owns the children while it deletes the
-		// parent in the foreground or orphans them.
-		if !manage {
-			break
-		}
-		result, err := c.writer.Manage(ctx, c.children.Resources, observed, desired)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if !result.Wrote() || round == 2 || err != nil {
-			break
-		}
-		for _, obj := range result.Written {
-			c.echoes.Expect(obj)
-		}
-		observed = result.Observed
+	if c.revisions != nil && !finalizing && manage {
+		// Rolling child resources: one hook call per live revision.
+		response, err = c.rollingSync(ctx, parent, selector, observed, relatedObjects)
+	} else {
+		response, err = c.hookAndChildren(ctx, parent, selector, observed, relatedObjects, hookName, hook, finalizing, manage)
+	}
+	if response == nil {
+		return 0, c.syncFailed(parent, err)
+	}
+	if err != nil {
+		errs = append(errs, err)
 	}
 
 	// 6. Status, even when some children failed; then the finalizer.
@@ -161,6 +134,59 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 
 	// 7. A later sync, when the hook asked for one.
 	return time.Duration(response.ResyncAfterSeconds * float64(time.Second)), nil
+}
+
+// hookAndChildren calls the hook and writes the children it asks for.
+// When that wrote children, the hook is asked once more with the children
+// as they now are, so that a status that counts or reads them is right at
+// once; the echoes of writes the hook has already seen trigger no further
+// sync. It returns a nil response when the first call failed or its answer
+// was invalid (nothing was written), else the last valid answer and any
+// write errors.
+func (c *Controller) hookAndChildren(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, observed map[*children.Resource]children.Set, related hooks.ObjectMap, hookName string, hook *v1alpha1.Hook, finalizing, manage bool) (*hooks.CompositeSyncResponse, error) {
+	var last *hooks.CompositeSyncResponse
+	for round := 1; round <= 2; round++ {
+		response := &hooks.CompositeSyncResponse{}
+		request := &hooks.CompositeSyncRequest{
+			Controller: c.object,
+			Parent:     parent,
+			Children:   c.children.ObjectMap(observed, *hook.Version, c.parent.Namespaced),
+			Related:    related,
+			Finalizing: finalizing,
+		}
+		if err := c.callHook(ctx, hookName, hook, request, response); err != nil {
+			// After a first answer was applied, its echoes bring the
+			// parent back; the first answer stands.
+			return last, nilIf(last != nil, err)
+		}
+		desired, err := c.desiredChildren(parent, selector, response.Children)
+		if err != nil {
+			return last, nilIf(last != nil, fmt.Errorf("invalid %s hook response: %w", hookName, err))
+		}
+		last = response
+		// The garbage collector owns the children while it deletes the
+		// parent in the foreground or orphans them.
+		if !manage {
+			return last, nil
+		}
+		result, err := c.writer.Manage(ctx, c.children.Resources, observed, desired)
+		if err != nil || !result.Wrote() {
+			return last, err
+		}
+		for _, obj := range result.Written {
+			c.echoes.Expect(obj)
+		}
+		observed = result.Observed
+	}
+	return last, nil
+}
+
+// nilIf returns nil when cond holds, else err.
+func nilIf(cond bool, err error) error {
+	if cond {
+		return nil
+	}
+	return err
 }
 
 // syncFailed records a failed sync on the parent as a SyncError Event and
