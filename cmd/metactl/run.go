@@ -5,11 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -37,17 +39,23 @@ type runFlags struct {
 	healthAddr        string
 	pprofAddr         string
 	maxResponseBytes  int64
+	eventsQPS         float32
+	eventsBurst       int
+	leaderElect       bool
+	leaderElection    manager.LeaderElection
 }
 
 func newRunCommand() *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Run every CompositeController in the cluster",
+		Short: "Run every CompositeController and DecoratorController in the cluster",
 		Long: `run connects to the cluster (--kubeconfig, else $KUBECONFIG, else the
-in-cluster config), watches CompositeController objects and runs one
-controller for each. It stops on SIGINT or SIGTERM after finishing the
-syncs in flight.`,
+in-cluster config), watches CompositeController and DecoratorController
+objects and runs one controller for each. It stops on SIGINT or SIGTERM
+after finishing the syncs in flight. With --leader-elect, of several
+replicas only the one holding the Lease runs controllers; a replica that
+loses the Lease exits at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -65,6 +73,14 @@ syncs in flight.`,
 	fs.StringVar(&f.metricsAddr, "metrics-addr", ":9999", "address serving Prometheus metrics at /metrics; empty disables")
 	fs.StringVar(&f.healthAddr, "health-addr", ":9998", "address serving /healthz and /readyz; empty disables")
 	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "address serving Go's /debug/pprof/ profiles; empty (the default) disables")
+	fs.Float32Var(&f.eventsQPS, "events-qps", 0, "Events per second per object once --events-burst is spent (client-go's spam filter); 0 keeps client-go's default of one per 5 minutes")
+	fs.IntVar(&f.eventsBurst, "events-burst", 0, "Events per object allowed at once; 0 keeps client-go's default of 25")
+	fs.BoolVar(&f.leaderElect, "leader-elect", false, "run controllers only while holding a Lease, for several replicas (the shipped Deployment sets it)")
+	fs.StringVar(&f.leaderElection.Namespace, "leader-elect-namespace", inClusterNamespace(), "namespace of the leader Lease")
+	fs.StringVar(&f.leaderElection.Name, "leader-elect-lease-name", "metactl", "name of the leader Lease")
+	fs.DurationVar(&f.leaderElection.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long standbys wait after the leader's last renewal before taking over")
+	fs.DurationVar(&f.leaderElection.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops (must be shorter than the lease duration)")
+	fs.DurationVar(&f.leaderElection.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "pace of acquire and renew attempts")
 	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", 16<<20, "largest hook response accepted")
 	return cmd
 }
@@ -104,6 +120,9 @@ func run(ctx context.Context, f *runFlags) error {
 		DiscoveryInterval: f.discoveryInterval,
 		CacheResync:       f.cacheResync,
 		Hooks:             hooks.Options{MaxResponseBytes: f.maxResponseBytes},
+		EventsQPS:         f.eventsQPS,
+		EventsBurst:       f.eventsBurst,
+		LeaderElection:    leaderElection(f),
 	})
 	if err != nil {
 		return err
@@ -155,14 +174,56 @@ func run(ctx context.Context, f *runFlags) error {
 			_ = s.Shutdown(shutdownCtx)
 		}
 	}()
-	return m.Run(ctx)
+	err = m.Run(ctx)
+	if errors.Is(err, manager.ErrLeadershipLost) {
+		// Exit at once: another replica may take over soon.
+		logger.Error(err, "Exiting")
+		os.Exit(1)
+	}
+	return err
+}
+
+func leaderElection(f *runFlags) *manager.LeaderElection {
+	if !f.leaderElect {
+		return nil
+	}
+	le := f.leaderElection
+	return &le
+}
+
+// inClusterNamespace is the namespace this pod runs in, else "default".
+func inClusterNamespace() string {
+	if data, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(data) > 0 {
+		return string(data)
+	}
+	return "default"
 }
 
 // addKlogFlags adds klog's flags (-v and friends) to cmd, with --log-level
-// as another name for -v.
+// as another name for -v, and --log-format text|json.
 func addKlogFlags(cmd *cobra.Command) {
 	gofs := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(gofs)
 	cmd.PersistentFlags().AddGoFlagSet(gofs)
-	cmd.PersistentFlags().AddGoFlag(&flag.Flag{Name: "log-level", Usage: "log verbosity, same as -v", Value: gofs.Lookup("v").Value, DefValue: "0"})
+	verbosity := gofs.Lookup("v").Value
+	cmd.PersistentFlags().AddGoFlag(&flag.Flag{Name: "log-level", Usage: "log verbosity, same as -v: 2 controller life cycle, 4 actions on children, 5 their diffs, 6 hook request and response bodies (Secret data is never logged)", Value: verbosity, DefValue: "0"})
+	format := cmd.PersistentFlags().String("log-format", "text", "log format: text (klog) or json (one JSON object per line)")
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
+		switch *format {
+		case "text":
+			return nil
+		case "json":
+			level, err := strconv.Atoi(verbosity.String())
+			if err != nil {
+				return fmt.Errorf("-v: %w", err)
+			}
+			// klog applies -v; the handler lets through every level klog
+			// passes (logr verbosity n is slog level -n).
+			handler := slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.Level(-level)})
+			klog.SetSlogLogger(slog.New(handler))
+			return nil
+		default:
+			return fmt.Errorf("--log-format %q: want text or json", *format)
+		}
+	}
 }

@@ -21,6 +21,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/metactl/metactl/internal/redact"
+	"k8s.io/klog/v2"
+
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
@@ -222,6 +225,9 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	if err := enc.request(request); err != nil {
 		return fmt.Errorf("%s: encoding the request: %w", call.prefix(), err)
 	}
+	if logger := klog.FromContext(ctx).V(6); logger.Enabled() {
+		logger.Info("Hook request", "controller", controller, "hook", hookName, "url", call.URL, "body", redact.JSON(enc.b.Bytes()))
+	}
 	req.ContentLength = int64(enc.b.Len())
 	req.Body = rb.reader()
 	req.GetBody = func() (io.ReadCloser, error) { return rb.reader(), nil }
@@ -294,6 +300,9 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	}
 	if int64(buf.Len()) > c.maxBody {
 		return &ResponseError{Controller: controller, Hook: hookName, URL: call.URL, Err: c.tooLarge()}
+	}
+	if logger := klog.FromContext(ctx).V(6); logger.Enabled() {
+		logger.Info("Hook response", "controller", controller, "hook", hookName, "url", call.URL, "body", redact.JSON(buf.Bytes()))
 	}
 	if response != nil {
 		if err := response.DecodeHookResponse(buf.Bytes(), responseMode(hook)); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/metactl/metactl/internal/loop"
@@ -49,6 +50,14 @@ type Options struct {
 	CacheResync time.Duration
 	// Hooks configure the hook client.
 	Hooks hooks.Options
+	// EventsQPS and EventsBurst set client-go's event spam filter: per
+	// object, EventsBurst Events at once, then EventsQPS a second. Zero
+	// keeps client-go's defaults (25, then one per 5 minutes).
+	EventsQPS   float32
+	EventsBurst int
+	// LeaderElection, when set, runs controllers only while this replica
+	// holds the Lease.
+	LeaderElection *LeaderElection
 }
 
 // CleanupFinalizer is put on a CompositeController or DecoratorController
@@ -122,6 +131,8 @@ type Manager struct {
 	mu      sync.Mutex
 	running map[string]*runningController // by queue key
 	ready   bool
+	// standby is true while this replica waits for the leader Lease.
+	standby atomic.Bool
 }
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -175,6 +186,7 @@ func New(opts Options) (*Manager, error) {
 		m.kinds = append(m.kinds, &copied)
 	}
 	m.recorder = m.events.NewRecorder(eventScheme(), corev1.EventSource{Component: "metactl"})
+	metrics.SetInformerCounter(m.informers.Counts)
 	return m, nil
 }
 
@@ -187,16 +199,28 @@ func eventScheme() *runtime.Scheme {
 }
 
 // Ready reports whether the manager watches controller objects with synced
-// caches.
+// caches, or, under leader election, stands by ready to take over.
 func (m *Manager) Ready() bool {
+	if m.standby.Load() {
+		return true
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.ready
 }
 
 // Run runs the manager until ctx ends, then stops every controller, waiting
-// for their in-flight syncs, and returns.
+// for their in-flight syncs, and returns. Under leader election it runs the
+// controllers only while it holds the Lease and returns ErrLeadershipLost,
+// at once, when it loses it.
 func (m *Manager) Run(ctx context.Context) error {
+	if m.opts.LeaderElection != nil {
+		return m.runElected(ctx, m.opts.LeaderElection)
+	}
+	return m.run(ctx)
+}
+
+func (m *Manager) run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	m.events.StartStructuredLogging(4)
 	m.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: m.kube.CoreV1().Events("")})

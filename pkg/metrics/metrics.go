@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,11 +57,6 @@ var (
 		Name: "metactl_api_requests_total",
 		Help: "Requests to the API server by HTTP method and code.",
 	}, []string{"verb", "code"})
-	// CachedObjects is the number of objects in each informer.
-	CachedObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "metactl_informer_objects",
-		Help: "Objects cached by the informer of each resource.",
-	}, []string{"resource"})
 	// ControllerReady is 1 for each controller that runs with synced caches.
 	ControllerReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "metactl_controller_ready",
@@ -81,7 +77,7 @@ var registerOnce sync.Once
 func Register() {
 	registerOnce.Do(func() {
 		Registry.MustRegister(HookRequests, HookDuration, Syncs, SyncDuration, ObjectWrites, UncachedReads,
-			APIRequests, CachedObjects, ControllerReady, Leader,
+			APIRequests, cachedObjects{}, ControllerReady, Leader,
 			workqueueDepth, workqueueAdds, workqueueLatency, workqueueWorkDuration, workqueueUnfinished,
 			workqueueLongestRunning, workqueueRetries,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -107,3 +103,28 @@ func (requestResult) Increment(_ context.Context, code, method, _ string) {
 }
 
 var _ clientmetrics.ResultMetric = requestResult{}
+
+var (
+	informerCounter   atomic.Pointer[func() map[string]int]
+	cachedObjectsDesc = prometheus.NewDesc("metactl_informer_objects",
+		"Objects cached by the informer of each resource.", []string{"resource"}, nil)
+)
+
+// SetInformerCounter sets the function that counts cached objects by
+// resource, read at each scrape.
+func SetInformerCounter(f func() map[string]int) { informerCounter.Store(&f) }
+
+// cachedObjects reports metactl_informer_objects at scrape time.
+type cachedObjects struct{}
+
+func (cachedObjects) Describe(ch chan<- *prometheus.Desc) { ch <- cachedObjectsDesc }
+
+func (cachedObjects) Collect(ch chan<- prometheus.Metric) {
+	f := informerCounter.Load()
+	if f == nil {
+		return
+	}
+	for resource, n := range (*f)() {
+		ch <- prometheus.MustNewConstMetric(cachedObjectsDesc, prometheus.GaugeValue, float64(n), resource)
+	}
+}

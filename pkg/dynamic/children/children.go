@@ -2,9 +2,13 @@ package children
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/metactl/metactl/internal/redact"
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/apply"
@@ -164,6 +168,7 @@ func (w *Writer) Manage(ctx context.Context, resources []*Resource, observed, de
 					})
 					continue
 				}
+				logDiff(ctx, res, key, have, merged)
 				run(func() error {
 					updated, err := w.update(ctx, res, key, merged)
 					if err != nil {
@@ -222,4 +227,23 @@ func (w *Writer) delete(ctx context.Context, res *Resource, obj *unstructured.Un
 	}
 	klog.FromContext(ctx).V(4).Info("Deleted child", "kind", res.Kind, "child", Key(obj))
 	return nil
+}
+
+// logDiff logs, at verbosity 5, the merge patch that an update applies;
+// Secret data is redacted.
+func logDiff(ctx context.Context, res *Resource, key string, have, merged *unstructured.Unstructured) {
+	logger := klog.FromContext(ctx).V(5)
+	if !logger.Enabled() {
+		return
+	}
+	before, err1 := json.Marshal(redact.Value(have.Object))
+	after, err2 := json.Marshal(redact.Value(merged.Object))
+	if err1 != nil || err2 != nil {
+		return
+	}
+	patch, err := jsonpatch.CreateMergePatch(before, after)
+	if err != nil {
+		return
+	}
+	logger.Info("Child diff", "kind", res.Kind, "child", key, "patch", string(patch))
 }

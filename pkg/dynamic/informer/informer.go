@@ -98,6 +98,18 @@ func (f *Factory) Running() []schema.GroupVersionResource {
 	return out
 }
 
+// Counts returns the number of cached objects of each running informer,
+// by resource; for metrics.
+func (f *Factory) Counts() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]int, len(f.running))
+	for gvr, s := range f.running {
+		out[gvr.String()] = len(s.informer.GetIndexer().ListKeys())
+	}
+	return out
+}
+
 // Informer is one holder's handle on a shared informer. Handlers it adds are
 // removed when it is released.
 type Informer struct {

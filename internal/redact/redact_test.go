@@ -1,0 +1,31 @@
+package redact
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSecretsAnywhereAreRedacted(t *testing.T) {
+	doc := `{"parent": {"apiVersion": "v1", "kind": "Secret", "data": {"password": "c2VjcmV0"}},
+	  "children": {"Secret.v1": {"s": {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"token": "hunter2"}}},
+	               "ConfigMap.v1": {"c": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"visible": "yes"}}}},
+	  "list": [{"apiVersion": "v1", "kind": "Secret", "data": "not-a-map"}]}`
+	got := JSON([]byte(doc))
+	for _, secret := range []string{"c2VjcmV0", "hunter2", "not-a-map"} {
+		if strings.Contains(got, secret) {
+			t.Errorf("output contains %q: %s", secret, got)
+		}
+	}
+	for _, kept := range []string{`"password":"<redacted>"`, `"token":"<redacted>"`, `"visible":"yes"`, `"name":"s"`} {
+		if !strings.Contains(got, kept) {
+			t.Errorf("output lacks %s: %s", kept, got)
+		}
+	}
+}
+
+func TestInvalidJSONIsNotEchoed(t *testing.T) {
+	got := JSON([]byte(`{"kind": "Secret", "data": {"x": "hunter2"`))
+	if strings.Contains(got, "hunter2") {
+		t.Errorf("invalid JSON echoed: %s", got)
+	}
+}
