@@ -1,9 +1,10 @@
 // Package redact removes the data of Secrets from what metactl logs.
 //
 // Objects of kind Secret in the core group ("apiVersion": "v1") keep their
-// keys but lose their values under data and stringData, wherever they sit
-// in a document: a hook request's children, related objects, the parent
-// itself, or a hook response. Nothing else is changed.
+// keys but lose their values under data and stringData, and their
+// last-applied-configuration annotations, wherever they sit in a document:
+// a hook request's children, related objects, the parent itself, or a hook
+// response. Nothing else is changed.
 package redact
 
 import (
@@ -40,11 +41,14 @@ func Value(v any) any {
 		out := make(map[string]any, len(t))
 		secret := t["kind"] == "Secret" && t["apiVersion"] == "v1"
 		for k, val := range t {
-			if secret && (k == "data" || k == "stringData") {
+			switch {
+			case secret && (k == "data" || k == "stringData"):
 				out[k] = redactValues(val)
-				continue
+			case secret && k == "metadata":
+				out[k] = redactLastApplied(val)
+			default:
+				out[k] = Value(val)
 			}
-			out[k] = Value(val)
 		}
 		return out
 	case []any:
@@ -56,6 +60,30 @@ func Value(v any) any {
 	default:
 		return v
 	}
+}
+
+// redactLastApplied redacts a Secret's last-applied annotations, which may
+// hold its data (kubectl's does, in clear).
+func redactLastApplied(metadata any) any {
+	md, ok := metadata.(map[string]any)
+	if !ok {
+		return Value(metadata)
+	}
+	out := make(map[string]any, len(md))
+	for k, v := range md {
+		out[k] = v
+	}
+	if annotations, ok := md["annotations"].(map[string]any); ok {
+		copied := make(map[string]any, len(annotations))
+		for k, v := range annotations {
+			if strings.HasSuffix(k, "/last-applied-configuration") {
+				v = Redacted
+			}
+			copied[k] = v
+		}
+		out["annotations"] = copied
+	}
+	return out
 }
 
 func redactValues(v any) any {

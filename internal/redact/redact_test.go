@@ -7,11 +7,11 @@ import (
 
 func TestSecretsAnywhereAreRedacted(t *testing.T) {
 	doc := `{"parent": {"apiVersion": "v1", "kind": "Secret", "data": {"password": "c2VjcmV0"}},
-	  "children": {"Secret.v1": {"s": {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"token": "hunter2"}}},
+	  "children": {"Secret.v1": {"s": {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"stringData\":{\"token\":\"hunter3\"}}"}}, "stringData": {"token": "hunter2"}}},
 	               "ConfigMap.v1": {"c": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"visible": "yes"}}}},
 	  "list": [{"apiVersion": "v1", "kind": "Secret", "data": "not-a-map"}]}`
 	got := JSON([]byte(doc))
-	for _, secret := range []string{"c2VjcmV0", "hunter2", "not-a-map"} {
+	for _, secret := range []string{"c2VjcmV0", "hunter2", "hunter3", "not-a-map"} {
 		if strings.Contains(got, secret) {
 			t.Errorf("output contains %q: %s", secret, got)
 		}

@@ -180,5 +180,11 @@ func Main(m *testing.M, opts Options, env **Environment) {
 			code = 1
 		}
 	}
+	if buildPath != "" {
+		_ = os.RemoveAll(filepath.Dir(buildPath))
+	}
 	os.Exit(code)
 }
+
+// mkdirTemp makes a temporary folder that lives as long as the test binary.
+func mkdirTemp() (string, error) { return os.MkdirTemp("", "metactl-test-") }

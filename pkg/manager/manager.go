@@ -152,6 +152,8 @@ func New(opts Options) (*Manager, error) {
 		opts.Workers = 32
 	}
 	metrics.Register()
+	opts.Config = rest.CopyConfig(opts.Config)
+	opts.Config.Wrap(metrics.InstrumentTransport)
 	client, err := dynamic.NewForConfig(opts.Config)
 	if err != nil {
 		return nil, fmt.Errorf("building the dynamic client: %w", err)

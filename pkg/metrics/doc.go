@@ -2,9 +2,10 @@
 // metactl_, in one registry. Reconcilers record through the small recorder
 // types here; pkg/manager serves the registry over HTTP.
 //
-// Register also installs client-go's metrics adapters, so API requests (by
-// verb and code) and work queues (depth, adds, retries, latency) of every
-// controller are counted without the reconcilers doing anything.
+// Register also installs client-go's work-queue metrics provider, so the
+// queues of every controller (depth, adds, retries, latency) are counted
+// without the reconcilers doing anything; InstrumentTransport counts API
+// requests by verb and code at the HTTP layer.
 //
 // Everything here is safe for concurrent use.
 package metrics

@@ -1,7 +1,7 @@
 package metrics
 
 import (
-	"context"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	clientmetrics "k8s.io/client-go/tools/metrics"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -72,7 +71,7 @@ var (
 var registerOnce sync.Once
 
 // Register registers every metric with Registry, plus Go and process
-// collectors, and installs client-go's request and work-queue adapters. It
+// collectors, and installs client-go's work-queue metrics provider. It
 // is idempotent.
 func Register() {
 	registerOnce.Do(func() {
@@ -81,7 +80,6 @@ func Register() {
 			workqueueDepth, workqueueAdds, workqueueLatency, workqueueWorkDuration, workqueueUnfinished,
 			workqueueLongestRunning, workqueueRetries,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		clientmetrics.Register(clientmetrics.RegisterOpts{RequestResult: requestResult{}})
 		workqueue.SetProvider(queueMetrics{})
 	})
 }
@@ -95,14 +93,6 @@ func ObserveHookCall(controller, hook string, code int, d time.Duration) {
 	HookRequests.WithLabelValues(controller, hook, c).Inc()
 	HookDuration.WithLabelValues(controller, hook).Observe(d.Seconds())
 }
-
-type requestResult struct{}
-
-func (requestResult) Increment(_ context.Context, code, method, _ string) {
-	APIRequests.WithLabelValues(method, code).Inc()
-}
-
-var _ clientmetrics.ResultMetric = requestResult{}
 
 var (
 	informerCounter   atomic.Pointer[func() map[string]int]
@@ -128,3 +118,22 @@ func (cachedObjects) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(cachedObjectsDesc, prometheus.GaugeValue, float64(n), resource)
 	}
 }
+
+// InstrumentTransport counts every request made through rt in
+// metactl_api_requests_total by HTTP method and status code ("error" when
+// no response came). Use it with rest.Config.Wrap.
+func InstrumentTransport(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		code := "error"
+		if err == nil {
+			code = strconv.Itoa(resp.StatusCode)
+		}
+		APIRequests.WithLabelValues(req.Method, code).Inc()
+		return resp, err
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

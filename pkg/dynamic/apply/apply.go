@@ -67,6 +67,7 @@ func Apply(observed, desired *unstructured.Unstructured) (result *unstructured.U
 	if err != nil {
 		return nil, false, fmt.Errorf("apply %s: desired: %w", describe(observed), err)
 	}
+	want = normalizeSecret(want)
 	stored, annotation, err := lastApplied(observed.Object)
 	var last map[string]any
 	if err == nil && stored != nil {
@@ -81,8 +82,8 @@ func Apply(observed, desired *unstructured.Unstructured) (result *unstructured.U
 	if err := restoreServerFields(merged, observed.Object); err != nil {
 		return nil, false, fmt.Errorf("apply %s: %w", describe(observed), err)
 	}
-	if stored == nil || !equal(stored, want) {
-		b, err := json.Marshal(want)
+	if record := recorded(want); stored == nil || !equal(stored, record) {
+		b, err := json.Marshal(record)
 		if err != nil {
 			return nil, false, fmt.Errorf("apply %s: encode %s: %w", describe(observed), LastAppliedAnnotation, err)
 		}
@@ -110,7 +111,7 @@ func SetLastApplied(obj *unstructured.Unstructured, desired map[string]any) erro
 	if err := validate(want); err != nil {
 		return fmt.Errorf("set last applied on %s: %w", describe(obj), err)
 	}
-	b, err := json.Marshal(want)
+	b, err := json.Marshal(recorded(normalizeSecret(want)))
 	if err != nil {
 		return fmt.Errorf("set last applied on %s: encode: %w", describe(obj), err)
 	}

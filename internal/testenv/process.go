@@ -1,0 +1,144 @@
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// BuildMetactl builds the metactl binary from this tree, once per test
+// binary, and returns its path.
+func BuildMetactl(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root, err := RepoRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := mkdirTemp()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildPath = filepath.Join(dir, "metactl")
+		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/metactl")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/metactl: %w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildPath
+}
+
+// FreePort returns a free TCP port on the loopback interface.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Process is a child process of a test; its combined output is kept.
+type Process struct {
+	Cmd  *exec.Cmd
+	out  syncBuffer
+	done chan struct{}
+	err  error
+}
+
+// StartProcess starts name with args. The process is killed when the test
+// ends (and by the kernel if the test binary dies first); its output is
+// logged when the test failed.
+func StartProcess(t testing.TB, name string, args ...string) *Process {
+	t.Helper()
+	p := &Process{Cmd: exec.Command(name, args...), done: make(chan struct{})}
+	p.Cmd.Stdout, p.Cmd.Stderr = &p.out, &p.out
+	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.Cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = p.Cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("last output of %s:\n%s", filepath.Base(name), lastLines(p.Output(), 40))
+		}
+	})
+	return p
+}
+
+// Output returns what the process printed so far.
+func (p *Process) Output() string { return p.out.String() }
+
+// Wait waits up to timeout for the process to exit and returns its exit
+// error (nil for exit code 0); it fails the test on timeout.
+func (p *Process) Wait(t testing.TB, timeout time.Duration) error {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		t.Fatalf("%s did not exit within %v", p.Cmd.Path, timeout)
+		return nil
+	}
+}
+
+// Exited reports whether the process has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and readers at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}

@@ -1,0 +1,395 @@
+package operations
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var (
+	env           *testenv.Environment
+	configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	secretsGVR    = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+)
+
+func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{}, &env) }
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// metactlRun starts `metactl run` with its endpoints on free ports and
+// returns the process and its metrics and health base URLs.
+func metactlRun(t *testing.T, args ...string) (p *testenv.Process, metrics, health string) {
+	mp, hp := testenv.FreePort(t), testenv.FreePort(t)
+	metrics, health = fmt.Sprintf("http://127.0.0.1:%d", mp), fmt.Sprintf("http://127.0.0.1:%d", hp)
+	args = append([]string{"run", "--kubeconfig", env.KubeconfigPath, "--workers", "4",
+		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mp), "--health-addr", fmt.Sprintf("127.0.0.1:%d", hp)}, args...)
+	return testenv.StartProcess(t, testenv.BuildMetactl(t), args...), metrics, health
+}
+
+// scrape returns the samples of /metrics whose name starts with prefix,
+// summed by name plus labels.
+func scrape(t *testing.T, base string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") || line == "" {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
+}
+
+// sum adds the samples of a metric (any labels) whose labels contain all
+// of the given substrings.
+func sum(samples map[string]float64, name string, labels ...string) float64 {
+	total := 0.0
+	for series, v := range samples {
+		if series != name && !strings.HasPrefix(series, name+"{") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(series, l)
+		}
+		if ok {
+			total += v
+		}
+	}
+	return total
+}
+
+// hookServer answers every parent with answer(parent), and counts calls.
+func hookServer(t *testing.T, answer func(parent *unstructured.Unstructured) map[string]any) (*httptest.Server, *atomic.Int64) {
+	var calls atomic.Int64
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		var req struct {
+			Parent *unstructured.Unstructured `json:"parent"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(answer(req.Parent))
+	}))
+	t.Cleanup(s.Close)
+	return s, &calls
+}
+
+// childAnswer asks for one Secret <parent>-child.
+func childAnswer(parent *unstructured.Unstructured) map[string]any {
+	return map[string]any{"children": []any{map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": parent.GetName() + "-child"}, "stringData": map[string]any{"from": parent.GetName()}}}}
+}
+
+// createController creates a CompositeController over ConfigMaps labelled
+// parent=<name>, with children of the given resource and generated
+// selectors.
+func createController(t *testing.T, name, url string, children string) {
+	t.Helper()
+	cc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"parentResource": map[string]any{"apiVersion": "v1", "resource": "configmaps",
+				"labelSelector": map[string]any{"matchLabels": map[string]any{"parent": name}}},
+			"childResources":   []any{map[string]any{"apiVersion": "v1", "resource": children}},
+			"generateSelector": true,
+			"hooks":            map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": url}}},
+		},
+	}}
+	if _, err := env.Dynamic.Resource(v1alpha1.CompositeControllerResource).Create(ctx(t), cc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Dynamic.Resource(v1alpha1.CompositeControllerResource).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+func createParent(t *testing.T, ns, name, controller string) {
+	t.Helper()
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{"parent": controller}}}}
+	if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Create(ctx(t), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitChild(t *testing.T, ns, name string, timeout time.Duration) {
+	t.Helper()
+	testenv.Eventually(t, timeout, "child "+ns+"/"+name, func(ctx context.Context) (bool, error) {
+		_, err := env.Dynamic.Resource(secretsGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil, nil
+	})
+}
+
+// TestLeaderElection runs two replicas: only the leader calls hooks; when
+// the leader is killed, the other takes over within the lease duration and
+// finishes the work, with exactly one child per parent.
+func TestLeaderElection(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook, calls := hookServer(t, childAnswer)
+	createController(t, "elected", hook.URL, "secrets")
+	leArgs := []string{"--leader-elect", "--leader-elect-namespace", ns, "--leader-elect-lease-duration", "4s",
+		"--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"}
+	a, aMetrics, _ := metactlRun(t, leArgs...)
+	b, bMetrics, _ := metactlRun(t, leArgs...)
+
+	var leader, standby *testenv.Process
+	var leaderMetrics, standbyMetrics string
+	testenv.Eventually(t, 30*time.Second, "a leader", func(context.Context) (bool, error) {
+		switch {
+		case sum(scrape(t, aMetrics), "metactl_leader") == 1:
+			leader, leaderMetrics, standby, standbyMetrics = a, aMetrics, b, bMetrics
+		case sum(scrape(t, bMetrics), "metactl_leader") == 1:
+			leader, leaderMetrics, standby, standbyMetrics = b, bMetrics, a, aMetrics
+		}
+		return leader != nil, nil
+	})
+	for i := range 5 {
+		createParent(t, ns, fmt.Sprintf("p%d", i), "elected")
+	}
+	for i := range 5 {
+		waitChild(t, ns, fmt.Sprintf("p%d-child", i), 30*time.Second)
+	}
+	if n := sum(scrape(t, standbyMetrics), "metactl_hook_requests_total"); n != 0 {
+		t.Errorf("the standby called hooks %v times", n)
+	}
+	if n := sum(scrape(t, leaderMetrics), "metactl_hook_requests_total"); n == 0 || calls.Load() == 0 {
+		t.Error("the leader called no hook")
+	}
+
+	if err := leader.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	for i := 5; i < 10; i++ {
+		createParent(t, ns, fmt.Sprintf("p%d", i), "elected")
+	}
+	testenv.Eventually(t, 30*time.Second, "the standby to lead", func(context.Context) (bool, error) {
+		return sum(scrape(t, standbyMetrics), "metactl_leader") == 1, nil
+	})
+	t.Logf("took over %v after the kill (lease duration 4s)", time.Since(killed).Round(100*time.Millisecond))
+	for i := range 10 {
+		waitChild(t, ns, fmt.Sprintf("p%d-child", i), 30*time.Second)
+	}
+	list, err := env.Dynamic.Resource(secretsGVR).Namespace(ns).List(ctx(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	children := map[string]int{}
+	for _, cm := range list.Items {
+		if ref := metav1.GetControllerOf(&cm); ref != nil {
+			children[ref.Name]++
+		}
+	}
+	for i := range 10 {
+		if n := children[fmt.Sprintf("p%d", i)]; n != 1 {
+			t.Errorf("p%d has %d children, want 1", i, n)
+		}
+	}
+	if standby.Exited() {
+		t.Error("the new leader exited")
+	}
+}
+
+// TestHealthAndMetrics checks readiness before and after the caches sync,
+// and that the documented series are served and move.
+func TestHealthAndMetrics(t *testing.T) {
+	// An API server that accepts connections and never answers: the caches
+	// never sync.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { conn.Close() })
+		}
+	}()
+	stuckConfig := filepath.Join(t.TempDir(), "kubeconfig")
+	kubeconfig := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://%s'}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n", ln.Addr())
+	if err := os.WriteFile(stuckConfig, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hp := testenv.FreePort(t)
+	stuck := testenv.StartProcess(t, testenv.BuildMetactl(t), "run", "--kubeconfig", stuckConfig, "--metrics-addr", "",
+		"--health-addr", fmt.Sprintf("127.0.0.1:%d", hp))
+	_ = stuck
+	health := fmt.Sprintf("http://127.0.0.1:%d", hp)
+	status := func(url string) int {
+		resp, err := http.Get(url)
+		if err != nil {
+			return 0
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	testenv.Eventually(t, 30*time.Second, "healthz 200 while caches are not synced", func(context.Context) (bool, error) {
+		return status(health+"/healthz") == 200, nil
+	})
+	if got := status(health + "/readyz"); got != http.StatusServiceUnavailable {
+		t.Errorf("readyz before the caches synced = %d, want 503", got)
+	}
+
+	ns := env.CreateNamespace(t)
+	hook, _ := hookServer(t, childAnswer)
+	createController(t, "metered", hook.URL, "secrets")
+	_, metrics, health2 := metactlRun(t)
+	testenv.Eventually(t, 30*time.Second, "readyz 200", func(context.Context) (bool, error) { return status(health2+"/readyz") == 200, nil })
+	createParent(t, ns, "p1", "metered")
+	waitChild(t, ns, "p1-child", 30*time.Second)
+	var before map[string]float64
+	testenv.Eventually(t, 30*time.Second, "the documented series", func(context.Context) (bool, error) {
+		before = scrape(t, metrics)
+		for _, name := range []string{
+			"metactl_hook_requests_total", "metactl_hook_duration_seconds_count", "metactl_syncs_total",
+			"metactl_sync_duration_seconds_count", "metactl_workqueue_depth", "metactl_workqueue_adds_total",
+			"metactl_workqueue_retries_total", "metactl_api_requests_total", "metactl_informer_objects",
+			"metactl_leader", "metactl_object_writes_total", "metactl_controller_ready",
+		} {
+			found := false
+			for series := range before {
+				found = found || series == name || strings.HasPrefix(series, name+"{")
+			}
+			if !found {
+				return false, fmt.Errorf("series %s missing", name)
+			}
+		}
+		return true, nil
+	})
+	if sum(before, "metactl_hook_requests_total", `controller="metered"`, `hook="sync"`, `code="200"`) < 1 {
+		t.Error("no hook request counted")
+	}
+	createParent(t, ns, "p2", "metered")
+	waitChild(t, ns, "p2-child", 30*time.Second)
+	testenv.Eventually(t, 30*time.Second, "counters moving", func(context.Context) (bool, error) {
+		after := scrape(t, metrics)
+		return sum(after, "metactl_hook_requests_total", `controller="metered"`) > sum(before, "metactl_hook_requests_total", `controller="metered"`) &&
+			sum(after, "metactl_object_writes_total", `controller="metered"`, `verb="create"`) > sum(before, "metactl_object_writes_total", `controller="metered"`, `verb="create"`) &&
+			sum(after, "metactl_api_requests_total", `verb="POST"`) > sum(before, "metactl_api_requests_total", `verb="POST"`), nil
+	})
+	if sum(before, "metactl_informer_objects", `resource="/v1, Resource=configmaps"`) < 1 {
+		t.Errorf("metactl_informer_objects does not count ConfigMaps: %v", before)
+	}
+}
+
+// TestSecretDataIsNeverLogged runs metactl at -v=6, where hook bodies are
+// logged, with a hook that returns a Secret child: neither the secret value
+// nor its base64 form appears in the logs or the Events.
+func TestSecretDataIsNeverLogged(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	const secret = "TOPSECRET-metactl-4f1c"
+	hook, _ := hookServer(t, func(parent *unstructured.Unstructured) map[string]any {
+		return map[string]any{"children": []any{map[string]any{"apiVersion": "v1", "kind": "Secret",
+			"metadata": map[string]any{"name": parent.GetName() + "-secret"}, "stringData": map[string]any{"password": secret}}}}
+	})
+	createController(t, "secretive", hook.URL, "secrets")
+	p, _, _ := metactlRun(t, "-v=6")
+	createParent(t, ns, "p1", "secretive")
+	testenv.Eventually(t, 30*time.Second, "the Secret child", func(ctx context.Context) (bool, error) {
+		_, err := env.Dynamic.Resource(secretsGVR).Namespace(ns).Get(ctx, "p1-secret", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	// Change the secret so that a diff (-v=5) and a second hook round trip
+	// with the Secret observed (-v=6) are logged too.
+	patch := []byte(`{"stringData":{"password":"other-` + secret + `"}}`)
+	if _, err := env.Dynamic.Resource(secretsGVR).Namespace(ns).Patch(ctx(t), "p1-secret", "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "hook bodies with the observed Secret in the log", func(context.Context) (bool, error) {
+		return regexp.MustCompile(`Hook request.*Secret.v1.*p1-secret`).MatchString(p.Output()), nil
+	})
+	logs := p.Output()
+	encoded := "VE9QU0VDUkVULW1ldGFjdGwtNGYxYw" // base64 of the secret, without padding
+	for _, leak := range []string{secret, encoded} {
+		if strings.Contains(logs, leak) {
+			t.Errorf("the logs contain %q", leak)
+		}
+	}
+	if !regexp.MustCompile(`password[\\"]*:[\\"]*<redacted>`).MatchString(logs) {
+		t.Error("the logs show no redacted Secret: the test saw no Secret body at all")
+	}
+	events, err := env.Kube.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if strings.Contains(e.Message, secret) || strings.Contains(e.Message, encoded) {
+			t.Errorf("Event %s leaks the secret: %s", e.Name, e.Message)
+		}
+	}
+}
+
+// TestJSONLogs checks --log-format json writes one JSON object per line.
+func TestJSONLogs(t *testing.T) {
+	p, _, health := metactlRun(t, "--log-format", "json", "-v=2")
+	testenv.Eventually(t, 30*time.Second, "ready", func(context.Context) (bool, error) {
+		resp, err := http.Get(health + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, nil
+	})
+	testenv.Eventually(t, 30*time.Second, "JSON log lines", func(context.Context) (bool, error) {
+		return strings.Contains(p.Output(), "Watching CompositeControllers"), nil
+	})
+	lines := 0
+	for _, line := range strings.Split(strings.TrimSpace(p.Output()), "\n") {
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Fatalf("not a JSON line: %q", line)
+		}
+		if entry["msg"] == nil {
+			t.Fatalf("a JSON line without msg: %q", line)
+		}
+		lines++
+	}
+	if lines < 2 {
+		t.Errorf("only %d log lines", lines)
+	}
+}
