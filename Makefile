@@ -34,6 +34,20 @@ test: testenv ## Run unit and integration tests against a real control plane, wi
 	hack/cleanup-testenv.sh; \
 	exit $$status
 
+.PHONY: bench
+bench: build testenv ## Benchmark against the API server's limit: N=1000, N=1000 with a 100 ms hook, N=5000 (about 15 min; docs/performance.md).
+	@status=0; export KUBEBUILDER_ASSETS="$$(hack/testenv.sh)"; \
+	$(GO) build -o $(BIN)/bench ./test/bench && \
+	$(BIN)/bench -metactl $(BIN)/metactl -n 1000 -svg docs/bench-n1000.svg $(BENCH_FLAGS) && \
+	$(BIN)/bench -metactl $(BIN)/metactl -n 1000 -slow-hook-ms 100 -svg docs/bench-n1000-slow100ms.svg $(BENCH_FLAGS) && \
+	$(BIN)/bench -metactl $(BIN)/metactl -n 5000 -svg docs/bench-n5000.svg $(BENCH_FLAGS) || status=$$?; \
+	hack/cleanup-testenv.sh; \
+	exit $$status
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 10m; CI runs 10s).
+	FUZZTIME=$${FUZZTIME:-10m} hack/fuzz.sh
+
 .PHONY: generate
 generate: ## Generate deepcopy code and CRDs from the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./pkg/apis/... \

@@ -31,12 +31,16 @@ type Options struct {
 	RateLimiter workqueue.TypedRateLimiter[string]
 }
 
+// MaxRetryDelay caps the backoff of a failing key: a hook that recovers is
+// called again within this long.
+const MaxRetryDelay = 2 * time.Minute
+
 // DefaultRateLimiter is the retry spacing of failing keys: exponential per
-// key from 250ms, capped at 5 minutes, and at most 50 retries a second
-// overall with bursts of 300.
+// key from 250ms (250ms, 500ms, 1s, ...), capped at MaxRetryDelay, and at
+// most 50 retries a second overall with bursts of 300.
 func DefaultRateLimiter() workqueue.TypedRateLimiter[string] {
 	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](250*time.Millisecond, 5*time.Minute),
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](250*time.Millisecond, MaxRetryDelay),
 		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(50, 300)},
 	)
 }

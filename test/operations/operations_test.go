@@ -32,7 +32,11 @@ var (
 	secretsGVR    = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 )
 
-func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{}, &env) }
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Options{ExtraCRDPaths: []string{"../../pkg/composite/testdata/crds"}}, &env)
+}
+
+var thingsGVR = schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "things"}
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -124,11 +128,16 @@ func childAnswer(parent *unstructured.Unstructured) map[string]any {
 // selectors.
 func createController(t *testing.T, name, url string, children string) {
 	t.Helper()
+	createControllerOver(t, name, url, configMapsGVR, children)
+}
+
+func createControllerOver(t *testing.T, name, url string, parents schema.GroupVersionResource, children string) {
+	t.Helper()
 	cc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
 		"metadata": map[string]any{"name": name},
 		"spec": map[string]any{
-			"parentResource": map[string]any{"apiVersion": "v1", "resource": "configmaps",
+			"parentResource": map[string]any{"apiVersion": parents.GroupVersion().String(), "resource": parents.Resource,
 				"labelSelector": map[string]any{"matchLabels": map[string]any{"parent": name}}},
 			"childResources":   []any{map[string]any{"apiVersion": "v1", "resource": children}},
 			"generateSelector": true,
@@ -391,5 +400,84 @@ func TestJSONLogs(t *testing.T) {
 	}
 	if lines < 2 {
 		t.Errorf("only %d log lines", lines)
+	}
+}
+
+// TestKilledDuringAWave kills metactl with SIGKILL three times while it
+// creates the children of 500 parents, restarting it each time; at the end
+// every parent has exactly its one child, owned by it, and its status.
+func TestKilledDuringAWave(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook, _ := hookServer(t, func(parent *unstructured.Unstructured) map[string]any {
+		answer := childAnswer(parent)
+		answer["status"] = map[string]any{"child": parent.GetName() + "-child"}
+		return answer
+	})
+	createControllerOver(t, "wave", hook.URL, thingsGVR, "secrets")
+	const parents = 500
+	created := make(chan error, 1)
+	go func() {
+		var err error
+		for i := range parents {
+			thing := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "test.metactl.io/v1", "kind": "Thing",
+				"metadata": map[string]any{"name": fmt.Sprintf("p%03d", i), "namespace": ns, "labels": map[string]any{"parent": "wave"}}}}
+			if _, e := env.Dynamic.Resource(thingsGVR).Namespace(ns).Create(context.Background(), thing, metav1.CreateOptions{}); e != nil && err == nil {
+				err = e
+			}
+		}
+		created <- err
+	}()
+	childCount := func() int {
+		list, err := env.Dynamic.Resource(secretsGVR).Namespace(ns).List(ctx(t), metav1.ListOptions{})
+		if err != nil {
+			return 0
+		}
+		return len(list.Items)
+	}
+	for kill := 1; kill <= 3; kill++ {
+		p, _, _ := metactlRun(t)
+		target := kill * parents / 5
+		testenv.Eventually(t, 60*time.Second, fmt.Sprintf("%d children before kill %d", target, kill), func(context.Context) (bool, error) {
+			return childCount() >= target, nil
+		})
+		if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = p.Wait(t, 10*time.Second)
+	}
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	metactlRun(t)
+	testenv.Eventually(t, 2*time.Minute, "every parent's status", func(ctx context.Context) (bool, error) {
+		list, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "parent=wave"})
+		if err != nil {
+			return false, err
+		}
+		done := 0
+		for _, p := range list.Items {
+			if v, _, _ := unstructured.NestedString(p.Object, "status", "child"); v == p.GetName()+"-child" {
+				done++
+			}
+		}
+		return done == parents, nil
+	})
+	list, err := env.Dynamic.Resource(secretsGVR).Namespace(ns).List(ctx(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned := map[string]int{}
+	for _, s := range list.Items {
+		ref := metav1.GetControllerOf(&s)
+		if ref == nil || s.GetName() != ref.Name+"-child" {
+			t.Errorf("child %s is owned by %v", s.GetName(), ref)
+			continue
+		}
+		owned[ref.Name]++
+	}
+	for i := range parents {
+		if n := owned[fmt.Sprintf("p%03d", i)]; n != 1 {
+			t.Errorf("p%03d has %d children, want 1", i, n)
+		}
 	}
 }

@@ -3,6 +3,9 @@ package children
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/hooks"
@@ -10,6 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 )
+
+// MaxObjects is the most objects one hook answer may ask for; more is an
+// error (a hook gone wrong, not a controller).
+const MaxObjects = 10000
 
 // Declared is a controller's set of declared child resources.
 type Declared struct {
@@ -49,14 +56,17 @@ func (d *Declared) ObjectMap(observed map[*Resource]Set, version v1alpha1.HookVe
 // Desired checks the objects a hook asked for (field names the list in
 // errors, "children" or "attachments") and returns them by resource, ready
 // to write: deep copies, namespace defaulted to the owner's, owner as their
-// controller, then prepare applied. Rules: the resource is declared; the
-// name is set; a namespaced owner's objects are in its namespace; a
+// controller, then prepare applied. Rules: at most MaxObjects; the
+// resource is declared; the name is a DNS subdomain; a namespaced owner's objects are in its namespace; a
 // cluster-scoped owner's namespaced objects name their namespace; no
 // duplicates. Every problem is reported, and any fails the whole answer.
 func (d *Declared) Desired(owner metav1.Object, ownerRef metav1.OwnerReference, field string, objs []*unstructured.Unstructured, prepare func(*unstructured.Unstructured) error) (map[*Resource]Set, error) {
 	out := make(map[*Resource]Set, len(d.Resources))
 	for _, res := range d.Resources {
 		out[res] = Set{}
+	}
+	if len(objs) > MaxObjects {
+		return nil, fmt.Errorf("the hook asked for %d %s, more than the limit of %d", len(objs), field, MaxObjects)
 	}
 	var errs []error
 	for i, obj := range objs {
@@ -72,6 +82,10 @@ func (d *Declared) Desired(owner metav1.Object, ownerRef metav1.OwnerReference, 
 		}
 		if obj.GetName() == "" {
 			errs = append(errs, fmt.Errorf("%s: metadata.name is required", what))
+			continue
+		}
+		if msgs := validation.IsDNS1123Subdomain(obj.GetName()); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s: invalid metadata.name: %s", what, strings.Join(msgs, "; ")))
 			continue
 		}
 		obj = obj.DeepCopy()

@@ -1,0 +1,82 @@
+package children
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+)
+
+func declared() *Declared {
+	return NewDeclared([]*Resource{
+		{Resource: &discovery.Resource{APIVersion: "v1", Name: "configmaps", Kind: "ConfigMap", Namespaced: true}},
+		{Resource: &discovery.Resource{APIVersion: "rbac.authorization.k8s.io/v1", Name: "clusterroles", Kind: "ClusterRole"}},
+	})
+}
+
+func object(apiVersion, kind, namespace, name string) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion(apiVersion)
+	obj.SetKind(kind)
+	obj.SetNamespace(namespace)
+	obj.SetName(name)
+	return obj
+}
+
+func TestDesiredRules(t *testing.T) {
+	namespacedOwner := &metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid"}
+	clusterOwner := &metav1.ObjectMeta{Name: "p", UID: "uid"}
+	ref := metav1.OwnerReference{APIVersion: "x/v1", Kind: "P", Name: "p", UID: "uid", Controller: ptr.To(true)}
+	many := make([]*unstructured.Unstructured, MaxObjects+1)
+	for i := range many {
+		many[i] = object("v1", "ConfigMap", "", fmt.Sprintf("c%d", i))
+	}
+	cases := []struct {
+		name    string
+		owner   metav1.Object
+		objs    []*unstructured.Unstructured
+		wantErr string
+	}{
+		{"namespace defaulted", namespacedOwner, []*unstructured.Unstructured{object("v1", "ConfigMap", "", "a")}, ""},
+		{"cluster-scoped child of a cluster owner", clusterOwner, []*unstructured.Unstructured{object("rbac.authorization.k8s.io/v1", "ClusterRole", "", "r")}, ""},
+		{"any namespace for a cluster owner", clusterOwner, []*unstructured.Unstructured{object("v1", "ConfigMap", "elsewhere", "a")}, ""},
+		{"undeclared", namespacedOwner, []*unstructured.Unstructured{object("v1", "Secret", "", "s")}, "not a declared resource"},
+		{"no name", namespacedOwner, []*unstructured.Unstructured{object("v1", "ConfigMap", "", "")}, "metadata.name is required"},
+		{"invalid name", namespacedOwner, []*unstructured.Unstructured{object("v1", "ConfigMap", "", "Not_Valid")}, "invalid metadata.name"},
+		{"other namespace", namespacedOwner, []*unstructured.Unstructured{object("v1", "ConfigMap", "other", "a")}, "differs from the owner's namespace"},
+		{"no namespace under a cluster owner", clusterOwner, []*unstructured.Unstructured{object("v1", "ConfigMap", "", "a")}, "needs metadata.namespace"},
+		{"namespace on a cluster-scoped child", clusterOwner, []*unstructured.Unstructured{object("rbac.authorization.k8s.io/v1", "ClusterRole", "ns", "r")}, "cluster-scoped"},
+		{"duplicate", namespacedOwner, []*unstructured.Unstructured{object("v1", "ConfigMap", "", "a"), object("v1", "ConfigMap", "ns", "a")}, "duplicate"},
+		{"null", namespacedOwner, []*unstructured.Unstructured{nil}, "is null"},
+		{"too many", namespacedOwner, many, "more than the limit"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := declared()
+			out, err := d.Desired(tc.owner, ref, "children", tc.objs, nil)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, set := range out {
+					for _, obj := range set {
+						if c := metav1.GetControllerOf(obj); c == nil || c.UID != "uid" {
+							t.Errorf("%s has controller %v", obj.GetName(), c)
+						}
+						if obj.GetNamespace() == "" && obj.GetKind() == "ConfigMap" {
+							t.Errorf("%s has no namespace", obj.GetName())
+						}
+					}
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
