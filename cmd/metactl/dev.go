@@ -131,7 +131,7 @@ func dev(ctx context.Context, out io.Writer, f *devFlags) error {
 
 // runExample starts the example's hook on a free loopback port and applies
 // its CRD, its controller (webhooks pointed at the hook) and its sample.
-func runExample(ctx context.Context, say func(string, ...any), cp *controlplane.ControlPlane, f *devFlags) (stop func(), err error) {
+func runExample(ctx context.Context, say func(string, ...any), cp *controlplane.ControlPlane, f *devFlags) (func(), error) {
 	dir, interpreter := "", ""
 	for lang, bin := range map[string]string{"python": "python3", "js": "node"} {
 		candidate := filepath.Join(f.examplesDir, lang, f.example)
@@ -162,13 +162,14 @@ func runExample(ctx context.Context, say func(string, ...any), cp *controlplane.
 		logFile.Close()
 		return nil, fmt.Errorf("starting the %s hook: %w", f.example, err)
 	}
-	stop = func() {
+	stop := func() {
 		_ = hook.Process.Signal(syscall.SIGTERM)
 		_ = hook.Wait()
 		logFile.Close()
 	}
+	ok := false
 	defer func() {
-		if err != nil {
+		if !ok {
 			stop()
 		}
 	}()
@@ -189,6 +190,9 @@ func runExample(ctx context.Context, say func(string, ...any), cp *controlplane.
 		return nil, err
 	}
 	for _, file := range []string{"crd.yaml", "controller.yaml", "sample.yaml"} {
+		if _, err := os.Stat(filepath.Join(dir, file)); errors.Is(err, os.ErrNotExist) && file != "controller.yaml" {
+			continue // an example over built-in resources has no CRD
+		}
 		err := applier.applyFile(ctx, filepath.Join(dir, file), func(obj *unstructured.Unstructured) {
 			if obj.GetKind() == "CompositeController" || obj.GetKind() == "DecoratorController" {
 				pointHooksAt(obj, hookURL)
@@ -199,7 +203,8 @@ func runExample(ctx context.Context, say func(string, ...any), cp *controlplane.
 		}
 		say("applied %s", filepath.Join(dir, file))
 	}
-	say("try: kubectl get %s -A; see %s", "all", filepath.Join(dir, "README.md"))
+	say("try the commands in %s", filepath.Join(dir, "README.md"))
+	ok = true
 	return stop, nil
 }
 

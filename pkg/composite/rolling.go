@@ -339,7 +339,8 @@ func (c *Controller) writeRevisions(ctx context.Context, parent *unstructured.Un
 func updatedCondition(parent *unstructured.Unstructured, moving, waiting, pending []string) map[string]any {
 	cond := map[string]any{"type": ConditionUpdated, "observedGeneration": parent.GetGeneration()}
 	switch {
-	case len(pending) == 0 && len(moving) == 0 && len(waiting) == 0:
+	case len(pending) == 0 && len(moving) == 0:
+		// Every child belongs to the latest revision, healthy or not yet.
 		cond["status"], cond["reason"], cond["message"] = "True", ReasonOnLatestRevision, "every child is on the latest revision"
 	case len(waiting) > 0:
 		cond["status"], cond["reason"] = "False", ReasonWaitingForChild

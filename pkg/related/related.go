@@ -221,18 +221,20 @@ func (r *Resolver) ensureInformerLocked(gvr schema.GroupVersionResource) *inform
 	}
 	inf := r.opts.Informers.Acquire(gvr)
 	r.informers[gvr] = inf
-	if gvr == namespacesResource {
-		_ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			UpdateFunc: func(_, obj any) { r.namespaceChanged(obj) },
-			AddFunc:    r.namespaceChanged,
-		})
-	} else {
-		_ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { r.objectChanged(gvr, obj) },
-			UpdateFunc: func(oldObj, obj any) { r.objectChanged(gvr, oldObj); r.objectChanged(gvr, obj) },
-			DeleteFunc: func(obj any) { r.objectChanged(gvr, obj) },
-		})
+	// Namespaces may be related objects themselves, and they decide which
+	// objects namespaceSelectors select.
+	isNamespaces := gvr == namespacesResource
+	changed := func(obj any) {
+		r.objectChanged(gvr, obj)
+		if isNamespaces {
+			r.namespaceChanged(obj)
+		}
 	}
+	_ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    changed,
+		UpdateFunc: func(oldObj, obj any) { r.objectChanged(gvr, oldObj); changed(obj) },
+		DeleteFunc: changed,
+	})
 	return inf
 }
 
