@@ -111,7 +111,7 @@ func (cp *ControlPlane) startControllerManager() error {
 	}
 	cmd := exec.Command(filepath.Join(cp.AssetsDir, "kube-controller-manager"),
 		"--kubeconfig="+cp.KubeconfigPath,
-		"--controllers=garbagecollector,namespace",
+		"--controllers=garbagecollector,namespace,clusterrole-aggregation",
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--secure-port=0",

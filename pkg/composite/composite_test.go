@@ -2,7 +2,9 @@ package composite_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -424,6 +426,34 @@ func TestFailuresChangeNothing(t *testing.T) {
 			child["metadata"].(map[string]any)["labels"] = map[string]any{"parent": "nope"}
 			return map[string]any{"children": []any{child}}
 		})},
+		{name: "100 MiB answer", reason: "exceeds the limit", handler: func(*testHook, string) func(w http.ResponseWriter, r *http.Request, req *syncRequest) {
+			return func(w http.ResponseWriter, _ *http.Request, _ *syncRequest) {
+				chunk := make([]byte, 1<<20)
+				for i := range chunk {
+					chunk[i] = ' '
+				}
+				_, _ = w.Write([]byte(`{"children": [`))
+				for range 100 {
+					if _, err := w.Write(chunk); err != nil {
+						return // the client stopped reading at its limit
+					}
+				}
+				_, _ = w.Write([]byte(`]}`))
+			}
+		}},
+		{name: "twenty thousand children", reason: "more than the limit", handler: answerWith(func(req *syncRequest, ns string) any {
+			children := make([]any, 20000)
+			for i := range children {
+				children[i] = configMapChild(req.Parent, fmt.Sprintf("c%d", i), nil)
+			}
+			return map[string]any{"children": children}
+		})},
+		{name: "the parent as its own child", reason: "not a declared resource", handler: answerWith(func(req *syncRequest, ns string) any {
+			return map[string]any{"children": []any{req.Parent.Object}}
+		})},
+		{name: "invalid child name", reason: "invalid metadata.name", handler: answerWith(func(req *syncRequest, ns string) any {
+			return map[string]any{"children": []any{configMapChild(req.Parent, "Not_A_Name", nil)}}
+		})},
 		{name: "status not an object", reason: "status", handler: func(*testHook, string) func(w http.ResponseWriter, r *http.Request, req *syncRequest) {
 			return func(w http.ResponseWriter, _ *http.Request, _ *syncRequest) {
 				_, _ = w.Write([]byte(`{"status": "fine", "children": []}`))
@@ -435,7 +465,13 @@ func TestFailuresChangeNothing(t *testing.T) {
 			ns := env.CreateNamespace(t)
 			hook := newTestHook(t, valueHook)
 			startController(t, compositeController(t, hook, thingsGVR, func(spec map[string]any) {
-				spec["hooks"].(map[string]any)["sync"].(map[string]any)["webhook"].(map[string]any)["timeout"] = "300ms"
+				// Short for the timeout case; long enough elsewhere for a
+				// slow race-detector build to read a huge answer.
+				timeout := "10s"
+				if tc.name == "timeout" {
+					timeout = "300ms"
+				}
+				spec["hooks"].(map[string]any)["sync"].(map[string]any)["webhook"].(map[string]any)["timeout"] = timeout
 			}))
 			newThing(t, thingsGVR, ns, "p1", map[string]any{"value": "good"})
 			child := waitFor(t, configMapsGVR, ns, "p1-cm", "created", func(o *unstructured.Unstructured) bool { return o != nil && dataValue(o) == "good" })
@@ -521,5 +557,51 @@ func TestCreateCostsTheMinimum(t *testing.T) {
 	}
 	if got := writes("update", "child"); got != 0 {
 		t.Errorf("child updates = %v, want 0", got)
+	}
+}
+
+// TestParentReplacedMidSync deletes and re-creates a parent under the same
+// name while its first sync waits in the hook: the new parent ends with its
+// own child, and nothing is left owned by the old one.
+func TestParentReplacedMidSync(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	release := make(chan struct{})
+	var first sync.Once
+	hook := newTestHook(t, valueHook)
+	hook.setHandler(func(w http.ResponseWriter, r *http.Request, req *syncRequest) {
+		first.Do(func() { <-release }) // the first sync waits until the parent was replaced
+		w.Header().Set("Content-Type", "application/json")
+		_ = jsonEncode(w, valueHook(req))
+	})
+	startController(t, compositeController(t, hook, thingsGVR, func(spec map[string]any) {
+		spec["hooks"].(map[string]any)["sync"].(map[string]any)["webhook"].(map[string]any)["timeout"] = "30s"
+	}))
+	old := newThing(t, thingsGVR, ns, "p1", map[string]any{"value": "old"})
+	testenv.Eventually(t, 30*time.Second, "the first hook call", func(context.Context) (bool, error) { return hook.calls.Load() >= 1, nil })
+	if err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Delete(ctx(t), "p1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, thingsGVR, ns, "p1", "gone", gone)
+	replacement := newThing(t, thingsGVR, ns, "p1", map[string]any{"value": "new"})
+	close(release)
+
+	waitFor(t, configMapsGVR, ns, "p1-cm", "owned by the new parent with its value", func(o *unstructured.Unstructured) bool {
+		if o == nil {
+			return false
+		}
+		ref := metav1.GetControllerOf(o)
+		return ref != nil && ref.UID == replacement.GetUID() && dataValue(o) == "new"
+	})
+	waitFor(t, thingsGVR, ns, "p1", "the new parent's status", func(o *unstructured.Unstructured) bool {
+		return o.GetUID() == replacement.GetUID() && statusField(o, "value") == "new"
+	})
+	list, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).List(ctx(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range list.Items {
+		if ref := metav1.GetControllerOf(&cm); ref != nil && ref.UID == old.GetUID() {
+			t.Errorf("%s is still owned by the deleted parent", cm.GetName())
+		}
 	}
 }

@@ -169,6 +169,19 @@ func (c *Controller) rolling() bool {
 	return slices.ContainsFunc(c.children.Resources, func(r *children.Resource) bool { return r.Method.IsRolling() })
 }
 
+// Access lists what the controller must be allowed to do: read and update
+// parents (and their status), and manage children.
+func (c *Controller) Access() []children.Access {
+	access := []children.Access{{Resource: c.parent, Verbs: children.OwnerVerbs}}
+	if c.parent.HasStatus {
+		access = append(access, children.Access{Resource: c.parent, Subresource: "status", Verbs: []string{"patch"}})
+	}
+	for _, child := range c.children.Resources {
+		access = append(access, children.Access{Resource: child.Resource, Verbs: children.ChildVerbs})
+	}
+	return access
+}
+
 // Name returns the CompositeController's name.
 func (c *Controller) Name() string { return c.name }
 

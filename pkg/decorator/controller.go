@@ -233,6 +233,22 @@ func (c *Controller) callHook(ctx context.Context, name string, hook *v1alpha1.H
 	return err
 }
 
+// Access lists what the controller must be allowed to do: read and update
+// decorated objects (and their status), and manage attachments.
+func (c *Controller) Access() []children.Access {
+	var access []children.Access
+	for _, w := range c.watched {
+		access = append(access, children.Access{Resource: w.Resource, Verbs: children.OwnerVerbs})
+		if w.HasStatus {
+			access = append(access, children.Access{Resource: w.Resource, Subresource: "status", Verbs: []string{"patch"}})
+		}
+	}
+	for _, a := range c.attachments.Resources {
+		access = append(access, children.Access{Resource: a.Resource, Verbs: children.ChildVerbs})
+	}
+	return access
+}
+
 // Name returns the DecoratorController's name.
 func (c *Controller) Name() string { return c.name }
 

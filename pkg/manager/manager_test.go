@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 )
 
 var env *testenv.Environment
@@ -316,5 +318,67 @@ func TestHookAuthErrorCondition(t *testing.T) {
 	}
 	if strings.Contains(c.Message, "s3cret") {
 		t.Error("the condition leaks the token")
+	}
+}
+
+// TestForbiddenResourcesAreReported runs the manager as a user that may
+// manage CompositeControllers but not their parents and children: the
+// controller reports Ready=False Forbidden, naming what is missing, instead
+// of waiting for caches that never sync.
+func TestForbiddenResourcesAreReported(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	rbac := []string{`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: limited-metactl}
+rules:
+- apiGroups: [metacontroller.k8s.io]
+  resources: [compositecontrollers, decoratorcontrollers, compositecontrollers/status, decoratorcontrollers/status]
+  verbs: [get, list, watch, update, patch]
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch, update]
+`, `
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: limited-metactl}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: limited-metactl}
+subjects: [{kind: User, name: limited-metactl, apiGroup: rbac.authorization.k8s.io}]
+`}
+	for _, doc := range rbac {
+		file := filepath.Join(t.TempDir(), "rbac.yaml")
+		if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := env.Kubectl(ctx, "apply", "-f", file); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	limited := rest.CopyConfig(env.Config)
+	limited.Impersonate = rest.ImpersonationConfig{UserName: "limited-metactl", Groups: []string{"system:authenticated"}}
+	m, err := manager.New(manager.Options{Config: limited, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	cc := compositeController("forbidden", "http://127.0.0.1:1/sync")
+	cc.Object["spec"].(map[string]any)["parentResource"] = map[string]any{"apiVersion": "v1", "resource": "configmaps"}
+	cc.Object["spec"].(map[string]any)["childResources"] = []any{map[string]any{"apiVersion": "v1", "resource": "secrets"}}
+	if _, err := env.Dynamic.Resource(v1alpha1.CompositeControllerResource).Create(ctx, cc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := waitReady(t, "forbidden", metav1.ConditionFalse, v1alpha1.ReasonForbidden)
+	for _, want := range []string{"list configmaps", "create secrets"} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("condition message %q does not name %q", c.Message, want)
+		}
 	}
 }

@@ -356,6 +356,7 @@ const (
 	ReasonInvalidSpec     = "InvalidSpec"
 	ReasonUnknownResource = "UnknownResource"
 	ReasonHookAuthError   = "HookAuthError"
+	ReasonForbidden       = "Forbidden"
 )
 
 // CompositeControllerList is a list of CompositeControllers.
