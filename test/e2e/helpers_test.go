@@ -1,0 +1,532 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/metactl/metactl/internal/testenv"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+)
+
+var env *testenv.Environment
+
+func TestMain(m *testing.M) {
+	// The examples' CRDs are installed with the control plane, before
+	// kube-controller-manager starts, as well as applied by each test:
+	// its garbage collector notices new resources only on a 30-second
+	// discovery cycle, and would otherwise take that long to delete the
+	// children of a parent that a test deletes shortly after creating
+	// its CRD.
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	crds, err := filepath.Glob(filepath.Join(root, "examples", "*", "*", "crd.yaml"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testenv.Main(m, testenv.Options{GarbageCollector: true, ExtraCRDPaths: crds}, &env)
+}
+
+var (
+	podsGVR       = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	servicesGVR   = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	configmapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+)
+
+// settle bounds each wait for metactl, a hook or the garbage collector to
+// react (they take well under a second when the machine is idle).
+const settle = 30 * time.Second
+
+func exampleGVR(resource string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "example.metactl.io", Version: "v1", Resource: resource}
+}
+
+func repo(t *testing.T, parts ...string) string {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(append([]string{root}, parts...)...)
+}
+
+// buildMetactl builds the binary from this tree once per test binary
+// (testenv.Main removes it at the end).
+func buildMetactl(t *testing.T) string {
+	t.Helper()
+	return testenv.BuildMetactl(t)
+}
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// syncBuffer is a bytes.Buffer that a process writes while a test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// process is a child process whose output is kept for the test log.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	out  syncBuffer
+	done chan error // receives Wait's result once; put it back after reading
+}
+
+// exited reports whether the process has ended, and how.
+func (p *process) exited() (bool, error) {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
+// start starts a process that is killed when the test ends (if it is still
+// running) and whose output is logged if the test failed.
+func start(t *testing.T, name string, args ...string) *process {
+	t.Helper()
+	return startCmd(t, exec.Command(name, args...))
+}
+
+func startCmd(t *testing.T, cmd *exec.Cmd) *process {
+	t.Helper()
+	p := &process{name: filepath.Base(cmd.Path), cmd: cmd, done: make(chan error, 1)}
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if p.cmd.SysProcAttr == nil {
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", cmd.Path, err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		err := <-p.done
+		p.done <- err
+		if t.Failed() {
+			t.Logf("output of %s:\n%s", p.name, lastLines(p.out.String(), 60))
+		}
+	})
+	return p
+}
+
+// stop sends sig and checks that the process exits with code 0 within
+// timeout.
+func (p *process) stop(t *testing.T, sig os.Signal, timeout time.Duration) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signalling %s: %v", p.name, err)
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("%s after %v: %v, want exit code 0", p.name, sig, err)
+		}
+	case <-time.After(timeout):
+		t.Fatalf("%s did not stop within %v of %v", p.name, timeout, sig)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// kubectl runs the control plane's kubectl and fails the test on error.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := env.Kubectl(ctx, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return out
+}
+
+// applyExample applies an example's YAML file, with every webhook pointed
+// at hookURL, as `metactl dev` does, and returns the file it applied.
+func applyExample(t *testing.T, file, hookURL string) string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []string
+	for _, doc := range strings.Split(string(data), "\n---") {
+		obj := map[string]any{}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if len(obj) == 0 {
+			continue
+		}
+		if kind := obj["kind"]; kind == "CompositeController" || kind == "DecoratorController" {
+			hooks, _, _ := unstructured.NestedMap(obj, "spec", "hooks")
+			for name, h := range hooks {
+				webhook := h.(map[string]any)["webhook"].(map[string]any)
+				path, _ := webhook["path"].(string)
+				if path == "" {
+					path = "/" + name
+				}
+				delete(webhook, "service")
+				delete(webhook, "path")
+				webhook["url"] = hookURL + path
+			}
+			_ = unstructured.SetNestedMap(obj, hooks, "spec", "hooks")
+		}
+		out, _ := yaml.Marshal(obj)
+		docs = append(docs, string(out))
+	}
+	edited := filepath.Join(t.TempDir(), filepath.Base(file))
+	if err := os.WriteFile(edited, []byte(strings.Join(docs, "---\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, "apply", "-f", edited)
+	return edited
+}
+
+// deleteOnCleanup deletes the objects of a YAML file when the test ends.
+// Cleanups run last-registered first, so register it after starting the
+// processes that should still run while the objects go.
+func deleteOnCleanup(t *testing.T, file string, args ...string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		args := append([]string{"delete", "--ignore-not-found", "--wait=false", "-f", file}, args...)
+		if out, err := env.Kubectl(ctx, args...); err != nil {
+			t.Errorf("cleanup: %v\n%s", err, out)
+		}
+	})
+}
+
+// example is one example's hook and a metactl run process for a test, with
+// the example's CRD and controller applied.
+type example struct {
+	dir     string
+	hookURL string
+	hook    *process
+	metactl *process
+}
+
+// startExample runs lang/name's hook (python3 hook.py or node hook.js) on
+// a free port and `metactl run` as processes, and applies the example's
+// crd.yaml (when it has one) and controller.yaml, with its webhooks
+// pointed at the hook. The controller and CRD are deleted when the test
+// ends, before the processes are stopped, so that the next test's metactl
+// does not run them.
+func startExample(t *testing.T, lang, name string) *example {
+	t.Helper()
+	metactl := buildMetactl(t)
+	e := &example{dir: repo(t, "examples", lang, name)}
+	interpreter, hookFile := "python3", "hook.py"
+	if lang == "js" {
+		interpreter, hookFile = "node", "hook.js"
+	}
+	port := freePort(t)
+	e.hookURL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	e.hook = start(t, interpreter, filepath.Join(e.dir, hookFile), "--port", fmt.Sprint(port))
+	waitListening(t, e.hook, port)
+	e.metactl = start(t, metactl, "run", "--kubeconfig", env.KubeconfigPath,
+		"--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0", "--workers", "4", "--discovery-interval", "2s")
+
+	if crd := filepath.Join(e.dir, "crd.yaml"); fileExists(crd) {
+		deleteOnCleanup(t, applyExample(t, crd, ""))
+	}
+	deleteOnCleanup(t, applyExample(t, filepath.Join(e.dir, "controller.yaml"), e.hookURL))
+	return e
+}
+
+// applySample applies the example's sample.yaml, in namespace ns unless ns
+// is empty (then as written), and deletes it when the test ends.
+func (e *example) applySample(t *testing.T, ns string) {
+	t.Helper()
+	file := filepath.Join(e.dir, "sample.yaml")
+	args := []string{"apply", "-f", file}
+	if ns != "" {
+		args = append(args, "-n", ns)
+	}
+	kubectl(t, args...)
+	if ns != "" {
+		deleteOnCleanup(t, file, "-n", ns)
+	} else {
+		deleteOnCleanup(t, file)
+	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// waitListening waits until p accepts connections on port, failing at once
+// if p exits.
+func waitListening(t *testing.T, p *process, port int) {
+	t.Helper()
+	var exitErr error
+	exited := false
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%s listening on port %d", p.name, port), func(ctx context.Context) (bool, error) {
+		if exited, exitErr = p.exited(); exited {
+			return true, nil
+		}
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err != nil {
+			return false, err
+		}
+		conn.Close()
+		return true, nil
+	})
+	if exited {
+		t.Fatalf("%s exited before listening: %v\n%s", p.name, exitErr, p.out.String())
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, gvr schema.GroupVersionResource, ns, name, what string, check func(*unstructured.Unstructured) bool) {
+	t.Helper()
+	var last *unstructured.Unstructured
+	done := false
+	defer func() {
+		if !done { // Eventually failed the test
+			t.Logf("last seen of %s %s/%s:\n%s", gvr.Resource, ns, name, describe(last))
+		}
+	}()
+	testenv.Eventually(t, timeout, fmt.Sprintf("%s %s/%s: %s", gvr.Resource, ns, name, what), func(ctx context.Context) (bool, error) {
+		obj, err := env.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		last = obj
+		if apierrors.IsNotFound(err) {
+			return check(nil), nil
+		}
+		if err != nil {
+			return false, ignoreDeadline(ctx, err)
+		}
+		return check(obj), nil
+	})
+	done = true
+}
+
+// describe renders an object for a failure message, without its managed
+// fields and last-applied annotation.
+func describe(o *unstructured.Unstructured) string {
+	if o == nil {
+		return "(none)"
+	}
+	o = o.DeepCopy()
+	o.SetManagedFields(nil)
+	if a := o.GetAnnotations(); a != nil {
+		delete(a, "metacontroller.k8s.io/last-applied-configuration")
+		delete(a, "kubectl.kubernetes.io/last-applied-configuration")
+		o.SetAnnotations(a)
+	}
+	out, err := yaml.Marshal(o.Object)
+	if err != nil {
+		return err.Error()
+	}
+	return lastLines(string(out), 80)
+}
+
+// ignoreDeadline drops the error of a request cut short by the end of a
+// wait, so that the failure reports the last real state instead.
+func ignoreDeadline(ctx context.Context, err error) error {
+	if ctx.Err() != nil || strings.Contains(err.Error(), "would exceed context deadline") {
+		return nil
+	}
+	return err
+}
+
+// waitGone waits until an object no longer exists.
+func waitGone(t *testing.T, timeout time.Duration, gvr schema.GroupVersionResource, ns, name string) {
+	t.Helper()
+	waitFor(t, timeout, gvr, ns, name, "deleted", func(o *unstructured.Unstructured) bool { return o == nil })
+}
+
+// waitList waits until the objects of gvr in ns matching selector satisfy
+// check, and returns them.
+func waitList(t *testing.T, timeout time.Duration, gvr schema.GroupVersionResource, ns, selector, what string, check func([]unstructured.Unstructured) bool) []unstructured.Unstructured {
+	t.Helper()
+	var items []unstructured.Unstructured
+	done := false
+	defer func() {
+		if !done { // Eventually failed the test
+			var lines []string
+			for _, o := range items {
+				lines = append(lines, fmt.Sprintf("%s uid=%s labels=%v deleting=%v", o.GetName(), o.GetUID(), o.GetLabels(), o.GetDeletionTimestamp() != nil))
+			}
+			t.Logf("last seen %s in %q (%s):\n%s", gvr.Resource, ns, selector, strings.Join(lines, "\n"))
+		}
+	}()
+	testenv.Eventually(t, timeout, fmt.Sprintf("%s in %q (%s): %s", gvr.Resource, ns, selector, what), func(ctx context.Context) (bool, error) {
+		list, err := env.Dynamic.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, ignoreDeadline(ctx, err)
+		}
+		items = list.Items
+		return check(items), nil
+	})
+	done = true
+	return items
+}
+
+func names(items []unstructured.Unstructured) []string {
+	out := make([]string, 0, len(items))
+	for _, o := range items {
+		out = append(out, o.GetName())
+	}
+	return out
+}
+
+// get fetches one object and fails the test if it cannot.
+func get(t *testing.T, gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	obj, err := env.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+func nestedString(o *unstructured.Unstructured, fields ...string) string {
+	if o == nil {
+		return ""
+	}
+	s, _, _ := unstructured.NestedString(o.Object, fields...)
+	return s
+}
+
+func nestedInt(o *unstructured.Unstructured, fields ...string) int64 {
+	if o == nil {
+		return -1
+	}
+	v, found, err := unstructured.NestedFieldNoCopy(o.Object, fields...)
+	if !found || err != nil {
+		return -1
+	}
+	switch n := v.(type) {
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	}
+	return -1
+}
+
+// condition returns the status condition of type typ (nil if none).
+func condition(o *unstructured.Unstructured, typ string) map[string]any {
+	if o == nil {
+		return nil
+	}
+	conditions, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	for _, c := range conditions {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			return m
+		}
+	}
+	return nil
+}
+
+// waitControllerReady waits until a CompositeController or
+// DecoratorController reports Ready True.
+func waitControllerReady(t *testing.T, resource, name string) {
+	t.Helper()
+	gvr := schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: resource}
+	waitFor(t, time.Minute, gvr, "", name, "Ready True", func(o *unstructured.Unstructured) bool {
+		c := condition(o, "Ready")
+		return c != nil && c["status"] == "True"
+	})
+}
+
+// setPodReady sets a Pod's Ready condition through the pods/status
+// subresource, as a kubelet would.
+func setPodReady(t *testing.T, ns, name string, ready bool) {
+	t.Helper()
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("setting pod %s/%s Ready=%s", ns, name, status), func(ctx context.Context) (bool, error) {
+		pod, err := env.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cond := corev1.PodCondition{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}
+		replaced := false
+		for i := range pod.Status.Conditions {
+			if pod.Status.Conditions[i].Type == corev1.PodReady {
+				pod.Status.Conditions[i], replaced = cond, true
+			}
+		}
+		if !replaced {
+			pod.Status.Conditions = append(pod.Status.Conditions, cond)
+		}
+		_, err = env.Kube.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		return err == nil, err
+	})
+}
+
+func podReady(o *unstructured.Unstructured) bool {
+	c := condition(o, "Ready")
+	return c != nil && c["status"] == "True"
+}
+
+func podImage(o *unstructured.Unstructured) string {
+	containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "containers")
+	if len(containers) == 0 {
+		return ""
+	}
+	image, _ := containers[0].(map[string]any)["image"].(string)
+	return image
+}
+
+// ownedBy reports whether o has a controller ownerReference to uid.
+func ownedBy(o *unstructured.Unstructured, uid string) bool {
+	for _, ref := range o.GetOwnerReferences() {
+		if string(ref.UID) == uid && ref.Controller != nil && *ref.Controller {
+			return true
+		}
+	}
+	return false
+}
