@@ -1,0 +1,288 @@
+package manifests_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/metactl/metactl/internal/testenv"
+)
+
+// access is one question to the authorizer, and the answer wanted.
+type access struct {
+	verb, group, resource, subresource, namespace string
+	allowed                                       bool
+}
+
+func (a access) String() string {
+	r := a.resource
+	if a.group != "" {
+		r += "." + a.group
+	}
+	if a.subresource != "" {
+		r += "/" + a.subresource
+	}
+	where := "cluster-wide"
+	if a.namespace != "" {
+		where = "in " + a.namespace
+	}
+	return fmt.Sprintf("%s %s %s", a.verb, r, where)
+}
+
+// allowed asks the API server, through a SelfSubjectAccessReview made by
+// client, whether client's user may do a.
+func allowed(ctx context.Context, client kubernetes.Interface, a access) (bool, error) {
+	review, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Namespace: a.namespace,
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	if review.Status.EvaluationError != "" {
+		return false, fmt.Errorf("%s: %s", a, review.Status.EvaluationError)
+	}
+	return review.Status.Allowed, nil
+}
+
+// checkAccess checks every answer at once; RBAC changes already reached the
+// authorizer.
+func checkAccess(t *testing.T, client kubernetes.Interface, want []access) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, a := range want {
+		got, err := allowed(ctx, client, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != a.allowed {
+			t.Errorf("the ServiceAccount may %s: %v, want %v", a, got, a.allowed)
+		}
+	}
+}
+
+// applyRBAC applies the namespace, the ServiceAccount and the RBAC, for
+// real, and waits until the authorizer grants the ServiceAccount what the
+// base ClusterRole does (RBAC reaches the authorizer through its informers).
+func applyRBAC(t *testing.T, client kubernetes.Interface) {
+	t.Helper()
+	for _, f := range []string{"namespace.yaml", "serviceaccount.yaml", "rbac.yaml"} {
+		kubectl(t, "apply", "-f", repo(t, "manifests", "deploy", f))
+	}
+	for _, a := range []access{
+		{verb: "watch", group: "metacontroller.k8s.io", resource: "compositecontrollers"},
+		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: namespace},
+	} {
+		testenv.Eventually(t, 30*time.Second, "the ServiceAccount may "+a.String(), func(ctx context.Context) (bool, error) {
+			return allowed(ctx, client, a)
+		})
+	}
+}
+
+// helloWorldRole returns the example ClusterRole of manifests/README.md:
+// the fenced YAML block that is a ClusterRole carrying the aggregation
+// label.
+func helloWorldRole(t *testing.T) *rbacv1.ClusterRole {
+	t.Helper()
+	readme := repo(t, "manifests", "README.md")
+	for _, block := range yamlBlocks(t, readme) {
+		role := &rbacv1.ClusterRole{}
+		if err := yaml.UnmarshalStrict([]byte(block), role); err != nil || role.Kind != "ClusterRole" {
+			continue
+		}
+		if role.Labels[aggregationLabel] == "true" {
+			return role
+		}
+	}
+	t.Fatalf("%s has no YAML block with a ClusterRole labelled %s: \"true\"", readme, aggregationLabel)
+	return nil
+}
+
+// aggregate does what kube-controller-manager's clusterrole-aggregation
+// controller does for one aggregated ClusterRole: its rules become those of
+// every ClusterRole its selectors match, by name order. It stands in for
+// that controller, which the test control plane does not run (see
+// internal/controlplane: kube-controller-manager runs, when at all, only
+// the garbagecollector and namespace controllers). Idempotent.
+func aggregate(ctx context.Context, name string) error {
+	roles := env.Kube.RbacV1().ClusterRoles()
+	aggregated, err := roles.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if aggregated.AggregationRule == nil {
+		return fmt.Errorf("ClusterRole %s has no aggregationRule", name)
+	}
+	var sources []rbacv1.ClusterRole
+	for _, s := range aggregated.AggregationRule.ClusterRoleSelectors {
+		selector, err := metav1.LabelSelectorAsSelector(&s)
+		if err != nil {
+			return err
+		}
+		list, err := roles.List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+		if err != nil {
+			return err
+		}
+		sources = append(sources, list.Items...)
+	}
+	slices.SortFunc(sources, func(a, b rbacv1.ClusterRole) int { return strings.Compare(a.Name, b.Name) })
+	var rules []rbacv1.PolicyRule
+	for _, source := range sources {
+		if source.Name == name {
+			continue
+		}
+		for _, rule := range source.Rules {
+			if !slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool { return apiequality.Semantic.DeepEqual(r, rule) }) {
+				rules = append(rules, rule)
+			}
+		}
+	}
+	if apiequality.Semantic.DeepEqual(rules, aggregated.Rules) {
+		return nil
+	}
+	aggregated.Rules = rules
+	_, err = roles.Update(ctx, aggregated, metav1.UpdateOptions{})
+	return err
+}
+
+// TestServiceAccountPermissions applies the shipped RBAC and checks, as
+// the metactl ServiceAccount, what it may and may not do: before a
+// controller's ClusterRole is aggregated, after the README's hello-world
+// ClusterRole is, and by running the metactl binary with the Deployment's
+// arguments under those permissions.
+func TestServiceAccountPermissions(t *testing.T) {
+	client := impersonatingClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	// Impersonation works, so that a denial below is the ServiceAccount's.
+	review, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := review.Status.UserInfo.Username; got != saUser {
+		t.Fatalf("impersonating, the API server sees user %q, want %q", got, saUser)
+	}
+
+	applyRBAC(t, client)
+	const elsewhere = "default"
+	metactlItself := []access{
+		{verb: "get", group: "metacontroller.k8s.io", resource: "compositecontrollers", allowed: true},
+		{verb: "list", group: "metacontroller.k8s.io", resource: "compositecontrollers", allowed: true},
+		{verb: "watch", group: "metacontroller.k8s.io", resource: "compositecontrollers", allowed: true},
+		{verb: "patch", group: "metacontroller.k8s.io", resource: "compositecontrollers", allowed: true},
+		{verb: "patch", group: "metacontroller.k8s.io", resource: "compositecontrollers", subresource: "status", allowed: true},
+		{verb: "update", group: "metacontroller.k8s.io", resource: "compositecontrollers", subresource: "finalizers", allowed: true},
+		{verb: "list", group: "metacontroller.k8s.io", resource: "decoratorcontrollers", allowed: true},
+		{verb: "watch", group: "metacontroller.k8s.io", resource: "decoratorcontrollers", allowed: true},
+		{verb: "patch", group: "metacontroller.k8s.io", resource: "decoratorcontrollers", subresource: "status", allowed: true},
+		{verb: "create", group: "metacontroller.k8s.io", resource: "controllerrevisions", namespace: elsewhere, allowed: true},
+		{verb: "delete", group: "metacontroller.k8s.io", resource: "controllerrevisions", namespace: elsewhere, allowed: true},
+		{verb: "create", resource: "events", namespace: elsewhere, allowed: true},
+		{verb: "patch", resource: "events", namespace: elsewhere, allowed: true},
+		{verb: "create", group: "events.k8s.io", resource: "events", namespace: elsewhere, allowed: true},
+		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
+		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
+		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
+		{verb: "watch", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", allowed: true},
+
+		// Nothing more of its own objects...
+		{verb: "create", group: "metacontroller.k8s.io", resource: "compositecontrollers", allowed: false},
+		{verb: "delete", group: "metacontroller.k8s.io", resource: "compositecontrollers", allowed: false},
+		{verb: "create", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", allowed: false},
+		// ...Leases only in its namespace...
+		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system", allowed: false},
+		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: elsewhere, allowed: false},
+		// ...and nothing that only a controller's ClusterRole grants.
+		{verb: "list", resource: "secrets", allowed: false},
+		{verb: "get", resource: "secrets", namespace: namespace, allowed: false},
+		{verb: "create", group: "apps", resource: "deployments", namespace: elsewhere, allowed: false},
+		{verb: "create", resource: "pods", namespace: elsewhere, allowed: false},
+		{verb: "escalate", group: "rbac.authorization.k8s.io", resource: "clusterroles", allowed: false},
+		{verb: "impersonate", resource: "serviceaccounts", allowed: false},
+	}
+	helloWorld := []access{
+		{verb: "list", resource: "configmaps"},
+		{verb: "watch", resource: "configmaps"},
+		{verb: "create", resource: "configmaps", namespace: elsewhere},
+		{verb: "update", resource: "configmaps", namespace: elsewhere},
+		{verb: "patch", resource: "configmaps", namespace: elsewhere},
+		{verb: "delete", resource: "configmaps", namespace: elsewhere},
+		{verb: "list", group: "example.metactl.io", resource: "helloworlds"},
+		{verb: "watch", group: "example.metactl.io", resource: "helloworlds"},
+		{verb: "patch", group: "example.metactl.io", resource: "helloworlds", namespace: elsewhere},
+		{verb: "patch", group: "example.metactl.io", resource: "helloworlds", subresource: "status", namespace: elsewhere},
+	}
+	with := func(as []access, allowed bool) []access {
+		out := slices.Clone(as)
+		for i := range out {
+			out[i].allowed = allowed
+		}
+		return out
+	}
+
+	t.Log("before any controller's ClusterRole is aggregated")
+	checkAccess(t, client, metactlItself)
+	checkAccess(t, client, with(helloWorld, false))
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	t.Log("after the README's hello-world ClusterRole is aggregated")
+	role := helloWorldRole(t)
+	if _, err := env.Kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := env.Kube.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting ClusterRole %s: %v", role.Name, err)
+		}
+		if err := aggregate(ctx, "metactl-controllers"); err != nil {
+			t.Errorf("aggregating metactl-controllers: %v", err)
+		}
+	})
+	last := helloWorld[len(helloWorld)-1]
+	last.allowed = true
+	testenv.Eventually(t, 30*time.Second, "the hello-world ClusterRole aggregated into metactl-controllers", func(ctx context.Context) (bool, error) {
+		if err := aggregate(ctx, "metactl-controllers"); err != nil {
+			return false, err
+		}
+		return allowed(ctx, client, last)
+	})
+	checkAccess(t, client, metactlItself)
+	checkAccess(t, client, with(helloWorld, true))
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// Applying the manifests again (an upgrade) keeps the aggregated rules.
+	before, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, "metactl-controllers", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, "apply", "-f", repo(t, "manifests", "deploy", "rbac.yaml"))
+	after, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, "metactl-controllers", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Rules) == 0 || !apiequality.Semantic.DeepEqual(before.Rules, after.Rules) {
+		t.Fatalf("applying rbac.yaml again changed the aggregated rules of metactl-controllers from %+v to %+v", before.Rules, after.Rules)
+	}
+
+	runHelloWorld(t)
+}
