@@ -11,6 +11,7 @@ import (
 
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
@@ -24,10 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 )
 
@@ -39,30 +37,10 @@ const AttachmentAnnotation = "metacontroller.k8s.io/decorator-controller"
 const finalizerPrefix = "metacontroller.io/decoratorcontroller-"
 
 // Options are what a Controller needs from the process around it.
-type Options struct {
-	// Client makes every write and uncached read.
-	Client dynamic.Interface
-	// Resources maps the controller's resources; shared by all controllers.
-	Resources *discovery.ResourceMap
-	// Informers shares watches among controllers.
-	Informers *informer.Factory
-	// Hooks calls the webhooks.
-	Hooks *hooks.Client
-	// Recorder records Events on decorated objects.
-	Recorder record.EventRecorder
-	// Workers is the number of objects synced at once; default 32.
-	Workers int
-	// OnHealthChange, when set, is called when the hooks start or stop
-	// failing for their credentials; see HookCredentialError.
-	OnHealthChange func()
-	// RateLimiter spaces retries; default loop.DefaultRateLimiter().
-	RateLimiter workqueue.TypedRateLimiter[string]
-}
+type Options = controller.Options
 
-// InvalidSpecError reports a DecoratorController whose spec is invalid.
-type InvalidSpecError struct{ Errs field.ErrorList }
-
-func (e *InvalidSpecError) Error() string { return e.Errs.ToAggregate().Error() }
+// InvalidSpecError reports a controller object whose spec is invalid.
+type InvalidSpecError = controller.InvalidSpecError
 
 // Controller runs one DecoratorController.
 type Controller struct {

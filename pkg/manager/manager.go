@@ -13,6 +13,7 @@ import (
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/composite"
+	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/decorator"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
@@ -67,8 +68,8 @@ type Options struct {
 // removed the controller's finalizer from every object it manages.
 const CleanupFinalizer = "metactl.io/cleanup"
 
-// controller is what the manager runs for one controller object.
-type controller interface {
+// runner is what the manager runs for one controller object.
+type runner interface {
 	Start(ctx context.Context) error
 	Stop()
 	// Cleanup removes the controller's finalizer from every object.
@@ -84,7 +85,7 @@ type kind struct {
 	name     string // CompositeController, DecoratorController
 	resource schema.GroupVersionResource
 	// build validates the object and resolves its resources.
-	build func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (controller, error)
+	build func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (runner, error)
 	// informer watches the controller objects of this kind.
 	informer *informer.Informer
 }
@@ -93,7 +94,7 @@ var kinds = []*kind{
 	{
 		name:     "CompositeController",
 		resource: v1alpha1.CompositeControllerResource,
-		build: func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (controller, error) {
+		build: func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (runner, error) {
 			c, err := composite.New(ctx, obj, composite.Options{Client: m.client, Resources: m.resources, Informers: m.informers,
 				Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged("CompositeController", obj)})
 			if err != nil {
@@ -105,7 +106,7 @@ var kinds = []*kind{
 	{
 		name:     "DecoratorController",
 		resource: v1alpha1.DecoratorControllerResource,
-		build: func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (controller, error) {
+		build: func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (runner, error) {
 			c, err := decorator.New(ctx, obj, decorator.Options{Client: m.client, Resources: m.resources, Informers: m.informers,
 				Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged("DecoratorController", obj)})
 			if err != nil {
@@ -144,7 +145,7 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 type runningController struct {
 	uid        types.UID
 	generation int64
-	controller controller
+	controller runner
 }
 
 // New returns a Manager; nothing runs until Run.
@@ -394,10 +395,9 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	}
 
 	c, err := k.build(ctx, m, obj)
-	var invalidComposite *composite.InvalidSpecError
-	var invalidDecorator *decorator.InvalidSpecError
+	var invalid *controller.InvalidSpecError
 	switch {
-	case errors.As(err, &invalidComposite) || errors.As(err, &invalidDecorator):
+	case errors.As(err, &invalid):
 		m.recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, err.Error())
 		return 0, m.setReady(ctx, k, obj, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())
 	case discovery.IsNotFound(err):
