@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
@@ -93,7 +94,10 @@ func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured
 	}
 	r.register(key, rules)
 	// A resource declared for the first time has a new informer: wait for
-	// its first list, so that the hook never sees a partial set.
+	// its first list, so that the hook never sees a partial set; but not
+	// forever (a resource metactl may not list never syncs).
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	for _, rl := range rules {
 		inf := r.informerFor(rl.res.GroupVersionResource())
 		if inf != nil && !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
