@@ -1,6 +1,8 @@
 package hooks
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"sync"
 )
@@ -13,13 +15,12 @@ type CredentialHealth struct {
 	err error
 }
 
-// Record takes the result of a hook call: a CredentialError is remembered,
-// any other outcome that reached the hook (success or another error)
-// clears it. It reports whether the remembered state changed between
-// healthy and not.
+// Record takes the result of a hook call: a CredentialError, or a server
+// certificate that the configured CA bundle does not verify, is
+// remembered; any other outcome clears it. It reports whether the
+// remembered state changed between healthy and not.
 func (h *CredentialHealth) Record(callErr error) (changed bool) {
-	var credErr *CredentialError
-	isCred := errors.As(callErr, &credErr)
+	isCred := IsCredentialError(callErr) || isCertificateError(callErr)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	was := h.err != nil
@@ -37,4 +38,14 @@ func (h *CredentialHealth) Err() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.err
+}
+
+// isCertificateError reports whether err is a failed verification of the
+// hook's serving certificate: a wrong or missing CA bundle.
+func isCertificateError(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid)
 }
