@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -479,5 +480,159 @@ func TestKilledDuringAWave(t *testing.T) {
 		if n := owned[fmt.Sprintf("p%03d", i)]; n != 1 {
 			t.Errorf("p%03d has %d children, want 1", i, n)
 		}
+	}
+}
+
+// flakyHook is a hook on a fixed loopback port that can go down (nothing
+// listening), time out, answer 500 or answer invalid JSON, and recover. It
+// records when each call arrived.
+type flakyHook struct {
+	addr   string
+	mode   atomic.Value // "ok", "down", "timeout", "500", "json"
+	mu     sync.Mutex
+	ln     net.Listener
+	server *http.Server
+	times  []time.Time
+}
+
+func newFlakyHook(t *testing.T) *flakyHook {
+	h := &flakyHook{addr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))}
+	h.mode.Store("ok")
+	h.listen(t)
+	t.Cleanup(h.down)
+	return h
+}
+
+// listen starts serving on the hook's address.
+func (h *flakyHook) listen(t *testing.T) {
+	ln, err := net.Listen("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := &http.Server{Handler: http.HandlerFunc(h.serve)}
+	h.mu.Lock()
+	h.ln, h.server = ln, server
+	h.mu.Unlock()
+	go func() { _ = server.Serve(ln) }()
+}
+
+// down closes the listener and every connection: connections are refused.
+func (h *flakyHook) down() {
+	h.mu.Lock()
+	server := h.server
+	h.mu.Unlock()
+	_ = server.Close()
+}
+
+func (h *flakyHook) serve(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	h.times = append(h.times, time.Now())
+	h.mu.Unlock()
+	var req struct {
+		Parent *unstructured.Unstructured `json:"parent"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&req)
+	switch h.mode.Load() {
+	case "timeout":
+		<-r.Context().Done()
+	case "500":
+		http.Error(w, "broken", 500)
+	case "json":
+		_, _ = w.Write([]byte(`{"children": [`))
+	default:
+		value, _, _ := unstructured.NestedString(req.Parent.Object, "spec", "value")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"status": map[string]any{"value": value},
+			"children": []any{map[string]any{"apiVersion": "v1", "kind": "Secret",
+				"metadata": map[string]any{"name": req.Parent.GetName() + "-child"}, "stringData": map[string]any{"value": value}}},
+		})
+	}
+}
+
+func (h *flakyHook) calls() []time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]time.Time(nil), h.times...)
+}
+
+// TestHookOutageAndRecovery breaks the hook in each way for a while: no
+// child is changed or deleted meanwhile, retries back off, and after the
+// hook recovers the parent converges within one backoff period.
+func TestHookOutageAndRecovery(t *testing.T) {
+	metactlRun(t)
+	for _, mode := range []string{"down", "timeout", "500", "json"} {
+		t.Run(mode, func(t *testing.T) {
+			ns := env.CreateNamespace(t)
+			h := newFlakyHook(t)
+			name := "outage-" + mode
+			createControllerOver(t, name, "http://"+h.addr+"/sync", thingsGVR, "secrets")
+			cc := map[string]any{"spec": map[string]any{"hooks": map[string]any{"sync": map[string]any{"webhook": map[string]any{"timeout": "500ms"}}}}}
+			patch, _ := json.Marshal(cc)
+			if _, err := env.Dynamic.Resource(v1alpha1.CompositeControllerResource).Patch(ctx(t), name, "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			thing := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "test.metactl.io/v1", "kind": "Thing",
+				"metadata": map[string]any{"name": "p1", "namespace": ns, "labels": map[string]any{"parent": name}},
+				"spec":     map[string]any{"value": "before"}}}
+			if _, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Create(ctx(t), thing, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var child *unstructured.Unstructured
+			testenv.Eventually(t, 30*time.Second, "the child", func(ctx context.Context) (bool, error) {
+				var err error
+				child, err = env.Dynamic.Resource(secretsGVR).Namespace(ns).Get(ctx, "p1-child", metav1.GetOptions{})
+				return err == nil, nil
+			})
+
+			// The outage.
+			if mode == "down" {
+				h.down()
+			} else {
+				h.mode.Store(mode)
+			}
+			outageStart := len(h.calls())
+			began := time.Now()
+			setValue := []byte(`{"spec":{"value":"after"}}`)
+			if _, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Patch(ctx(t), "p1", "application/merge-patch+json", setValue, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Eventually(t, 30*time.Second, "eight seconds of outage", func(context.Context) (bool, error) {
+				return time.Since(began) > 8*time.Second, nil
+			})
+			during := h.calls()[outageStart:]
+			now, err := env.Dynamic.Resource(secretsGVR).Namespace(ns).Get(ctx(t), "p1-child", metav1.GetOptions{})
+			if err != nil || now.GetResourceVersion() != child.GetResourceVersion() {
+				t.Fatalf("the child changed or went away during the outage (err %v)", err)
+			}
+			if p, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Get(ctx(t), "p1", metav1.GetOptions{}); err == nil {
+				if v, _, _ := unstructured.NestedString(p.Object, "status", "value"); v != "before" {
+					t.Fatalf("the status changed to %q during the outage", v)
+				}
+			}
+			if mode != "down" {
+				if len(during) < 3 || len(during) > 12 {
+					t.Errorf("%d hook calls in 8s of outage, want a few, backing off", len(during))
+				} else if first, last := during[1].Sub(during[0]), during[len(during)-1].Sub(during[len(during)-2]); last < 3*first {
+					t.Errorf("retries did not back off: first gap %v, last gap %v", first, last)
+				}
+			}
+
+			// Recovery: within one more backoff period (the last gap, at most
+			// doubled, well under the 2-minute cap).
+			h.mode.Store("ok")
+			if mode == "down" {
+				h.listen(t)
+			}
+			recovered := time.Now()
+			testenv.Eventually(t, 30*time.Second, "convergence after recovery", func(ctx context.Context) (bool, error) {
+				p, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Get(ctx, "p1", metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				v, _, _ := unstructured.NestedString(p.Object, "status", "value")
+				return v == "after", nil
+			})
+			t.Logf("%s: converged %v after recovery", mode, time.Since(recovered).Round(100*time.Millisecond))
+		})
 	}
 }
