@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -634,5 +635,141 @@ func TestHookOutageAndRecovery(t *testing.T) {
 			})
 			t.Logf("%s: converged %v after recovery", mode, time.Since(recovered).Round(100*time.Millisecond))
 		})
+	}
+}
+
+// tcpProxy forwards loopback connections to target; stop refuses and cuts
+// every connection, as a stopped API server would, and start resumes on the
+// same address.
+type tcpProxy struct {
+	addr, target string
+	mu           sync.Mutex
+	ln           net.Listener
+	conns        []net.Conn
+}
+
+func (p *tcpProxy) start(t *testing.T) {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", p.target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			go func() { _, _ = io.Copy(in, out); in.Close() }()
+		}
+	}()
+}
+
+func (p *tcpProxy) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// TestAPIServerOutage cuts metactl off from the API server in the middle of
+// a wave (every connection closed, new ones refused) for eight seconds:
+// metactl reconnects, re-lists and converges, and no child that existed
+// before the outage was deleted or replaced.
+func TestAPIServerOutage(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook, _ := hookServer(t, func(parent *unstructured.Unstructured) map[string]any {
+		answer := childAnswer(parent)
+		answer["status"] = map[string]any{"child": parent.GetName() + "-child"}
+		return answer
+	})
+	createControllerOver(t, "outage", hook.URL, thingsGVR, "secrets")
+
+	server, err := url.Parse(env.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := &tcpProxy{addr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), target: server.Host}
+	proxy.start(t)
+	t.Cleanup(proxy.stop)
+	kubeconfig, err := os.ReadFile(env.KubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxied := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(proxied, []byte(strings.ReplaceAll(string(kubeconfig), server.Host, proxy.addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartProcess(t, testenv.BuildMetactl(t), "run", "--kubeconfig", proxied, "--metrics-addr", "", "--health-addr", "", "--workers", "8")
+
+	create := func(from, to int) {
+		for i := from; i < to; i++ {
+			thing := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "test.metactl.io/v1", "kind": "Thing",
+				"metadata": map[string]any{"name": fmt.Sprintf("p%03d", i), "namespace": ns, "labels": map[string]any{"parent": "outage"}}}}
+			if _, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Create(ctx(t), thing, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	children := func() map[string]string {
+		list, err := env.Dynamic.Resource(secretsGVR).Namespace(ns).List(ctx(t), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, s := range list.Items {
+			out[s.GetName()] = string(s.GetUID())
+		}
+		return out
+	}
+	create(0, 100)
+	testenv.Eventually(t, 60*time.Second, "the first children", func(context.Context) (bool, error) { return len(children()) >= 50, nil })
+
+	proxy.stop()
+	before := children()
+	create(100, 200) // the wave goes on while metactl cannot see it
+	cut := time.Now()
+	testenv.Eventually(t, 30*time.Second, "eight seconds of outage", func(context.Context) (bool, error) {
+		return time.Since(cut) >= 8*time.Second, nil
+	})
+	proxy.start(t)
+
+	testenv.Eventually(t, 2*time.Minute, "every parent's status", func(ctx context.Context) (bool, error) {
+		list, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		done := 0
+		for _, p := range list.Items {
+			if v, _, _ := unstructured.NestedString(p.Object, "status", "child"); v == p.GetName()+"-child" {
+				done++
+			}
+		}
+		return done == 200, nil
+	})
+	after := children()
+	if len(after) != 200 {
+		t.Errorf("%d children for 200 parents", len(after))
+	}
+	for name, uid := range before {
+		if after[name] != uid {
+			t.Errorf("%s existed before the outage and was deleted or replaced", name)
+		}
 	}
 }
