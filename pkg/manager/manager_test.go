@@ -382,3 +382,57 @@ subjects: [{kind: User, name: limited-metactl, apiGroup: rbac.authorization.k8s.
 		}
 	}
 }
+
+// TestInvalidSpecsAreReported creates CompositeControllers that the CRD
+// schema accepts but metactl cannot run: each reports Ready=False
+// InvalidSpec naming the problem, and the others keep running.
+func TestInvalidSpecsAreReported(t *testing.T) {
+	m, err := manager.New(manager.Options{Config: env.Config, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	ccs := env.Dynamic.Resource(v1alpha1.CompositeControllerResource)
+	cases := map[string]struct {
+		edit func(spec map[string]any)
+		want string
+	}{
+		"duplicate-children": {func(spec map[string]any) {
+			child := map[string]any{"apiVersion": "v1", "resource": "configmaps"}
+			spec["childResources"] = []any{child, child}
+		}, "Duplicate value"},
+		"bad-url": {func(spec map[string]any) {
+			spec["hooks"].(map[string]any)["sync"].(map[string]any)["webhook"].(map[string]any)["url"] = "http://[::1/sync"
+		}, "spec.hooks.sync.webhook.url"},
+		"parent-as-child": {func(spec map[string]any) {
+			spec["parentResource"] = map[string]any{"apiVersion": "v1", "resource": "configmaps"}
+		}, "the parent resource cannot also be a child resource"},
+	}
+	for name, tc := range cases {
+		cc := compositeController("invalid-"+name, "http://127.0.0.1:1/sync")
+		spec := cc.Object["spec"].(map[string]any)
+		spec["parentResource"] = map[string]any{"apiVersion": "v1", "resource": "secrets"}
+		tc.edit(spec)
+		if _, err := ccs.Create(ctx, cc, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("%s: the server rejected it: %v", name, err)
+		}
+	}
+	valid := compositeController("valid-neighbour", "http://127.0.0.1:1/sync")
+	valid.Object["spec"].(map[string]any)["parentResource"] = map[string]any{"apiVersion": "v1", "resource": "secrets"}
+	if _, err := ccs.Create(ctx, valid, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range cases {
+		c := waitReady(t, "invalid-"+name, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec)
+		if !strings.Contains(c.Message, tc.want) {
+			t.Errorf("%s: condition message %q lacks %q", name, c.Message, tc.want)
+		}
+	}
+	waitReady(t, "valid-neighbour", metav1.ConditionTrue, v1alpha1.ReasonRunning)
+}
