@@ -34,6 +34,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -293,7 +295,13 @@ func (m *Manager) run(ctx context.Context) error {
 // changes what discovery serves. Bursts of CRD events coalesce into one
 // refresh at a time.
 func (m *Manager) refreshDiscoveryOnCRDChanges(ctx context.Context) (stop func(), err error) {
-	crds := m.informers.Acquire(crdResource)
+	// Metadata only: CRD schemas can be large, and any change of a CRD,
+	// its status included, bumps its metadata's resourceVersion.
+	client, err := metadata.NewForConfig(m.opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("building the metadata client: %w", err)
+	}
+	crds := metadatainformer.NewFilteredMetadataInformer(client, crdResource, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 	requests := make(chan struct{}, 1)
 	request := func(any) {
 		select {
@@ -301,14 +309,15 @@ func (m *Manager) refreshDiscoveryOnCRDChanges(ctx context.Context) (stop func()
 		default:
 		}
 	}
-	if err := crds.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := crds.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    request,
 		UpdateFunc: func(_, obj any) { request(obj) },
 		DeleteFunc: request,
 	}); err != nil {
-		crds.Release()
 		return nil, err
 	}
+	stopInformer := make(chan struct{})
+	go crds.Run(stopInformer)
 	go func() {
 		for {
 			select {
@@ -321,7 +330,7 @@ func (m *Manager) refreshDiscoveryOnCRDChanges(ctx context.Context) (stop func()
 			}
 		}
 	}()
-	return crds.Release, nil
+	return func() { close(stopInformer) }, nil
 }
 
 func queueKey(k *kind, name string) string { return k.name + "/" + name }
