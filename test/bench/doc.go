@@ -1,0 +1,33 @@
+// Command bench measures how fast and how cheaply metactl converges N
+// parents of a CompositeController, against the limit of the API server it
+// talks to, measured in the same run (issue 4).
+//
+// It starts a local control plane (etcd, kube-apiserver and
+// kube-controller-manager for garbage collection, from the binaries
+// hack/testenv.sh builds), builds `metactl run` from the tree and runs it as
+// a separate process with default flags, and serves the CompositeController's
+// sync hook from this process. Each BenchParent asks for 3 ConfigMaps
+// carrying its spec.value; its status reports the value and the number of
+// ConfigMaps the hook observed.
+//
+// Phases:
+//
+//   - limit: the same object writes metactl must make (per parent: create the
+//     parent, create 3 ConfigMaps, write status; then patch the parent's
+//     spec, update 3 ConfigMaps, write status; then delete), issued directly
+//     by a client with no rate limit and -workers goroutines.
+//   - create, update, delete: the same with metactl doing the work, timed
+//     from the first write until informers in this process see every parent
+//     converged (status and all 3 ConfigMaps right; for delete: parent and
+//     ConfigMaps gone).
+//   - cache: metactl's RSS before and after -cached-children orphan
+//     ConfigMaps appear (metactl caches every ConfigMap).
+//
+// It prints a table and PASS/FAIL lines for the targets of issue 4, and
+// writes a JSON file (-out) and optionally an SVG plot (-svg). Run it with
+// `make bench`, or e.g.
+//
+//	go run ./test/bench -n 1000 -out test/bench/results/n1000.json
+//
+// See docs/performance.md.
+package main

@@ -1,0 +1,401 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/metactl/metactl/internal/controlplane"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
+)
+
+//go:embed crd.yaml
+var crdYAML []byte
+
+var (
+	parentGVR = schema.GroupVersionResource{Group: "bench.metactl.io", Version: "v1", Resource: "benchparents"}
+	parentGVK = schema.GroupVersionKind{Group: "bench.metactl.io", Version: "v1", Kind: "BenchParent"}
+	ccGVR     = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"}
+	cmGVR     = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+)
+
+const (
+	nsWarmup  = "bench-warmup"
+	nsLimit   = "bench-limit"
+	nsMetactl = "bench-metactl"
+	nsCache   = "bench-cache"
+	ccName    = "bench"
+	// childrenPerParent is the number of ConfigMaps the hook asks for.
+	childrenPerParent = 3
+)
+
+// options are the command-line flags.
+type options struct {
+	n              int
+	slowHookMs     int
+	workers        int
+	out            string
+	svg            string
+	phases         map[string]bool
+	phaseList      string
+	cachedChildren int
+	warmup         int
+	limitRuns      int
+	runs           int
+	limitWatch     bool
+	quietWait      time.Duration
+	timeout        time.Duration
+	metactlBin     string
+	label          string
+	profile        bool
+	plotFrom       string
+}
+
+var allPhases = []string{"limit", "create", "update", "delete", "cache"}
+
+func parseFlags() (options, error) {
+	var o options
+	flag.IntVar(&o.n, "n", 1000, "number of parents")
+	flag.IntVar(&o.slowHookMs, "slow-hook-ms", 0, "milliseconds the hook sleeps per call (0: answer at once)")
+	flag.IntVar(&o.workers, "workers", 16, "goroutines of the limit client and of the benchmark's own writes")
+	flag.StringVar(&o.out, "out", "", "results JSON file (default test/bench/results/<label>.json)")
+	flag.StringVar(&o.svg, "svg", "", "also write an SVG plot of parents converged over time here")
+	flag.StringVar(&o.phaseList, "phases", strings.Join(allPhases, ","), "phases to run, from "+strings.Join(allPhases, ",")+" (update and delete imply create)")
+	flag.IntVar(&o.cachedChildren, "cached-children", 10000, "orphan ConfigMaps created for the cache phase")
+	flag.IntVar(&o.warmup, "warmup", 100, "parents created and deleted by the limit client before any measurement")
+	flag.IntVar(&o.limitRuns, "limit-runs", 3, "runs of the limit phases; each phase's limit is the fastest run")
+	flag.BoolVar(&o.limitWatch, "limit-watch", true, "run the benchmark's informers (parents and ConfigMaps) during the limit phases too, as during metactl's")
+	flag.IntVar(&o.runs, "runs", 3, "runs of metactl's create and update phases; each phase's fastest run counts")
+	flag.DurationVar(&o.quietWait, "quiet-wait", 3*time.Minute, "before each timed phase, wait up to this long for other work on the machine to use less than a quarter of a CPU (0: do not wait)")
+	flag.DurationVar(&o.timeout, "timeout", 0, "longest wait for one phase to converge (default 10m + 0.5s per parent)")
+	flag.StringVar(&o.metactlBin, "metactl", "", "metactl binary to run (default: go build ./cmd/metactl into a temporary folder)")
+	flag.StringVar(&o.label, "label", "", "name of this run in output files (default n<N>[-slow<ms>ms])")
+	flag.StringVar(&o.plotFrom, "plot-from", "", "only draw -svg from this results JSON file of an earlier run")
+	flag.BoolVar(&o.profile, "profile", true, "collect a CPU profile of metactl during the create phase when metactl run has --pprof-addr")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if o.n < 1 || o.workers < 1 || o.limitRuns < 1 || o.runs < 1 {
+		return o, errors.New("-n, -workers, -runs and -limit-runs must be at least 1")
+	}
+	o.phases = map[string]bool{}
+	for _, p := range strings.Split(o.phaseList, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		known := false
+		for _, a := range allPhases {
+			known = known || a == p
+		}
+		if !known {
+			return o, fmt.Errorf("unknown phase %q (want some of %s)", p, strings.Join(allPhases, ","))
+		}
+		o.phases[p] = true
+	}
+	if o.phases["update"] || o.phases["delete"] {
+		o.phases["create"] = true
+	}
+	if o.timeout <= 0 {
+		o.timeout = 10*time.Minute + time.Duration(o.n)*500*time.Millisecond
+	}
+	if o.label == "" {
+		o.label = fmt.Sprintf("n%d", o.n)
+		if o.slowHookMs > 0 {
+			o.label += fmt.Sprintf("-slow%dms", o.slowHookMs)
+		}
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseFlags()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	if o.plotFrom != "" {
+		if err := replot(o.plotFrom, o.svg); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	// hack/cleanup-testenv.sh, which `make test` runs, kills control-plane
+	// processes whose parent is not a test binary, metactl or go; named
+	// like a test binary, this process keeps its control plane while
+	// tests run elsewhere on the machine.
+	_ = os.WriteFile("/proc/self/comm", []byte("bench.test"), 0)
+
+	// envtest logs through controller-runtime, which otherwise complains
+	// with a stack trace that no logger is set.
+	ctrllog.SetLogger(klog.NewKlogr())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, o)
+	interrupted := ctx.Err() != nil
+	stop()
+	if err != nil && interrupted {
+		fmt.Fprintln(os.Stderr, "bench: interrupted; everything it started is stopped")
+		os.Exit(130)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: FAILED:", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+// bench holds what the phases share.
+type bench struct {
+	o        options
+	root     string
+	cp       *controlplane.ControlPlane
+	dyn      dynamic.Interface
+	kube     kubernetes.Interface
+	jsonKube kubernetes.Interface // for the API server's /metrics
+	cpProcs  map[string]int       // control-plane process name -> pid
+	hook     *hookServer
+	metactl  *metactlProcess
+	tracker  *tracker
+	result   *Result
+	outDir   string
+}
+
+func run(ctx context.Context, o options) (err error) {
+	began := time.Now()
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		return err
+	}
+	b := &bench{o: o, root: root}
+	b.result = newResult(o)
+	b.result.Machine = machineInfo()
+	b.result.Source = sourceInfo(root)
+
+	if o.out == "" {
+		o.out = filepath.Join(root, "test", "bench", "results", o.label+".json")
+		b.o.out = o.out
+	}
+	b.outDir = filepath.Dir(o.out)
+	if err := os.MkdirAll(b.outDir, 0o755); err != nil {
+		return err
+	}
+	// Whatever happens, write what was measured.
+	defer func() {
+		b.result.TotalSeconds = time.Since(began).Seconds()
+		if err != nil {
+			b.result.Error = err.Error()
+		}
+		if werr := b.writeOutputs(); werr != nil {
+			err = errors.Join(err, werr)
+		}
+	}()
+
+	tmp, err := os.MkdirTemp("", "metactl-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	bin := o.metactlBin
+	if bin == "" {
+		bin = filepath.Join(tmp, "metactl")
+		logf("building metactl from %s", root)
+		if err := buildMetactl(ctx, root, bin); err != nil {
+			return err
+		}
+	}
+
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(crdYAML, crd); err != nil {
+		return fmt.Errorf("decoding crd.yaml: %w", err)
+	}
+	logf("starting the control plane (etcd, kube-apiserver, kube-controller-manager)")
+	cp, err := controlplane.Start(controlplane.Options{GarbageCollector: true, ExtraCRDs: []*apiextensionsv1.CustomResourceDefinition{crd}})
+	if err != nil {
+		return err
+	}
+	b.cp = cp
+	defer func() {
+		logf("stopping the control plane")
+		if serr := cp.Stop(); serr != nil {
+			logf("stopping the control plane: %v", serr)
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.cpProcs = controlPlaneProcesses()
+	logf("control plane up: %v", b.cpProcs)
+
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.QPS, cfg.Burst = -1, 0 // no client-side rate limit
+	cfg.UserAgent = "metactl-bench"
+	if b.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+		return err
+	}
+	if b.jsonKube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	pcfg := rest.CopyConfig(cfg)
+	pcfg.ContentType = "application/vnd.kubernetes.protobuf"
+	pcfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	if b.kube, err = kubernetes.NewForConfig(pcfg); err != nil {
+		return err
+	}
+	for _, ns := range []string{nsWarmup, nsLimit, nsMetactl, nsCache} {
+		_, err := b.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %s: %w", ns, err)
+		}
+	}
+
+	// The limit, before metactl runs, so that nothing else competes.
+	if o.warmup > 0 {
+		logf("warm-up: %d parents through the limit client", min(o.warmup, o.n))
+		if _, err := b.limitPhases(ctx, nsWarmup, min(o.warmup, o.n), false); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	if o.phases["limit"] {
+		// The machine may be shared: each phase's limit is the fastest of
+		// several runs.
+		for run := 1; run <= o.limitRuns; run++ {
+			logf("limit run %d of %d", run, o.limitRuns)
+			res, err := b.limitPhases(ctx, nsLimit, o.n, true)
+			if err != nil {
+				return fmt.Errorf("limit: %w", err)
+			}
+			for phase, r := range res {
+				b.result.LimitRuns[phase] = append(b.result.LimitRuns[phase], r.Seconds)
+				if best := b.result.Limit[phase]; best == nil || r.Seconds < best.Seconds {
+					b.result.Limit[phase] = r
+				}
+			}
+		}
+	}
+
+	if !o.phases["create"] && !o.phases["cache"] {
+		b.evaluate()
+		b.printReport()
+		return nil
+	}
+
+	// metactl, its hook, and the benchmark's informers.
+	if b.hook, err = startHook(time.Duration(o.slowHookMs) * time.Millisecond); err != nil {
+		return err
+	}
+	defer b.hook.stop()
+	if b.tracker, err = startTracker(ctx, b.dyn, b.kube, nsMetactl, o.n); err != nil {
+		return err
+	}
+	defer b.tracker.stop()
+
+	logf("starting metactl run (%s)", bin)
+	b.metactl, err = startMetactl(ctx, bin, cp.KubeconfigPath, filepath.Join(b.outDir, o.label+"-metactl.log"), o.profile)
+	if err != nil {
+		return err
+	}
+	defer b.metactl.stop()
+	b.result.MetactlPID = b.metactl.pid
+	b.result.MetactlArgs = b.metactl.args
+	if err := b.installController(ctx); err != nil {
+		return err
+	}
+	if _, err := b.metactl.settle(ctx, b.cpProcs); err != nil {
+		return err
+	}
+	st, _ := readProc(b.metactl.pid)
+	b.result.MetactlIdle = st
+	if s, err := b.metactl.scrape(ctx); err == nil {
+		b.result.MetactlIdleGoRuntime = s.goRuntime()
+	}
+
+	// create and update -runs times, each phase's fastest run counting;
+	// the parents and children are removed between runs (with the
+	// CompositeController, so that metactl does not recreate them), and
+	// the last run's parents are deleted by the delete phase.
+	for rep := 1; rep <= o.runs && o.phases["create"]; rep++ {
+		if rep > 1 {
+			if err := b.resetMetactl(ctx); err != nil {
+				return err
+			}
+		}
+		if err := b.metactlPhase(ctx, "create", rep); err != nil {
+			return err
+		}
+		if o.phases["update"] {
+			if err := b.metactlPhase(ctx, "update", rep); err != nil {
+				return err
+			}
+		}
+	}
+	if o.phases["delete"] {
+		if err := b.metactlPhase(ctx, "delete", 1); err != nil {
+			return err
+		}
+	}
+	st, _ = readProc(b.metactl.pid)
+	b.result.MetactlAfterPhases = st
+	if o.phases["cache"] && o.cachedChildren > 0 {
+		if err := b.cachePhase(ctx); err != nil {
+			return err
+		}
+	}
+	st, _ = readProc(b.metactl.pid)
+	b.result.MetactlEnd = st
+
+	b.evaluate()
+	b.printReport()
+	return nil
+}
+
+// buildMetactl builds ./cmd/metactl as `make build` does.
+func buildMetactl(ctx context.Context, root, out string) error {
+	var last []byte
+	// Others edit the tree concurrently: a broken build is retried for a
+	// few minutes before giving up.
+	for attempt := 1; attempt <= 5; attempt++ {
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, "./cmd/metactl")
+		cmd.Dir = root
+		msg, err := cmd.CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		last = msg
+		logf("go build ./cmd/metactl failed (attempt %d), retrying in 60s:\n%s", attempt, msg)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Minute):
+		}
+	}
+	return fmt.Errorf("go build ./cmd/metactl:\n%s", last)
+}
