@@ -35,7 +35,7 @@ test: testenv ## Run unit and integration tests against a real control plane, wi
 	exit $$status
 
 .PHONY: bench
-bench: build testenv ## Benchmark against the API server's limit: N=1000, N=1000 with a 100 ms hook, N=5000 (about 15 min; docs/performance.md).
+bench: build testenv ## Benchmark against the API server's limit: N=1000, N=1000 with a 100 ms hook, N=5000 (about 25 min; docs/performance.md).
 	@status=0; export KUBEBUILDER_ASSETS="$$(hack/testenv.sh)"; \
 	$(GO) build -o $(BIN)/bench ./test/bench && \
 	$(BIN)/bench -metactl $(BIN)/metactl -n 1000 -svg docs/bench-n1000.svg $(BENCH_FLAGS) && \

@@ -19,6 +19,8 @@ type hookServer struct {
 	server *http.Server
 	delay  time.Duration
 	calls  atomic.Int64
+	// conns counts the connections metactl opened to the hook.
+	conns atomic.Int64
 }
 
 type hookRequest struct {
@@ -72,7 +74,12 @@ func startHook(delay time.Duration) (*hookServer, error) {
 	h := &hookServer{url: "http://" + ln.Addr().String(), delay: delay}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/sync", h.sync)
-	h.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	h.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ConnState: func(_ net.Conn, state http.ConnState) {
+			if state == http.StateNew {
+				h.conns.Add(1)
+			}
+		}}
 	go func() { _ = h.server.Serve(ln) }()
 	return h, nil
 }

@@ -156,6 +156,7 @@ func (b *bench) limitPhases(ctx context.Context, ns string, n int, record bool) 
 				return err
 			}
 			r.ServerWrites = diffBy(serverWrites(serverAfter), serverWrites(serverBefore))
+			r.ServerWatchEvents = watchEvents(serverAfter, serverBefore)
 			out[name] = r
 			logf("limit %s: %.2fs", name, r.Seconds)
 		}

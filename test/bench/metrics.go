@@ -254,3 +254,16 @@ func (s snapshot) goRuntime() map[string]float64 {
 	}
 	return out
 }
+
+// watchEvents returns the watch events kube-apiserver sent between two
+// scrapes, by resource, leaving out resources with fewer than 10 (the
+// control plane's own background traffic).
+func watchEvents(after, before snapshot) map[string]float64 {
+	out := diffBy(after.by("apiserver_watch_events_total", "resource"), before.by("apiserver_watch_events_total", "resource"))
+	for k, v := range out {
+		if v < 10 {
+			delete(out, k)
+		}
+	}
+	return out
+}

@@ -57,7 +57,7 @@ func (b *bench) metactlPhase(ctx context.Context, name string, rep int) error {
 		return err
 	}
 	cpuBefore, busyBefore := cpuOf(b.cpProcs), machineBusy()
-	hookBefore := b.hook.calls.Load()
+	hookBefore, connsBefore := b.hook.calls.Load(), b.hook.conns.Load()
 	done := b.tracker.begin(name, want)
 
 	var profileDone chan error
@@ -140,6 +140,7 @@ wait:
 		SettledSeconds:        round3(time.Since(t0).Seconds()),
 		ProcessCPUSeconds:     diffCPU(cpuOf(b.cpProcs), cpuBefore),
 		HookCallsSeen:         b.hook.calls.Load() - hookBefore,
+		HookConnections:       b.hook.conns.Load() - connsBefore,
 		HookCalls:             after.sum("metactl_hook_requests_total") - before.sum("metactl_hook_requests_total"),
 		HookCallsByCode:       diffBy(after.by("metactl_hook_requests_total", "hook", "code"), before.by("metactl_hook_requests_total", "hook", "code")),
 		ObjectWrites:          diffBy(after.by("metactl_object_writes_total", "verb", "target"), before.by("metactl_object_writes_total", "verb", "target")),
@@ -147,6 +148,7 @@ wait:
 		APIWrites:             after.apiWrites() - before.apiWrites(),
 		APIMetricExported:     after.hasMetric("metactl_api_requests_total"),
 		ServerWrites:          diffBy(serverWrites(serverAfter), serverWrites(serverBefore)),
+		ServerWatchEvents:     watchEvents(serverAfter, serverBefore),
 		Syncs:                 diffBy(after.by("metactl_syncs_total", "result"), before.by("metactl_syncs_total", "result")),
 		QueueAdds:             after.sum("metactl_workqueue_adds_total") - before.sum("metactl_workqueue_adds_total"),
 		QueueRetries:          after.sum("metactl_workqueue_retries_total") - before.sum("metactl_workqueue_retries_total"),

@@ -77,8 +77,11 @@ type PhaseResult struct {
 	// apiserver_request_total; ServerWritesNotBench leaves out the
 	// benchmark's own writes (one per parent). In the delete phase they
 	// include the garbage collector's deletes of the children.
-	ServerWrites                  map[string]float64 `json:"serverWrites,omitempty"`
-	ServerWritesNotBench          float64            `json:"serverWritesNotBench,omitempty"`
+	ServerWrites         map[string]float64 `json:"serverWrites,omitempty"`
+	ServerWritesNotBench float64            `json:"serverWritesNotBench,omitempty"`
+	// ServerWatchEvents are the watch events kube-apiserver sent to all
+	// watchers during the phase, by resource.
+	ServerWatchEvents             map[string]float64 `json:"serverWatchEvents,omitempty"`
 	ServerWritesNotBenchPerParent float64            `json:"serverWritesNotBenchPerParent,omitempty"`
 	// ProcessCPUSeconds is the CPU of the control plane's processes and of
 	// the benchmark itself during the phase.
@@ -93,9 +96,11 @@ type PhaseResult struct {
 
 	// From metactl's metrics, deltas over the phase until metactl was
 	// quiet again.
-	HookCalls             float64            `json:"hookCalls,omitempty"`
-	HookCallsSeen         int64              `json:"hookCallsSeenByHook,omitempty"`
-	HookCallsPerParent    float64            `json:"hookCallsPerParent,omitempty"`
+	HookCalls          float64 `json:"hookCalls,omitempty"`
+	HookCallsSeen      int64   `json:"hookCallsSeenByHook,omitempty"`
+	HookCallsPerParent float64 `json:"hookCallsPerParent,omitempty"`
+	// HookConnections is the TCP connections metactl opened to the hook.
+	HookConnections       int64              `json:"hookConnections"`
 	HookCallsByCode       map[string]float64 `json:"hookCallsByHookCode,omitempty"`
 	ObjectWrites          map[string]float64 `json:"objectWrites,omitempty"`
 	ObjectWritesTotal     float64            `json:"objectWritesTotal,omitempty"`
@@ -431,8 +436,8 @@ func (b *bench) printReport() {
 			fmt.Printf("%s: API requests %s\n", phase, formatCounts(m.APIRequests, float64(m.Parents)))
 		}
 		fmt.Printf("%s: kube-apiserver writes %s\n", phase, formatCounts(m.ServerWrites, float64(m.Parents)))
-		fmt.Printf("%s: hook calls %s; syncs %s; queue adds %.2f, retries %.2f per parent\n", phase,
-			formatCounts(m.HookCallsByCode, float64(m.Parents)), formatCounts(m.Syncs, float64(m.Parents)), m.QueueAdds/float64(m.Parents), m.QueueRetries/float64(m.Parents))
+		fmt.Printf("%s: hook calls %s (%d connections); syncs %s; queue adds %.2f, retries %.2f per parent\n", phase,
+			formatCounts(m.HookCallsByCode, float64(m.Parents)), m.HookConnections, formatCounts(m.Syncs, float64(m.Parents)), m.QueueAdds/float64(m.Parents), m.QueueRetries/float64(m.Parents))
 		fmt.Printf("%s: CPU seconds %s, metactl %.2f (%.2f until converged), others on the machine %.2f\n", phase, formatCounts(m.ProcessCPUSeconds, 1), m.MetactlCPUSeconds, m.MetactlCPUToConverged, m.OtherCPUSeconds)
 		if l := r.Limit[phase]; l != nil {
 			fmt.Printf("%s: limit runs %v s (the fastest counts)\n", phase, r.LimitRuns[phase])
