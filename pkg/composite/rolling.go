@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 )
 
 // ConditionUpdated is the parent condition that reports a rolling update.
@@ -293,7 +293,7 @@ func (c *Controller) writeRevisions(ctx context.Context, parent *unstructured.Un
 		if rev != latest && len(groups) == 0 {
 			if rev.object != nil {
 				metrics.ObjectWrites.WithLabelValues(c.name, "delete", "revision").Inc()
-				err := client.Delete(ctx, rev.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptrUID(rev.object)}})
+				err := client.Delete(ctx, rev.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(rev.object.GetUID())}})
 				if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 					errs = append(errs, fmt.Errorf("deleting revision %s: %w", rev.name, err))
 				}
@@ -477,5 +477,3 @@ func equalJSON(a, b any) bool {
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)
 }
-
-func ptrUID(obj *unstructured.Unstructured) *types.UID { uid := obj.GetUID(); return &uid }

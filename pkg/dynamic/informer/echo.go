@@ -103,14 +103,8 @@ func (e *Echoes) Expect(obj metav1.Object) {
 	}
 }
 
-// IsEcho reports whether obj is a version this controller wrote and was
-// expecting, and forgets it.
-func (e *Echoes) IsEcho(obj metav1.Object) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.isEchoLocked(obj.GetUID(), obj.GetResourceVersion())
-}
-
+// isEchoLocked reports whether the version uid/rv is one this controller
+// wrote and was expecting, and forgets it. e.mu must be held.
 func (e *Echoes) isEchoLocked(uid types.UID, rv string) bool {
 	versions, ok := e.expected[uid]
 	if !ok {
