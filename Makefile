@@ -16,8 +16,8 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/metactl.
-	$(GO) build -trimpath -o $(BIN)/metactl ./cmd/metactl
+build: ## Build bin/metactl and bin/metactl-dev (what `metactl dev` runs).
+	$(GO) build -trimpath -o $(BIN)/ ./cmd/metactl ./cmd/metactl-dev
 
 .PHONY: demo
 demo: build ## Run a local control plane with metactl and the hello-world example (Ctrl-C stops it).

@@ -1,312 +1,76 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
-
-	"github.com/metactl/metactl/internal/controlplane"
-	"github.com/metactl/metactl/pkg/dynamic/discovery"
-	"github.com/metactl/metactl/pkg/manager"
 )
 
-type devFlags struct {
-	assets      string
-	dir         string
-	example     string
-	examplesDir string
-	workers     int
-}
+// devBinary is the program that `metactl dev` runs. It lives in a binary
+// of its own (cmd/metactl-dev) because it carries a control-plane launcher
+// (envtest) that would otherwise make up a third of metactl's binary and
+// of its resident memory in production.
+const devBinary = "metactl-dev"
 
 func newDevCommand() *cobra.Command {
-	f := &devFlags{}
-	cmd := &cobra.Command{
-		Use:   "dev",
+	return &cobra.Command{
+		Use:   "dev [flags]",
 		Short: "Run a local control plane with metactl in it (and optionally an example)",
 		Long: `dev starts etcd, kube-apiserver and kube-controller-manager on this machine
-(loopback only), installs metactl's CRDs, writes a kubeconfig, and runs the
-manager in this process. With --example it also runs that example's hook
-and applies its CRD, controller and sample object. Ctrl-C stops everything.
+(loopback only), installs metactl's CRDs, writes a kubeconfig, and runs
+metactl against it; with --example it also runs that example's hook.
+Run "metactl dev --help" for its flags.
 
-The binaries come from --assets, $KUBEBUILDER_ASSETS, or the cache that
-hack/testenv.sh fills; from a checkout of metactl, dev runs that script
-when they are missing (about 10 minutes the first time).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return dev(ctx, cmd.OutOrStdout(), f)
-		},
-	}
-	home, _ := os.UserHomeDir()
-	fs := cmd.Flags()
-	fs.StringVar(&f.assets, "assets", "", "folder with etcd, kube-apiserver, kube-controller-manager and kubectl")
-	fs.StringVar(&f.dir, "dir", filepath.Join(home, ".cache", "metactl", "dev"), "folder for the kubeconfig and logs")
-	fs.StringVar(&f.example, "example", "", "example to run: a folder name under examples/python or examples/js")
-	fs.StringVar(&f.examplesDir, "examples-dir", "examples", "folder holding the examples")
-	fs.IntVar(&f.workers, "workers", 4, "parents each controller syncs at once")
-	return cmd
-}
-
-func dev(ctx context.Context, out io.Writer, f *devFlags) error {
-	say := func(format string, args ...any) { fmt.Fprintf(out, "metactl dev: "+format+"\n", args...) }
-	assets := f.assets
-	if assets == "" {
-		var err error
-		if assets, err = controlplane.AssetsDir(); err != nil {
-			if _, statErr := os.Stat("hack/testenv.sh"); statErr != nil {
+dev is the metactl-dev program, looked for next to this binary, then on
+$PATH; from a checkout of metactl it is built into the user cache if
+neither has it. "make build" builds both.`,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := findDevBinary()
+			if err != nil {
 				return err
 			}
-			say("building the control-plane binaries with hack/testenv.sh (about 10 minutes the first time)...")
-			cmd := exec.CommandContext(ctx, "hack/testenv.sh")
-			cmd.Stderr = os.Stderr
-			built, err := cmd.Output()
-			if err != nil {
-				return fmt.Errorf("hack/testenv.sh: %w", err)
-			}
-			assets = string(bytes.TrimSpace(built))
-		}
+			// Exec, not a child process: Ctrl-C and SIGTERM reach metactl-dev
+			// directly, and no metactl process waits around it.
+			return syscall.Exec(path, append([]string{path}, args...), os.Environ())
+		},
 	}
-
-	say("starting etcd, kube-apiserver and kube-controller-manager from %s", assets)
-	cp, err := controlplane.Start(controlplane.Options{AssetsDir: assets, GarbageCollector: true, Dir: f.dir})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		say("stopping the control plane")
-		if err := cp.Stop(); err != nil {
-			klog.FromContext(ctx).Error(err, "Stopping the control plane")
-		}
-	}()
-	say("control plane ready; to use it:\n\n    export KUBECONFIG=%s\n", cp.KubeconfigPath)
-
-	m, err := manager.New(manager.Options{Config: cp.Config, Workers: f.workers, DiscoveryInterval: 2 * time.Second})
-	if err != nil {
-		return err
-	}
-	runCtx, cancelRun := context.WithCancel(ctx)
-	defer cancelRun()
-	managerDone := make(chan error, 1)
-	go func() { managerDone <- m.Run(runCtx) }()
-
-	if f.example != "" {
-		stopHook, err := runExample(ctx, say, cp, f)
-		if err != nil {
-			cancelRun()
-			<-managerDone
-			return err
-		}
-		defer stopHook()
-	}
-	say("metactl is running; Ctrl-C stops everything")
-	select {
-	case <-ctx.Done():
-	case err := <-managerDone:
-		return err
-	}
-	cancelRun()
-	return <-managerDone
 }
 
-// runExample starts the example's hook on a free loopback port and applies
-// its CRD, its controller (webhooks pointed at the hook) and its sample.
-func runExample(ctx context.Context, say func(string, ...any), cp *controlplane.ControlPlane, f *devFlags) (func(), error) {
-	dir, interpreter := "", ""
-	for lang, bin := range map[string]string{"python": "python3", "js": "node"} {
-		candidate := filepath.Join(f.examplesDir, lang, f.example)
+// findDevBinary returns the path of metactl-dev: next to this executable,
+// else on $PATH, else built from the checkout in the working directory.
+func findDevBinary() (string, error) {
+	if self, err := os.Executable(); err == nil {
+		candidate := filepath.Join(filepath.Dir(self), devBinary)
 		if _, err := os.Stat(candidate); err == nil {
-			dir, interpreter = candidate, bin
+			return candidate, nil
 		}
 	}
-	if dir == "" {
-		return nil, fmt.Errorf("no example %q under %s/python or %s/js", f.example, f.examplesDir, f.examplesDir)
+	if path, err := exec.LookPath(devBinary); err == nil {
+		return path, nil
 	}
-	hookFile := "hook.py"
-	if interpreter == "node" {
-		hookFile = "hook.js"
+	if _, err := os.Stat(filepath.Join("cmd", devBinary)); err != nil {
+		return "", fmt.Errorf("%s is neither next to metactl nor on $PATH; build it with `make build` or `go build -o bin/ ./cmd/...` in a checkout of metactl", devBinary)
 	}
-	port, err := freePort()
+	cache, err := os.UserCacheDir()
 	if err != nil {
-		return nil, err
+		return "", fmt.Errorf("finding a folder to build %s into: %w", devBinary, err)
 	}
-	logPath := filepath.Join(cp.Dir, f.example+"-hook.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	hook := exec.Command(interpreter, filepath.Join(dir, hookFile), "--port", fmt.Sprint(port))
-	hook.Stdout, hook.Stderr = logFile, logFile
-	hook.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := hook.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting the %s hook: %w", f.example, err)
-	}
-	stop := func() {
-		_ = hook.Process.Signal(syscall.SIGTERM)
-		_ = hook.Wait()
-		logFile.Close()
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			stop()
+	out := filepath.Join(cache, "metactl", "bin", devBinary)
+	fmt.Fprintf(os.Stderr, "metactl dev: building %s into %s\n", devBinary, out)
+	build := exec.Command("go", "build", "-o", out, "./cmd/"+devBinary)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return "", fmt.Errorf("go build ./cmd/%s failed", devBinary)
 		}
-	}()
-	hookURL := fmt.Sprintf("http://127.0.0.1:%d", port)
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			conn.Close()
-		}
-		return err == nil, nil
-	}); err != nil {
-		return nil, fmt.Errorf("the %s hook did not listen on %s (log: %s): %w", f.example, hookURL, logPath, err)
+		return "", fmt.Errorf("go build ./cmd/%s: %w", devBinary, err)
 	}
-	say("%s hook (%s %s) serving at %s, log in %s", f.example, interpreter, hookFile, hookURL, logPath)
-
-	applier, err := newApplier(cp)
-	if err != nil {
-		return nil, err
-	}
-	for _, file := range []string{"crd.yaml", "controller.yaml", "sample.yaml"} {
-		if _, err := os.Stat(filepath.Join(dir, file)); errors.Is(err, os.ErrNotExist) && file != "controller.yaml" {
-			continue // an example over built-in resources has no CRD
-		}
-		err := applier.applyFile(ctx, filepath.Join(dir, file), func(obj *unstructured.Unstructured) {
-			if obj.GetKind() == "CompositeController" || obj.GetKind() == "DecoratorController" {
-				pointHooksAt(obj, hookURL)
-			}
-		})
-		if err != nil {
-			return nil, err
-		}
-		say("applied %s", filepath.Join(dir, file))
-	}
-	say("try the commands in %s", filepath.Join(dir, "README.md"))
-	ok = true
-	return stop, nil
-}
-
-// pointHooksAt replaces each webhook's service with a URL on base, keeping
-// its path.
-func pointHooksAt(obj *unstructured.Unstructured, base string) {
-	hooks, _, _ := unstructured.NestedMap(obj.Object, "spec", "hooks")
-	for name, h := range hooks {
-		hook, ok := h.(map[string]any)
-		if !ok {
-			continue
-		}
-		webhook, ok := hook["webhook"].(map[string]any)
-		if !ok {
-			continue
-		}
-		path, _ := webhook["path"].(string)
-		if path == "" {
-			path = "/" + name
-		}
-		delete(webhook, "service")
-		delete(webhook, "path")
-		webhook["url"] = base + path
-	}
-	_ = unstructured.SetNestedMap(obj.Object, hooks, "spec", "hooks")
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// applier server-side-applies YAML files of any kinds.
-type applier struct {
-	client    dynamic.Interface
-	resources *discovery.ResourceMap
-}
-
-func newApplier(cp *controlplane.ControlPlane) (*applier, error) {
-	client, err := dynamic.NewForConfig(cp.Config)
-	if err != nil {
-		return nil, err
-	}
-	kube, err := kubernetes.NewForConfig(cp.Config)
-	if err != nil {
-		return nil, err
-	}
-	return &applier{client: client, resources: discovery.NewResourceMap(kube.Discovery(), discovery.Options{MinRefreshInterval: 200 * time.Millisecond})}, nil
-}
-
-func (a *applier) applyFile(ctx context.Context, path string, edit func(*unstructured.Unstructured)) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := decoder.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("decoding %s: %w", path, err)
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
-		edit(obj)
-		if err := a.apply(ctx, obj); err != nil {
-			return fmt.Errorf("applying %s %s from %s: %w", obj.GetKind(), obj.GetName(), path, err)
-		}
-	}
-}
-
-// apply waits for the object's kind to be served (a CRD applied just before
-// takes a moment) and server-side-applies it.
-func (a *applier) apply(ctx context.Context, obj *unstructured.Unstructured) error {
-	var res *discovery.Resource
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		var err error
-		res, err = a.resources.GetKind(ctx, obj.GetAPIVersion(), obj.GetKind())
-		return err == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("kind %s %s not served: %w", obj.GetAPIVersion(), obj.GetKind(), err)
-	}
-	data, err := obj.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	client := a.client.Resource(res.GroupVersionResource())
-	var ri dynamic.ResourceInterface = client
-	if res.Namespaced {
-		ns := obj.GetNamespace()
-		if ns == "" {
-			ns = metav1.NamespaceDefault
-		}
-		ri = client.Namespace(ns)
-	}
-	_, err = ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: "metactl-dev", Force: ptr.To(true)})
-	return err
+	return out, nil
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/metactl/metactl/internal/cli"
 )
 
 func main() {
@@ -23,7 +25,7 @@ func newRootCommand() *cobra.Command {
 calls their webhooks, and applies what the webhooks ask for.`,
 		SilenceUsage: true,
 	}
-	addKlogFlags(root)
+	cli.AddKlogFlags(root)
 	root.AddCommand(newVersionCommand(), newRunCommand(), newDevCommand())
 	return root
 }

@@ -15,8 +15,11 @@ import (
 
 var (
 	buildOnce sync.Once
-	buildPath string
+	buildDir  string
 	buildErr  error
+
+	buildDevOnce sync.Once
+	buildDevErr  error
 )
 
 // BuildMetactl builds the metactl binary from this tree, once per test
@@ -24,27 +27,41 @@ var (
 func BuildMetactl(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		root, err := RepoRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		dir, err := mkdirTemp()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildPath = filepath.Join(dir, "metactl")
-		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/metactl")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/metactl: %w\n%s", err, out)
+		if buildDir, buildErr = mkdirTemp(); buildErr == nil {
+			buildErr = goBuild(buildDir, "metactl")
 		}
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	return buildPath
+	return filepath.Join(buildDir, "metactl")
+}
+
+// BuildMetactlWithDev builds metactl and, next to it, metactl-dev (the
+// program `metactl dev` runs), once per test binary, and returns metactl's
+// path.
+func BuildMetactlWithDev(t testing.TB) string {
+	t.Helper()
+	metactl := BuildMetactl(t)
+	buildDevOnce.Do(func() { buildDevErr = goBuild(buildDir, "metactl-dev") })
+	if buildDevErr != nil {
+		t.Fatal(buildDevErr)
+	}
+	return metactl
+}
+
+// goBuild builds ./cmd/<name> of this tree into dir.
+func goBuild(dir, name string) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./cmd/"+name)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/%s: %w\n%s", name, err, out)
+	}
+	return nil
 }
 
 // FreePort returns a free TCP port on the loopback interface.

@@ -180,8 +180,8 @@ func Main(m *testing.M, opts Options, env **Environment) {
 			code = 1
 		}
 	}
-	if buildPath != "" {
-		_ = os.RemoveAll(filepath.Dir(buildPath))
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
 	}
 	os.Exit(code)
 }

@@ -29,7 +29,7 @@ import (
 // kube-apiserver, kube-controller-manager, the python3 hook) is left, nor
 // the API server's port.
 func TestDevHelloWorld(t *testing.T) {
-	metactl := buildMetactl(t)
+	metactl := testenv.BuildMetactlWithDev(t)
 	dir := t.TempDir()
 	cmd := exec.Command(metactl, "dev", "--example", "hello-world", "--dir", dir)
 	cmd.Dir = repo(t)

@@ -1,0 +1,20 @@
+// Command metactl-dev runs a local control plane (etcd, kube-apiserver,
+// kube-controller-manager) with metactl in it, and optionally one of the
+// examples: what `metactl dev` and `make demo` run. It is a binary of its
+// own so that metactl's production binary does not carry the control-plane
+// launcher.
+package main
+
+import (
+	"os"
+
+	"github.com/metactl/metactl/internal/cli"
+)
+
+func main() {
+	cmd := newDevCommand()
+	cli.AddKlogFlags(cmd)
+	if err := cmd.Execute(); err != nil {
+		os.Exit(1)
+	}
+}
