@@ -19,9 +19,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/watch"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -66,7 +67,7 @@ func WithCredentialIdleTimeout(d time.Duration) WatchingCredentialOption {
 // watch not asked for within the idle timeout is stopped; asking again
 // starts it anew.
 type WatchingCredentialSource struct {
-	client      kubernetes.Interface
+	client      CoreV1Getter
 	idleTimeout time.Duration
 	now         func() time.Time
 
@@ -102,9 +103,21 @@ type objectWatch struct {
 	errSig  chan struct{} // closed, and replaced, when lastErr is set
 }
 
+// CoreV1Getter gives the core/v1 client a WatchingCredentialSource reads
+// through. A clientset (kubernetes.Interface) is one.
+type CoreV1Getter interface {
+	CoreV1() typedcorev1.CoreV1Interface
+}
+
+// CoreV1GetterFunc adapts a function to CoreV1Getter.
+type CoreV1GetterFunc func() typedcorev1.CoreV1Interface
+
+// CoreV1 returns f().
+func (f CoreV1GetterFunc) CoreV1() typedcorev1.CoreV1Interface { return f() }
+
 // NewWatchingCredentialSource returns a source that watches the objects it
 // is asked for through client.
-func NewWatchingCredentialSource(client kubernetes.Interface, opts ...WatchingCredentialOption) *WatchingCredentialSource {
+func NewWatchingCredentialSource(client CoreV1Getter, opts ...WatchingCredentialOption) *WatchingCredentialSource {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &WatchingCredentialSource{
 		client:      client,
@@ -249,12 +262,34 @@ func (s *WatchingCredentialSource) startLocked(ref objectRef) *objectWatch {
 	tweak := func(opts *metav1.ListOptions) {
 		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", ref.name).String()
 	}
-	var inf cache.SharedIndexInformer
+	lw := &cache.ListWatch{}
+	var example runtime.Object
 	if ref.kind == "Secret" {
-		inf = coreinformers.NewFilteredSecretInformer(s.client, ref.namespace, 0, cache.Indexers{}, tweak)
+		secrets := s.client.CoreV1().Secrets(ref.namespace)
+		lw.ListWithContextFunc = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			tweak(&opts)
+			return secrets.List(ctx, opts)
+		}
+		lw.WatchFuncWithContext = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			tweak(&opts)
+			return secrets.Watch(ctx, opts)
+		}
+		example = &corev1.Secret{}
 	} else {
-		inf = coreinformers.NewFilteredConfigMapInformer(s.client, ref.namespace, 0, cache.Indexers{}, tweak)
+		configMaps := s.client.CoreV1().ConfigMaps(ref.namespace)
+		lw.ListWithContextFunc = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			tweak(&opts)
+			return configMaps.List(ctx, opts)
+		}
+		lw.WatchFuncWithContext = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			tweak(&opts)
+			return configMaps.Watch(ctx, opts)
+		}
+		example = &corev1.ConfigMap{}
 	}
+	// The client decides whether the reflector may stream its initial list
+	// as watch events (fake clientsets cannot).
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, s.client), example, 0, cache.Indexers{})
 	ctx, cancel := context.WithCancel(s.ctx)
 	w := &objectWatch{
 		informer: inf,

@@ -71,7 +71,7 @@ func ExampleClient_Call() {
 // basicAuth read from Secrets and ConfigMaps, each watched so that a
 // rotation takes effect on the next call.
 func ExampleNewSecureTransport() {
-	kube := fake.NewClientset() // kubernetes.NewForConfigOrDie(cfg) in metactl
+	kube := fake.NewClientset() // kubernetes.NewForConfigOrDie(cfg) in a program
 	source := hooks.NewWatchingCredentialSource(kube)
 	defer source.Stop()
 	source.OnChange(func(namespace, name string) {

@@ -66,7 +66,7 @@ func (m *Manager) runElected(ctx context.Context, le *LeaderElection) error {
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
-			Client:     m.kube.CoordinationV1(),
+			Client:     m.coordination,
 			LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
 		},
 		LeaseDuration:   le.LeaseDuration,

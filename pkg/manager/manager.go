@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,8 +32,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientdiscovery "k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
@@ -122,16 +125,22 @@ var kinds = []*kind{
 // Manager runs one controller per CompositeController and
 // DecoratorController object.
 type Manager struct {
-	opts      Options
-	client    dynamic.Interface
-	kube      kubernetes.Interface
-	resources *discovery.ResourceMap
-	informers *informer.Factory
-	hooks     *hooks.Client
-	recorder  record.EventRecorder
-	events    record.EventBroadcaster
-	loop      *loop.Loop
-	kinds     []*kind
+	opts   Options
+	client dynamic.Interface
+	// httpClient is shared by every API client the manager builds.
+	httpClient *http.Client
+	// The typed clients metactl needs, and no others: a full clientset
+	// would link every API group's client code into the binary.
+	core          typedcorev1.CoreV1Interface
+	coordination  coordinationv1client.CoordinationV1Interface
+	authorization authorizationv1client.AuthorizationV1Interface
+	resources     *discovery.ResourceMap
+	informers     *informer.Factory
+	hooks         *hooks.Client
+	recorder      record.EventRecorder
+	events        record.EventBroadcaster
+	loop          *loop.Loop
+	kinds         []*kind
 	// credentials watches the Secrets and ConfigMaps hooks use.
 	credentials *hooks.WatchingCredentialSource
 
@@ -161,34 +170,53 @@ func New(opts Options) (*Manager, error) {
 	metrics.Register()
 	opts.Config = rest.CopyConfig(opts.Config)
 	opts.Config.Wrap(metrics.InstrumentTransport)
-	client, err := dynamic.NewForConfig(opts.Config)
+	httpClient, err := rest.HTTPClientFor(opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("building the API server's HTTP client: %w", err)
+	}
+	client, err := dynamic.NewForConfigAndClient(opts.Config, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("building the dynamic client: %w", err)
 	}
-	kube, err := kubernetes.NewForConfig(opts.Config)
+	discoveryClient, err := clientdiscovery.NewDiscoveryClientForConfigAndClient(opts.Config, httpClient)
 	if err != nil {
-		return nil, fmt.Errorf("building the clientset: %w", err)
+		return nil, fmt.Errorf("building the discovery client: %w", err)
+	}
+	core, err := typedcorev1.NewForConfigAndClient(opts.Config, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("building the core/v1 client: %w", err)
+	}
+	coordination, err := coordinationv1client.NewForConfigAndClient(opts.Config, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("building the coordination/v1 client: %w", err)
+	}
+	authorization, err := authorizationv1client.NewForConfigAndClient(opts.Config, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("building the authorization/v1 client: %w", err)
 	}
 	if opts.Hooks.Metrics == nil {
 		opts.Hooks.Metrics = hooks.ObserverFunc(metrics.ObserveHookCall)
 	}
 	// Hooks' CA bundles, client certificates and tokens come from the
 	// Secrets and ConfigMaps they name, watched one by one.
-	credentials := hooks.NewWatchingCredentialSource(kube)
+	credentials := hooks.NewWatchingCredentialSource(hooks.CoreV1GetterFunc(func() typedcorev1.CoreV1Interface { return core }))
 	if opts.Hooks.Transport == nil {
 		transport := hooks.NewSecureTransport(credentials)
 		opts.Hooks.Transport, opts.Hooks.PrepareRequest = transport, transport
 	}
 	m := &Manager{
-		opts:        opts,
-		client:      client,
-		kube:        kube,
-		resources:   discovery.NewResourceMap(kube.Discovery(), discovery.Options{RefreshInterval: opts.DiscoveryInterval}),
-		informers:   informer.NewFactory(client, informer.Options{Resync: opts.CacheResync}),
-		hooks:       hooks.NewClient(opts.Hooks),
-		credentials: credentials,
-		events:      record.NewBroadcaster(),
-		running:     map[string]*runningController{},
+		opts:          opts,
+		client:        client,
+		httpClient:    httpClient,
+		core:          core,
+		coordination:  coordination,
+		authorization: authorization,
+		resources:     discovery.NewResourceMap(discoveryClient, discovery.Options{RefreshInterval: opts.DiscoveryInterval}),
+		informers:     informer.NewFactory(client, informer.Options{Resync: opts.CacheResync}),
+		hooks:         hooks.NewClient(opts.Hooks),
+		credentials:   credentials,
+		events:        record.NewBroadcaster(),
+		running:       map[string]*runningController{},
 	}
 	for _, k := range kinds {
 		copied := *k
@@ -232,7 +260,7 @@ func (m *Manager) Run(ctx context.Context) error {
 func (m *Manager) run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	m.events.StartStructuredLogging(4)
-	m.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: m.kube.CoreV1().Events("")})
+	m.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: m.core.Events("")})
 	defer m.events.Shutdown()
 
 	if err := m.resources.Start(ctx); err != nil {
@@ -297,7 +325,7 @@ func (m *Manager) run(ctx context.Context) error {
 func (m *Manager) refreshDiscoveryOnCRDChanges(ctx context.Context) (stop func(), err error) {
 	// Metadata only: CRD schemas can be large, and any change of a CRD,
 	// its status included, bumps its metadata's resourceVersion.
-	client, err := metadata.NewForConfig(m.opts.Config)
+	client, err := metadata.NewForConfigAndClient(m.opts.Config, m.httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("building the metadata client: %w", err)
 	}
@@ -469,7 +497,7 @@ func (m *Manager) denied(ctx context.Context, access []children.Access) ([]strin
 				continue
 			}
 			seen[what] = true
-			review, err := m.kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			review, err := m.authorization.SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
 					Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource, Subresource: a.Subresource,
 				}},
