@@ -3,7 +3,6 @@ package composite
 import (
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -16,13 +15,13 @@ func (c *Controller) parentHandler() cache.ResourceEventHandler {
 	ignoreStatus := c.cc.Spec.ParentResource.IgnoreStatusChanges != nil && *c.cc.Spec.ParentResource.IgnoreStatusChanges
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if u, ok := obj.(*unstructured.Unstructured); ok {
+			if u, ok := obj.(*informer.Object); ok {
 				c.enqueueFor(parentKey(u.GetNamespace(), u.GetName()), u)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			oldU, ok1 := oldObj.(*unstructured.Unstructured)
-			newU, ok2 := newObj.(*unstructured.Unstructured)
+			oldU, ok1 := oldObj.(*informer.Object)
+			newU, ok2 := newObj.(*informer.Object)
 			if !ok1 || !ok2 {
 				return
 			}
@@ -47,13 +46,13 @@ func (c *Controller) parentHandler() cache.ResourceEventHandler {
 func (c *Controller) childHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if u, ok := obj.(*unstructured.Unstructured); ok {
+			if u, ok := obj.(*informer.Object); ok {
 				c.enqueueOwnerOrCandidates(u, u)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			oldU, ok1 := oldObj.(*unstructured.Unstructured)
-			newU, ok2 := newObj.(*unstructured.Unstructured)
+			oldU, ok1 := oldObj.(*informer.Object)
+			newU, ok2 := newObj.(*informer.Object)
 			if !ok1 || !ok2 || oldU.GetResourceVersion() == newU.GetResourceVersion() {
 				return // a resync: the parent's covers it
 			}
@@ -84,7 +83,7 @@ func (c *Controller) enqueueFor(key string, obj metav1.Object) {
 // enqueueOwnerOrCandidates enqueues u's controller owner, or, for an
 // orphan, the parents that may adopt it. event is the object of the event
 // for echo filtering (nil: always counts).
-func (c *Controller) enqueueOwnerOrCandidates(u *unstructured.Unstructured, event metav1.Object) {
+func (c *Controller) enqueueOwnerOrCandidates(u metav1.Object, event metav1.Object) {
 	if ref := metav1.GetControllerOfNoCopy(u); ref != nil {
 		c.enqueueOwner(u.GetNamespace(), ref, event)
 		return

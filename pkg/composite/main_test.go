@@ -55,7 +55,11 @@ func shared(t *testing.T) {
 		if err := resources.Refresh(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		informers = informer.NewFactory(env.Dynamic, informer.Options{})
+		listerWatcher, err := informer.NewRESTListerWatcher(env.Config, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		informers = informer.NewFactory(listerWatcher, informer.Options{})
 		broadcaster := record.NewBroadcaster()
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: env.Kube.CoreV1().Events("")})
 		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "metactl-test"})

@@ -318,7 +318,7 @@ func (c *Controller) Cleanup(ctx context.Context) error {
 
 func (c *Controller) enqueueAll() {
 	for i, w := range c.watched {
-		for _, obj := range w.informer.List("", nil) {
+		for _, obj := range w.informer.ListMeta("", nil) {
 			c.loop.Add(objectKey(i, obj))
 		}
 	}

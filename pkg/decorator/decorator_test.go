@@ -110,7 +110,11 @@ func start(t *testing.T, resources []any, attachments []any, hooksSpec map[strin
 			t.Fatal(err)
 		}
 		resourcesMap = rm
-		informers = informer.NewFactory(env.Dynamic, informer.Options{})
+		listerWatcher, err := informer.NewRESTListerWatcher(env.Config, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		informers = informer.NewFactory(listerWatcher, informer.Options{})
 		b := record.NewBroadcaster()
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: env.Kube.CoreV1().Events("")})
 		recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "metactl-test"})

@@ -4,7 +4,6 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 )
@@ -25,13 +24,13 @@ func (c *Controller) objectHandler(i int, w *watchedResource) cache.ResourceEven
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if u, ok := obj.(*unstructured.Unstructured); ok && concerns(u) {
+			if u, ok := obj.(*informer.Object); ok && concerns(u) {
 				c.enqueueFor(objectKey(i, u), u)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			oldU, ok1 := oldObj.(*unstructured.Unstructured)
-			newU, ok2 := newObj.(*unstructured.Unstructured)
+			oldU, ok1 := oldObj.(*informer.Object)
+			newU, ok2 := newObj.(*informer.Object)
 			if !ok1 || !ok2 || !(concerns(newU) || concerns(oldU)) {
 				return
 			}
@@ -51,7 +50,7 @@ func (c *Controller) objectHandler(i int, w *watchedResource) cache.ResourceEven
 // attachmentHandler maps an attachment event to the decorated object that
 // controls it, when the attachment is this controller's.
 func (c *Controller) attachmentHandler() cache.ResourceEventHandler {
-	enqueueOwner := func(u *unstructured.Unstructured, event metav1.Object) {
+	enqueueOwner := func(u metav1.Object, event metav1.Object) {
 		ref := metav1.GetControllerOfNoCopy(u)
 		if ref == nil || u.GetAnnotations()[AttachmentAnnotation] != c.name {
 			return
@@ -74,13 +73,13 @@ func (c *Controller) attachmentHandler() cache.ResourceEventHandler {
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if u, ok := obj.(*unstructured.Unstructured); ok {
+			if u, ok := obj.(*informer.Object); ok {
 				enqueueOwner(u, u)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			oldU, ok1 := oldObj.(*unstructured.Unstructured)
-			newU, ok2 := newObj.(*unstructured.Unstructured)
+			oldU, ok1 := oldObj.(*informer.Object)
+			newU, ok2 := newObj.(*informer.Object)
 			if !ok1 || !ok2 || oldU.GetResourceVersion() == newU.GetResourceVersion() {
 				return
 			}

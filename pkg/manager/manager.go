@@ -178,6 +178,10 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the dynamic client: %w", err)
 	}
+	listerWatcher, err := informer.NewRESTListerWatcher(opts.Config, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	discoveryClient, err := clientdiscovery.NewDiscoveryClientForConfigAndClient(opts.Config, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("building the discovery client: %w", err)
@@ -212,7 +216,7 @@ func New(opts Options) (*Manager, error) {
 		coordination:  coordination,
 		authorization: authorization,
 		resources:     discovery.NewResourceMap(discoveryClient, discovery.Options{RefreshInterval: opts.DiscoveryInterval}),
-		informers:     informer.NewFactory(client, informer.Options{Resync: opts.CacheResync}),
+		informers:     informer.NewFactory(listerWatcher, informer.Options{Resync: opts.CacheResync}),
 		hooks:         hooks.NewClient(opts.Hooks),
 		credentials:   credentials,
 		events:        record.NewBroadcaster(),
@@ -365,7 +369,7 @@ func queueKey(k *kind, name string) string { return k.name + "/" + name }
 
 func (m *Manager) enqueueAll() {
 	for _, k := range m.kinds {
-		for _, obj := range k.informer.List("", nil) {
+		for _, obj := range k.informer.ListMeta("", nil) {
 			m.loop.Add(queueKey(k, obj.GetName()))
 		}
 	}

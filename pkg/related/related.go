@@ -293,7 +293,7 @@ func (r *Resolver) matches(rl *rule, obj metav1.Object) bool {
 		if nsInf == nil {
 			return false
 		}
-		ns, ok := nsInf.Get("", obj.GetNamespace())
+		ns, ok := nsInf.GetMeta("", obj.GetNamespace())
 		return ok && rl.namespaces.Matches(labels.Set(ns.GetLabels()))
 	}
 	return true

@@ -212,14 +212,39 @@ func (p *metactlProcess) profile(ctx context.Context, seconds int, path string) 
 // forceGC makes metactl collect garbage, through the heap profile's gc=1,
 // so that its heap in use is its live heap; without pprof it does nothing.
 func (p *metactlProcess) forceGC(ctx context.Context) {
+	_ = p.heapProfile(ctx, io.Discard)
+}
+
+// heapProfile collects garbage in metactl and writes its heap profile (live
+// objects, and every allocation since it started) to w.
+func (p *metactlProcess) heapProfile(ctx context.Context, w io.Writer) error {
 	if p.pprofURL == "" {
-		return
+		return errors.New("no pprof endpoint")
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.pprofURL+"/heap?gc=1", nil)
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
 	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("pprof: %s", resp.Status)
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// saveHeapProfile writes metactl's heap profile to path.
+func (p *metactlProcess) saveHeapProfile(ctx context.Context, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := p.heapProfile(ctx, f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // installController creates the CompositeController and waits until

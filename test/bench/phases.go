@@ -201,6 +201,13 @@ wait:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		// With every parent and child cached: what the live heap is made of.
+		path := filepath.Join(b.outDir, b.o.label+"-create.heap.pprof")
+		if err := b.metactl.saveHeapProfile(ctx, path); err != nil {
+			logf("heap profile: %v", err)
+		} else {
+			logf("saved a heap profile of metactl after the create phase in %s", path)
+		}
 	}
 	return nil
 }

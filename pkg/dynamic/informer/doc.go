@@ -13,10 +13,15 @@
 // parent's own children and the orphans of its namespace, never every
 // cached object.
 //
-// The cache drops metadata.managedFields from every object (metactl does not
-// read them, and they are often the largest part of an object). Objects
-// returned by a handle are shared with the cache: callers must not modify
-// them; DeepCopy first.
+// The cache holds each object as an Object: its metadata parsed, the rest
+// as the JSON the API server sent, without metadata.managedFields (metactl
+// does not read them, and they are often the largest part of an object).
+// That is about a third of the memory of a decoded object, and no decoding
+// on the watch path: event handlers, indexes and selectors read the parsed
+// metadata, and an object is decoded only when a controller reads it. Get,
+// List, OwnedBy and Orphans return decoded objects that the caller owns;
+// GetMeta and ListMeta return the cached Objects, which must not be
+// modified.
 //
 // Factory and Informer are safe for concurrent use.
 package informer

@@ -4,23 +4,43 @@ import (
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 )
 
 // ObjectOf returns the object of an event, unwrapping the tombstone a
-// delete event may carry; nil when it is not an unstructured object.
-func ObjectOf(obj any) *unstructured.Unstructured {
+// delete event may carry; nil when it is not a cached Object.
+func ObjectOf(obj any) *Object {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	u, _ := obj.(*unstructured.Unstructured)
-	return u
+	o, _ := obj.(*Object)
+	return o
 }
 
 // OnlyStatusChanged reports whether two versions of an object differ in
 // nothing but status and the metadata the server bumps on any write
-// (resourceVersion, managedFields).
-func OnlyStatusChanged(oldObj, newObj *unstructured.Unstructured) bool {
+// (resourceVersion, managedFields). Objects that do not decode count as
+// changed.
+func OnlyStatusChanged(oldObject, newObject *Object) bool {
+	if !equalExcept(metaMap(oldObject), metaMap(newObject), "resourceVersion", "managedFields") {
+		return false
+	}
+	oldObj, err1 := oldObject.Unstructured()
+	newObj, err2 := newObject.Unstructured()
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return onlyStatusChanged(oldObj, newObj)
+}
+
+// metaMap is o's metadata as a map, for comparisons.
+func metaMap(o *Object) map[string]any {
+	m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&o.ObjectMeta)
+	return m
+}
+
+func onlyStatusChanged(oldObj, newObj *unstructured.Unstructured) bool {
 	if len(oldObj.Object) != len(newObj.Object) {
 		return false
 	}

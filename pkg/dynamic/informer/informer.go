@@ -10,8 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -30,10 +29,10 @@ type Options struct {
 	Resync time.Duration
 }
 
-// Factory starts, shares and stops dynamic informers.
+// Factory starts, shares and stops informers of any resource.
 type Factory struct {
-	client dynamic.Interface
-	opts   Options
+	listerWatcher ListerWatcherFunc
+	opts          Options
 
 	mu      sync.Mutex
 	running map[schema.GroupVersionResource]*shared
@@ -46,9 +45,10 @@ type shared struct {
 	refs     int
 }
 
-// NewFactory returns a Factory that builds informers with client.
-func NewFactory(client dynamic.Interface, opts Options) *Factory {
-	return &Factory{client: client, opts: opts, running: map[schema.GroupVersionResource]*shared{}}
+// NewFactory returns a Factory whose informers list and watch through
+// listerWatcher (NewRESTListerWatcher).
+func NewFactory(listerWatcher ListerWatcherFunc, opts Options) *Factory {
+	return &Factory{listerWatcher: listerWatcher, opts: opts, running: map[schema.GroupVersionResource]*shared{}}
 }
 
 // Acquire returns a handle on the informer of gvr, starting the informer if
@@ -58,14 +58,11 @@ func (f *Factory) Acquire(gvr schema.GroupVersionResource) *Informer {
 	defer f.mu.Unlock()
 	s, ok := f.running[gvr]
 	if !ok {
-		informer := dynamicinformer.NewFilteredDynamicInformer(f.client, gvr, metav1.NamespaceAll, f.opts.Resync,
-			cache.Indexers{
-				cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
-				indexOwnerUID:        ownerUIDIndexFunc,
-				indexOrphans:         orphanIndexFunc,
-			}, nil).Informer()
-		// Errors here only come from a started informer; this one is new.
-		_ = informer.SetTransform(dropManagedFields)
+		informer := cache.NewSharedIndexInformer(f.listerWatcher(gvr), &Object{}, f.opts.Resync, cache.Indexers{
+			cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+			indexOwnerUID:        ownerUIDIndexFunc,
+			indexOrphans:         orphanIndexFunc,
+		})
 		s = &shared{informer: informer, stop: make(chan struct{})}
 		f.running[gvr] = s
 		go informer.Run(s.stop)
@@ -178,8 +175,22 @@ func (i *Informer) Release() {
 }
 
 // Get returns the cached object namespace/name (name alone for
-// cluster-scoped resources).
+// cluster-scoped resources), decoded: the caller owns it.
 func (i *Informer) Get(namespace, name string) (*unstructured.Unstructured, bool) {
+	o, ok := i.GetMeta(namespace, name)
+	if !ok {
+		return nil, false
+	}
+	u, err := o.Unstructured()
+	if err != nil {
+		utilruntime.HandleError(err)
+		return nil, false
+	}
+	return u, true
+}
+
+// GetMeta returns the cached object namespace/name without decoding it.
+func (i *Informer) GetMeta(namespace, name string) (*Object, bool) {
 	key := name
 	if namespace != "" {
 		key = namespace + "/" + name
@@ -188,17 +199,18 @@ func (i *Informer) Get(namespace, name string) (*unstructured.Unstructured, bool
 	if err != nil || !ok {
 		return nil, false
 	}
-	u, ok := obj.(*unstructured.Unstructured)
-	return u, ok
+	o, ok := obj.(*Object)
+	return o, ok
 }
 
-// OwnedBy returns the cached objects whose controller owner has uid.
+// OwnedBy returns the cached objects whose controller owner has uid,
+// decoded.
 func (i *Informer) OwnedBy(uid types.UID) []*unstructured.Unstructured {
 	return i.byIndex(indexOwnerUID, string(uid))
 }
 
 // Orphans returns the cached objects without a controller owner in
-// namespace, or in every namespace when namespace is "".
+// namespace, or in every namespace when namespace is "", decoded.
 func (i *Informer) Orphans(namespace string) []*unstructured.Unstructured {
 	if namespace == "" {
 		return i.byIndex(indexOrphans, allNamespaces)
@@ -207,19 +219,28 @@ func (i *Informer) Orphans(namespace string) []*unstructured.Unstructured {
 }
 
 // List returns the cached objects in namespace ("" for all) that match
-// selector (nil for all).
+// selector (nil for all), decoded. Only the objects that match are decoded.
 func (i *Informer) List(namespace string, selector labels.Selector) []*unstructured.Unstructured {
+	return decodeAll(i.ListMeta(namespace, selector))
+}
+
+// ListMeta is List without decoding.
+func (i *Informer) ListMeta(namespace string, selector labels.Selector) []*Object {
 	var objs []any
 	if namespace == "" {
 		objs = i.shared.informer.GetIndexer().List()
 	} else {
 		objs, _ = i.shared.informer.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
 	}
-	out := make([]*unstructured.Unstructured, 0, len(objs))
+	return objects(objs, selector)
+}
+
+// objects are the cached objects objs that match selector (nil for all).
+func objects(objs []any, selector labels.Selector) []*Object {
+	out := make([]*Object, 0, len(objs))
 	for _, obj := range objs {
-		u, ok := obj.(*unstructured.Unstructured)
-		if ok && (selector == nil || selector.Matches(labels.Set(u.GetLabels()))) {
-			out = append(out, u)
+		if o, ok := obj.(*Object); ok && (selector == nil || selector.Matches(labels.Set(o.Labels))) {
+			out = append(out, o)
 		}
 	}
 	return out
@@ -233,11 +254,20 @@ func (i *Informer) byIndex(index, value string) []*unstructured.Unstructured {
 	if err != nil {
 		return nil
 	}
+	return decodeAll(objects(objs, nil))
+}
+
+// decodeAll decodes cached objects; one that does not decode is reported
+// and left out.
+func decodeAll(objs []*Object) []*unstructured.Unstructured {
 	out := make([]*unstructured.Unstructured, 0, len(objs))
-	for _, obj := range objs {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			out = append(out, u)
+	for _, o := range objs {
+		u, err := o.Unstructured()
+		if err != nil {
+			utilruntime.HandleError(err)
+			continue
 		}
+		out = append(out, u)
 	}
 	return out
 }
@@ -273,15 +303,4 @@ func metaAccessor(obj any) (metav1.Object, error) {
 		return nil, fmt.Errorf("object of type %T has no metadata", obj)
 	}
 	return m, nil
-}
-
-// dropManagedFields is the cache's transform: managedFields are never read
-// by metactl and are often the largest part of an object.
-func dropManagedFields(obj any) (any, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		if md, ok := u.Object["metadata"].(map[string]any); ok {
-			delete(md, "managedFields")
-		}
-	}
-	return obj, nil
 }

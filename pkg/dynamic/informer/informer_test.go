@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -35,7 +37,55 @@ func configMap(ns, name string, ownerUID string) *unstructured.Unstructured {
 func newFactory(objs ...runtime.Object) *Factory {
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{configMapsGVR: "ConfigMapList"}, objs...)
-	return NewFactory(client, Options{})
+	return NewFactory(dynamicListerWatcher(client), Options{})
+}
+
+// dynamicListerWatcher lists and watches through a (fake) dynamic client,
+// turning its objects back into JSON and then into Objects.
+func dynamicListerWatcher(client dynamic.Interface) ListerWatcherFunc {
+	toObject := func(u *unstructured.Unstructured) (*Object, error) {
+		data, err := u.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		return NewObject(data)
+	}
+	return func(gvr schema.GroupVersionResource) cache.ListerWatcher {
+		return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				list, err := client.Resource(gvr).List(ctx, opts)
+				if err != nil {
+					return nil, err
+				}
+				out := &objectList{}
+				out.ResourceVersion = list.GetResourceVersion()
+				for i := range list.Items {
+					o, err := toObject(&list.Items[i])
+					if err != nil {
+						return nil, err
+					}
+					out.Items = append(out.Items, *o)
+				}
+				return out, nil
+			},
+			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				w, err := client.Resource(gvr).Watch(ctx, opts)
+				if err != nil {
+					return nil, err
+				}
+				return watch.Filter(w, func(in watch.Event) (watch.Event, bool) {
+					if u, ok := in.Object.(*unstructured.Unstructured); ok {
+						o, err := toObject(u)
+						if err != nil {
+							return in, false
+						}
+						in.Object = o
+					}
+					return in, true
+				}), nil
+			},
+		}, client)
+	}
 }
 
 func waitSynced(t *testing.T, i *Informer) {
@@ -104,7 +154,7 @@ func TestIndexesAndTransform(t *testing.T) {
 	defer i.Release()
 	var added []string
 	if err := i.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
-		added = append(added, obj.(*unstructured.Unstructured).GetName())
+		added = append(added, obj.(*Object).GetName())
 	}}); err != nil {
 		t.Fatal(err)
 	}

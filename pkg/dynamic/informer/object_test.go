@@ -1,0 +1,174 @@
+package informer
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// A Deployment as the API server sends it, with every kind of metadata.
+const deploymentJSON = `{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"web","generateName":"we-","namespace":"prod","uid":"0b5d2b49-4c5f-4a59-9d3c-31a4f3c8e6b1","resourceVersion":"12345","generation":3,"creationTimestamp":"2026-11-26T03:30:00Z","deletionTimestamp":"2026-11-26T04:00:00Z","deletionGracePeriodSeconds":30,"labels":{"app":"web","tier":"front"},"annotations":{"metacontroller.k8s.io/last-applied-configuration":"{\"a\":\"}{\\\"\"}","note":"x,y:z"},"ownerReferences":[{"apiVersion":"example.com/v1","kind":"Site","name":"s","uid":"u-1","controller":true,"blockOwnerDeletion":true}],"finalizers":["metactl.io/cleanup"],"managedFields":[{"manager":"kubectl","operation":"Apply","apiVersion":"apps/v1","time":"2026-11-26T03:30:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{}}}]},"spec":{"replicas":3,"selector":{"matchLabels":{"app":"web"}},"template":{"metadata":{"labels":{"app":"web"}},"spec":{"containers":[{"name":"c","image":"nginx:1.27","args":["--x={\"y\": [1, 2]}"]}]}},"strategy":{}},"status":{"replicas":3,"ratio":0.5,"conditions":[{"type":"Available","status":"True"}],"big":9007199254740993}}`
+
+// decodeDirectly is how the dynamic client decodes an object.
+func decodeDirectly(t *testing.T, data string) map[string]any {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON([]byte(data)); err != nil {
+		t.Fatal(err)
+	}
+	if md, ok := u.Object["metadata"].(map[string]any); ok {
+		delete(md, "managedFields")
+	}
+	return u.Object
+}
+
+func TestObjectDecodesAsTheDynamicClientDoes(t *testing.T) {
+	for name, data := range map[string]string{
+		"deployment": deploymentJSON,
+		"metadata last": `{"apiVersion":"v1","kind":"ConfigMap","data":{"k":"v"},"metadata":{"name":"a","namespace":"n","uid":"u","resourceVersion":"1","creationTimestamp":"2026-11-26T03:30:00Z"}}`,
+		"metadata only": `{"metadata":{"name":"a","uid":"u","creationTimestamp":"2026-11-26T03:30:00Z"},"kind":"Namespace","apiVersion":"v1"}`,
+		"spaces": "{ \"apiVersion\" : \"v1\" ,\n \"metadata\" : { \"name\" : \"a\", \"creationTimestamp\":\"2026-11-26T03:30:00Z\" } ,\t\"kind\":\"ConfigMap\", \"data\" : { \"k\" : \"}\" } }",
+	} {
+		t.Run(name, func(t *testing.T) {
+			o, err := NewObject([]byte(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, err := o.Unstructured()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := decodeDirectly(t, data); !reflect.DeepEqual(u.Object, want) {
+				got, _ := json.Marshal(u.Object)
+				wantJSON, _ := json.Marshal(want)
+				t.Errorf("decoded\n%s\nwant\n%s", got, wantJSON)
+			}
+			if o.ManagedFields != nil {
+				t.Error("managedFields kept")
+			}
+			if f, err := topLevelFields(o.body); err != nil || f.metadata.start != 0 || strings.Contains(string(o.body), "managedFields") {
+				t.Errorf("body keeps metadata, or is broken (%v): %s", err, o.body)
+			}
+		})
+	}
+}
+
+func TestObjectMetadataAndCopy(t *testing.T) {
+	o, err := NewObject([]byte(deploymentJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.GetName() != "web" || o.GetNamespace() != "prod" || o.GetResourceVersion() != "12345" || o.GetGeneration() != 3 {
+		t.Errorf("metadata = %+v", o.ObjectMeta)
+	}
+	if ref := metav1.GetControllerOfNoCopy(o); ref == nil || ref.UID != "u-1" {
+		t.Errorf("controller ref = %v", ref)
+	}
+	if got := o.GroupVersionKind(); got != (schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}) {
+		t.Errorf("GroupVersionKind = %v", got)
+	}
+	c := o.DeepCopyObject().(*Object)
+	c.Labels["app"] = "changed"
+	if o.Labels["app"] != "web" {
+		t.Error("DeepCopyObject shares labels")
+	}
+	u1, _ := o.Unstructured()
+	u1.SetLabels(nil)
+	unstructured.RemoveNestedField(u1.Object, "spec")
+	u2, _ := o.Unstructured()
+	if u2.GetLabels()["app"] != "web" || u2.Object["spec"] == nil {
+		t.Error("Unstructured returns objects that share state")
+	}
+}
+
+func TestObjectList(t *testing.T) {
+	data := `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"77","continue":"abc"},"items":[` +
+		`{"metadata":{"name":"a","namespace":"n","creationTimestamp":"2026-11-26T03:30:00Z"},"data":{"k":"]"}},` +
+		` {"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"b","namespace":"n","creationTimestamp":"2026-11-26T03:30:00Z"}} ]}`
+	l, err := newObjectList([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.ResourceVersion != "77" || l.Continue != "abc" || len(l.Items) != 2 {
+		t.Fatalf("list = %+v", l)
+	}
+	for _, item := range l.Items {
+		if item.Kind != "ConfigMap" || item.APIVersion != "v1" {
+			t.Errorf("item %s: kind %q apiVersion %q", item.Name, item.Kind, item.APIVersion)
+		}
+	}
+	u, err := l.Items[0].Unstructured()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.GetKind() != "ConfigMap" || u.Object["data"].(map[string]any)["k"] != "]" {
+		t.Errorf("item = %v", u.Object)
+	}
+	for _, empty := range []string{`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`, `{"kind":"ConfigMapList","items":null}`} {
+		if l, err := newObjectList([]byte(empty)); err != nil || len(l.Items) != 0 {
+			t.Errorf("%s: %v, %v", empty, l, err)
+		}
+	}
+}
+
+func TestObjectRejectsBrokenJSON(t *testing.T) {
+	for _, data := range []string{
+		``, `[]`, `{`, `{"metadata":}`, `{"metadata":{"name":"a"}`, `{"a":"unterminated}`,
+		`{"metadata":{"name":"a"}} trailing`, `{"metadata" {"name":"a"}}`, `{"metadata":{"name":1}}`,
+	} {
+		if _, err := NewObject([]byte(data)); err == nil {
+			t.Errorf("NewObject(%q) accepted it", data)
+		}
+	}
+}
+
+func TestObjectCodecDecodesStatus(t *testing.T) {
+	data := []byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old","reason":"Expired","code":410}`)
+	obj, _, err := objectCodec{}.Decode(data, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, ok := obj.(*metav1.Status)
+	if !ok || status.Code != 410 || status.Reason != metav1.StatusReasonExpired {
+		t.Errorf("decoded %#v", obj)
+	}
+}
+
+// FuzzNewObject checks that an object that decodes decodes the same way
+// through Object, and that NewObject never panics.
+func FuzzNewObject(f *testing.F) {
+	f.Add(deploymentJSON)
+	f.Add(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v"}}`)
+	f.Add(`{"kind":"X","metadata":{"name":"a\"}"}}`)
+	f.Fuzz(func(t *testing.T, data string) {
+		o, err := NewObject([]byte(data))
+		direct := &unstructured.Unstructured{}
+		directErr := direct.UnmarshalJSON([]byte(data))
+		if err != nil || directErr != nil {
+			return // either refuses: nothing to compare
+		}
+		if _, ok := direct.Object["metadata"].(map[string]any); !ok {
+			return // metadata that is not an object is dropped by the direct decode
+		}
+		u, err := o.Unstructured()
+		if err != nil {
+			return
+		}
+		// The metadata goes through metav1.ObjectMeta, which keeps only the
+		// fields it knows; compare the rest, and the name.
+		got, want := u.DeepCopy(), direct.DeepCopy()
+		delete(got.Object, "metadata")
+		delete(want.Object, "metadata")
+		if !reflect.DeepEqual(got.Object, want.Object) {
+			t.Errorf("body differs:\n%v\n%v", got.Object, want.Object)
+		}
+		if u.GetName() != direct.GetName() || u.GetNamespace() != direct.GetNamespace() {
+			t.Errorf("name %q/%q, want %q/%q", u.GetNamespace(), u.GetName(), direct.GetNamespace(), direct.GetName())
+		}
+	})
+}

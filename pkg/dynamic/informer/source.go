@@ -1,0 +1,145 @@
+package informer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// ListerWatcherFunc returns what lists and watches one resource in every
+// namespace. Its lists are of *Object items and its watch events carry
+// *Object.
+type ListerWatcherFunc func(gvr schema.GroupVersionResource) cache.ListerWatcher
+
+// NewRESTListerWatcher lists and watches resources through the API server's
+// REST API, with cfg and httpClient, and decodes objects straight into
+// Objects: no object is decoded whole on its way into the cache. A nil
+// httpClient means one built from cfg.
+func NewRESTListerWatcher(cfg *rest.Config, httpClient *http.Client) (ListerWatcherFunc, error) {
+	if httpClient == nil {
+		var err error
+		if httpClient, err = rest.HTTPClientFor(cfg); err != nil {
+			return nil, fmt.Errorf("building the informers' HTTP client: %w", err)
+		}
+	}
+	c := rest.CopyConfig(cfg)
+	c.APIPath = ""
+	c.GroupVersion = &schema.GroupVersion{}
+	c.ContentType = runtime.ContentTypeJSON
+	c.AcceptContentTypes = runtime.ContentTypeJSON
+	c.NegotiatedSerializer = objectSerializer{}
+	client, err := rest.RESTClientForConfigAndClient(c, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("building the informers' REST client: %w", err)
+	}
+	return func(gvr schema.GroupVersionResource) cache.ListerWatcher {
+		path := resourcePath(gvr)
+		return &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				data, err := client.Get().AbsPath(path...).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Raw()
+				if err != nil {
+					return nil, err
+				}
+				list, err := newObjectList(data)
+				if err != nil {
+					return nil, fmt.Errorf("decoding the list of %s: %w", gvr, err)
+				}
+				return list, nil
+			},
+			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				opts.Watch = true
+				return client.Get().AbsPath(path...).VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
+			},
+		}
+	}, nil
+}
+
+// resourcePath is the path of a resource in every namespace.
+func resourcePath(gvr schema.GroupVersionResource) []string {
+	if gvr.Group == "" {
+		return []string{"/api", gvr.Version, gvr.Resource}
+	}
+	return []string{"/apis", gvr.Group, gvr.Version, gvr.Resource}
+}
+
+// objectSerializer gives the informers' REST client its decoders: objects
+// decode into Objects, watch events' envelopes into metav1.WatchEvent, and
+// errors into metav1.Status.
+type objectSerializer struct{}
+
+// watchScheme knows metav1.WatchEvent, the envelope of watch events.
+var watchScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	return s
+}()
+
+func (objectSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
+	return []runtime.SerializerInfo{{
+		MediaType:        runtime.ContentTypeJSON,
+		MediaTypeType:    "application",
+		MediaTypeSubType: "json",
+		EncodesAsText:    true,
+		Serializer:       objectCodec{},
+		StreamSerializer: &runtime.StreamSerializerInfo{
+			EncodesAsText: true,
+			Serializer:    json.NewSerializerWithOptions(json.DefaultMetaFactory, watchScheme, watchScheme, json.SerializerOptions{}),
+			Framer:        json.Framer,
+		},
+	}}
+}
+
+func (objectSerializer) EncoderForVersion(e runtime.Encoder, _ runtime.GroupVersioner) runtime.Encoder {
+	return e
+}
+
+func (objectSerializer) DecoderToVersion(d runtime.Decoder, _ runtime.GroupVersioner) runtime.Decoder {
+	return d
+}
+
+// objectCodec decodes one object into an Object, or a Status (an error
+// response, or a watch's error event) into metav1.Status. It encodes
+// nothing: the informers only read.
+type objectCodec struct{}
+
+var statusGVK = metav1.SchemeGroupVersion.WithKind("Status")
+
+func (objectCodec) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	status, wantStatus := into.(*metav1.Status)
+	if !wantStatus {
+		fields, err := topLevelFields(data)
+		if err != nil {
+			return nil, nil, err
+		}
+		if fields.kind != "Status" {
+			obj, err := newObjectFromFields(data, fields)
+			if err != nil {
+				return nil, nil, err
+			}
+			gvk := obj.GroupVersionKind()
+			return obj, &gvk, nil
+		}
+		status = &metav1.Status{}
+	}
+	if err := utiljson.Unmarshal(data, status); err != nil {
+		return nil, nil, fmt.Errorf("decoding a Status: %w", err)
+	}
+	return status, &statusGVK, nil
+}
+
+func (objectCodec) Encode(runtime.Object, io.Writer) error {
+	return errors.New("informer: the informers' client encodes nothing")
+}
+
+func (objectCodec) Identifier() runtime.Identifier { return "metactl-informer-object" }
