@@ -228,16 +228,17 @@ func (r *Resolver) ensureInformerLocked(gvr schema.GroupVersionResource) *inform
 	// Namespaces may be related objects themselves, and they decide which
 	// objects namespaceSelectors select.
 	isNamespaces := gvr == namespacesResource
-	changed := func(obj any) {
-		r.objectChanged(gvr, obj)
+	changed := func(objs ...any) {
+		// One enqueue per parent: two in a row may become two syncs.
+		r.objectChanged(gvr, objs...)
 		if isNamespaces {
-			r.namespaceChanged(obj)
+			r.namespaceChanged()
 		}
 	}
 	_ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    changed,
-		UpdateFunc: func(oldObj, obj any) { r.objectChanged(gvr, oldObj); changed(obj) },
-		DeleteFunc: changed,
+		AddFunc:    func(obj any) { changed(obj) },
+		UpdateFunc: func(oldObj, obj any) { changed(oldObj, obj) },
+		DeleteFunc: func(obj any) { changed(obj) },
 	})
 	return inf
 }
@@ -299,10 +300,16 @@ func (r *Resolver) matches(rl *rule, obj metav1.Object) bool {
 	return true
 }
 
-// objectChanged re-syncs the parents whose declarations select obj.
-func (r *Resolver) objectChanged(gvr schema.GroupVersionResource, obj any) {
-	u := informer.ObjectOf(obj)
-	if u == nil {
+// objectChanged re-syncs, once each, the parents whose declarations select
+// any of objs (an update's old and new versions).
+func (r *Resolver) objectChanged(gvr schema.GroupVersionResource, objs ...any) {
+	var changed []*informer.Object
+	for _, obj := range objs {
+		if o := informer.ObjectOf(obj); o != nil {
+			changed = append(changed, o)
+		}
+	}
+	if len(changed) == 0 {
 		return
 	}
 	r.mu.Lock()
@@ -313,18 +320,26 @@ func (r *Resolver) objectChanged(gvr schema.GroupVersionResource, obj any) {
 	}
 	r.mu.Unlock()
 	for key, rules := range snapshot {
-		for _, rl := range rules {
-			if r.matches(rl, u) {
-				r.opts.Enqueue(key)
-				break
-			}
+		if r.selectsAny(rules, changed) {
+			r.opts.Enqueue(key)
 		}
 	}
 }
 
+func (r *Resolver) selectsAny(rules []*rule, objs []*informer.Object) bool {
+	for _, rl := range rules {
+		for _, o := range objs {
+			if r.matches(rl, o) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // namespaceChanged re-syncs parents with namespace selectors when a
 // namespace's labels change (it may enter or leave their selection).
-func (r *Resolver) namespaceChanged(obj any) {
+func (r *Resolver) namespaceChanged() {
 	r.mu.Lock()
 	var keys []string
 	for _, byParent := range r.declared {
