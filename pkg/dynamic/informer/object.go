@@ -176,10 +176,12 @@ type span struct {
 	prevComma, nextComma int
 }
 
-// fields are what topLevelFields finds in an object.
+// fields are what topLevelFields finds in an object: in an object or a
+// list, metadata, items, apiVersion and kind; in a watch event, type and
+// object.
 type fields struct {
-	metadata, items  span
-	apiVersion, kind string
+	metadata, items, object     span
+	apiVersion, kind, eventType string
 }
 
 var errNotAnObject = errors.New("not a JSON object")
@@ -226,6 +228,10 @@ func topLevelFields(data []byte) (fields, error) {
 			f.apiVersion = plainString(data[valueStart:valueEnd])
 		case "kind":
 			f.kind = plainString(data[valueStart:valueEnd])
+		case "object":
+			f.object = s
+		case "type":
+			f.eventType = plainString(data[valueStart:valueEnd])
 		}
 		i = skipSpace(data, valueEnd)
 		if i >= len(data) {

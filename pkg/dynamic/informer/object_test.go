@@ -29,10 +29,10 @@ func decodeDirectly(t *testing.T, data string) map[string]any {
 
 func TestObjectDecodesAsTheDynamicClientDoes(t *testing.T) {
 	for name, data := range map[string]string{
-		"deployment": deploymentJSON,
+		"deployment":    deploymentJSON,
 		"metadata last": `{"apiVersion":"v1","kind":"ConfigMap","data":{"k":"v"},"metadata":{"name":"a","namespace":"n","uid":"u","resourceVersion":"1","creationTimestamp":"2026-11-26T03:30:00Z"}}`,
 		"metadata only": `{"metadata":{"name":"a","uid":"u","creationTimestamp":"2026-11-26T03:30:00Z"},"kind":"Namespace","apiVersion":"v1"}`,
-		"spaces": "{ \"apiVersion\" : \"v1\" ,\n \"metadata\" : { \"name\" : \"a\", \"creationTimestamp\":\"2026-11-26T03:30:00Z\" } ,\t\"kind\":\"ConfigMap\", \"data\" : { \"k\" : \"}\" } }",
+		"spaces":        "{ \"apiVersion\" : \"v1\" ,\n \"metadata\" : { \"name\" : \"a\", \"creationTimestamp\":\"2026-11-26T03:30:00Z\" } ,\t\"kind\":\"ConfigMap\", \"data\" : { \"k\" : \"}\" } }",
 	} {
 		t.Run(name, func(t *testing.T) {
 			o, err := NewObject([]byte(data))
@@ -171,4 +171,28 @@ func FuzzNewObject(f *testing.F) {
 			t.Errorf("name %q/%q, want %q/%q", u.GetNamespace(), u.GetName(), direct.GetNamespace(), direct.GetName())
 		}
 	})
+}
+
+func TestWatchEventCodec(t *testing.T) {
+	data := []byte(`{"type":"MODIFIED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"9"},"data":{"type":"x"}}}`)
+	var event metav1.WatchEvent
+	got, _, err := watchEventCodec{}.Decode(data, nil, &event)
+	if err != nil || got != &event {
+		t.Fatalf("Decode = %v, %v", got, err)
+	}
+	if event.Type != "MODIFIED" {
+		t.Errorf("type = %q", event.Type)
+	}
+	obj, _, err := objectCodec{}.Decode(event.Object.Raw, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := obj.(*Object); o.Name != "a" || o.ResourceVersion != "9" || o.Kind != "ConfigMap" {
+		t.Errorf("object = %+v", o)
+	}
+	for _, bad := range []string{`{"type":"ADDED"}`, `{"type":"ADDED","object":`, `[]`} {
+		if _, _, err := (watchEventCodec{}).Decode([]byte(bad), nil, &metav1.WatchEvent{}); err == nil {
+			t.Errorf("Decode(%s) accepted it", bad)
+		}
+	}
 }

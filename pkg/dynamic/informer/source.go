@@ -74,16 +74,10 @@ func resourcePath(gvr schema.GroupVersionResource) []string {
 }
 
 // objectSerializer gives the informers' REST client its decoders: objects
-// decode into Objects, watch events' envelopes into metav1.WatchEvent, and
-// errors into metav1.Status.
+// decode into Objects, watch events' envelopes into metav1.WatchEvent
+// (their objects are then decoded as objects), and errors into
+// metav1.Status.
 type objectSerializer struct{}
-
-// watchScheme knows metav1.WatchEvent, the envelope of watch events.
-var watchScheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
-	return s
-}()
 
 func (objectSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
 	return []runtime.SerializerInfo{{
@@ -94,7 +88,7 @@ func (objectSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
 		Serializer:       objectCodec{},
 		StreamSerializer: &runtime.StreamSerializerInfo{
 			EncodesAsText: true,
-			Serializer:    json.NewSerializerWithOptions(json.DefaultMetaFactory, watchScheme, watchScheme, json.SerializerOptions{}),
+			Serializer:    watchEventCodec{},
 			Framer:        json.Framer,
 		},
 	}}
@@ -143,3 +137,36 @@ func (objectCodec) Encode(runtime.Object, io.Writer) error {
 }
 
 func (objectCodec) Identifier() runtime.Identifier { return "metactl-informer-object" }
+
+// watchEventCodec decodes the envelope of a watch event,
+// {"type":...,"object":{...}}, into a metav1.WatchEvent whose object is
+// left raw, with one scan of the envelope's top level.
+type watchEventCodec struct{}
+
+func (watchEventCodec) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	event, ok := into.(*metav1.WatchEvent)
+	if !ok {
+		return nil, nil, fmt.Errorf("informer: cannot decode a watch event into %T", into)
+	}
+	fields, err := topLevelFields(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("decoding a watch event: %w", err)
+	}
+	if fields.object.start == 0 {
+		return nil, nil, errors.New("decoding a watch event: no object")
+	}
+	event.Type = fields.eventType
+	// Raw shares data, which the streaming decoder reuses for the next
+	// event: client-go's watch decoder decodes the object (into an Object,
+	// which copies what it keeps) before it reads another event.
+	event.Object = runtime.RawExtension{Raw: data[fields.object.start:fields.object.end]}
+	return event, &watchEventGVK, nil
+}
+
+var watchEventGVK = metav1.SchemeGroupVersion.WithKind("WatchEvent")
+
+func (watchEventCodec) Encode(runtime.Object, io.Writer) error {
+	return errors.New("informer: the informers' client encodes nothing")
+}
+
+func (watchEventCodec) Identifier() runtime.Identifier { return "metactl-informer-watch-event" }
