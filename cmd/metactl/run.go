@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -102,8 +103,18 @@ func restConfig(path string) (*rest.Config, error) {
 	return cfg, nil
 }
 
+// defaultGCPercent is the garbage collector's target (GOGC) when the
+// environment sets none: collect when the heap has grown by half since the
+// last collection, not doubled. metactl's heap is mostly its cache, so this
+// bounds its memory at about 1.5 times the cache instead of 2, for a few
+// percent more CPU. GOGC in the environment overrides it.
+const defaultGCPercent = 50
+
 func run(ctx context.Context, f *runFlags) error {
 	logger := klog.FromContext(ctx)
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return err
