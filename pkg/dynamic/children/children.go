@@ -112,7 +112,7 @@ func (w *Writer) Manage(ctx context.Context, resources []*Resource, observed, de
 	run := func(f func() error) {
 		wg.Add(1)
 		sem <- struct{}{}
-		go func() {
+		runners.run(func() {
 			defer wg.Done()
 			defer func() { <-sem }()
 			if err := f(); err != nil {
@@ -120,7 +120,7 @@ func (w *Writer) Manage(ctx context.Context, resources []*Resource, observed, de
 				errs = append(errs, err)
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	written := func(res *Resource, key string, obj *unstructured.Unstructured) {
 		mu.Lock()

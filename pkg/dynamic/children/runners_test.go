@@ -1,0 +1,46 @@
+package children
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestRunnersReuseIdleGoroutines(t *testing.T) {
+	p := &runnerPool{tasks: make(chan func())}
+	var wg sync.WaitGroup
+	ids := make(chan int64, 2)
+	run := func() {
+		wg.Add(1)
+		p.run(func() {
+			defer wg.Done()
+			ids <- goroutineID()
+		})
+		wg.Wait()
+	}
+	run()
+	// The first runner is idle now, or about to be: the second write goes
+	// to it once it waits for work.
+	deadline := time.Now().Add(5 * time.Second)
+	first := <-ids
+	for {
+		run()
+		if second := <-ids; second == first {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("every write ran on a new goroutine")
+		}
+	}
+}
+
+// goroutineID parses the running goroutine's ID from its stack header.
+func goroutineID() int64 {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	var id int64
+	fmt.Sscanf(string(buf), "goroutine %d ", &id)
+	return id
+}
