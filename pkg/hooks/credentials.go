@@ -258,34 +258,35 @@ func (s *WatchingCredentialSource) sweepLocked(now time.Time) {
 	}
 }
 
-func (s *WatchingCredentialSource) startLocked(ref objectRef) *objectWatch {
-	tweak := func(opts *metav1.ListOptions) {
-		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", ref.name).String()
+// namedListWatch lists and watches, through list and watchFunc, only the
+// object called name.
+func namedListWatch[L runtime.Object](name string, list func(context.Context, metav1.ListOptions) (L, error), watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error)) *cache.ListWatch {
+	onlyName := func(opts *metav1.ListOptions) {
+		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 	}
-	lw := &cache.ListWatch{}
-	var example runtime.Object
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			onlyName(&opts)
+			return list(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			onlyName(&opts)
+			return watchFunc(ctx, opts)
+		},
+	}
+}
+
+func (s *WatchingCredentialSource) startLocked(ref objectRef) *objectWatch {
+	var (
+		lw      *cache.ListWatch
+		example runtime.Object
+	)
 	if ref.kind == "Secret" {
 		secrets := s.client.CoreV1().Secrets(ref.namespace)
-		lw.ListWithContextFunc = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			tweak(&opts)
-			return secrets.List(ctx, opts)
-		}
-		lw.WatchFuncWithContext = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			tweak(&opts)
-			return secrets.Watch(ctx, opts)
-		}
-		example = &corev1.Secret{}
+		lw, example = namedListWatch(ref.name, secrets.List, secrets.Watch), &corev1.Secret{}
 	} else {
 		configMaps := s.client.CoreV1().ConfigMaps(ref.namespace)
-		lw.ListWithContextFunc = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			tweak(&opts)
-			return configMaps.List(ctx, opts)
-		}
-		lw.WatchFuncWithContext = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			tweak(&opts)
-			return configMaps.Watch(ctx, opts)
-		}
-		example = &corev1.ConfigMap{}
+		lw, example = namedListWatch(ref.name, configMaps.List, configMaps.Watch), &corev1.ConfigMap{}
 	}
 	// The client decides whether the reflector may stream its initial list
 	// as watch events (fake clientsets cannot).

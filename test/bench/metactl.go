@@ -191,7 +191,20 @@ func (p *metactlProcess) profile(ctx context.Context, seconds int, path string) 
 	if p.pprofURL == "" {
 		return errors.New("no pprof endpoint")
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/profile?seconds=%d", p.pprofURL, seconds), nil)
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := fetchPprof(ctx, fmt.Sprintf("%s/profile?seconds=%d", p.pprofURL, seconds), f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// fetchPprof writes what a pprof endpoint at url answers to w.
+func fetchPprof(ctx context.Context, url string, w io.Writer) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
@@ -200,12 +213,7 @@ func (p *metactlProcess) profile(ctx context.Context, seconds int, path string) 
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("pprof: %s", resp.Status)
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = io.Copy(f, resp.Body)
+	_, err = io.Copy(w, resp.Body)
 	return err
 }
 
@@ -221,17 +229,7 @@ func (p *metactlProcess) heapProfile(ctx context.Context, w io.Writer) error {
 	if p.pprofURL == "" {
 		return errors.New("no pprof endpoint")
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.pprofURL+"/heap?gc=1", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("pprof: %s", resp.Status)
-	}
-	_, err = io.Copy(w, resp.Body)
-	return err
+	return fetchPprof(ctx, p.pprofURL+"/heap?gc=1", w)
 }
 
 // saveHeapProfile writes metactl's heap profile to path.
