@@ -14,7 +14,6 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
-	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
 	"github.com/metactl/metactl/pkg/related"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -50,12 +48,14 @@ type Controller struct {
 	// echoes are this controller's own writes, whose watch events need no
 	// sync: the sync that wrote them already acted on their result.
 	echoes *informer.Echoes
-	// credentials remembers whether the hooks last failed for their
-	// credentials.
-	credentials hooks.CredentialHealth
+	// hooks calls the hooks and remembers whether they last failed for
+	// their credentials.
+	hooks *controller.HookCaller
 	// related serves the customize hook; nil without one.
 	related *related.Resolver
 
+	// watches holds the informers below.
+	watches        *controller.Watches
 	parentInformer *informer.Informer
 	// revisions watches ControllerRevisions, for parents with rolling
 	// child resources; nil without any.
@@ -91,6 +91,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		opts:   opts,
 		writer: &children.Writer{Client: opts.Client, Controller: cc.Name},
 		echoes: informer.NewEchoes(),
+		hooks:  &controller.HookCaller{Hooks: opts.Hooks, Controller: cc.Name, OnHealthChange: opts.OnHealthChange},
 		stop:   make(chan struct{}),
 	}
 	if cc.Spec.Hooks.Finalize != nil {
@@ -125,16 +126,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 // HookCredentialError returns the error of the last hook call when it
 // failed for the hook's credentials (a missing Secret, a malformed CA
 // bundle, ...), else nil.
-func (c *Controller) HookCredentialError() error { return c.credentials.Err() }
-
-// callHook calls a hook and records whether its credentials worked.
-func (c *Controller) callHook(ctx context.Context, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error {
-	err := c.opts.Hooks.Call(ctx, c.name, name, hook, request, response)
-	if c.credentials.Record(err) && c.opts.OnHealthChange != nil {
-		c.opts.OnHealthChange()
-	}
-	return err
-}
+func (c *Controller) HookCredentialError() error { return c.hooks.CredentialError() }
 
 // rolling reports whether a child resource updates with a rolling method
 // and the parent is namespaced (ControllerRevisions live in the parent's
@@ -168,25 +160,20 @@ func (c *Controller) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("compositecontroller", c.name)
 	c.loop = loop.New(loop.Options{Name: c.name, Workers: c.opts.Workers, RateLimiter: c.opts.RateLimiter}, c.sync)
 
-	c.parentInformer = c.opts.Informers.Acquire(c.parent.GroupVersionResource())
-	if err := c.parentInformer.AddEventHandler(c.parentHandler()); err != nil {
+	c.watches = controller.NewWatches(c.opts.Informers)
+	var err error
+	if c.parentInformer, err = c.watches.Watch(c.parent.GroupVersionResource(), c.parentHandler()); err != nil {
 		return err
 	}
 	for _, child := range c.children.Resources {
-		child.Informer = c.opts.Informers.Acquire(child.GroupVersionResource())
-		if err := child.Informer.AddEventHandler(c.childHandler()); err != nil {
+		if child.Informer, err = c.watches.Watch(child.GroupVersionResource(), c.childHandler()); err != nil {
 			return err
 		}
 	}
-	synced := []cache.InformerSynced{c.parentInformer.HasSynced}
 	if c.rolling() {
-		c.revisions = c.opts.Informers.Acquire(v1alpha1.ControllerRevisionResource)
-		synced = append(synced, c.revisions.HasSynced)
+		c.revisions, _ = c.watches.Watch(v1alpha1.ControllerRevisionResource, nil)
 	}
-	for _, child := range c.children.Resources {
-		synced = append(synced, child.Informer.HasSynced)
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	if !c.watches.WaitForSync(ctx) {
 		return fmt.Errorf("waiting for caches of compositecontroller %s: %w", c.name, ctx.Err())
 	}
 
@@ -221,16 +208,8 @@ func (c *Controller) Stop() {
 		if c.related != nil {
 			c.related.Close()
 		}
-		if c.parentInformer != nil {
-			c.parentInformer.Release()
-		}
-		if c.revisions != nil {
-			c.revisions.Release()
-		}
-		for _, child := range c.children.Resources {
-			if child.Informer != nil {
-				child.Informer.Release()
-			}
+		if c.watches != nil {
+			c.watches.Release()
 		}
 	})
 }

@@ -69,7 +69,7 @@ func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstr
 			Controller: c.object, Parent: revParent, Related: related,
 			Children: c.children.ObjectMap(observed, *hook.Version, c.parent.Namespaced),
 		}
-		if err := c.callHook(ctx, "sync", hook, request, rev.answer); err != nil {
+		if err := c.hooks.Call(ctx, "sync", hook, request, rev.answer); err != nil {
 			return nil, fmt.Errorf("revision %s: %w", rev.name, err)
 		}
 		if rev.wants, err = c.desiredChildren(parent, selector, rev.answer.Children); err != nil {

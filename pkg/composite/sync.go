@@ -154,7 +154,7 @@ func (c *Controller) hookAndChildren(ctx context.Context, parent *unstructured.U
 			Related:    related,
 			Finalizing: finalizing,
 		}
-		if err := c.callHook(ctx, hookName, hook, request, response); err != nil {
+		if err := c.hooks.Call(ctx, hookName, hook, request, response); err != nil {
 			// After a first answer was applied, its echoes bring the
 			// parent back; the first answer stands.
 			return last, nilIf(last != nil, err)

@@ -16,7 +16,6 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
-	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
 	"github.com/metactl/metactl/pkg/related"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,9 +55,12 @@ type Controller struct {
 	writer      *children.Writer
 	echoes      *informer.Echoes
 	loop        *loop.Loop
-	// credentials remembers whether the hooks last failed for their
-	// credentials.
-	credentials hooks.CredentialHealth
+	// hooks calls the hooks and remembers whether they last failed for
+	// their credentials.
+	hooks *controller.HookCaller
+	// watches holds the informers of the watched resources and of the
+	// attachments.
+	watches *controller.Watches
 	// related serves the customize hook; nil without one.
 	related *related.Resolver
 
@@ -110,6 +112,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		opts:   opts,
 		writer: &children.Writer{Client: opts.Client, Controller: dc.Name},
 		echoes: informer.NewEchoes(),
+		hooks:  &controller.HookCaller{Hooks: opts.Hooks, Controller: dc.Name, OnHealthChange: opts.OnHealthChange},
 		stop:   make(chan struct{}),
 	}
 	if dc.Spec.Hooks.Finalize != nil {
@@ -200,16 +203,7 @@ func matchAnnotations(sel v1alpha1.AnnotationSelector, annotations map[string]st
 // HookCredentialError returns the error of the last hook call when it
 // failed for the hook's credentials (a missing Secret, a malformed CA
 // bundle, ...), else nil.
-func (c *Controller) HookCredentialError() error { return c.credentials.Err() }
-
-// callHook calls a hook and records whether its credentials worked.
-func (c *Controller) callHook(ctx context.Context, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error {
-	err := c.opts.Hooks.Call(ctx, c.name, name, hook, request, response)
-	if c.credentials.Record(err) && c.opts.OnHealthChange != nil {
-		c.opts.OnHealthChange()
-	}
-	return err
-}
+func (c *Controller) HookCredentialError() error { return c.hooks.CredentialError() }
 
 // Access lists what the controller must be allowed to do: read and update
 // decorated objects (and their status), and manage attachments.
@@ -235,22 +229,19 @@ func (c *Controller) Name() string { return c.name }
 func (c *Controller) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("decoratorcontroller", c.name)
 	c.loop = loop.New(loop.Options{Name: c.name, Workers: c.opts.Workers, RateLimiter: c.opts.RateLimiter}, c.sync)
-	var synced []cache.InformerSynced
+	c.watches = controller.NewWatches(c.opts.Informers)
+	var err error
 	for i, w := range c.watched {
-		w.informer = c.opts.Informers.Acquire(w.GroupVersionResource())
-		if err := w.informer.AddEventHandler(c.objectHandler(i, w)); err != nil {
+		if w.informer, err = c.watches.Watch(w.GroupVersionResource(), c.objectHandler(i, w)); err != nil {
 			return err
 		}
-		synced = append(synced, w.informer.HasSynced)
 	}
 	for _, res := range c.attachments.Resources {
-		res.Informer = c.opts.Informers.Acquire(res.GroupVersionResource())
-		if err := res.Informer.AddEventHandler(c.attachmentHandler()); err != nil {
+		if res.Informer, err = c.watches.Watch(res.GroupVersionResource(), c.attachmentHandler()); err != nil {
 			return err
 		}
-		synced = append(synced, res.Informer.HasSynced)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	if !c.watches.WaitForSync(ctx) {
 		return fmt.Errorf("waiting for caches of decoratorcontroller %s: %w", c.name, ctx.Err())
 	}
 	if hook := c.dc.Spec.Hooks.Customize; hook != nil {
@@ -283,15 +274,8 @@ func (c *Controller) Stop() {
 		if c.related != nil {
 			c.related.Close()
 		}
-		for _, w := range c.watched {
-			if w.informer != nil {
-				w.informer.Release()
-			}
-		}
-		for _, res := range c.attachments.Resources {
-			if res.Informer != nil {
-				res.Informer.Release()
-			}
+		if c.watches != nil {
+			c.watches.Release()
 		}
 	})
 }

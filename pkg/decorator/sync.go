@@ -103,7 +103,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 			Related:     relatedObjects,
 			Finalizing:  finalizing,
 		}
-		if err := c.callHook(ctx, hookName, hook, request, response); err != nil {
+		if err := c.hooks.Call(ctx, hookName, hook, request, response); err != nil {
 			if round > 1 {
 				break
 			}
