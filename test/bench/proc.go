@@ -293,3 +293,9 @@ func (b *bench) waitQuiet(ctx context.Context) float64 {
 		}
 	}
 }
+
+// resetPeakRSS resets the peak resident set size (VmHWM) of process pid to
+// its current resident set size.
+func resetPeakRSS(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
