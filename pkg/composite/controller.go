@@ -89,7 +89,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		object: object.DeepCopy(),
 		cc:     cc,
 		opts:   opts,
-		writer: &children.Writer{Client: opts.Client, Controller: cc.Name},
+		writer: &children.Writer{Objects: opts.Objects, Client: opts.Client, Controller: cc.Name},
 		echoes: informer.NewEchoes(),
 		hooks:  &controller.HookCaller{Hooks: opts.Hooks, Controller: cc.Name, OnHealthChange: opts.OnHealthChange},
 		stop:   make(chan struct{}),

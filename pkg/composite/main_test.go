@@ -32,6 +32,7 @@ var (
 	env       *testenv.Environment
 	resources *discovery.ResourceMap
 	informers *informer.Factory
+	objects   *informer.RESTClient
 	recorder  record.EventRecorder
 
 	thingsGVR        = schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "things"}
@@ -55,11 +56,11 @@ func shared(t *testing.T) {
 		if err := resources.Refresh(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		listerWatcher, err := informer.NewRESTListerWatcher(env.Config, nil)
-		if err != nil {
+		var err error
+		if objects, err = informer.NewRESTClient(env.Config, nil); err != nil {
 			t.Fatal(err)
 		}
-		informers = informer.NewFactory(listerWatcher, informer.Options{})
+		informers = informer.NewFactory(objects.ListerWatcher, informer.Options{})
 		broadcaster := record.NewBroadcaster()
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: env.Kube.CoreV1().Events("")})
 		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "metactl-test"})
@@ -174,6 +175,7 @@ func startController(t *testing.T, cc *unstructured.Unstructured, mutate ...func
 	shared(t)
 	opts := composite.Options{
 		Client:    env.Dynamic,
+		Objects:   objects,
 		Resources: resources,
 		Informers: informers,
 		Hooks:     hooks.NewClient(hooks.Options{}),

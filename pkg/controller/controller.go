@@ -1,6 +1,7 @@
 // Package controller holds what every kind of metactl controller
 // (pkg/composite, pkg/decorator) shares with the process that runs it:
-// the Options it is built with and the error for an invalid spec.
+// the Options it is built with, the error for an invalid spec, and the
+// bookkeeping of their informers (Watches) and hook calls (HookCaller).
 package controller
 
 import (
@@ -16,8 +17,10 @@ import (
 // Options are what a controller needs from the process around it; the
 // first five are shared by every controller of a process.
 type Options struct {
-	// Client makes every write and uncached read.
+	// Client makes every uncached read and the writes Objects does not.
 	Client dynamic.Interface
+	// Objects creates and updates children.
+	Objects *informer.RESTClient
 	// Resources maps the controller's resources.
 	Resources *discovery.ResourceMap
 	// Informers shares watches among controllers.

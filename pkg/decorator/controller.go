@@ -110,7 +110,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		object: object.DeepCopy(),
 		dc:     dc,
 		opts:   opts,
-		writer: &children.Writer{Client: opts.Client, Controller: dc.Name},
+		writer: &children.Writer{Objects: opts.Objects, Client: opts.Client, Controller: dc.Name},
 		echoes: informer.NewEchoes(),
 		hooks:  &controller.HookCaller{Hooks: opts.Hooks, Controller: dc.Name, OnHealthChange: opts.OnHealthChange},
 		stop:   make(chan struct{}),

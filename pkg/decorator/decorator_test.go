@@ -41,6 +41,7 @@ var (
 	sharedOnce sync.Once
 
 	informers *informer.Factory
+	objects   *informer.RESTClient
 	recorder  record.EventRecorder
 )
 
@@ -110,11 +111,11 @@ func start(t *testing.T, resources []any, attachments []any, hooksSpec map[strin
 			t.Fatal(err)
 		}
 		resourcesMap = rm
-		listerWatcher, err := informer.NewRESTListerWatcher(env.Config, nil)
-		if err != nil {
+		var err error
+		if objects, err = informer.NewRESTClient(env.Config, nil); err != nil {
 			t.Fatal(err)
 		}
-		informers = informer.NewFactory(listerWatcher, informer.Options{})
+		informers = informer.NewFactory(objects.ListerWatcher, informer.Options{})
 		b := record.NewBroadcaster()
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: env.Kube.CoreV1().Events("")})
 		recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "metactl-test"})
@@ -125,7 +126,7 @@ func start(t *testing.T, resources []any, attachments []any, hooksSpec map[strin
 		"metadata":   map[string]any{"name": testName(t)},
 		"spec":       map[string]any{"resources": resources, "attachments": attachments, "hooks": hooksSpec},
 	}}
-	c, err := decorator.New(ctx(t), obj, decorator.Options{Client: env.Dynamic, Resources: resourcesMap, Informers: informers,
+	c, err := decorator.New(ctx(t), obj, decorator.Options{Client: env.Dynamic, Objects: objects, Resources: resourcesMap, Informers: informers,
 		Hooks: hooks.NewClient(hooks.Options{}), Recorder: recorder, Workers: 4})
 	if err != nil {
 		t.Fatalf("decorator.New: %v", err)

@@ -100,7 +100,7 @@ var kinds = []*kind{
 		name:     "CompositeController",
 		resource: v1alpha1.CompositeControllerResource,
 		build: func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (runner, error) {
-			c, err := composite.New(ctx, obj, composite.Options{Client: m.client, Resources: m.resources, Informers: m.informers,
+			c, err := composite.New(ctx, obj, composite.Options{Client: m.client, Objects: m.objects, Resources: m.resources, Informers: m.informers,
 				Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged("CompositeController", obj)})
 			if err != nil {
 				return nil, err
@@ -112,7 +112,7 @@ var kinds = []*kind{
 		name:     "DecoratorController",
 		resource: v1alpha1.DecoratorControllerResource,
 		build: func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (runner, error) {
-			c, err := decorator.New(ctx, obj, decorator.Options{Client: m.client, Resources: m.resources, Informers: m.informers,
+			c, err := decorator.New(ctx, obj, decorator.Options{Client: m.client, Objects: m.objects, Resources: m.resources, Informers: m.informers,
 				Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged("DecoratorController", obj)})
 			if err != nil {
 				return nil, err
@@ -127,6 +127,9 @@ var kinds = []*kind{
 type Manager struct {
 	opts   Options
 	client dynamic.Interface
+	// objects lists, watches, creates and updates objects as
+	// informer.Objects.
+	objects *informer.RESTClient
 	// httpClient is shared by every API client the manager builds.
 	httpClient *http.Client
 	// The typed clients metactl needs, and no others: a full clientset
@@ -178,7 +181,7 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the dynamic client: %w", err)
 	}
-	listerWatcher, err := informer.NewRESTListerWatcher(opts.Config, httpClient)
+	objects, err := informer.NewRESTClient(opts.Config, httpClient)
 	if err != nil {
 		return nil, err
 	}
@@ -212,11 +215,12 @@ func New(opts Options) (*Manager, error) {
 		opts:          opts,
 		client:        client,
 		httpClient:    httpClient,
+		objects:       objects,
 		core:          core,
 		coordination:  coordination,
 		authorization: authorization,
 		resources:     discovery.NewResourceMap(discoveryClient, discovery.Options{RefreshInterval: opts.DiscoveryInterval}),
-		informers:     informer.NewFactory(listerWatcher, informer.Options{Resync: opts.CacheResync}),
+		informers:     informer.NewFactory(objects.ListerWatcher, informer.Options{Resync: opts.CacheResync}),
 		hooks:         hooks.NewClient(opts.Hooks),
 		credentials:   credentials,
 		events:        record.NewBroadcaster(),

@@ -58,7 +58,10 @@ func Key(obj metav1.Object) string {
 
 // Writer writes children for one controller.
 type Writer struct {
-	// Client makes the writes.
+	// Objects creates and updates children; its answers cost a parse of
+	// their metadata where client-go's dynamic client decodes them whole.
+	Objects *informer.RESTClient
+	// Client deletes children.
 	Client dynamic.Interface
 	// Controller names the controller in metrics and logs.
 	Controller string
@@ -203,8 +206,12 @@ func (w *Writer) create(ctx context.Context, res *Resource, key string, want *un
 	if err := apply.SetLastApplied(obj, want.Object); err != nil {
 		return nil, fmt.Errorf("creating %s %s: %w", res.Kind, key, err)
 	}
+	body, err := json.Marshal(obj.Object)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s %s: %w", res.Kind, key, err)
+	}
 	metrics.ObjectWrites.WithLabelValues(w.Controller, "create", "child").Inc()
-	created, err := w.Client.Resource(res.GroupVersionResource()).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{})
+	created, err := w.Objects.Create(ctx, res.GroupVersionResource(), obj.GetNamespace(), body)
 	if apierrors.IsAlreadyExists(err) {
 		// Another owner's, or ours not yet in the cache: not an error.
 		klog.FromContext(ctx).V(4).Info("Child already exists", "kind", res.Kind, "child", key)
@@ -214,17 +221,31 @@ func (w *Writer) create(ctx context.Context, res *Resource, key string, want *un
 		return nil, fmt.Errorf("creating %s %s: %w", res.Kind, key, err)
 	}
 	klog.FromContext(ctx).V(4).Info("Created child", "kind", res.Kind, "child", key)
-	return created, nil
+	return decodeWritten(res, key, created)
 }
 
 func (w *Writer) update(ctx context.Context, res *Resource, key string, merged *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	body, err := json.Marshal(merged.Object)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s %s: %w", res.Kind, key, err)
+	}
 	metrics.ObjectWrites.WithLabelValues(w.Controller, "update", "child").Inc()
-	updated, err := w.Client.Resource(res.GroupVersionResource()).Namespace(merged.GetNamespace()).Update(ctx, merged, metav1.UpdateOptions{})
+	updated, err := w.Objects.Update(ctx, res.GroupVersionResource(), merged.GetNamespace(), merged.GetName(), body)
 	if err != nil {
 		return nil, fmt.Errorf("updating %s %s: %w", res.Kind, key, err)
 	}
 	klog.FromContext(ctx).V(4).Info("Updated child", "kind", res.Kind, "child", key)
-	return updated, nil
+	return decodeWritten(res, key, updated)
+}
+
+// decodeWritten decodes a child as a write returned it, as the cache would
+// hold it (without managedFields).
+func decodeWritten(res *Resource, key string, obj *informer.Object) (*unstructured.Unstructured, error) {
+	u, err := obj.Unstructured()
+	if err != nil {
+		return nil, fmt.Errorf("decoding %s %s as written: %w", res.Kind, key, err)
+	}
+	return u, nil
 }
 
 // delete deletes a child in the background, on the precondition that it is

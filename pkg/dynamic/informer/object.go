@@ -47,19 +47,17 @@ func newObjectFromFields(data []byte, fields fields) (*Object, error) {
 	o := &Object{}
 	body := make([]byte, 0, len(data)-(fields.metadata.end-fields.metadata.start))
 	if fields.metadata.start > 0 {
-		if err := utiljson.Unmarshal(data[fields.metadata.start:fields.metadata.end], &o.ObjectMeta); err != nil {
+		metadata := data[fields.metadata.start:fields.metadata.end]
+		// managedFields are not decoded at all: they are often most of the
+		// metadata, and their timestamps are slow to parse.
+		if inner, err := topLevelFields(metadata); err == nil && inner.managedFields.start > 0 {
+			metadata = appendWithout(make([]byte, 0, len(metadata)), metadata, inner.managedFields)
+		}
+		if err := utiljson.Unmarshal(metadata, &o.ObjectMeta); err != nil {
 			return nil, fmt.Errorf("decoding metadata: %w", err)
 		}
 		o.ManagedFields = nil
-		// Cut "metadata":{...} and the comma that separates it from a
-		// neighbour.
-		cutStart, cutEnd := fields.metadata.keyStart, fields.metadata.end
-		if fields.metadata.nextComma > 0 {
-			cutEnd = fields.metadata.nextComma + 1
-		} else if fields.metadata.prevComma > 0 {
-			cutStart = fields.metadata.prevComma
-		}
-		body = append(append(body, data[:cutStart]...), data[cutEnd:]...)
+		body = appendWithout(body, data, fields.metadata)
 	} else {
 		body = append(body, data...)
 	}
@@ -176,11 +174,24 @@ type span struct {
 	prevComma, nextComma int
 }
 
+// appendWithout appends to dst the JSON object data without the field at s
+// and the comma that separates it from a neighbour.
+func appendWithout(dst, data []byte, s span) []byte {
+	cutStart, cutEnd := s.keyStart, s.end
+	if s.nextComma > 0 {
+		cutEnd = s.nextComma + 1
+	} else if s.prevComma > 0 {
+		cutStart = s.prevComma
+	}
+	return append(append(dst, data[:cutStart]...), data[cutEnd:]...)
+}
+
 // fields are what topLevelFields finds in an object: in an object or a
 // list, metadata, items, apiVersion and kind; in a watch event, type and
 // object.
 type fields struct {
 	metadata, items, object     span
+	managedFields               span // in a metadata object
 	apiVersion, kind, eventType string
 }
 
@@ -222,6 +233,9 @@ func topLevelFields(data []byte) (fields, error) {
 		case "metadata":
 			f.metadata = s
 			last = &f.metadata
+		case "managedFields":
+			f.managedFields = s
+			last = &f.managedFields
 		case "items":
 			f.items = s
 		case "apiVersion":

@@ -22,15 +22,21 @@ import (
 // *Object.
 type ListerWatcherFunc func(gvr schema.GroupVersionResource) cache.ListerWatcher
 
-// NewRESTListerWatcher lists and watches resources through the API server's
-// REST API, with cfg and httpClient, and decodes objects straight into
-// Objects: no object is decoded whole on its way into the cache. A nil
-// httpClient means one built from cfg.
-func NewRESTListerWatcher(cfg *rest.Config, httpClient *http.Client) (ListerWatcherFunc, error) {
+// RESTClient lists, watches and writes objects of any resource through the
+// API server's REST API, and decodes what the server sends straight into
+// Objects: no object is decoded whole on its way into the cache, and the
+// answer to a write costs a parse of its metadata. Safe for concurrent use.
+type RESTClient struct {
+	client *rest.RESTClient
+}
+
+// NewRESTClient returns a RESTClient that talks to the server of cfg through
+// httpClient (nil: one built from cfg).
+func NewRESTClient(cfg *rest.Config, httpClient *http.Client) (*RESTClient, error) {
 	if httpClient == nil {
 		var err error
 		if httpClient, err = rest.HTTPClientFor(cfg); err != nil {
-			return nil, fmt.Errorf("building the informers' HTTP client: %w", err)
+			return nil, fmt.Errorf("building the objects' HTTP client: %w", err)
 		}
 	}
 	c := rest.CopyConfig(cfg)
@@ -41,37 +47,87 @@ func NewRESTListerWatcher(cfg *rest.Config, httpClient *http.Client) (ListerWatc
 	c.NegotiatedSerializer = objectSerializer{}
 	client, err := rest.RESTClientForConfigAndClient(c, httpClient)
 	if err != nil {
-		return nil, fmt.Errorf("building the informers' REST client: %w", err)
+		return nil, fmt.Errorf("building the objects' REST client: %w", err)
 	}
-	return func(gvr schema.GroupVersionResource) cache.ListerWatcher {
-		path := resourcePath(gvr)
-		return &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-				data, err := client.Get().AbsPath(path...).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Raw()
-				if err != nil {
-					return nil, err
-				}
-				list, err := newObjectList(data)
-				if err != nil {
-					return nil, fmt.Errorf("decoding the list of %s: %w", gvr, err)
-				}
-				return list, nil
-			},
-			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-				opts.Watch = true
-				return client.Get().AbsPath(path...).VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
-			},
-		}
-	}, nil
+	return &RESTClient{client: client}, nil
+}
+
+// NewRESTListerWatcher is NewRESTClient's ListerWatcher.
+func NewRESTListerWatcher(cfg *rest.Config, httpClient *http.Client) (ListerWatcherFunc, error) {
+	c, err := NewRESTClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return c.ListerWatcher, nil
+}
+
+// ListerWatcher lists and watches gvr in every namespace; it is a
+// ListerWatcherFunc.
+func (c *RESTClient) ListerWatcher(gvr schema.GroupVersionResource) cache.ListerWatcher {
+	path := resourcePath(gvr)
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			data, err := c.client.Get().AbsPath(path...).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Raw()
+			if err != nil {
+				return nil, err
+			}
+			list, err := newObjectList(data)
+			if err != nil {
+				return nil, fmt.Errorf("decoding the list of %s: %w", gvr, err)
+			}
+			return list, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.Watch = true
+			return c.client.Get().AbsPath(path...).VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
+		},
+	}
+}
+
+// Create creates an object of gvr in namespace ("" when cluster-scoped)
+// from its JSON, and returns it as the server stored it. Errors from the
+// server are *errors.StatusError, as from client-go's clients.
+func (c *RESTClient) Create(ctx context.Context, gvr schema.GroupVersionResource, namespace string, body []byte) (*Object, error) {
+	return c.write(ctx, c.client.Post().AbsPath(objectPath(gvr, namespace, "")...), body)
+}
+
+// Update replaces the object name of gvr in namespace with body, and returns
+// it as the server stored it.
+func (c *RESTClient) Update(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, body []byte) (*Object, error) {
+	return c.write(ctx, c.client.Put().AbsPath(objectPath(gvr, namespace, name)...), body)
+}
+
+func (c *RESTClient) write(ctx context.Context, req *rest.Request, body []byte) (*Object, error) {
+	data, err := req.SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do(ctx).Raw()
+	if err != nil {
+		return nil, err
+	}
+	obj, err := NewObject(data)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the server's answer: %w", err)
+	}
+	return obj, nil
+}
+
+// objectPath is the path of the object name of gvr in namespace, or of the
+// collection when name is "".
+func objectPath(gvr schema.GroupVersionResource, namespace, name string) []string {
+	path := []string{"/apis", gvr.Group, gvr.Version}
+	if gvr.Group == "" {
+		path = []string{"/api", gvr.Version}
+	}
+	if namespace != "" {
+		path = append(path, "namespaces", namespace)
+	}
+	path = append(path, gvr.Resource)
+	if name != "" {
+		path = append(path, name)
+	}
+	return path
 }
 
 // resourcePath is the path of a resource in every namespace.
-func resourcePath(gvr schema.GroupVersionResource) []string {
-	if gvr.Group == "" {
-		return []string{"/api", gvr.Version, gvr.Resource}
-	}
-	return []string{"/apis", gvr.Group, gvr.Version, gvr.Resource}
-}
+func resourcePath(gvr schema.GroupVersionResource) []string { return objectPath(gvr, "", "") }
 
 // objectSerializer gives the informers' REST client its decoders: objects
 // decode into Objects, watch events' envelopes into metav1.WatchEvent

@@ -1,0 +1,71 @@
+package integration
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"github.com/metactl/metactl/pkg/dynamic/informer"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/rand"
+)
+
+// TestRESTClientWritesAndDecodesAsTheDynamicClient creates and updates a
+// ConfigMap through informer.RESTClient and checks its answers against what
+// client-go's dynamic client reads, and that server errors keep their type.
+func TestRESTClientWritesAndDecodesAsTheDynamicClient(t *testing.T) {
+	ctx := context.Background()
+	c, err := informer.NewRESTClient(env.Config, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	name := "objects-" + rand.String(6)
+	body := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"` + name + `","labels":{"a":"b"}},"data":{"k":"v1"}}`)
+
+	created, err := c.Create(ctx, gvr, "default", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Name != name || created.UID == "" || created.ResourceVersion == "" || created.ManagedFields != nil {
+		t.Errorf("created metadata = %+v", created.ObjectMeta)
+	}
+	assertSameAsServer := func(o *informer.Object) {
+		t.Helper()
+		got, err := o.Unstructured()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := env.Dynamic.Resource(gvr).Namespace("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.SetManagedFields(nil)
+		if !reflect.DeepEqual(got.Object, want.Object) {
+			t.Errorf("decoded\n%v\nthe server has\n%v", got.Object, want.Object)
+		}
+	}
+	assertSameAsServer(created)
+
+	if _, err := c.Create(ctx, gvr, "default", body); !apierrors.IsAlreadyExists(err) {
+		t.Errorf("creating it again: %v, want AlreadyExists", err)
+	}
+
+	update := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"` + name + `","resourceVersion":"` + created.ResourceVersion + `"},"data":{"k":"v2"}}`)
+	updated, err := c.Update(ctx, gvr, "default", name, update)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if updated.ResourceVersion == created.ResourceVersion {
+		t.Error("update kept the resourceVersion")
+	}
+	assertSameAsServer(updated)
+	if _, err := c.Update(ctx, gvr, "default", name, update); !apierrors.IsConflict(err) {
+		t.Errorf("updating from a stale resourceVersion: %v, want Conflict", err)
+	}
+	if _, err := c.Update(ctx, gvr, "default", "absent-"+name, update); !apierrors.IsBadRequest(err) && !apierrors.IsNotFound(err) {
+		t.Errorf("updating another name: %v, want BadRequest or NotFound", err)
+	}
+}
