@@ -29,11 +29,11 @@ func decodeDirectly(t *testing.T, data string) map[string]any {
 
 func TestObjectDecodesAsTheDynamicClientDoes(t *testing.T) {
 	for name, data := range map[string]string{
-		"deployment":    deploymentJSON,
-		"metadata last": `{"apiVersion":"v1","kind":"ConfigMap","data":{"k":"v"},"metadata":{"name":"a","namespace":"n","uid":"u","resourceVersion":"1","creationTimestamp":"2026-11-26T03:30:00Z"}}`,
+		"deployment":          deploymentJSON,
+		"metadata last":       `{"apiVersion":"v1","kind":"ConfigMap","data":{"k":"v"},"metadata":{"name":"a","namespace":"n","uid":"u","resourceVersion":"1","creationTimestamp":"2026-11-26T03:30:00Z"}}`,
 		"managedFields first": `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"managedFields":[{"manager":"m","time":"2026-11-26T03:30:00Z","fieldsV1":{"f:data":{}}}],"name":"a","creationTimestamp":"2026-11-26T03:30:00Z"}}`,
-		"metadata only": `{"metadata":{"name":"a","uid":"u","creationTimestamp":"2026-11-26T03:30:00Z"},"kind":"Namespace","apiVersion":"v1"}`,
-		"spaces":        "{ \"apiVersion\" : \"v1\" ,\n \"metadata\" : { \"name\" : \"a\", \"creationTimestamp\":\"2026-11-26T03:30:00Z\" } ,\t\"kind\":\"ConfigMap\", \"data\" : { \"k\" : \"}\" } }",
+		"metadata only":       `{"metadata":{"name":"a","uid":"u","creationTimestamp":"2026-11-26T03:30:00Z"},"kind":"Namespace","apiVersion":"v1"}`,
+		"spaces":              "{ \"apiVersion\" : \"v1\" ,\n \"metadata\" : { \"name\" : \"a\", \"creationTimestamp\":\"2026-11-26T03:30:00Z\" } ,\t\"kind\":\"ConfigMap\", \"data\" : { \"k\" : \"}\" } }",
 	} {
 		t.Run(name, func(t *testing.T) {
 			o, err := NewObject([]byte(data))
