@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 )
@@ -88,8 +89,17 @@ func (c *Controller) updateStatus(ctx context.Context, parent *unstructured.Unst
 	want := make(map[string]any, len(hookStatus)+1)
 	maps.Copy(want, hookStatus)
 	want["observedGeneration"] = parent.GetGeneration()
-	client := c.opts.Client.Resource(c.parent.GroupVersionResource()).Namespace(parent.GetNamespace())
-	patched, err := status.Replace(ctx, client, c.parent.GroupVersionResource().GroupResource(), parent, want, c.parent.HasStatus)
+	gvr := c.parent.GroupVersionResource()
+	// The answer is needed only for its resourceVersion (the echo), so it
+	// goes through the client that decodes only metadata.
+	patch := func(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error) {
+		patched, err := c.opts.Objects.Patch(ctx, gvr, parent.GetNamespace(), name, pt, data, subresources...)
+		if err != nil {
+			return nil, err
+		}
+		return patched, nil
+	}
+	patched, err := status.Replace(ctx, patch, gvr.GroupResource(), parent, want, c.parent.HasStatus)
 	if err != nil || patched == nil {
 		return err
 	}

@@ -142,13 +142,13 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 
 	// 6. Status, only when the hook returned one (null leaves it).
 	if !response.StatusUnchanged() {
-		written, err := status.Replace(ctx, client, w.GroupVersionResource().GroupResource(), obj, response.Status, w.HasStatus)
+		written, err := status.Replace(ctx, status.DynamicPatch(client), w.GroupVersionResource().GroupResource(), obj, response.Status, w.HasStatus)
 		if err != nil {
 			errs = append(errs, err)
 		} else if written != nil {
 			metrics.ObjectWrites.WithLabelValues(c.name, "patch", "status").Inc()
 			c.echoes.Expect(written)
-			obj = written
+			obj = written.(*unstructured.Unstructured) // DynamicPatch's
 		}
 	}
 

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 )
 
@@ -64,6 +65,15 @@ func TestRESTClientWritesAndDecodesAsTheDynamicClient(t *testing.T) {
 	assertSameAsServer(updated)
 	if _, err := c.Update(ctx, gvr, "default", name, update); !apierrors.IsConflict(err) {
 		t.Errorf("updating from a stale resourceVersion: %v, want Conflict", err)
+	}
+	patched, err := c.Patch(ctx, gvr, "default", name, types.MergePatchType, []byte(`{"data":{"k":"v3"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSameAsServer(patched)
+	test := []byte(`[{"op":"test","path":"/metadata/uid","value":"not-its-uid"}]`)
+	if _, err := c.Patch(ctx, gvr, "default", name, types.JSONPatchType, test); !apierrors.IsInvalid(err) {
+		t.Errorf("a JSON patch whose test fails: %v, want Invalid", err)
 	}
 	if _, err := c.Update(ctx, gvr, "default", "absent-"+name, update); !apierrors.IsBadRequest(err) && !apierrors.IsNotFound(err) {
 		t.Errorf("updating another name: %v, want BadRequest or NotFound", err)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -88,17 +89,24 @@ func (c *RESTClient) ListerWatcher(gvr schema.GroupVersionResource) cache.Lister
 // from its JSON, and returns it as the server stored it. Errors from the
 // server are *errors.StatusError, as from client-go's clients.
 func (c *RESTClient) Create(ctx context.Context, gvr schema.GroupVersionResource, namespace string, body []byte) (*Object, error) {
-	return c.write(ctx, c.client.Post().AbsPath(objectPath(gvr, namespace, "")...), body)
+	return c.write(ctx, c.client.Post().AbsPath(objectPath(gvr, namespace, "")...), body, runtime.ContentTypeJSON)
 }
 
 // Update replaces the object name of gvr in namespace with body, and returns
 // it as the server stored it.
 func (c *RESTClient) Update(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, body []byte) (*Object, error) {
-	return c.write(ctx, c.client.Put().AbsPath(objectPath(gvr, namespace, name)...), body)
+	return c.write(ctx, c.client.Put().AbsPath(objectPath(gvr, namespace, name)...), body, runtime.ContentTypeJSON)
 }
 
-func (c *RESTClient) write(ctx context.Context, req *rest.Request, body []byte) (*Object, error) {
-	data, err := req.SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do(ctx).Raw()
+// Patch patches the object name of gvr in namespace, or its subresource
+// (status, say), and returns it as the server stored it.
+func (c *RESTClient) Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte, subresources ...string) (*Object, error) {
+	path := append(objectPath(gvr, namespace, name), subresources...)
+	return c.write(ctx, c.client.Patch(pt).AbsPath(path...), data, string(pt))
+}
+
+func (c *RESTClient) write(ctx context.Context, req *rest.Request, body []byte, contentType string) (*Object, error) {
+	data, err := req.SetHeader("Content-Type", contentType).Body(body).Do(ctx).Raw()
 	if err != nil {
 		return nil, err
 	}

@@ -16,18 +16,35 @@ import (
 	"k8s.io/client-go/dynamic"
 )
 
+// PatchFunc patches the object name (or its subresources) and returns it
+// as written. A dynamic client's Patch, and informer.RESTClient's, adapt to
+// it.
+type PatchFunc func(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error)
+
+// DynamicPatch adapts client's Patch; what it returns is an
+// *unstructured.Unstructured.
+func DynamicPatch(client dynamic.ResourceInterface) PatchFunc {
+	return func(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error) {
+		patched, err := client.Patch(ctx, name, pt, data, metav1.PatchOptions{}, subresources...)
+		if err != nil {
+			return nil, err
+		}
+		return patched, nil
+	}
+}
+
 // Replace makes want the whole status of obj, unless obj already has it
 // (compared semantically), in which case it writes nothing and returns
 // (nil, nil). The write is a JSON patch, through the status subresource when
 // hasSubresource, with obj's UID as precondition: an object deleted and
 // re-created under the same name meanwhile is not written, and the error is
 // a conflict. An object already gone returns (nil, nil).
-func Replace(ctx context.Context, client dynamic.ResourceInterface, resource schema.GroupResource, obj *unstructured.Unstructured, want map[string]any, hasSubresource bool) (*unstructured.Unstructured, error) {
+func Replace(ctx context.Context, patch PatchFunc, resource schema.GroupResource, obj *unstructured.Unstructured, want map[string]any, hasSubresource bool) (metav1.Object, error) {
 	have, _ := obj.Object["status"].(map[string]any)
 	if equality.Semantic.DeepEqual(have, want) {
 		return nil, nil
 	}
-	patch, err := json.Marshal([]map[string]any{
+	data, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": "/metadata/uid", "value": obj.GetUID()},
 		{"op": "add", "path": "/status", "value": want},
 	})
@@ -38,7 +55,7 @@ func Replace(ctx context.Context, client dynamic.ResourceInterface, resource sch
 	if hasSubresource {
 		subresources = []string{"status"}
 	}
-	patched, err := client.Patch(ctx, obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{}, subresources...)
+	patched, err := patch(ctx, obj.GetName(), types.JSONPatchType, data, subresources...)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil
