@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -88,11 +89,21 @@ type Process struct {
 // logged when the test failed.
 func StartProcess(t testing.TB, name string, args ...string) *Process {
 	t.Helper()
-	p := &Process{Cmd: exec.Command(name, args...), done: make(chan struct{})}
+	return StartCommand(t, exec.Command(name, args...))
+}
+
+// StartCommand is StartProcess for a command the caller prepared (its
+// folder, environment). Its output goes to the Process; without a
+// SysProcAttr of its own it is killed with the test binary.
+func StartCommand(t testing.TB, cmd *exec.Cmd) *Process {
+	t.Helper()
+	p := &Process{Cmd: cmd, done: make(chan struct{})}
 	p.Cmd.Stdout, p.Cmd.Stderr = &p.out, &p.out
-	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if p.Cmd.SysProcAttr == nil {
+		p.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	}
 	if err := p.Cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", name, err)
+		t.Fatalf("starting %s: %v", cmd.Path, err)
 	}
 	go func() {
 		p.err = p.Cmd.Wait()
@@ -102,11 +113,32 @@ func StartProcess(t testing.TB, name string, args ...string) *Process {
 		_ = p.Cmd.Process.Kill()
 		<-p.done
 		if t.Failed() {
-			t.Logf("last output of %s:\n%s", filepath.Base(name), lastLines(p.Output(), 40))
+			t.Logf("last output of %s:\n%s", filepath.Base(cmd.Path), LastLines(p.Output(), 60))
 		}
 	})
 	return p
 }
+
+// Stop sends sig to the process and fails the test unless it exits with
+// code 0 within timeout.
+func (p *Process) Stop(t testing.TB, sig os.Signal, timeout time.Duration) {
+	t.Helper()
+	name := filepath.Base(p.Cmd.Path)
+	if err := p.Cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signalling %s: %v", name, err)
+	}
+	select {
+	case <-p.done:
+		if p.err != nil {
+			t.Fatalf("%s after %v: %v, want exit code 0", name, sig, p.err)
+		}
+	case <-time.After(timeout):
+		t.Fatalf("%s did not stop within %v of %v", name, timeout, sig)
+	}
+}
+
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Output returns what the process printed so far.
 func (p *Process) Output() string { return p.out.String() }
@@ -124,17 +156,19 @@ func (p *Process) Wait(t testing.TB, timeout time.Duration) error {
 	}
 }
 
-// Exited reports whether the process has exited.
-func (p *Process) Exited() bool {
+// Exited reports whether the process has exited, and its exit error (nil
+// for exit code 0) if so.
+func (p *Process) Exited() (bool, error) {
 	select {
 	case <-p.done:
-		return true
+		return true, p.err
 	default:
-		return false
+		return false, nil
 	}
 }
 
-func lastLines(s string, n int) string {
+// LastLines returns the last n lines of s.
+func LastLines(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]

@@ -34,19 +34,18 @@ func TestDevHelloWorld(t *testing.T) {
 	cmd := exec.Command(metactl, "dev", "--example", "hello-world", "--dir", dir)
 	cmd.Dir = repo(t)
 	cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS="+env.AssetsDir)
-	dev := startCmd(t, cmd)
+	dev := testenv.StartCommand(t, cmd)
 	// Cleanups run last-registered first: on a failure path, this one
 	// stops dev (SIGINT, then SIGKILL) and kills whatever it left behind,
 	// before start's cleanup reaps it.
 	var started []proc
 	t.Cleanup(func() {
-		if exited, _ := dev.exited(); !exited {
-			_ = dev.cmd.Process.Signal(syscall.SIGINT)
+		if exited, _ := dev.Exited(); !exited {
+			_ = dev.Cmd.Process.Signal(syscall.SIGINT)
 			select {
-			case err := <-dev.done:
-				dev.done <- err
+			case <-dev.Done():
 			case <-time.After(30 * time.Second):
-				_ = dev.cmd.Process.Kill()
+				_ = dev.Cmd.Process.Kill()
 			}
 		}
 		for _, p := range started {
@@ -60,8 +59,8 @@ func TestDevHelloWorld(t *testing.T) {
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	var client dynamic.Interface
 	testenv.Eventually(t, 2*time.Minute, "metactl dev to write "+kubeconfig, func(context.Context) (bool, error) {
-		if exited, err := dev.exited(); exited {
-			t.Fatalf("metactl dev exited early: %v\n%s", err, lastLines(dev.out.String(), 40))
+		if exited, err := dev.Exited(); exited {
+			t.Fatalf("metactl dev exited early: %v\n%s", err, testenv.LastLines(dev.Output(), 40))
 		}
 		config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {
@@ -71,8 +70,8 @@ func TestDevHelloWorld(t *testing.T) {
 		return err == nil, err
 	})
 	testenv.Eventually(t, 2*time.Minute, "the example's ConfigMap default/your-name-greeting to greet World", func(ctx context.Context) (bool, error) {
-		if exited, err := dev.exited(); exited {
-			t.Fatalf("metactl dev exited early: %v\n%s", err, lastLines(dev.out.String(), 40))
+		if exited, err := dev.Exited(); exited {
+			t.Fatalf("metactl dev exited early: %v\n%s", err, testenv.LastLines(dev.Output(), 40))
 		}
 		cm, err := client.Resource(configmapsGVR).Namespace("default").Get(ctx, "your-name-greeting", metav1.GetOptions{})
 		if err != nil {
@@ -81,7 +80,7 @@ func TestDevHelloWorld(t *testing.T) {
 		return nestedString(cm, "data", "greeting") == "Hello, World!", nil
 	})
 
-	started = descendants(dev.cmd.Process.Pid)
+	started = descendants(dev.Cmd.Process.Pid)
 	var seen []string
 	for _, p := range started {
 		seen = append(seen, fmt.Sprintf("%s(%d)", p.argv0, p.pid))
@@ -98,8 +97,8 @@ func TestDevHelloWorld(t *testing.T) {
 	}
 	server := apiServerAddress(t, kubeconfig)
 
-	dev.stop(t, syscall.SIGINT, time.Minute)
-	if want := "export KUBECONFIG=" + kubeconfig; !strings.Contains(dev.out.String(), want) {
+	dev.Stop(t, syscall.SIGINT, time.Minute)
+	if want := "export KUBECONFIG=" + kubeconfig; !strings.Contains(dev.Output(), want) {
 		t.Errorf("metactl dev did not print %q", want)
 	}
 	testenv.Eventually(t, 10*time.Second, "every process metactl dev started to be gone", func(context.Context) (bool, error) {

@@ -45,8 +45,8 @@ func TestHelloWorldPython(t *testing.T) {
 	waitGone(t, settle, configmapsGVR, ns, "your-name-greeting")
 	t.Logf("%v: deleted; sending SIGTERM", time.Since(began))
 
-	ex.metactl.stop(t, syscall.SIGTERM, 30*time.Second)
-	if !strings.Contains(ex.metactl.out.String(), "Stopped") {
+	ex.metactl.Stop(t, syscall.SIGTERM, 30*time.Second)
+	if !strings.Contains(ex.metactl.Output(), "Stopped") {
 		t.Errorf("metactl run did not log its orderly stop")
 	}
 }

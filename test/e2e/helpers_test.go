@@ -1,16 +1,12 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -72,107 +68,6 @@ func repo(t *testing.T, parts ...string) string {
 func buildMetactl(t *testing.T) string {
 	t.Helper()
 	return testenv.BuildMetactl(t)
-}
-
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// syncBuffer is a bytes.Buffer that a process writes while a test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// process is a child process whose output is kept for the test log.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	out  syncBuffer
-	done chan error // receives Wait's result once; put it back after reading
-}
-
-// exited reports whether the process has ended, and how.
-func (p *process) exited() (bool, error) {
-	select {
-	case err := <-p.done:
-		p.done <- err
-		return true, err
-	default:
-		return false, nil
-	}
-}
-
-// start starts a process that is killed when the test ends (if it is still
-// running) and whose output is logged if the test failed.
-func start(t *testing.T, name string, args ...string) *process {
-	t.Helper()
-	return startCmd(t, exec.Command(name, args...))
-}
-
-func startCmd(t *testing.T, cmd *exec.Cmd) *process {
-	t.Helper()
-	p := &process{name: filepath.Base(cmd.Path), cmd: cmd, done: make(chan error, 1)}
-	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
-	if p.cmd.SysProcAttr == nil {
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", cmd.Path, err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		err := <-p.done
-		p.done <- err
-		if t.Failed() {
-			t.Logf("output of %s:\n%s", p.name, lastLines(p.out.String(), 60))
-		}
-	})
-	return p
-}
-
-// stop sends sig and checks that the process exits with code 0 within
-// timeout.
-func (p *process) stop(t *testing.T, sig os.Signal, timeout time.Duration) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signalling %s: %v", p.name, err)
-	}
-	select {
-	case err := <-p.done:
-		p.done <- err // for the cleanup
-		if err != nil {
-			t.Fatalf("%s after %v: %v, want exit code 0", p.name, sig, err)
-		}
-	case <-time.After(timeout):
-		t.Fatalf("%s did not stop within %v of %v", p.name, timeout, sig)
-	}
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // kubectl runs the control plane's kubectl and fails the test on error.
@@ -248,8 +143,8 @@ func deleteOnCleanup(t *testing.T, file string, args ...string) {
 type example struct {
 	dir     string
 	hookURL string
-	hook    *process
-	metactl *process
+	hook    *testenv.Process
+	metactl *testenv.Process
 }
 
 // startExample runs lang/name's hook (python3 hook.py or node hook.js) on
@@ -266,11 +161,11 @@ func startExample(t *testing.T, lang, name string) *example {
 	if lang == "js" {
 		interpreter, hookFile = "node", "hook.js"
 	}
-	port := freePort(t)
+	port := testenv.FreePort(t)
 	e.hookURL = fmt.Sprintf("http://127.0.0.1:%d", port)
-	e.hook = start(t, interpreter, filepath.Join(e.dir, hookFile), "--port", fmt.Sprint(port))
+	e.hook = testenv.StartProcess(t, interpreter, filepath.Join(e.dir, hookFile), "--port", fmt.Sprint(port))
 	waitListening(t, e.hook, port)
-	e.metactl = start(t, metactl, "run", "--kubeconfig", env.KubeconfigPath,
+	e.metactl = testenv.StartProcess(t, metactl, "run", "--kubeconfig", env.KubeconfigPath,
 		"--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0", "--workers", "4", "--discovery-interval", "2s")
 
 	if crd := filepath.Join(e.dir, "crd.yaml"); fileExists(crd) {
@@ -304,12 +199,13 @@ func fileExists(path string) bool {
 
 // waitListening waits until p accepts connections on port, failing at once
 // if p exits.
-func waitListening(t *testing.T, p *process, port int) {
+func waitListening(t *testing.T, p *testenv.Process, port int) {
 	t.Helper()
 	var exitErr error
 	exited := false
-	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%s listening on port %d", p.name, port), func(ctx context.Context) (bool, error) {
-		if exited, exitErr = p.exited(); exited {
+	name := filepath.Base(p.Cmd.Path)
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%s listening on port %d", name, port), func(ctx context.Context) (bool, error) {
+		if exited, exitErr = p.Exited(); exited {
 			return true, nil
 		}
 		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
@@ -320,7 +216,7 @@ func waitListening(t *testing.T, p *process, port int) {
 		return true, nil
 	})
 	if exited {
-		t.Fatalf("%s exited before listening: %v\n%s", p.name, exitErr, p.out.String())
+		t.Fatalf("%s exited before listening: %v\n%s", name, exitErr, p.Output())
 	}
 }
 
@@ -364,7 +260,7 @@ func describe(o *unstructured.Unstructured) string {
 	if err != nil {
 		return err.Error()
 	}
-	return lastLines(string(out), 80)
+	return testenv.LastLines(string(out), 80)
 }
 
 // ignoreDeadline drops the error of a request cut short by the end of a

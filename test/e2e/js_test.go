@@ -115,7 +115,7 @@ func TestStatefulSetLikeJS(t *testing.T) {
 
 	kubectl(t, "delete", "-n", ns, "catset", "nginx", "--wait=false")
 	waitList(t, settle, podsGVR, ns, selector, "no pods after deleting the CatSet", func(items []unstructured.Unstructured) bool { return len(items) == 0 })
-	ex.metactl.stop(t, syscall.SIGTERM, 30*time.Second)
+	ex.metactl.Stop(t, syscall.SIGTERM, 30*time.Second)
 }
 
 // availability watches Pods and records the first moment more than one of
@@ -301,5 +301,5 @@ func TestBlueGreenJS(t *testing.T) {
 	kubectl(t, "delete", "-n", ns, "bluegreendeployment", "web", "--wait=false")
 	waitList(t, settle, podsGVR, ns, "", "no pods after deleting the parent", func(items []unstructured.Unstructured) bool { return len(items) == 0 })
 	waitGone(t, settle, servicesGVR, ns, "web")
-	ex.metactl.stop(t, syscall.SIGTERM, 30*time.Second)
+	ex.metactl.Stop(t, syscall.SIGTERM, 30*time.Second)
 }

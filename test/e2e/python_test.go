@@ -91,7 +91,7 @@ func TestIndexedJobPython(t *testing.T) {
 
 	kubectl(t, "delete", "-n", ns, "indexedjob", "print-index", "--wait=false")
 	waitList(t, settle, podsGVR, ns, "", "no pods after deleting the job", func(items []unstructured.Unstructured) bool { return len(items) == 0 })
-	ex.metactl.stop(t, syscall.SIGTERM, 30*time.Second)
+	ex.metactl.Stop(t, syscall.SIGTERM, 30*time.Second)
 }
 
 func podUIDs(items []unstructured.Unstructured) map[string]string {
@@ -204,7 +204,7 @@ func TestPropagationPython(t *testing.T) {
 	if get(t, configmapsGVR, "default", "app-settings") == nil {
 		t.Error("the source is gone")
 	}
-	ex.metactl.stop(t, syscall.SIGTERM, 30*time.Second)
+	ex.metactl.Stop(t, syscall.SIGTERM, 30*time.Second)
 }
 
 // TestServicePerPodPython: a DecoratorController gives a labelled Pod a
@@ -258,7 +258,7 @@ func TestServicePerPodPython(t *testing.T) {
 
 	kubectl(t, "delete", "-n", ns, "pod", "web-0", "--wait=false")
 	waitGone(t, settle, servicesGVR, ns, "web-0")
-	ex.metactl.stop(t, syscall.SIGTERM, 30*time.Second)
+	ex.metactl.Stop(t, syscall.SIGTERM, 30*time.Second)
 }
 
 // TestV2HookPython: a sync hook declaring version v2 is sent children
@@ -304,5 +304,5 @@ func TestV2HookPython(t *testing.T) {
 	kubectl(t, "delete", "-n", ns, "configmapset", "settings", "--wait=false")
 	waitGone(t, settle, configmapsGVR, ns, "settings-frontend")
 	waitGone(t, settle, configmapsGVR, ns, "settings-cache")
-	ex.metactl.stop(t, syscall.SIGTERM, 30*time.Second)
+	ex.metactl.Stop(t, syscall.SIGTERM, 30*time.Second)
 }

@@ -1,7 +1,6 @@
 package manifests_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,10 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -72,24 +68,6 @@ func helloWorldHook(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// syncBuffer is a bytes.Buffer that a process writes while a test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -98,18 +76,6 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-// buildMetactl builds bin/metactl's equivalent into a temporary folder.
-func buildMetactl(t *testing.T) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "metactl")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/metactl")
-	cmd.Dir = repo(t)
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/metactl: %v\n%s", err, msg)
-	}
-	return out
 }
 
 // deploymentArgs returns the arguments of the shipped Deployment's
@@ -185,33 +151,12 @@ func runHelloWorld(t *testing.T) {
 
 	args, metricsAddr, healthAddr := deploymentArgs(t)
 	args = append(args, "--kubeconfig="+impersonatingKubeconfig(t))
-	var output syncBuffer
-	cmd := exec.Command(buildMetactl(t), args...)
-	cmd.Stdout, cmd.Stderr = &output, &output
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("metactl %s:\n%s", strings.Join(args, " "), output.String())
-		}
-	})
+	metactl := testenv.StartProcess(t, testenv.BuildMetactl(t), args...)
 	running := func() error {
-		select {
-		case err := <-exited:
-			exited <- err
+		if exited, err := metactl.Exited(); exited {
 			return fmt.Errorf("metactl exited: %v", err)
-		default:
-			return nil
 		}
+		return nil
 	}
 
 	ns := env.CreateNamespace(t)
@@ -298,20 +243,9 @@ func runHelloWorld(t *testing.T) {
 	if err := running(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		stopped = true
-		if err != nil {
-			t.Errorf("metactl after SIGTERM: %v, want exit code 0", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("metactl did not stop after SIGTERM")
-	}
-	if out := strings.ToLower(output.String()); strings.Contains(out, "forbidden") {
-		t.Errorf("metactl was refused something under the ServiceAccount's permissions:\n%s", output.String())
+	metactl.Stop(t, syscall.SIGTERM, 30*time.Second)
+	if out := strings.ToLower(metactl.Output()); strings.Contains(out, "forbidden") {
+		t.Errorf("metactl was refused something under the ServiceAccount's permissions:\n%s", metactl.Output())
 	}
 }
 

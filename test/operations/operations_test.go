@@ -236,7 +236,7 @@ func TestLeaderElection(t *testing.T) {
 			t.Errorf("p%d has %d children, want 1", i, n)
 		}
 	}
-	if standby.Exited() {
+	if exited, _ := standby.Exited(); exited {
 		t.Error("the new leader exited")
 	}
 }
