@@ -48,6 +48,8 @@ type Controller struct {
 	// echoes are this controller's own writes, whose watch events need no
 	// sync: the sync that wrote them already acted on their result.
 	echoes *informer.Echoes
+	// selectors are the parents' child selectors, for orphans' events.
+	selectors selectorCache
 	// hooks calls the hooks and remembers whether they last failed for
 	// their credentials.
 	hooks *controller.HookCaller

@@ -33,6 +33,7 @@ func (c *Controller) parentHandler() cache.ResourceEventHandler {
 		DeleteFunc: func(obj any) {
 			if u := informer.ObjectOf(obj); u != nil {
 				c.echoes.Forget(u.GetUID())
+				c.forgetSelector(u.GetUID())
 				c.enqueueFor(parentKey(u.GetNamespace(), u.GetName()), nil)
 			}
 		},
@@ -98,9 +99,8 @@ func (c *Controller) enqueueOwnerOrCandidates(u metav1.Object, event metav1.Obje
 		namespace = ""
 	}
 	childLabels := labels.Set(u.GetLabels())
-	for _, parent := range c.parentInformer.List(namespace, nil) {
-		selector, err := c.childSelector(parent)
-		if err == nil && selector.Matches(childLabels) {
+	for _, parent := range c.parentInformer.ListMeta(namespace, nil) {
+		if selector := c.selectorOf(parent); selector != nil && selector.Matches(childLabels) {
 			c.loop.Add(parentKey(parent.GetNamespace(), parent.GetName()))
 		}
 	}

@@ -1,0 +1,58 @@
+package composite
+
+import (
+	"sync"
+
+	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// selectorCache keeps each parent's child selector by UID, valid for one
+// generation of the parent (spec.selector is in its spec), so that an
+// orphan's event, which concerns every parent of its namespace, reads their
+// cached metadata instead of decoding them. Safe for concurrent use.
+type selectorCache struct {
+	mu      sync.Mutex
+	entries map[types.UID]selectorEntry
+}
+
+type selectorEntry struct {
+	generation int64
+	selector   labels.Selector // nil: the parent has no valid selector
+}
+
+// selectorOf returns parent's child selector, or nil when it has none that
+// is valid (the sync reports why).
+func (c *Controller) selectorOf(parent *informer.Object) labels.Selector {
+	if c.cc.Spec.GenerateSelector != nil && *c.cc.Spec.GenerateSelector {
+		return labels.SelectorFromSet(labels.Set{ControllerUIDLabel: string(parent.UID)})
+	}
+	s := &c.selectors
+	s.mu.Lock()
+	e, ok := s.entries[parent.UID]
+	s.mu.Unlock()
+	if ok && e.generation == parent.Generation {
+		return e.selector
+	}
+	e = selectorEntry{generation: parent.Generation}
+	if u, err := parent.Unstructured(); err == nil {
+		if selector, err := c.childSelector(u); err == nil {
+			e.selector = selector
+		}
+	}
+	s.mu.Lock()
+	if s.entries == nil {
+		s.entries = map[types.UID]selectorEntry{}
+	}
+	s.entries[parent.UID] = e
+	s.mu.Unlock()
+	return e.selector
+}
+
+// forgetSelector drops the cached selector of a deleted parent.
+func (c *Controller) forgetSelector(uid types.UID) {
+	c.selectors.mu.Lock()
+	delete(c.selectors.entries, uid)
+	c.selectors.mu.Unlock()
+}

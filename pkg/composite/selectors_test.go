@@ -1,0 +1,50 @@
+package composite
+
+import (
+	"testing"
+
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
+)
+
+func parentObject(t *testing.T, generation, selector string) *informer.Object {
+	t.Helper()
+	o, err := informer.NewObject([]byte(`{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"p","namespace":"ns","uid":"u-1","generation":` +
+		generation + `},"spec":{"selector":` + selector + `}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestSelectorOfFollowsTheParentsGeneration(t *testing.T) {
+	c := &Controller{cc: &v1alpha1.CompositeController{}}
+	a, b := labels.Set{"app": "a"}, labels.Set{"app": "b"}
+
+	s := c.selectorOf(parentObject(t, "1", `{"matchLabels":{"app":"a"}}`))
+	if s == nil || !s.Matches(a) || s.Matches(b) {
+		t.Fatalf("generation 1: selector %v", s)
+	}
+	// Same generation: the cached selector, even if the object says
+	// otherwise (it cannot, for one generation).
+	if s := c.selectorOf(parentObject(t, "1", `{"matchLabels":{"app":"b"}}`)); s == nil || !s.Matches(a) {
+		t.Errorf("generation 1 again: selector %v, want the cached one", s)
+	}
+	if s := c.selectorOf(parentObject(t, "2", `{"matchLabels":{"app":"b"}}`)); s == nil || !s.Matches(b) || s.Matches(a) {
+		t.Errorf("generation 2: selector %v, want app=b", s)
+	}
+	if s := c.selectorOf(parentObject(t, "3", `{}`)); s != nil {
+		t.Errorf("an empty spec.selector: %v, want none", s)
+	}
+	c.forgetSelector("u-1")
+	if len(c.selectors.entries) != 0 {
+		t.Errorf("forgetSelector left %v", c.selectors.entries)
+	}
+
+	c.cc.Spec.GenerateSelector = ptr.To(true)
+	if s := c.selectorOf(parentObject(t, "1", `{}`)); s == nil || !s.Matches(labels.Set{ControllerUIDLabel: "u-1"}) {
+		t.Errorf("generateSelector: %v", s)
+	}
+}
