@@ -230,7 +230,7 @@ func (c *Controller) Cleanup(ctx context.Context) error {
 }
 
 func (c *Controller) enqueueAllParents() {
-	for _, parent := range c.parentInformer.List("", nil) {
+	for _, parent := range c.parentInformer.ListMeta("", nil) {
 		c.loop.Add(parentKey(parent.GetNamespace(), parent.GetName()))
 	}
 }

@@ -210,12 +210,18 @@ func (i *Informer) OwnedBy(uid types.UID) []*unstructured.Unstructured {
 }
 
 // Orphans returns the cached objects without a controller owner in
-// namespace, or in every namespace when namespace is "", decoded.
-func (i *Informer) Orphans(namespace string) []*unstructured.Unstructured {
+// namespace, or in every namespace when namespace is "", that match
+// selector (nil for all), decoded. Only the objects that match are decoded.
+func (i *Informer) Orphans(namespace string, selector labels.Selector) []*unstructured.Unstructured {
+	value := namespace
 	if namespace == "" {
-		return i.byIndex(indexOrphans, allNamespaces)
+		value = allNamespaces
 	}
-	return i.byIndex(indexOrphans, namespace)
+	objs, err := i.shared.informer.GetIndexer().ByIndex(indexOrphans, value)
+	if err != nil {
+		return nil
+	}
+	return decodeAll(objects(objs, selector))
 }
 
 // List returns the cached objects in namespace ("" for all) that match

@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -165,10 +166,13 @@ func TestIndexesAndTransform(t *testing.T) {
 	if got, want := names(i.OwnedBy("u-p1")), []string{"ns1/owned-1", "ns1/owned-2"}; !equal(got, want) {
 		t.Errorf("OwnedBy = %v, want %v", got, want)
 	}
-	if got, want := names(i.Orphans("ns1")), []string{"ns1/orphan-1"}; !equal(got, want) {
+	if got, want := names(i.Orphans("ns1", nil)), []string{"ns1/orphan-1"}; !equal(got, want) {
 		t.Errorf("Orphans(ns1) = %v, want %v", got, want)
 	}
-	if got, want := names(i.Orphans("")), []string{"ns1/orphan-1", "ns2/orphan-2"}; !equal(got, want) {
+	if got := names(i.Orphans("", labels.SelectorFromSet(labels.Set{"absent": "label"}))); len(got) != 0 {
+		t.Errorf("Orphans(all, a selector nothing matches) = %v", got)
+	}
+	if got, want := names(i.Orphans("", nil)), []string{"ns1/orphan-1", "ns2/orphan-2"}; !equal(got, want) {
 		t.Errorf("Orphans(all) = %v, want %v", got, want)
 	}
 	obj, ok := i.Get("ns1", "owned-1")
