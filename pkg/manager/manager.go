@@ -42,6 +42,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 )
@@ -173,6 +174,11 @@ func New(opts Options) (*Manager, error) {
 	metrics.Register()
 	opts.Config = rest.CopyConfig(opts.Config)
 	opts.Config.Wrap(metrics.InstrumentTransport)
+	if opts.Config.RateLimiter == nil && opts.Config.QPS > 0 {
+		// One budget for every client built below: each would otherwise
+		// get a token bucket of its own.
+		opts.Config.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(opts.Config.QPS, opts.Config.Burst)
+	}
 	httpClient, err := rest.HTTPClientFor(opts.Config)
 	if err != nil {
 		return nil, fmt.Errorf("building the API server's HTTP client: %w", err)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 
@@ -74,6 +75,13 @@ func TestRESTClientWritesAndDecodesAsTheDynamicClient(t *testing.T) {
 	test := []byte(`[{"op":"test","path":"/metadata/uid","value":"not-its-uid"}]`)
 	if _, err := c.Patch(ctx, gvr, "default", name, types.JSONPatchType, test); !apierrors.IsInvalid(err) {
 		t.Errorf("a JSON patch whose test fails: %v, want Invalid", err)
+	}
+	// The server's message and causes reach the caller.
+	invalid := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Not_A_Name"}}`)
+	_, err = c.Create(ctx, gvr, "default", invalid)
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil || len(status.Status().Details.Causes) == 0 {
+		t.Errorf("creating an invalid name: %v, want Invalid with causes", err)
 	}
 	if _, err := c.Update(ctx, gvr, "default", "absent-"+name, update); !apierrors.IsBadRequest(err) && !apierrors.IsNotFound(err) {
 		t.Errorf("updating another name: %v, want BadRequest or NotFound", err)

@@ -23,5 +23,9 @@
 // GetMeta and ListMeta return the cached Objects, which must not be
 // modified.
 //
+// Metadata goes through metav1.ObjectMeta: what it does not know is not
+// kept, and timestamps come back as kube-apiserver writes them (RFC 3339,
+// seconds, UTC), which is what kube-apiserver sends in the first place.
+//
 // Factory and Informer are safe for concurrent use.
 package informer

@@ -138,6 +138,13 @@ func TestObjectCodecDecodesStatus(t *testing.T) {
 	if !ok || status.Code != 410 || status.Reason != metav1.StatusReasonExpired {
 		t.Errorf("decoded %#v", obj)
 	}
+	// A custom resource of kind Status is an object like any other.
+	custom := []byte(`{"kind":"Status","apiVersion":"example.com/v1","metadata":{"name":"s","resourceVersion":"3"},"spec":{}}`)
+	if obj, _, err := (objectCodec{}).Decode(custom, nil, nil); err != nil {
+		t.Error(err)
+	} else if o, ok := obj.(*Object); !ok || o.Name != "s" {
+		t.Errorf("a custom resource of kind Status decoded as %#v", obj)
+	}
 }
 
 // FuzzNewObject checks that an object that decodes decodes the same way

@@ -68,7 +68,7 @@ func (c *RESTClient) ListerWatcher(gvr schema.GroupVersionResource) cache.Lister
 	path := resourcePath(gvr)
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			data, err := c.client.Get().AbsPath(path...).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Raw()
+			data, err := body(c.client.Get().AbsPath(path...).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx))
 			if err != nil {
 				return nil, err
 			}
@@ -105,8 +105,8 @@ func (c *RESTClient) Patch(ctx context.Context, gvr schema.GroupVersionResource,
 	return c.write(ctx, c.client.Patch(pt).AbsPath(path...), data, string(pt))
 }
 
-func (c *RESTClient) write(ctx context.Context, req *rest.Request, body []byte, contentType string) (*Object, error) {
-	data, err := req.SetHeader("Content-Type", contentType).Body(body).Do(ctx).Raw()
+func (c *RESTClient) write(ctx context.Context, req *rest.Request, data []byte, contentType string) (*Object, error) {
+	data, err := body(req.SetHeader("Content-Type", contentType).Body(data).Do(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +115,16 @@ func (c *RESTClient) write(ctx context.Context, req *rest.Request, body []byte, 
 		return nil, fmt.Errorf("decoding the server's answer: %w", err)
 	}
 	return obj, nil
+}
+
+// body returns the body of a successful response, or the server's error:
+// a *errors.StatusError with the server's message and causes (Raw alone
+// would keep only the HTTP status).
+func body(res rest.Result) ([]byte, error) {
+	if err := res.Error(); err != nil {
+		return nil, err
+	}
+	return res.Raw()
 }
 
 // objectPath is the path of the object name of gvr in namespace, or of the
@@ -180,7 +190,7 @@ func (objectCodec) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.
 		if err != nil {
 			return nil, nil, err
 		}
-		if fields.kind != "Status" {
+		if fields.kind != "Status" || fields.apiVersion != "v1" { // a custom resource may be called Status
 			obj, err := newObjectFromFields(data, fields)
 			if err != nil {
 				return nil, nil, err

@@ -4,8 +4,8 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,10 +59,22 @@ func Replace(ctx context.Context, patch PatchFunc, resource schema.GroupResource
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil
-	case apierrors.IsInvalid(err) && strings.Contains(err.Error(), "test"):
+	case apierrors.IsInvalid(err) && failedPatchTest(err):
 		return nil, apierrors.NewConflict(resource, obj.GetName(), fmt.Errorf("the object was replaced: %w", err))
 	case err != nil:
 		return nil, fmt.Errorf("writing status: %w", err)
 	}
 	return patched, nil
+}
+
+// failedPatchTest reports whether an Invalid error is the failure of the
+// patch's test of the UID: the server answers it without causes, where a
+// status its schema refuses comes with a cause per field.
+func failedPatchTest(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	details := status.Status().Details
+	return details == nil || len(details.Causes) == 0
 }
