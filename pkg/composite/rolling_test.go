@@ -139,16 +139,25 @@ func rollOut(t *testing.T, ns, version string, first, replicas int) {
 	}
 }
 
-func TestRollingRecreateOneChildAtATime(t *testing.T) {
-	ns := env.CreateNamespace(t)
-	hook := newTestHook(t, rollingHook)
-	startController(t, rollingController(t, hook, "RollingRecreate"))
+// rolledOutOnV1 starts a controller with rolling child resources (method)
+// and a parent p1 of 3 children on version v1, and waits until they are all
+// there and ready.
+func rolledOutOnV1(t *testing.T, method string) (ns string, hook *testHook) {
+	t.Helper()
+	ns = env.CreateNamespace(t)
+	hook = newTestHook(t, rollingHook)
+	startController(t, rollingController(t, hook, method))
 	newThing(t, thingsGVR, ns, "p1", map[string]any{"replicas": int64(3), "version": "v1"})
 	testenv.Eventually(t, 30*time.Second, "3 children on v1", func(context.Context) (bool, error) {
 		v, _ := versions(t, ns)
 		return countVersion(v, "v1") == 3, nil
 	})
 	markReady(t, ns, "v1")
+	return ns, hook
+}
+
+func TestRollingRecreateOneChildAtATime(t *testing.T) {
+	ns, hook := rolledOutOnV1(t, "RollingRecreate")
 	waitUpdated(t, ns, "p1", "True", "OnLatestRevision")
 	_, before := versions(t, ns)
 
@@ -175,15 +184,7 @@ func TestRollingRecreateOneChildAtATime(t *testing.T) {
 }
 
 func TestRollingInPlaceKeepsUIDsAndHandlesANewRevisionMidway(t *testing.T) {
-	ns := env.CreateNamespace(t)
-	hook := newTestHook(t, rollingHook)
-	startController(t, rollingController(t, hook, "RollingInPlace"))
-	newThing(t, thingsGVR, ns, "p1", map[string]any{"replicas": int64(3), "version": "v1"})
-	testenv.Eventually(t, 30*time.Second, "3 children on v1", func(context.Context) (bool, error) {
-		v, _ := versions(t, ns)
-		return countVersion(v, "v1") == 3, nil
-	})
-	markReady(t, ns, "v1")
+	ns, _ := rolledOutOnV1(t, "RollingInPlace")
 	waitUpdated(t, ns, "p1", "True", "OnLatestRevision")
 	_, before := versions(t, ns)
 
@@ -214,15 +215,7 @@ func TestRollingInPlaceKeepsUIDsAndHandlesANewRevisionMidway(t *testing.T) {
 // for the old revision mid-rollout: no child moves, the parent gets a
 // SyncError, and the rollout resumes once the hook answers again.
 func TestRollingHookFailureForOneRevisionChangesNothing(t *testing.T) {
-	ns := env.CreateNamespace(t)
-	hook := newTestHook(t, rollingHook)
-	startController(t, rollingController(t, hook, "RollingRecreate"))
-	newThing(t, thingsGVR, ns, "p1", map[string]any{"replicas": int64(3), "version": "v1"})
-	testenv.Eventually(t, 30*time.Second, "3 children on v1", func(context.Context) (bool, error) {
-		v, _ := versions(t, ns)
-		return countVersion(v, "v1") == 3, nil
-	})
-	markReady(t, ns, "v1")
+	ns, hook := rolledOutOnV1(t, "RollingRecreate")
 	setSpec(t, thingsGVR, ns, "p1", map[string]any{"version": "v2"})
 	waitUpdated(t, ns, "p1", "False", "WaitingForHealthyChild")
 

@@ -118,8 +118,11 @@ func waitObject(t *testing.T, gvr schema.GroupVersionResource, ns, name string) 
 // TestLifecycle drives one manager through a CompositeController's life:
 // waiting for an unknown resource, starting when its CRD appears, restarting
 // on a spec change, stopping on deletion, and reporting an invalid spec.
-func TestLifecycle(t *testing.T) {
-	m, err := manager.New(manager.Options{Config: env.Config, Workers: 2, DiscoveryInterval: 500 * time.Millisecond})
+// runManager runs a manager built from opts until the test ends, and fails
+// the test if Run then returns an error.
+func runManager(t *testing.T, opts manager.Options) {
+	t.Helper()
+	m, err := manager.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,6 +135,11 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	})
+}
+
+func TestLifecycle(t *testing.T) {
+	runManager(t, manager.Options{Config: env.Config, Workers: 2, DiscoveryInterval: 500 * time.Millisecond})
+	ctx := context.Background()
 
 	ccs := env.Dynamic.Resource(v1alpha1.CompositeControllerResource)
 	first, second := newHook(t, "first"), newHook(t, "second")
@@ -207,17 +215,8 @@ func TestLifecycle(t *testing.T) {
 // controller's finalizer from every decorated object, then let the
 // DecoratorController itself go.
 func TestDeletedDecoratorLeavesNoFinalizers(t *testing.T) {
-	m, err := manager.New(manager.Options{Config: env.Config, Workers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	runManager(t, manager.Options{Config: env.Config, Workers: 2})
+	ctx := context.Background()
 	h := newHook(t, "unused")
 	ns := env.CreateNamespace(t)
 	dc := &unstructured.Unstructured{Object: map[string]any{
@@ -272,17 +271,8 @@ func TestDeletedDecoratorLeavesNoFinalizers(t *testing.T) {
 // that does not exist: once a parent's sync fails for it, the controller
 // reports Ready=False HookAuthError; creating the Secret mends it.
 func TestHookAuthErrorCondition(t *testing.T) {
-	m, err := manager.New(manager.Options{Config: env.Config, Workers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	runManager(t, manager.Options{Config: env.Config, Workers: 2})
+	ctx := context.Background()
 	ns := env.CreateNamespace(t)
 	var gotToken atomic.Value
 	h := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -326,7 +316,7 @@ func TestHookAuthErrorCondition(t *testing.T) {
 // controller reports Ready=False Forbidden, naming what is missing, instead
 // of waiting for caches that never sync.
 func TestForbiddenResourcesAreReported(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
 	rbac := []string{`
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -359,16 +349,7 @@ subjects: [{kind: User, name: limited-metactl, apiGroup: rbac.authorization.k8s.
 	}
 	limited := rest.CopyConfig(env.Config)
 	limited.Impersonate = rest.ImpersonationConfig{UserName: "limited-metactl", Groups: []string{"system:authenticated"}}
-	m, err := manager.New(manager.Options{Config: limited, Workers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	runManager(t, manager.Options{Config: limited, Workers: 2})
 	cc := compositeController("forbidden", "http://127.0.0.1:1/sync")
 	cc.Object["spec"].(map[string]any)["parentResource"] = map[string]any{"apiVersion": "v1", "resource": "configmaps"}
 	cc.Object["spec"].(map[string]any)["childResources"] = []any{map[string]any{"apiVersion": "v1", "resource": "secrets"}}
@@ -387,17 +368,8 @@ subjects: [{kind: User, name: limited-metactl, apiGroup: rbac.authorization.k8s.
 // schema accepts but metactl cannot run: each reports Ready=False
 // InvalidSpec naming the problem, and the others keep running.
 func TestInvalidSpecsAreReported(t *testing.T) {
-	m, err := manager.New(manager.Options{Config: env.Config, Workers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	runManager(t, manager.Options{Config: env.Config, Workers: 2})
+	ctx := context.Background()
 	ccs := env.Dynamic.Resource(v1alpha1.CompositeControllerResource)
 	cases := map[string]struct {
 		edit func(spec map[string]any)
