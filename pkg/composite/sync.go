@@ -142,7 +142,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 // once; the echoes of writes the hook has already seen trigger no further
 // sync. It returns a nil response when the first call failed or its answer
 // was invalid (nothing was written), else the last valid answer and any
-// write errors.
+// error of the writes or of the second call.
 func (c *Controller) hookAndChildren(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, observed map[*children.Resource]children.Set, related hooks.ObjectMap, hookName string, hook *v1alpha1.Hook, finalizing, manage bool) (*hooks.CompositeSyncResponse, error) {
 	var last *hooks.CompositeSyncResponse
 	for round := 1; round <= 2; round++ {
@@ -155,13 +155,13 @@ func (c *Controller) hookAndChildren(ctx context.Context, parent *unstructured.U
 			Finalizing: finalizing,
 		}
 		if err := c.hooks.Call(ctx, hookName, hook, request, response); err != nil {
-			// After a first answer was applied, its echoes bring the
-			// parent back; the first answer stands.
-			return last, nilIf(last != nil, err)
+			// After a first answer was applied, it stands: its status is
+			// written, and the error retries the parent.
+			return last, err
 		}
 		desired, err := c.desiredChildren(parent, selector, response.Children)
 		if err != nil {
-			return last, nilIf(last != nil, fmt.Errorf("invalid %s hook response: %w", hookName, err))
+			return last, fmt.Errorf("invalid %s hook response: %w", hookName, err)
 		}
 		last = response
 		// The garbage collector owns the children while it deletes the
@@ -179,14 +179,6 @@ func (c *Controller) hookAndChildren(ctx context.Context, parent *unstructured.U
 		observed = result.Observed
 	}
 	return last, nil
-}
-
-// nilIf returns nil when cond holds, else err.
-func nilIf(cond bool, err error) error {
-	if cond {
-		return nil
-	}
-	return err
 }
 
 // syncFailed records a failed sync on the parent as a SyncError Event and

@@ -397,3 +397,41 @@ func TestInvalidAnswersChangeNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestSecondCallFailingKeepsTheFirstAnswer answers the first call, which
+// creates an attachment, and fails the second one (asked with that
+// attachment): the first answer's labels still apply, and the failure is
+// reported as a SyncError Event.
+func TestSecondCallFailingKeepsTheFirstAnswer(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	h := newHook(t, func(req *request) any {
+		for _, set := range req.Attachments {
+			if len(set) > 0 {
+				return "not JSON" // the second call
+			}
+		}
+		return map[string]any{"labels": map[string]any{"answer": "first"}, "attachments": []any{map[string]any{
+			"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": req.Object.GetName() + "-secret"}}}}
+	})
+	start(t, []any{map[string]any{"apiVersion": "v1", "resource": "configmaps",
+		"labelSelector": map[string]any{"matchLabels": map[string]any{"decorate": testName(t)}}}},
+		[]any{map[string]any{"apiVersion": "v1", "resource": "secrets"}}, syncHook(h))
+	createConfigMap(t, ns, "target", map[string]any{"decorate": testName(t)}, nil)
+
+	waitFor(t, secretsGVR, ns, "target-secret", "attached", func(o *unstructured.Unstructured) bool { return o != nil })
+	waitFor(t, configMapsGVR, ns, "target", "labelled by the first answer", func(o *unstructured.Unstructured) bool {
+		return o.GetLabels()["answer"] == "first"
+	})
+	testenv.Eventually(t, 30*time.Second, "a SyncError Event for the second call", func(ctx context.Context) (bool, error) {
+		events, err := env.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=target"})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Reason == "SyncError" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}

@@ -90,12 +90,15 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	manage := !(deleting && slices.ContainsFunc(obj.GetFinalizers(), func(f string) bool { return slices.Contains(gcFinalizers, f) }))
 	ref := ownership.ControllerRef(obj, w.GroupVersionKind())
+	// response is the last valid answer: a second call that fails or
+	// answers invalidly leaves the first answer in force (its error is
+	// reported, and the object retried).
 	var (
 		response *hooks.DecoratorSyncResponse
 		errs     []error
 	)
-	for round := 1; ; round++ {
-		response = &hooks.DecoratorSyncResponse{}
+	for round := 1; round <= 2; round++ {
+		answer := &hooks.DecoratorSyncResponse{}
 		request := &hooks.DecoratorSyncRequest{
 			Controller:  c.object,
 			Object:      obj,
@@ -103,27 +106,32 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 			Related:     relatedObjects,
 			Finalizing:  finalizing,
 		}
-		if err := c.hooks.Call(ctx, hookName, hook, request, response); err != nil {
-			if round > 1 {
-				break
+		if err := c.hooks.Call(ctx, hookName, hook, request, answer); err != nil {
+			if response == nil {
+				return 0, c.syncFailed(obj, err)
 			}
-			return 0, c.syncFailed(obj, err)
+			errs = append(errs, err)
+			break
 		}
-		desired, err := c.attachments.Desired(obj, ref, "attachments", response.Attachments, c.markAttachment)
+		desired, err := c.attachments.Desired(obj, ref, "attachments", answer.Attachments, c.markAttachment)
 		if err != nil {
-			if round > 1 {
-				break
+			err = fmt.Errorf("invalid %s hook response: %w", hookName, err)
+			if response == nil {
+				return 0, c.syncFailed(obj, err)
 			}
-			return 0, c.syncFailed(obj, fmt.Errorf("invalid %s hook response: %w", hookName, err))
+			errs = append(errs, err)
+			break
 		}
+		response = answer
 		if !manage {
 			break
 		}
 		result, err := c.writer.Manage(ctx, c.attachments.Resources, observed, desired)
 		if err != nil {
 			errs = append(errs, err)
+			break
 		}
-		if !result.Wrote() || round == 2 || err != nil {
+		if !result.Wrote() {
 			break
 		}
 		for _, written := range result.Written {

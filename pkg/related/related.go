@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -249,26 +250,33 @@ func (r *Resolver) informerFor(gvr schema.GroupVersionResource) *informer.Inform
 	return r.ensureInformerLocked(gvr)
 }
 
-// selectObjects returns the cached objects a rule selects.
+// selectObjects returns the cached objects a rule selects, decoding only
+// those.
 func (r *Resolver) selectObjects(rl *rule, inf *informer.Informer) []*unstructured.Unstructured {
 	if inf == nil {
 		return nil
 	}
-	var candidates []*unstructured.Unstructured
+	var candidates []*informer.Object
 	if len(rl.names) > 0 && (rl.namespace != "" || !rl.res.Namespaced) {
 		for _, name := range rl.names {
-			if obj, ok := inf.Get(rl.namespace, name); ok {
+			if obj, ok := inf.GetMeta(rl.namespace, name); ok {
 				candidates = append(candidates, obj)
 			}
 		}
 	} else {
-		candidates = inf.List(rl.namespace, rl.labels)
+		candidates = inf.ListMeta(rl.namespace, rl.labels)
 	}
-	out := candidates[:0:0]
+	var out []*unstructured.Unstructured
 	for _, obj := range candidates {
-		if r.matches(rl, obj) {
-			out = append(out, obj)
+		if !r.matches(rl, obj) {
+			continue
 		}
+		u, err := obj.Unstructured()
+		if err != nil {
+			utilruntime.HandleError(err)
+			continue
+		}
+		out = append(out, u)
 	}
 	return out
 }
