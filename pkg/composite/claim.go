@@ -21,8 +21,12 @@ func (c *Controller) claimChildren(ctx context.Context, parent *unstructured.Uns
 	out := make(map[*children.Resource]children.Set, len(c.children.Resources))
 	var errs []error
 	for _, child := range c.children.Resources {
-		// Only orphans that match the selector can be adopted.
-		candidates := append(child.Informer.OwnedBy(parent.GetUID()), child.Informer.Orphans(orphanNamespace, selector)...)
+		candidates := child.Informer.OwnedBy(parent.GetUID())
+		// Only orphans that match the selector can be adopted, and none by
+		// a parent being deleted.
+		if parent.GetDeletionTimestamp() == nil {
+			candidates = append(candidates, child.Informer.Orphans(orphanNamespace, selector)...)
+		}
 		claimed, err := claimer.Claim(ctx, c.opts.Client.Resource(child.GroupVersionResource()), candidates)
 		if err != nil {
 			errs = append(errs, err)

@@ -99,6 +99,21 @@ func (c *Controller) enqueueOwnerOrCandidates(u metav1.Object, event metav1.Obje
 		namespace = ""
 	}
 	childLabels := labels.Set(u.GetLabels())
+	if c.cc.Spec.GenerateSelector != nil && *c.cc.Spec.GenerateSelector {
+		// The selector is controller-uid=<the parent's UID>: one parent at
+		// most, and none for an orphan without the label.
+		uid, ok := childLabels[ControllerUIDLabel]
+		if !ok {
+			return
+		}
+		for _, parent := range c.parentInformer.ListMeta(namespace, nil) {
+			if string(parent.UID) == uid {
+				c.loop.Add(parentKey(parent.GetNamespace(), parent.GetName()))
+				return
+			}
+		}
+		return
+	}
 	for _, parent := range c.parentInformer.ListMeta(namespace, nil) {
 		if selector := c.selectorOf(parent); selector != nil && selector.Matches(childLabels) {
 			c.loop.Add(parentKey(parent.GetNamespace(), parent.GetName()))

@@ -23,11 +23,9 @@ type selectorEntry struct {
 }
 
 // selectorOf returns parent's child selector, or nil when it has none that
-// is valid (the sync reports why).
+// is valid (the sync reports why). With generateSelector, orphans' events
+// need no selector (enqueueOwnerOrCandidates compares the UID label).
 func (c *Controller) selectorOf(parent *informer.Object) labels.Selector {
-	if c.cc.Spec.GenerateSelector != nil && *c.cc.Spec.GenerateSelector {
-		return labels.SelectorFromSet(labels.Set{ControllerUIDLabel: string(parent.UID)})
-	}
 	s := &c.selectors
 	s.mu.Lock()
 	e, ok := s.entries[parent.UID]

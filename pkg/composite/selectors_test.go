@@ -6,7 +6,6 @@ import (
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/utils/ptr"
 )
 
 func parentObject(t *testing.T, generation, selector string) *informer.Object {
@@ -41,10 +40,5 @@ func TestSelectorOfFollowsTheParentsGeneration(t *testing.T) {
 	c.forgetSelector("u-1")
 	if len(c.selectors.entries) != 0 {
 		t.Errorf("forgetSelector left %v", c.selectors.entries)
-	}
-
-	c.cc.Spec.GenerateSelector = ptr.To(true)
-	if s := c.selectorOf(parentObject(t, "1", `{}`)); s == nil || !s.Matches(labels.Set{ControllerUIDLabel: "u-1"}) {
-		t.Errorf("generateSelector: %v", s)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 )
@@ -178,9 +179,14 @@ func (c *Controller) observedAttachments(obj *unstructured.Unstructured) map[*ch
 	out := make(map[*children.Resource]children.Set, len(c.attachments.Resources))
 	for _, res := range c.attachments.Resources {
 		set := children.Set{}
-		for _, a := range res.Informer.OwnedBy(obj.GetUID()) {
-			if a.GetAnnotations()[AttachmentAnnotation] == c.name {
+		for _, meta := range res.Informer.OwnedByMeta(obj.GetUID()) {
+			if meta.Annotations[AttachmentAnnotation] != c.name {
+				continue // another decorator's, or a child of another kind of owner
+			}
+			if a, err := meta.Unstructured(); err == nil {
 				set[children.Key(a)] = a
+			} else {
+				utilruntime.HandleError(err)
 			}
 		}
 		out[res] = set

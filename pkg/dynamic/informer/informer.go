@@ -206,7 +206,16 @@ func (i *Informer) GetMeta(namespace, name string) (*Object, bool) {
 // OwnedBy returns the cached objects whose controller owner has uid,
 // decoded.
 func (i *Informer) OwnedBy(uid types.UID) []*unstructured.Unstructured {
-	return i.byIndex(indexOwnerUID, string(uid))
+	return decodeAll(i.OwnedByMeta(uid))
+}
+
+// OwnedByMeta is OwnedBy without decoding.
+func (i *Informer) OwnedByMeta(uid types.UID) []*Object {
+	objs, err := i.shared.informer.GetIndexer().ByIndex(indexOwnerUID, string(uid))
+	if err != nil {
+		return nil
+	}
+	return objects(objs, nil)
 }
 
 // Orphans returns the cached objects without a controller owner in
@@ -254,14 +263,6 @@ func objects(objs []any, selector labels.Selector) []*Object {
 
 // Len returns the number of cached objects.
 func (i *Informer) Len() int { return len(i.shared.informer.GetIndexer().ListKeys()) }
-
-func (i *Informer) byIndex(index, value string) []*unstructured.Unstructured {
-	objs, err := i.shared.informer.GetIndexer().ByIndex(index, value)
-	if err != nil {
-		return nil
-	}
-	return decodeAll(objects(objs, nil))
-}
 
 // decodeAll decodes cached objects; one that does not decode is reported
 // and left out.
