@@ -103,9 +103,11 @@ func (e *Environment) Kubectl(ctx context.Context, args ...string) (string, erro
 	return stdout.String(), nil
 }
 
-// Eventually polls condition every 100ms until it returns true, returns an
-// error, or timeout passes; the test fails in the latter two cases with
-// what. It is the package's one way to wait: tests never sleep.
+// Eventually polls condition every 100ms until it returns true or timeout
+// passes; then the test fails with what and the condition's last error. An
+// error does not end the wait (a NotFound may be the state being waited
+// out); a condition that sees the wait is hopeless calls t.Fatal itself.
+// It is the package's one way to wait: tests never sleep.
 func Eventually(t testing.TB, timeout time.Duration, what string, condition func(ctx context.Context) (bool, error)) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -251,6 +251,7 @@ func waitFor(t *testing.T, gvr schema.GroupVersionResource, namespace, name, wha
 	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%s %s/%s: %s", gvr.Resource, namespace, name, what), func(ctx context.Context) (bool, error) {
 		obj, err := env.Dynamic.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
+			last = nil // what is returned is what passed the check
 			return check(nil), nil
 		}
 		if err != nil {

@@ -163,6 +163,7 @@ func waitFor(t *testing.T, gvr schema.GroupVersionResource, ns, name, what strin
 	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%s %s/%s: %s", gvr.Resource, ns, name, what), func(ctx context.Context) (bool, error) {
 		obj, err := env.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
+			last = nil // what is returned is what passed the check
 			return check(nil), nil
 		}
 		if err != nil {

@@ -152,9 +152,11 @@ func runHelloWorld(t *testing.T) {
 	args, metricsAddr, healthAddr := deploymentArgs(t)
 	args = append(args, "--kubeconfig="+impersonatingKubeconfig(t))
 	metactl := testenv.StartProcess(t, testenv.BuildMetactl(t), args...)
+	// running fails the test at once if metactl has exited: nothing
+	// waited for can happen then.
 	running := func() error {
 		if exited, err := metactl.Exited(); exited {
-			return fmt.Errorf("metactl exited: %v", err)
+			t.Fatalf("metactl exited: %v\n%s", err, testenv.LastLines(metactl.Output(), 40))
 		}
 		return nil
 	}

@@ -21,6 +21,11 @@ func TestRunnersReuseIdleGoroutines(t *testing.T) {
 		wg.Wait()
 	}
 	run()
+	if first, caller := <-ids, goroutineID(); first == caller {
+		t.Fatal("the write ran on the caller's goroutine")
+	} else {
+		ids <- first
+	}
 	// The first runner is idle now, or about to be: the second write goes
 	// to it once it waits for work.
 	deadline := time.Now().Add(5 * time.Second)

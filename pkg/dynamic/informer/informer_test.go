@@ -35,6 +35,11 @@ func configMap(ns, name string, ownerUID string) *unstructured.Unstructured {
 	return obj
 }
 
+func labelled(obj *unstructured.Unstructured, l map[string]string) *unstructured.Unstructured {
+	obj.SetLabels(l)
+	return obj
+}
+
 func newFactory(objs ...runtime.Object) *Factory {
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{configMapsGVR: "ConfigMapList"}, objs...)
@@ -148,7 +153,7 @@ func TestIndexesAndTransform(t *testing.T) {
 		configMap("ns1", "owned-1", "p1"),
 		configMap("ns1", "owned-2", "p1"),
 		configMap("ns1", "other-owner", "p2"),
-		configMap("ns1", "orphan-1", ""),
+		labelled(configMap("ns1", "orphan-1", ""), map[string]string{"app": "a"}),
 		configMap("ns2", "orphan-2", ""),
 	)
 	i := f.Acquire(configMapsGVR)
@@ -168,6 +173,9 @@ func TestIndexesAndTransform(t *testing.T) {
 	}
 	if got, want := names(i.Orphans("ns1", nil)), []string{"ns1/orphan-1"}; !equal(got, want) {
 		t.Errorf("Orphans(ns1) = %v, want %v", got, want)
+	}
+	if got, want := names(i.Orphans("", labels.SelectorFromSet(labels.Set{"app": "a"}))), []string{"ns1/orphan-1"}; !equal(got, want) {
+		t.Errorf("Orphans(all, app=a) = %v, want %v", got, want)
 	}
 	if got := names(i.Orphans("", labels.SelectorFromSet(labels.Set{"absent": "label"}))); len(got) != 0 {
 		t.Errorf("Orphans(all, a selector nothing matches) = %v", got)
