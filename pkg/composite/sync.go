@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
@@ -21,9 +20,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
-
-// gcFinalizers mark a parent whose children the garbage collector handles.
-var gcFinalizers = []string{metav1.FinalizerDeleteDependents, metav1.FinalizerOrphanDependents}
 
 // sync brings the children and status of the parent named by key to what
 // the hook wants. It is the whole reconcile, in order; see the package doc.
@@ -55,7 +51,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 
 	selected := c.parentSelector == nil || c.parentSelector.Matches(labels.Set(parent.GetLabels()))
 	deleting := parent.GetDeletionTimestamp() != nil
-	hasFinalizer := c.finalizer != "" && slices.Contains(parent.GetFinalizers(), c.finalizer)
+	hasFinalizer := c.finalizer != "" && finalizer.Has(parent, c.finalizer)
 	finalizing := false
 	switch {
 	case deleting || !selected:
@@ -101,7 +97,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if finalizing {
 		hook, hookName = c.cc.Spec.Hooks.Finalize, "finalize"
 	}
-	manage := !(deleting && slices.ContainsFunc(parent.GetFinalizers(), func(f string) bool { return slices.Contains(gcFinalizers, f) }))
+	manage := !finalizer.HeldByGarbageCollector(parent)
 	var (
 		response *hooks.CompositeSyncResponse
 		errs     []error

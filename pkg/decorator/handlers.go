@@ -42,6 +42,9 @@ func (c *Controller) objectHandler(i int, w *watchedResource) cache.ResourceEven
 		DeleteFunc: func(obj any) {
 			if u := informer.ObjectOf(obj); u != nil {
 				c.echoes.Forget(u.GetUID())
+				// The sync of a gone object forgets its related
+				// declarations (and costs a cache miss).
+				c.enqueueFor(objectKey(i, u), nil)
 			}
 		},
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/metactl/metactl/pkg/dynamic/children"
@@ -23,9 +22,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 )
-
-// gcFinalizers mark an object whose dependents the garbage collector handles.
-var gcFinalizers = []string{metav1.FinalizerDeleteDependents, metav1.FinalizerOrphanDependents}
 
 // sync decorates the object named by key as the hook wants; see the package
 // doc for the steps.
@@ -89,7 +85,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if finalizing {
 		hook, hookName = c.dc.Spec.Hooks.Finalize, "finalize"
 	}
-	manage := !(deleting && slices.ContainsFunc(obj.GetFinalizers(), func(f string) bool { return slices.Contains(gcFinalizers, f) }))
+	manage := !finalizer.HeldByGarbageCollector(obj)
 	ref := ownership.ControllerRef(obj, w.GroupVersionKind())
 	// response is the last valid answer: a second call that fails or
 	// answers invalidly leaves the first answer in force (its error is

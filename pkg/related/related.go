@@ -238,7 +238,12 @@ func (r *Resolver) ensureInformerLocked(gvr schema.GroupVersionResource) *inform
 	}
 	_ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { changed(obj) },
-		UpdateFunc: func(oldObj, obj any) { changed(oldObj, obj) },
+		UpdateFunc: func(oldObj, obj any) {
+			if o, n := informer.ObjectOf(oldObj), informer.ObjectOf(obj); o != nil && n != nil && o.ResourceVersion == n.ResourceVersion {
+				return // a resync: nothing changed
+			}
+			changed(oldObj, obj)
+		},
 		DeleteFunc: func(obj any) { changed(obj) },
 	})
 	return inf

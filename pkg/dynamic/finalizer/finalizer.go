@@ -27,6 +27,14 @@ func Has(obj metav1.Object, name string) bool {
 	return slices.Contains(obj.GetFinalizers(), name)
 }
 
+// HeldByGarbageCollector reports whether obj, being deleted, waits for the
+// garbage collector to delete (foreground) or orphan its dependents: while
+// it does, the dependents are the garbage collector's, not a controller's.
+func HeldByGarbageCollector(obj metav1.Object) bool {
+	return obj.GetDeletionTimestamp() != nil &&
+		(Has(obj, metav1.FinalizerDeleteDependents) || Has(obj, metav1.FinalizerOrphanDependents))
+}
+
 // Add adds name to obj's finalizers, unless it has it, and returns the
 // object as written (or obj unchanged).
 func Add(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, name string) (*unstructured.Unstructured, error) {
