@@ -237,7 +237,7 @@ func (r *Resolver) ensureInformerLocked(gvr schema.GroupVersionResource) *inform
 		}
 	}
 	_ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { changed(obj) },
+		AddFunc: func(obj any) { changed(obj) },
 		UpdateFunc: func(oldObj, obj any) {
 			if o, n := informer.ObjectOf(oldObj), informer.ObjectOf(obj); o != nil && n != nil && o.ResourceVersion == n.ResourceVersion {
 				return // a resync: nothing changed
