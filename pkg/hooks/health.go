@@ -17,19 +17,28 @@ type CredentialHealth struct {
 
 // Record takes the result of a hook call: a CredentialError, or a server
 // certificate that the configured CA bundle does not verify, is
-// remembered; any other outcome clears it. It reports whether the
-// remembered state changed between healthy and not.
+// remembered; any other outcome clears it. It reports whether what is
+// remembered changed: between healthy and not, or from one credential error
+// to another (a Secret that appears without the right key, say), so that
+// what reports it can say the new one.
 func (h *CredentialHealth) Record(callErr error) (changed bool) {
 	isCred := IsCredentialError(callErr) || isCertificateError(callErr)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	was := h.err != nil
+	before := h.err
+	h.err = nil
 	if isCred {
 		h.err = callErr
-	} else {
-		h.err = nil
 	}
-	return was != isCred
+	return errorText(before) != errorText(h.err)
+}
+
+// errorText is err's message, or "" for nil.
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // Err returns the last credential error, or nil when the hooks' credentials

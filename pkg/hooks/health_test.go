@@ -22,6 +22,10 @@ func TestCredentialHealth(t *testing.T) {
 	if h.Record(credErr) {
 		t.Error("the same state reported as a change")
 	}
+	keyErr := &CredentialError{Setting: "authorization", Reference: credErr.Reference, Reason: "key not found"}
+	if !h.Record(keyErr) || h.Err() != keyErr {
+		t.Error("another credential error was not reported as a change")
+	}
 	if !h.Record(errors.New("connection refused")) || h.Err() != nil {
 		t.Error("an unrelated outcome did not clear the credential error")
 	}

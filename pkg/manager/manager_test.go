@@ -3,6 +3,7 @@ package manager_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -297,17 +298,31 @@ func TestHookAuthErrorCondition(t *testing.T) {
 	if !strings.Contains(c.Message, ns+"/hook-token") {
 		t.Errorf("condition message %q does not name the Secret", c.Message)
 	}
+	// The token under another key: the condition says which key is missing
+	// and shows no value of the Secret.
+	secrets := env.Dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}).Namespace(ns)
 	secret := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
-		"metadata": map[string]any{"name": "hook-token", "namespace": ns}, "stringData": map[string]any{"token": "s3cret"}}}
-	if _, err := env.Dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}).Namespace(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		"metadata": map[string]any{"name": "hook-token", "namespace": ns}, "stringData": map[string]any{"tokne": "s3cret"}}}
+	if _, err := secrets.Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 60*time.Second, "authed Ready=False saying the key is missing", func(context.Context) (bool, error) {
+		c = readyCondition(t, "authed")
+		if c != nil && c.Reason == v1alpha1.ReasonHookAuthError && strings.Contains(c.Message, "key not found") {
+			return true, nil
+		}
+		return false, fmt.Errorf("condition %+v", c)
+	})
+	if strings.Contains(c.Message, "s3cret") {
+		t.Errorf("the condition leaks the Secret's data: %q", c.Message)
+	}
+	patch := []byte(`{"stringData":{"token":"s3cret"}}`)
+	if _, err := secrets.Patch(ctx, "hook-token", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitReady(t, "authed", metav1.ConditionTrue, v1alpha1.ReasonRunning)
 	if got, _ := gotToken.Load().(string); got != "Bearer s3cret" {
 		t.Errorf("the hook received Authorization %q", got)
-	}
-	if strings.Contains(c.Message, "s3cret") {
-		t.Error("the condition leaks the token")
 	}
 }
 
