@@ -63,13 +63,6 @@ func repo(t *testing.T, parts ...string) string {
 	return filepath.Join(append([]string{root}, parts...)...)
 }
 
-// buildMetactl builds the binary from this tree once per test binary
-// (testenv.Main removes it at the end).
-func buildMetactl(t *testing.T) string {
-	t.Helper()
-	return testenv.BuildMetactl(t)
-}
-
 // kubectl runs the control plane's kubectl and fails the test on error.
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
@@ -155,7 +148,7 @@ type example struct {
 // does not run them.
 func startExample(t *testing.T, lang, name string) *example {
 	t.Helper()
-	metactl := buildMetactl(t)
+	metactl := testenv.BuildMetactl(t)
 	e := &example{dir: repo(t, "examples", lang, name)}
 	interpreter, hookFile := "python3", "hook.py"
 	if lang == "js" {

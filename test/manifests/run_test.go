@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -68,16 +67,6 @@ func helloWorldHook(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // deploymentArgs returns the arguments of the shipped Deployment's
 // container, with the metrics and health addresses moved to free loopback
 // ports.
@@ -85,7 +74,8 @@ func deploymentArgs(t *testing.T) (args []string, metricsAddr, healthAddr string
 	t.Helper()
 	d := &appsv1.Deployment{}
 	convert(t, find(t, render(t), "Deployment", namespace, "metactl"), d)
-	metricsAddr, healthAddr = freeAddr(t), freeAddr(t)
+	metricsAddr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	healthAddr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
 		switch {
 		case strings.HasPrefix(arg, "--metrics-addr="):

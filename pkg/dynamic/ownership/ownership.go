@@ -30,12 +30,6 @@ func ControllerRef(parent metav1.Object, gvk schema.GroupVersionKind) metav1.Own
 	}
 }
 
-// IsControlledBy reports whether obj's controller reference names uid.
-func IsControlledBy(obj metav1.Object, uid types.UID) bool {
-	ref := metav1.GetControllerOfNoCopy(obj)
-	return ref != nil && ref.UID == uid
-}
-
 // CanAdoptFunc checks, uncached, that the parent may adopt orphans now.
 type CanAdoptFunc func(ctx context.Context) error
 

@@ -152,7 +152,7 @@ func TestAdoptedChildCarriesTheControllerRef(t *testing.T) {
 	if ref == nil || ref.UID != p.GetUID() || ref.Kind != "Thing" || !ptr.Deref(ref.BlockOwnerDeletion, false) {
 		t.Errorf("stored controller ref = %+v", ref)
 	}
-	if !IsControlledBy(stored, p.GetUID()) {
-		t.Error("IsControlledBy = false after adoption")
+	if ref := metav1.GetControllerOf(stored); ref == nil || ref.UID != p.GetUID() {
+		t.Errorf("controller reference after adoption = %v, want the parent's", ref)
 	}
 }
