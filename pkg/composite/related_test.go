@@ -1,12 +1,15 @@
 package composite_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/metactl/metactl/internal/testenv"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -104,7 +107,17 @@ func TestRelatedByNamesResyncsOnlyTheParentsThatSelectIt(t *testing.T) {
 	waitFor(t, thingsGVR, ns, "pa", "sees source-a", func(o *unstructured.Unstructured) bool { return relatedStatus(o)["source-a"] == "a1" })
 	waitFor(t, thingsGVR, ns, "pb", "sees source-b", func(o *unstructured.Unstructured) bool { return relatedStatus(o)["source-b"] == "b1" })
 
+	// pb may be synced once more for its start-up (the related informer's
+	// first list can arrive after pb's first sync); count from when its
+	// syncs have stopped for a second.
 	before := h.syncsOf("pb")
+	lastChange := time.Now()
+	testenv.Eventually(t, 30*time.Second, "pb's start-up syncs to end", func(context.Context) (bool, error) {
+		if n := h.syncsOf("pb"); n != before {
+			before, lastChange = n, time.Now()
+		}
+		return time.Since(lastChange) > time.Second, nil
+	})
 	setValue(t, ns, "source-a", "a2")
 	waitFor(t, thingsGVR, ns, "pa", "sees the change", func(o *unstructured.Unstructured) bool { return relatedStatus(o)["source-a"] == "a2" })
 	// pb, which did not declare source-a, is not synced for it: change
