@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -270,10 +271,11 @@ func topLevelFields(data []byte) (fields, error) {
 	return f, fmt.Errorf("unexpected end of JSON")
 }
 
-// plainString returns the content of a JSON string without escapes, else
-// "" (apiVersion and kind never have any).
+// plainString returns the content of a JSON string without escapes and in
+// valid UTF-8, else "" (apiVersion and kind are always plain; the rest is
+// left to the decoder, which replaces invalid UTF-8).
 func plainString(v []byte) string {
-	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' || !utf8.Valid(v) {
 		return ""
 	}
 	for _, c := range v[1 : len(v)-1] {
