@@ -141,7 +141,8 @@ func (l *Loop) processNextWorkItem(ctx context.Context) bool {
 	return true
 }
 
-// ErrWaiting marks a sync that waits for something outside the object,
-// such as a resource not yet served: it is retried with backoff without
-// being logged or counted as an error each time.
+// ErrWaiting marks a sync that waits for something, such as a resource not
+// yet served or a hook that has not settled: it is retried with backoff
+// without being logged or counted as an error each time (whoever returns it
+// reports it).
 var ErrWaiting = errors.New("waiting")

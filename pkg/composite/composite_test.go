@@ -523,19 +523,56 @@ func answerWith(f func(req *syncRequest, ns string) any) func(h *testHook, ns st
 func TestCreateCostsTheMinimum(t *testing.T) {
 	ns := env.CreateNamespace(t)
 	hook := newTestHook(t, func(req *syncRequest) any {
+		value, _, _ := unstructured.NestedString(req.Parent.Object, "spec", "value")
 		var children []any
 		for i := range 3 {
-			children = append(children, configMapChild(req.Parent, req.Parent.GetName()+"-"+string(rune('a'+i)), map[string]any{"i": "x"}))
+			children = append(children, configMapChild(req.Parent, req.Parent.GetName()+"-"+string(rune('a'+i)), map[string]any{"i": value}))
 		}
 		return map[string]any{"children": children, "status": map[string]any{"children": len(req.Children["ConfigMap.v1"])}}
 	})
 	cc := compositeController(t, hook, thingsGVR, nil)
 	startController(t, cc)
-	newThing(t, thingsGVR, ns, "p1", nil)
+	writes := func(verb, target string) float64 {
+		return testutil.ToFloat64(metrics.ObjectWrites.WithLabelValues(cc.GetName(), verb, target))
+	}
+	checkWrites := func(phase string, creates, updates, statuses float64) {
+		t.Helper()
+		for _, w := range []struct {
+			verb, target string
+			want         float64
+		}{{"create", "child", creates}, {"update", "child", updates}, {"patch", "status", statuses}, {"delete", "child", 0}} {
+			if got := writes(w.verb, w.target); got != w.want {
+				t.Errorf("%s: %s %s writes = %v, want %v", phase, w.verb, w.target, got, w.want)
+			}
+		}
+	}
+
+	// Create: the hook is called with no children (3 creates), with 3
+	// children and the status it asked for (children: 0), and once more
+	// with the status children: 3, which it answers unchanged: the fixed
+	// point. The status is written once.
+	newThing(t, thingsGVR, ns, "p1", map[string]any{"value": "1"})
 	waitFor(t, thingsGVR, ns, "p1", "status counts 3 children", func(o *unstructured.Unstructured) bool {
 		return o != nil && statusField(o, "children") == int64(3)
 	})
-	// A change of ours after convergence: its sync is the third hook call.
+	if got := hook.calls.Load(); got != 3 {
+		t.Errorf("create: hook calls = %d, want 3", got)
+	}
+	checkWrites("create", 3, 0, 1)
+
+	// Update: 3 children updated, then the fixed point; the status write
+	// is observedGeneration's.
+	setSpec(t, thingsGVR, ns, "p1", map[string]any{"value": "2"})
+	waitFor(t, thingsGVR, ns, "p1", "observedGeneration 2", func(o *unstructured.Unstructured) bool {
+		return o != nil && statusField(o, "observedGeneration") == int64(2)
+	})
+	if got := hook.calls.Load(); got != 5 {
+		t.Errorf("update: hook calls = %d, want 2 more than the create's 3", got)
+	}
+	checkWrites("update", 3, 3, 2)
+
+	// A change of ours after convergence, whose answer is the fixed point
+	// at once: one call, no write.
 	if _, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Patch(ctx(t), "p1", types.MergePatchType, []byte(`{"metadata":{"labels":{"poke":"1"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -543,21 +580,10 @@ func TestCreateCostsTheMinimum(t *testing.T) {
 		last := hook.lastRequest()
 		return last != nil && last.Parent.GetLabels()["poke"] == "1", nil
 	})
-	if got := hook.calls.Load(); got != 3 {
-		t.Errorf("hook calls = %d, want 2 for the create and 1 for the label", got)
+	if got := hook.calls.Load(); got != 6 {
+		t.Errorf("label: hook calls = %d, want 1 more than 5", got)
 	}
-	writes := func(verb, target string) float64 {
-		return testutil.ToFloat64(metrics.ObjectWrites.WithLabelValues(cc.GetName(), verb, target))
-	}
-	if got := writes("create", "child"); got != 3 {
-		t.Errorf("child creates = %v, want 3", got)
-	}
-	if got := writes("patch", "status"); got != 1 {
-		t.Errorf("status writes = %v, want 1", got)
-	}
-	if got := writes("update", "child"); got != 0 {
-		t.Errorf("child updates = %v, want 0", got)
-	}
+	checkWrites("label", 3, 3, 2)
 }
 
 // TestParentReplacedMidSync deletes and re-creates a parent under the same

@@ -55,6 +55,8 @@ type Controller struct {
 	hooks *controller.HookCaller
 	// related serves the customize hook; nil without one.
 	related *related.Resolver
+	// unsettled reports parents whose hook did not reach a fixed point.
+	unsettled *controller.Unsettled
 
 	// watches holds the informers below.
 	watches        *controller.Watches
@@ -87,14 +89,15 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 	}
 
 	c := &Controller{
-		name:   cc.Name,
-		object: object.DeepCopy(),
-		cc:     cc,
-		opts:   opts,
-		writer: &children.Writer{Objects: opts.Objects, Client: opts.Client, Controller: cc.Name},
-		echoes: informer.NewEchoes(),
-		hooks:  &controller.HookCaller{Hooks: opts.Hooks, Controller: cc.Name, OnHealthChange: opts.OnHealthChange},
-		stop:   make(chan struct{}),
+		name:      cc.Name,
+		object:    object.DeepCopy(),
+		cc:        cc,
+		opts:      opts,
+		writer:    &children.Writer{Objects: opts.Objects, Client: opts.Client, Controller: cc.Name},
+		echoes:    informer.NewEchoes(),
+		hooks:     &controller.HookCaller{Hooks: opts.Hooks, Controller: cc.Name, OnHealthChange: opts.OnHealthChange},
+		unsettled: &controller.Unsettled{Controller: cc.Name, Kind: "compositecontroller", Recorder: opts.Recorder},
+		stop:      make(chan struct{}),
 	}
 	if cc.Spec.Hooks.Finalize != nil {
 		c.finalizer = finalizerPrefix + cc.Name

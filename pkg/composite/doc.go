@@ -13,8 +13,12 @@
 //	   3. call the sync (or finalize) hook
 //	   4. validate the response: declared resources, namespaces, selector
 //	   5. manage children per update strategy: create, apply, delete
+//	   3-5 again, with the children as written and the parent with the
+//	      status the answer asked for, until an answer asks for no write
+//	      (a fixed point; controller.MaxRounds)
 //	   6. write the status when it changed; add or remove the finalizer
-//	   7. requeue after resyncAfterSeconds
+//	   7. requeue after resyncAfterSeconds, or with backoff when the hook
+//	      did not settle
 //
 // A failed hook call or an invalid response changes nothing: no child is
 // created, updated or deleted, and the status stays as it was. The parent

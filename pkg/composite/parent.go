@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/status"
@@ -83,12 +82,9 @@ func (c *Controller) removeStaleFinalizer(ctx context.Context, parent *unstructu
 	return err
 }
 
-// updateStatus replaces the parent's status with status plus
-// observedGeneration, unless that is what it already has.
-func (c *Controller) updateStatus(ctx context.Context, parent *unstructured.Unstructured, hookStatus map[string]any) error {
-	want := make(map[string]any, len(hookStatus)+1)
-	maps.Copy(want, hookStatus)
-	want["observedGeneration"] = parent.GetGeneration()
+// updateStatus replaces the parent's status with want (see statusFor),
+// unless that is what it already has.
+func (c *Controller) updateStatus(ctx context.Context, parent *unstructured.Unstructured, want map[string]any) error {
 	gvr := c.parent.GroupVersionResource()
 	// The answer is needed only for its resourceVersion (the echo), so it
 	// goes through the client that decodes only metadata.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/ownership"
@@ -44,6 +46,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		if c.related != nil {
 			c.related.Forget(key)
 		}
+		c.unsettled.Settled(key)
 		return 0, nil
 	}
 	logger := klog.FromContext(ctx).WithValues("parent", klog.KObj(parent))
@@ -90,9 +93,10 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		}
 	}
 
-	// 4-5. The hook, its answer checked whole, then the children written
-	// (hookAndChildren; rollingSync for rolling child resources). A failed
-	// call or an invalid answer writes nothing.
+	// 4-5. The hook, its answer checked whole, then the children written,
+	// and again until the hook settles (hookAndChildren; rollingSync for
+	// rolling child resources). A failed call or an invalid answer writes
+	// nothing.
 	hook, hookName := c.cc.Spec.Hooks.Sync, "sync"
 	if finalizing {
 		hook, hookName = c.cc.Spec.Hooks.Finalize, "finalize"
@@ -100,13 +104,14 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	manage := !finalizer.HeldByGarbageCollector(parent)
 	var (
 		response *hooks.CompositeSyncResponse
+		settled  = true
 		errs     []error
 	)
 	if c.revisions != nil && !finalizing && manage {
 		// Rolling child resources: one hook call per live revision.
 		response, err = c.rollingSync(ctx, parent, selector, observed, relatedObjects)
 	} else {
-		response, err = c.hookAndChildren(ctx, parent, selector, observed, relatedObjects, hookName, hook, finalizing, manage)
+		response, settled, err = c.hookAndChildren(ctx, parent, selector, observed, relatedObjects, hookName, hook, finalizing, manage)
 	}
 	if response == nil {
 		return 0, c.syncFailed(parent, err)
@@ -116,7 +121,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 
 	// 6. Status, even when some children failed; then the finalizer.
-	if err := c.updateStatus(ctx, parent, response.Status); err != nil {
+	if err := c.updateStatus(ctx, parent, c.statusFor(parent, response.Status)); err != nil {
 		errs = append(errs, err)
 	}
 	if finalizing && response.Finalized && len(errs) == 0 {
@@ -128,24 +133,34 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		return 0, c.syncFailed(parent, err)
 	}
 
-	// 7. A later sync, when the hook asked for one.
+	// 7. Again with backoff when the hook did not settle; a later sync
+	// when it asked for one.
+	if !settled {
+		c.unsettled.Report(parent, key)
+		return 0, controller.ErrNotSettled
+	}
+	c.unsettled.Settled(key)
 	return time.Duration(response.ResyncAfterSeconds * float64(time.Second)), nil
 }
 
-// hookAndChildren calls the hook and writes the children it asks for.
-// When that wrote children, the hook is asked once more with the children
-// as they now are, so that a status that counts or reads them is right at
-// once; the echoes of writes the hook has already seen trigger no further
-// sync. It returns a nil response when the first call failed or its answer
-// was invalid (nothing was written), else the last valid answer and any
-// error of the writes or of the second call.
-func (c *Controller) hookAndChildren(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, observed map[*children.Resource]children.Set, related hooks.ObjectMap, hookName string, hook *v1alpha1.Hook, finalizing, manage bool) (*hooks.CompositeSyncResponse, error) {
-	var last *hooks.CompositeSyncResponse
-	for round := 1; round <= 2; round++ {
+// hookAndChildren calls the hook and writes the children it asks for, in
+// rounds until the hook settles (see controller.MaxRounds): after an answer
+// that wrote children or asks for a status other than the one the hook was
+// given, the hook is called again with the children as written and the
+// parent with that status, as if written. The status itself is written
+// once, by the caller, from the last answer. With ignoreStatusChanges, only
+// written children call for another round.
+//
+// It returns a nil response when the first call failed or its answer was
+// invalid (nothing was written); else the last valid answer, whether it
+// was a fixed point, and any error of the writes or of a later call.
+func (c *Controller) hookAndChildren(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, observed map[*children.Resource]children.Set, related hooks.ObjectMap, hookName string, hook *v1alpha1.Hook, finalizing, manage bool) (last *hooks.CompositeSyncResponse, settled bool, err error) {
+	seen := parent // the parent as the hook is given it
+	for round := 1; round <= controller.MaxRounds; round++ {
 		response := &hooks.CompositeSyncResponse{}
 		request := &hooks.CompositeSyncRequest{
 			Controller: c.object,
-			Parent:     parent,
+			Parent:     seen,
 			Children:   c.children.ObjectMap(observed, *hook.Version, c.parent.Namespaced),
 			Related:    related,
 			Finalizing: finalizing,
@@ -153,28 +168,60 @@ func (c *Controller) hookAndChildren(ctx context.Context, parent *unstructured.U
 		if err := c.hooks.Call(ctx, hookName, hook, request, response); err != nil {
 			// After a first answer was applied, it stands: its status is
 			// written, and the error retries the parent.
-			return last, err
+			return last, false, err
 		}
 		desired, err := c.desiredChildren(parent, selector, response.Children)
 		if err != nil {
-			return last, fmt.Errorf("invalid %s hook response: %w", hookName, err)
+			return last, false, fmt.Errorf("invalid %s hook response: %w", hookName, err)
 		}
 		last = response
+		wrote := false
 		// The garbage collector owns the children while it deletes the
 		// parent in the foreground or orphans them.
-		if !manage {
-			return last, nil
+		if manage {
+			result, err := c.writer.Manage(ctx, c.children.Resources, observed, desired)
+			if err != nil {
+				return last, false, err
+			}
+			for _, obj := range result.Written {
+				c.echoes.Expect(obj)
+			}
+			observed, wrote = result.Observed, result.Wrote()
 		}
-		result, err := c.writer.Manage(ctx, c.children.Resources, observed, desired)
-		if err != nil || !result.Wrote() {
-			return last, err
+		want := c.statusFor(parent, response.Status)
+		given, _ := seen.Object["status"].(map[string]any)
+		statusChanged := !controller.SameStatus(given, want)
+		if !wrote && (!statusChanged || c.ignoreStatusChanges()) {
+			return last, true, nil
 		}
-		for _, obj := range result.Written {
-			c.echoes.Expect(obj)
+		if statusChanged {
+			seen = withStatus(parent, want)
 		}
-		observed = result.Observed
 	}
-	return last, nil
+	return last, false, nil
+}
+
+// statusFor returns the status an answer asks for: the hook's status with
+// observedGeneration set to the parent's generation.
+func (c *Controller) statusFor(parent *unstructured.Unstructured, hookStatus map[string]any) map[string]any {
+	want := make(map[string]any, len(hookStatus)+1)
+	maps.Copy(want, hookStatus)
+	want["observedGeneration"] = parent.GetGeneration()
+	return want
+}
+
+// withStatus returns a shallow copy of obj whose status is status, for a
+// hook request; obj is not changed.
+func withStatus(obj *unstructured.Unstructured, status map[string]any) *unstructured.Unstructured {
+	out := &unstructured.Unstructured{Object: maps.Clone(obj.Object)}
+	out.Object["status"] = status
+	return out
+}
+
+// ignoreStatusChanges reports whether the controller ignores status-only
+// changes of its parents, its own status writes included.
+func (c *Controller) ignoreStatusChanges() bool {
+	return c.cc.Spec.ParentResource.IgnoreStatusChanges != nil && *c.cc.Spec.ParentResource.IgnoreStatusChanges
 }
 
 // syncFailed records a failed sync on the parent as a SyncError Event and

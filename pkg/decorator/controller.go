@@ -63,6 +63,8 @@ type Controller struct {
 	watches *controller.Watches
 	// related serves the customize hook; nil without one.
 	related *related.Resolver
+	// unsettled reports objects whose hook did not reach a fixed point.
+	unsettled *controller.Unsettled
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -75,6 +77,9 @@ type watchedResource struct {
 	*discovery.Resource
 	rules    []selector
 	informer *informer.Informer
+	// ignoreStatus is true when every rule of the resource ignores
+	// status-only changes, this controller's own status writes included.
+	ignoreStatus bool
 }
 
 // selector is one resource rule's label and annotation selectors; both must
@@ -106,14 +111,15 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 	}
 	v1alpha1.SetDefaults_DecoratorController(dc)
 	c := &Controller{
-		name:   dc.Name,
-		object: object.DeepCopy(),
-		dc:     dc,
-		opts:   opts,
-		writer: &children.Writer{Objects: opts.Objects, Client: opts.Client, Controller: dc.Name},
-		echoes: informer.NewEchoes(),
-		hooks:  &controller.HookCaller{Hooks: opts.Hooks, Controller: dc.Name, OnHealthChange: opts.OnHealthChange},
-		stop:   make(chan struct{}),
+		name:      dc.Name,
+		object:    object.DeepCopy(),
+		dc:        dc,
+		opts:      opts,
+		writer:    &children.Writer{Objects: opts.Objects, Client: opts.Client, Controller: dc.Name},
+		echoes:    informer.NewEchoes(),
+		hooks:     &controller.HookCaller{Hooks: opts.Hooks, Controller: dc.Name, OnHealthChange: opts.OnHealthChange},
+		unsettled: &controller.Unsettled{Controller: dc.Name, Kind: "decoratorcontroller", Recorder: opts.Recorder},
+		stop:      make(chan struct{}),
 	}
 	if dc.Spec.Hooks.Finalize != nil {
 		c.finalizer = finalizerPrefix + dc.Name
@@ -132,11 +138,12 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		key := res.APIVersion + "/" + res.Name
 		w := byResource[key]
 		if w == nil {
-			w = &watchedResource{Resource: res}
+			w = &watchedResource{Resource: res, ignoreStatus: true}
 			byResource[key] = w
 			c.watched = append(c.watched, w)
 		}
 		w.rules = append(w.rules, sel)
+		w.ignoreStatus = w.ignoreStatus && rule.IgnoreStatusChanges != nil && *rule.IgnoreStatusChanges
 	}
 	var declared []*children.Resource
 	for i, rule := range dc.Spec.Attachments {

@@ -35,7 +35,11 @@ var (
 	namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 )
 
-func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{}, &env) }
+// TestMain starts the control plane, with the composite tests' parent CRDs
+// for decorated custom resources that have a status.
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Options{ExtraCRDPaths: []string{"../composite/testdata/crds"}}, &env)
+}
 
 var (
 	sharedOnce sync.Once

@@ -13,9 +13,13 @@
 //	      owner-UID index (attachments are never adopted)
 //	   3. call the sync (or finalize) hook; check its attachments
 //	   4. write attachments per update strategy (pkg/dynamic/children)
+//	   3-4 again, with the attachments as written and the object with the
+//	      labels, annotations and status the answer asked for, until an
+//	      answer asks for no write (a fixed point; controller.MaxRounds)
 //	   5. patch changed labels and annotations (null removes a key)
 //	   6. replace the status when the hook returned one and it changed
-//	   7. remove the finalizer on finalized; requeue after resyncAfterSeconds
+//	   7. remove the finalizer on finalized; requeue after resyncAfterSeconds,
+//	      or with backoff when the hook did not settle
 //
 // A failed hook call or an invalid answer changes nothing and leaves a
 // SyncError Event on the object. Cleanup removes this controller's

@@ -13,12 +13,6 @@ import (
 // finalized). Echoes of its own writes are skipped, and so are status-only
 // changes when every rule of the resource ignores them.
 func (c *Controller) objectHandler(i int, w *watchedResource) cache.ResourceEventHandler {
-	ignoreStatus := true
-	for _, rule := range c.dc.Spec.Resources {
-		if rule.APIVersion == w.APIVersion && rule.Resource == w.Name && (rule.IgnoreStatusChanges == nil || !*rule.IgnoreStatusChanges) {
-			ignoreStatus = false
-		}
-	}
 	concerns := func(obj metav1.Object) bool {
 		return w.selects(obj) || finalizer.Has(obj, finalizerPrefix+c.name)
 	}
@@ -34,7 +28,7 @@ func (c *Controller) objectHandler(i int, w *watchedResource) cache.ResourceEven
 			if !ok1 || !ok2 || !(concerns(newU) || concerns(oldU)) {
 				return
 			}
-			if ignoreStatus && oldU.GetResourceVersion() != newU.GetResourceVersion() && informer.OnlyStatusChanged(oldU, newU) {
+			if w.ignoreStatus && oldU.GetResourceVersion() != newU.GetResourceVersion() && informer.OnlyStatusChanged(oldU, newU) {
 				return
 			}
 			c.enqueueFor(objectKey(i, newU), newU)

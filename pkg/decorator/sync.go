@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
+	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/ownership"
@@ -43,6 +45,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		if c.related != nil {
 			c.related.Forget(key)
 		}
+		c.unsettled.Settled(key)
 		return 0, nil
 	}
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("object", klog.KObj(obj), "kind", w.Kind))
@@ -79,26 +82,31 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		}
 	}
 
-	// 3-4. The hook, its attachments checked, then written; asked once
-	// more after writing, as in pkg/composite.
+	// 3-4. The hook, its attachments checked, then written; and again, with
+	// the attachments as written and the object with the labels,
+	// annotations and status the answer asked for, until an answer asks for
+	// no write (see controller.MaxRounds).
 	hook, hookName := c.dc.Spec.Hooks.Sync, "sync"
 	if finalizing {
 		hook, hookName = c.dc.Spec.Hooks.Finalize, "finalize"
 	}
 	manage := !finalizer.HeldByGarbageCollector(obj)
 	ref := ownership.ControllerRef(obj, w.GroupVersionKind())
-	// response is the last valid answer: a second call that fails or
-	// answers invalidly leaves the first answer in force (its error is
-	// reported, and the object retried).
+	// response is the last valid answer: a later call that fails or
+	// answers invalidly leaves the answers before it in force (its error is
+	// reported, and the object retried). seen is the object as the hook is
+	// given it.
 	var (
 		response *hooks.DecoratorSyncResponse
+		settled  bool
 		errs     []error
+		seen     = obj
 	)
-	for round := 1; round <= 2; round++ {
+	for round := 1; round <= controller.MaxRounds && !settled; round++ {
 		answer := &hooks.DecoratorSyncResponse{}
 		request := &hooks.DecoratorSyncRequest{
 			Controller:  c.object,
-			Object:      obj,
+			Object:      seen,
 			Attachments: c.attachments.ObjectMap(observed, *hook.Version, w.Namespaced),
 			Related:     relatedObjects,
 			Finalizing:  finalizing,
@@ -120,34 +128,34 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 			break
 		}
 		response = answer
-		if !manage {
-			break
+		wrote := false
+		if manage {
+			result, err := c.writer.Manage(ctx, c.attachments.Resources, observed, desired)
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+			for _, written := range result.Written {
+				c.echoes.Expect(written)
+			}
+			observed, wrote = result.Observed, result.Wrote()
 		}
-		result, err := c.writer.Manage(ctx, c.attachments.Resources, observed, desired)
-		if err != nil {
-			errs = append(errs, err)
-			break
-		}
-		if !result.Wrote() {
-			break
-		}
-		for _, written := range result.Written {
-			c.echoes.Expect(written)
-		}
-		observed = result.Observed
+		var metadataChanged, statusChanged bool
+		seen, metadataChanged, statusChanged = asAnswered(seen, answer)
+		settled = !wrote && !metadataChanged && (!statusChanged || w.ignoreStatus)
 	}
 
-	// 5. Labels and annotations.
-	patched, err := c.patchMetadata(ctx, client, obj, response)
+	// 5. Labels and annotations, as the answers left them.
+	patched, err := c.patchMetadata(ctx, client, obj, seen)
 	if err != nil {
 		errs = append(errs, err)
 	} else if patched != nil {
 		obj = patched
 	}
 
-	// 6. Status, only when the hook returned one (null leaves it).
-	if !response.StatusUnchanged() {
-		written, err := status.Replace(ctx, status.DynamicPatch(client), w.GroupVersionResource().GroupResource(), obj, response.Status, w.HasStatus)
+	// 6. Status, when an answer gave one (null leaves it).
+	if want, _ := seen.Object["status"].(map[string]any); want != nil {
+		written, err := status.Replace(ctx, status.DynamicPatch(client), w.GroupVersionResource().GroupResource(), obj, want, w.HasStatus)
 		if err != nil {
 			errs = append(errs, err)
 		} else if written != nil {
@@ -166,7 +174,53 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if err := errors.Join(errs...); err != nil {
 		return 0, c.syncFailed(obj, err)
 	}
+	// 8. Again with backoff when the hook did not settle; a later sync when
+	// it asked for one.
+	if !settled {
+		c.unsettled.Report(obj, key)
+		return 0, controller.ErrNotSettled
+	}
+	c.unsettled.Settled(key)
 	return time.Duration(response.ResyncAfterSeconds * float64(time.Second)), nil
+}
+
+// asAnswered returns obj as answer's labels, annotations and status leave
+// it (a shallow copy; obj is not changed), and whether they change its
+// labels or annotations, and its status.
+func asAnswered(obj *unstructured.Unstructured, answer *hooks.DecoratorSyncResponse) (out *unstructured.Unstructured, metadataChanged, statusChanged bool) {
+	apply := func(have map[string]string, changes map[string]*string) map[string]string {
+		out := maps.Clone(have)
+		for k, v := range changes {
+			current, exists := out[k]
+			switch {
+			case v == nil && exists:
+				delete(out, k)
+				metadataChanged = true
+			case v != nil && (!exists || current != *v):
+				if out == nil {
+					out = map[string]string{}
+				}
+				out[k] = *v
+				metadataChanged = true
+			}
+		}
+		return out
+	}
+	labels := apply(obj.GetLabels(), answer.Labels)
+	annotations := apply(obj.GetAnnotations(), answer.Annotations)
+	out = &unstructured.Unstructured{Object: maps.Clone(obj.Object)}
+	if metadataChanged {
+		meta, _ := obj.Object["metadata"].(map[string]any)
+		out.Object["metadata"] = maps.Clone(meta)
+		out.SetLabels(labels)
+		out.SetAnnotations(annotations)
+	}
+	if !answer.StatusUnchanged() {
+		given, _ := obj.Object["status"].(map[string]any)
+		statusChanged = !controller.SameStatus(given, answer.Status)
+		out.Object["status"] = answer.Status
+	}
+	return out, metadataChanged, statusChanged
 }
 
 // observedAttachments returns the object's attachments: the objects of each
@@ -201,28 +255,30 @@ func (c *Controller) markAttachment(obj *unstructured.Unstructured) error {
 	return nil
 }
 
-// patchMetadata applies the hook's labels and annotations: a value sets the
-// key, null removes it, absent keys are left alone. It writes only when
-// something changes, and returns the patched object (nil if none).
-func (c *Controller) patchMetadata(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, response *hooks.DecoratorSyncResponse) (*unstructured.Unstructured, error) {
-	changes := func(want map[string]*string, have map[string]string) map[string]any {
+// patchMetadata makes obj's labels and annotations those of want: it sets
+// the keys want adds or changes and removes those it lacks, in one merge
+// patch with obj's UID as precondition. It writes only when something
+// changes, and returns the patched object (nil if none).
+func (c *Controller) patchMetadata(ctx context.Context, client dynamic.ResourceInterface, obj, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	changes := func(want, have map[string]string) map[string]any {
 		out := map[string]any{}
 		for k, v := range want {
-			current, exists := have[k]
-			switch {
-			case v == nil && exists:
+			if current, exists := have[k]; !exists || current != v {
+				out[k] = v
+			}
+		}
+		for k := range have {
+			if _, kept := want[k]; !kept {
 				out[k] = nil
-			case v != nil && (!exists || current != *v):
-				out[k] = *v
 			}
 		}
 		return out
 	}
 	md := map[string]any{}
-	if l := changes(response.Labels, obj.GetLabels()); len(l) > 0 {
+	if l := changes(want.GetLabels(), obj.GetLabels()); len(l) > 0 {
 		md["labels"] = l
 	}
-	if a := changes(response.Annotations, obj.GetAnnotations()); len(a) > 0 {
+	if a := changes(want.GetAnnotations(), obj.GetAnnotations()); len(a) > 0 {
 		md["annotations"] = a
 	}
 	if len(md) == 0 {

@@ -33,6 +33,12 @@ var (
 		Name: "metactl_syncs_total",
 		Help: "Syncs of parents or decorated objects by controller and result (success, error).",
 	}, []string{"controller", "result"})
+	// UnsettledSyncs counts syncs whose hook still asked for writes after
+	// the most calls one sync makes (see controller.MaxRounds).
+	UnsettledSyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "metactl_syncs_unsettled_total",
+		Help: "Syncs whose hook did not reach a fixed point (an answer asking for no write) within the calls one sync makes; the object is retried with backoff.",
+	}, []string{"controller"})
 	// SyncDuration observes the duration of syncs.
 	SyncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "metactl_sync_duration_seconds",
@@ -75,7 +81,7 @@ var registerOnce sync.Once
 // is idempotent.
 func Register() {
 	registerOnce.Do(func() {
-		Registry.MustRegister(HookRequests, HookDuration, Syncs, SyncDuration, ObjectWrites, UncachedReads,
+		Registry.MustRegister(HookRequests, HookDuration, Syncs, UnsettledSyncs, SyncDuration, ObjectWrites, UncachedReads,
 			APIRequests, cachedObjects{}, ControllerReady, Leader,
 			workqueueDepth, workqueueAdds, workqueueLatency, workqueueWorkDuration, workqueueUnfinished,
 			workqueueLongestRunning, workqueueRetries,

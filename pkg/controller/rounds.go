@@ -1,0 +1,90 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/metrics"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
+)
+
+// MaxRounds bounds the hook calls of one sync. A sync calls the hook again
+// while its last answer asked for a write (children written, or a status,
+// label or annotation that differs from what the hook was given), giving it
+// the object as that write leaves it; it stops at the first answer that asks
+// for none, the fixed point. A hook whose status only counts its children
+// gets there in three calls on create and two on update, as many as
+// metacontroller makes when it re-syncs on its own writes.
+//
+// A hook still asking for writes after MaxRounds calls (a timestamp or a
+// counter in its status) does not settle: what it asked for last is
+// written, and the object is synced again through the work queue's rate
+// limiter, never in a hot loop (see Unsettled).
+const MaxRounds = 5
+
+// ErrNotSettled is returned by a sync whose hook was still asking for
+// writes after MaxRounds calls. It wraps loop.ErrWaiting: the object is
+// synced again with backoff, and the failure is reported once by Unsettled,
+// not as a SyncError on every retry.
+var ErrNotSettled = fmt.Errorf("the hook did not reach a fixed point in %d calls: %w", MaxRounds, loop.ErrWaiting)
+
+// SameStatus reports whether the status an answer asks for equals the
+// status the hook was given, compared semantically (nil and an empty map
+// are the same), as status.Replace compares before writing.
+func SameStatus(given, want map[string]any) bool {
+	return equality.Semantic.DeepEqual(given, want)
+}
+
+// Unsettled reports the objects whose hook did not settle: once per object
+// as a Warning Event (reason HookNotSettled) and each time in the
+// metactl_syncs_unsettled_total metric, until the object settles again.
+// Safe for concurrent use.
+type Unsettled struct {
+	// Controller names the controller in the metric and the Event.
+	Controller string
+	// Kind is the controller's kind as Events name it
+	// ("compositecontroller", "decoratorcontroller").
+	Kind string
+	// Recorder records the Event.
+	Recorder record.EventRecorder
+
+	mu       sync.Mutex
+	reported map[string]bool // by work-queue key
+}
+
+// Report records that the hook of obj, queued as key, did not settle in
+// this sync.
+func (u *Unsettled) Report(obj runtime.Object, key string) {
+	metrics.UnsettledSyncs.WithLabelValues(u.Controller).Inc()
+	u.mu.Lock()
+	first := !u.reported[key]
+	if first {
+		if u.reported == nil {
+			u.reported = map[string]bool{}
+		}
+		u.reported[key] = true
+	}
+	u.mu.Unlock()
+	if first {
+		u.Recorder.Eventf(obj, corev1.EventTypeWarning, "HookNotSettled",
+			"%s %s: the sync hook still asked for changes after %d calls in one sync (a status that changes on every call, such as a timestamp or a counter, never settles); the last answer was written and the object is synced again with backoff",
+			u.Kind, u.Controller, MaxRounds)
+	}
+}
+
+// Settled records that the hook of the object queued as key reached a
+// fixed point, or that the object is gone: a later failure to settle is
+// reported again.
+func (u *Unsettled) Settled(key string) {
+	u.mu.Lock()
+	delete(u.reported, key)
+	u.mu.Unlock()
+}
+
+// IsNotSettled reports whether err is ErrNotSettled.
+func IsNotSettled(err error) bool { return errors.Is(err, ErrNotSettled) }
