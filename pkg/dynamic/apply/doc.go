@@ -37,8 +37,11 @@
 //     merged as an object with the observed and lastApplied elements of the
 //     same key; observed elements whose key lastApplied has but desired has
 //     not are removed; observed elements whose key neither has (added by
-//     others) are kept. The result lists the merged desired elements in
-//     desired's order, then the kept observed elements in observed's order.
+//     others) are kept. The result keeps observed's order, as
+//     metacontroller's does: the observed elements, each merged with its
+//     desired element or kept (the removed ones left out), then the desired
+//     elements observed lacks, in desired's order. So a list that differs
+//     from desired only in order is not rewritten.
 //   - Any other list (of scalars, of mixed elements, of objects with no
 //     merge key or a duplicated one, and the empty list) replaces observed's
 //     list wholesale.

@@ -211,16 +211,43 @@ func checkMergedList(path string, o, l any, d []any, r any) error {
 		}
 		return found, n
 	}
-	// Every desired element, in order, merged with its partners.
-	if len(rl) < len(d) {
-		return fmt.Errorf("%s: result %s shorter than desired %s", path, encode(rl), encode(d))
+	// Observed's order: each observed element merged with its desired
+	// element, or dropped (lastApplied has its key, desired not), or kept
+	// as it is; then the desired elements observed lacks, in desired's
+	// order.
+	var want []map[string]any // the desired element (nil: kept) of each result element
+	var kept []any            // the kept observed element, where want is nil
+	for _, e := range ol {
+		k := e.(map[string]any)[key]
+		if de, n := find(d, k); n > 0 {
+			want, kept = append(want, de), append(kept, nil)
+			continue
+		}
+		if _, n := find(ll, k); n > 0 {
+			continue
+		}
+		want, kept = append(want, nil), append(kept, e)
 	}
-	for i, e := range d {
+	for _, e := range d {
 		em := e.(map[string]any)
+		if _, n := find(ol, em[key]); n == 0 {
+			want, kept = append(want, em), append(kept, nil)
+		}
+	}
+	if len(rl) != len(want) {
+		return fmt.Errorf("%s: result %s has %d elements, want %d (observed %s, desired %s)", path, encode(rl), len(rl), len(want), encode(ol), encode(d))
+	}
+	for i, em := range want {
+		if em == nil {
+			if !equal(rl[i], kept[i]) {
+				return fmt.Errorf("%s: result element %d is %s, want the undeclared observed element %s", path, i, encode(rl[i]), encode(kept[i]))
+			}
+			continue
+		}
 		p := fmt.Sprintf("%s[%s=%s]", path, key, encode(em[key]))
 		rm, _ := rl[i].(map[string]any)
 		if rm == nil || !equal(rm[key], em[key]) {
-			return fmt.Errorf("%s: result element %d is %s, want the desired element in desired's order", p, i, encode(rl[i]))
+			return fmt.Errorf("%s: result element %d is %s, want the desired element in observed's order", p, i, encode(rl[i]))
 		}
 		if _, n := find(rl, em[key]); n != 1 {
 			return fmt.Errorf("%s: %d result elements with this key, want 1", p, n)
@@ -237,21 +264,6 @@ func checkMergedList(path string, o, l any, d []any, r any) error {
 		if err := checkMerged(p, oa, la, em, rm); err != nil {
 			return err
 		}
-	}
-	// Then the observed elements nobody declared, in observed's order.
-	var kept []any
-	for _, e := range ol {
-		k := e.(map[string]any)[key]
-		if _, n := find(d, k); n > 0 {
-			continue
-		}
-		if _, n := find(ll, k); n > 0 {
-			continue
-		}
-		kept = append(kept, e)
-	}
-	if rest := rl[len(d):]; !equal(rest, kept) && !(len(rest) == 0 && len(kept) == 0) {
-		return fmt.Errorf("%s: after the desired elements the result has %s, want the undeclared observed elements %s", path, encode(rest), encode(kept))
 	}
 	return nil
 }

@@ -237,26 +237,36 @@ func (ki keyIndex) find(k keyVal) map[string]any {
 	return nil
 }
 
-// mergeListMap merges lists of objects keyed by key (see chooseKey): each
-// desired element merged with the observed and lastApplied elements of the
-// same key, in desired's order, followed by the observed elements whose key
-// neither desired nor lastApplied has, in observed's order. Observed
-// elements whose key lastApplied has but desired has not are dropped.
+// mergeListMap merges lists of objects keyed by key (see chooseKey). The
+// result keeps observed's order, as metacontroller does, so that a list
+// someone else wrote in another order than desired's is not rewritten:
+// each observed element in turn is replaced by the desired element of the
+// same key merged with it (and with the lastApplied element of that key),
+// dropped if lastApplied has its key but desired has not, or kept as it is
+// if neither has its key. The desired elements that observed lacks follow,
+// in desired's order.
 func mergeListMap(observed, lastApplied, desired []any, key string) []any {
 	obs := newKeyIndex(observed, key)
 	last := newKeyIndex(lastApplied, key)
 	want := newKeyIndex(desired, key)
 	res := make([]any, 0, len(desired)+len(observed))
-	for _, e := range desired {
-		k := elemKey(e, key)
-		res = append(res, mergeMap(obs.find(k), last.find(k), e.(map[string]any)))
-	}
 	for _, e := range observed {
 		k := elemKey(e, key)
-		if want.find(k) != nil || last.find(k) != nil {
+		if d := want.find(k); d != nil {
+			res = append(res, mergeMap(e.(map[string]any), last.find(k), d))
+			continue
+		}
+		if last.find(k) != nil {
 			continue
 		}
 		res = append(res, deepCopy(e))
+	}
+	for _, e := range desired {
+		k := elemKey(e, key)
+		if obs.find(k) != nil {
+			continue
+		}
+		res = append(res, mergeMap(nil, last.find(k), e.(map[string]any)))
 	}
 	return res
 }

@@ -203,7 +203,7 @@ func TestMerge(t *testing.T) {
 			name:     "duplicate key values fall back to the next unique key",
 			observed: `{"mounts":[{"name":"a","path":"/x","extra":1},{"name":"b","path":"/x","extra":2}]}`,
 			desired:  `{"mounts":[{"name":"b","path":"/x","new":true}]}`,
-			want:     `{"mounts":[{"name":"b","path":"/x","new":true,"extra":2},{"name":"a","path":"/x","extra":1}]}`,
+			want:     `{"mounts":[{"name":"a","path":"/x","extra":1},{"name":"b","path":"/x","new":true,"extra":2}]}`,
 		},
 		{
 			name:        "key with duplicates in desired is skipped, so a second merge pairs elements the same way",
@@ -213,7 +213,7 @@ func TestMerge(t *testing.T) {
 			// Merged by name (port is duplicated, and missing in lastApplied).
 			// Were duplicated port values to mean "replace", the second merge
 			// (which sees port in every list) would drop r.
-			want: `{"m":[{"port":1,"name":"q","w":1},{"port":1,"name":"p"},{"name":"r","port":2}]}`,
+			want: `{"m":[{"port":1,"name":"p"},{"port":1,"name":"q","w":1},{"name":"r","port":2}]}`,
 		},
 		{
 			name:     "duplicate values of every key: replaced",
@@ -230,10 +230,10 @@ func TestMerge(t *testing.T) {
 			lastApplied: `{"spec":{"containers":[{"name":"app","image":"app:1","env":[{"name":"A","value":"1"},{"name":"B","value":"2"}]}]}}`,
 			desired:     `{"spec":{"containers":[{"name":"app","image":"app:2","env":[{"name":"C","value":"3"},{"name":"A","value":"10"}]}]}}`,
 			// B removed (ours before, not now), INJECTED and sidecar kept
-			// (someone else's); desired order first, then kept ones.
+			// (someone else's); observed's order, then the new C.
 			want: `{"spec":{"containers":[{"name":"app","image":"app:2","imagePullPolicy":"IfNotPresent",
 				"terminationMessagePath":"/dev/termination-log",
-				"env":[{"name":"C","value":"3"},{"name":"A","value":"10"},{"name":"INJECTED","value":"x"}]},
+				"env":[{"name":"A","value":"10"},{"name":"INJECTED","value":"x"},{"name":"C","value":"3"}]},
 				{"name":"sidecar","image":"proxy:1"}]}}`,
 		},
 		{
@@ -241,7 +241,7 @@ func TestMerge(t *testing.T) {
 			observed:    `{"l":[{"name":"ours-old"},{"name":"theirs","x":1},{"name":"ours","y":1}]}`,
 			lastApplied: `{"l":[{"name":"ours-old"},{"name":"ours"}]}`,
 			desired:     `{"l":[{"name":"new"},{"name":"ours","z":2}]}`,
-			want:        `{"l":[{"name":"new"},{"name":"ours","y":1,"z":2},{"name":"theirs","x":1}]}`,
+			want:        `{"l":[{"name":"theirs","x":1},{"name":"ours","y":1,"z":2},{"name":"new"}]}`,
 		},
 		{
 			name:        "list map element merges with its lastApplied element",
@@ -274,7 +274,7 @@ func TestMerge(t *testing.T) {
 			desired:  `{"ports":[{"port":80}]}`,
 			// Both lists merge by port, but "80" is not 80: the observed
 			// element is someone else's and is kept.
-			want: `{"ports":[{"port":80},{"port":"80","x":1}]}`,
+			want: `{"ports":[{"port":"80","x":1},{"port":80}]}`,
 		},
 		{
 			name:     "integer and float keys are the same number",
@@ -300,6 +300,72 @@ func TestMerge(t *testing.T) {
 			}
 			if !equal(again, got) {
 				t.Errorf("Merge(result, desired, desired) changed the result:\n got %s\nwant %s", encode(again), encode(got))
+			}
+		})
+	}
+}
+
+// TestMergeListKeepsObservedOrder checks the order of a merged list map.
+// The expected lists follow metacontroller's merge: the observed elements
+// still there, in observed's order, then the new desired ones in desired's
+// order.
+func TestMergeListKeepsObservedOrder(t *testing.T) {
+	tests := []struct {
+		name                           string
+		observed, lastApplied, desired string
+		want                           string
+	}{
+		{
+			name: "adopted child: owner references written as metacontroller appends its controller reference",
+			// metacontroller created the child with the hook's reference
+			// first and its controller reference appended; metactl's desired
+			// state puts the controller reference first.
+			observed: `{"ownerReferences":[
+				{"apiVersion":"v1","kind":"ConfigMap","name":"anchor","uid":"u-anchor"},
+				{"apiVersion":"t/v1","kind":"Thing","name":"p","uid":"u-p","controller":true,"blockOwnerDeletion":true}]}`,
+			lastApplied: `{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"anchor","uid":"u-anchor"}]}`,
+			desired: `{"ownerReferences":[
+				{"apiVersion":"t/v1","kind":"Thing","name":"p","uid":"u-p","controller":true,"blockOwnerDeletion":true},
+				{"apiVersion":"v1","kind":"ConfigMap","name":"anchor","uid":"u-anchor"}]}`,
+			want: `{"ownerReferences":[
+				{"apiVersion":"v1","kind":"ConfigMap","name":"anchor","uid":"u-anchor"},
+				{"apiVersion":"t/v1","kind":"Thing","name":"p","uid":"u-p","controller":true,"blockOwnerDeletion":true}]}`,
+		},
+		{
+			name:     "same elements in another order: observed's order",
+			observed: `{"ports":[{"port":3,"x":1},{"port":1},{"port":2}]}`,
+			desired:  `{"ports":[{"port":1},{"port":2},{"port":3}]}`,
+			want:     `{"ports":[{"port":3,"x":1},{"port":1},{"port":2}]}`,
+		},
+		{
+			name:        "removed, kept, merged and new elements",
+			observed:    `{"env":[{"name":"D","value":"theirs"},{"name":"B","value":"1"},{"name":"A","value":"old"},{"name":"Z","value":"gone"}]}`,
+			lastApplied: `{"env":[{"name":"A"},{"name":"B"},{"name":"Z"}]}`,
+			desired:     `{"env":[{"name":"N2","value":"n2"},{"name":"A","value":"new"},{"name":"N1","value":"n1"},{"name":"B","value":"1"}]}`,
+			// D is someone else's (kept in place), Z was ours (removed), A and
+			// B stay where they were, N2 and N1 follow in desired's order.
+			want: `{"env":[{"name":"D","value":"theirs"},{"name":"B","value":"1"},{"name":"A","value":"new"},{"name":"N2","value":"n2"},{"name":"N1","value":"n1"}]}`,
+		},
+		{
+			name:     "more elements than the linear search handles: same order rule",
+			observed: `{"l":[{"name":"j"},{"name":"i"},{"name":"h"},{"name":"g"},{"name":"f"},{"name":"e"},{"name":"d"},{"name":"c"},{"name":"b"}]}`,
+			desired:  `{"l":[{"name":"a"},{"name":"b"},{"name":"c"},{"name":"d"},{"name":"e"},{"name":"f"},{"name":"g"},{"name":"h"},{"name":"i"},{"name":"j"}]}`,
+			want:     `{"l":[{"name":"j"},{"name":"i"},{"name":"h"},{"name":"g"},{"name":"f"},{"name":"e"},{"name":"d"},{"name":"c"},{"name":"b"},{"name":"a"}]}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, l, d := decode(t, tt.observed), decode(t, tt.lastApplied), decode(t, tt.desired)
+			got, err := Merge(o, l, d)
+			if err != nil {
+				t.Fatalf("Merge: %v", err)
+			}
+			// equal compares lists element by element: order counts.
+			if want := decode(t, tt.want); !equal(got, want) {
+				t.Errorf("Merge:\n got %s\nwant %s", encode(got), encode(want))
+			}
+			if again, _ := Merge(got, d, d); !equal(again, got) {
+				t.Errorf("Merge(result, desired, desired) changed the order:\n got %s\nwant %s", encode(again), encode(got))
 			}
 		})
 	}
