@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -34,20 +35,29 @@ var readOnlyMetadata = [...]string{
 // object copied from an observed one carries the old annotation, which must
 // not be nested into the new one; if it was the only annotation,
 // metadata.annotations goes too, so that echoing it does not claim the
-// annotations object as desired's). It reads the last applied state from
-// observed's LastAppliedAnnotation, stripped the same way; a missing or
-// unparseable annotation counts as no last applied state. It then merges
-// (see Merge) and records the stripped desired state as the
-// LastAppliedAnnotation of the result.
+// annotations object as desired's). It merges (see Merge) with the last
+// applied state read from observed's LastAppliedAnnotation, which is
+// stripped the same way and brought to one form whoever wrote it: a
+// Secret's stringData taken as data, no owner references that are
+// controller references (the caller's desired state sets its own), no
+// metadata.namespace equal to observed's. A missing or unparseable
+// annotation counts as no last applied state. It records the stripped
+// desired state as the LastAppliedAnnotation of the result (see
+// SetLastApplied for what is recorded).
 //
 // Guarantees:
 //   - The result's status and read-only metadata are exactly observed's
 //     (present or absent alike); only the other fields can differ.
-//   - The annotation holds JSON that decodes to the stripped desired state.
-//     It is json.Marshal's compact, key-sorted encoding, except that an
-//     observed annotation that already decodes to the same state (compared
-//     as by Merge, so 3 and 3.0 are equal) is kept byte for byte, so that a
-//     mere difference in encoding never causes a write.
+//   - The annotation is what SetLastApplied records, except that an
+//     observed annotation that means the same to the merge is kept byte for
+//     byte when nothing else changes, so that a mere difference in encoding
+//     or in the recording writer (metacontroller's annotation on a child
+//     metactl takes over, or 3 against 3.0) never causes a write. Two
+//     annotations mean the same when they give the same last applied state
+//     as read above, with a Secret's data values compared by digest
+//     (numbers compared by value). When the object is written anyway, the
+//     annotation is rewritten as SetLastApplied records it (so a Secret's
+//     values recorded in clear by metacontroller go at the first write).
 //   - changed is false exactly when the result equals observed as JSON
 //     (numbers compared by value, the annotation included); the caller can
 //     then skip the write. Applying the same desired to the result again
@@ -68,10 +78,11 @@ func Apply(observed, desired *unstructured.Unstructured) (result *unstructured.U
 		return nil, false, fmt.Errorf("apply %s: desired: %w", describe(observed), err)
 	}
 	want = normalizeSecret(want)
+	namespace := namespaceOf(observed.Object)
 	stored, annotation, err := lastApplied(observed.Object)
 	var last map[string]any
 	if err == nil && stored != nil {
-		if last, err = strip(stored); err != nil {
+		if last, err = lastState(stored, namespace); err != nil {
 			last = nil // unusable, as if unparseable
 		}
 	}
@@ -82,24 +93,44 @@ func Apply(observed, desired *unstructured.Unstructured) (result *unstructured.U
 	if err := restoreServerFields(merged, observed.Object); err != nil {
 		return nil, false, fmt.Errorf("apply %s: %w", describe(observed), err)
 	}
-	if record := recorded(want); stored == nil || !equal(stored, record) {
-		b, err := json.Marshal(record)
-		if err != nil {
-			return nil, false, fmt.Errorf("apply %s: encode %s: %w", describe(observed), LastAppliedAnnotation, err)
+	rec := record(want)
+	if recState, err := lastState(rec, namespace); last != nil && err == nil && equal(last, recState) {
+		// The observed annotation means the same: keep it if that saves a
+		// write.
+		if err := setAnnotation(merged, annotation); err != nil {
+			return nil, false, fmt.Errorf("apply %s: %w", describe(observed), err)
 		}
-		annotation = string(b)
+		if equal(observed.Object, merged) {
+			return &unstructured.Unstructured{Object: merged}, false, nil
+		}
 	}
-	if err := setAnnotation(merged, annotation); err != nil {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil, false, fmt.Errorf("apply %s: encode %s: %w", describe(observed), LastAppliedAnnotation, err)
+	}
+	if err := setAnnotation(merged, string(b)); err != nil {
 		return nil, false, fmt.Errorf("apply %s: %w", describe(observed), err)
 	}
 	return &unstructured.Unstructured{Object: merged}, !equal(observed.Object, merged), nil
 }
 
 // SetLastApplied stores desired, stripped as by Apply, in obj's
-// LastAppliedAnnotation, as compact JSON (json.Marshal's encoding); it is
-// used when creating a child. It modifies obj (creating its metadata and
-// annotations maps if needed) but never desired; desired may be obj.Object
-// itself.
+// LastAppliedAnnotation; it is used when creating a child. What it records
+// is what metacontroller records (the hook's object, as json.Marshal
+// encodes it: compact, keys sorted), so that either can take over the
+// other's children without a write, with these differences:
+//   - status, the read-only metadata and the LastAppliedAnnotation itself
+//     are not recorded (metacontroller records whatever the hook returned);
+//   - owner references that are controller references are not recorded:
+//     the controller sets its own, and metacontroller records the hook's
+//     object before adding it;
+//   - a Secret's stringData is recorded as data, and its data values as
+//     SHA-256 digests ("sha256:<hex>" of the base64 text), so that the
+//     annotation holds no second copy of the secret (metacontroller
+//     records the values).
+//
+// It modifies obj (creating its metadata and annotations maps if needed)
+// but never desired; desired may be obj.Object itself.
 func SetLastApplied(obj *unstructured.Unstructured, desired map[string]any) error {
 	if obj == nil {
 		return errors.New("set last applied: object must not be nil")
@@ -111,7 +142,7 @@ func SetLastApplied(obj *unstructured.Unstructured, desired map[string]any) erro
 	if err := validate(want); err != nil {
 		return fmt.Errorf("set last applied on %s: %w", describe(obj), err)
 	}
-	b, err := json.Marshal(recorded(normalizeSecret(want)))
+	b, err := json.Marshal(record(normalizeSecret(want)))
 	if err != nil {
 		return fmt.Errorf("set last applied on %s: encode: %w", describe(obj), err)
 	}
@@ -177,6 +208,82 @@ func lastApplied(obj map[string]any) (map[string]any, string, error) {
 		return nil, "", fmt.Errorf("annotation holds %s, not a JSON object", kindOf(decoded))
 	}
 	return res, s, nil
+}
+
+// record is what the LastAppliedAnnotation holds of want, a desired state
+// stripped and with a Secret's stringData turned into data (see
+// SetLastApplied): want without controller owner references, with a
+// Secret's data values as digests. want is not modified.
+func record(want map[string]any) map[string]any {
+	return withoutControllerRefs(recorded(want))
+}
+
+// lastState is the last applied state that the annotation holding stored
+// gives to the merge of an object in namespace (its observed namespace,
+// "" if none). It is stored stripped as by Apply, and with what is
+// recorded in more than one way brought to one form: a Secret's stringData
+// as data and its data values as digests (values never matter to the merge,
+// only keys); no controller owner references (the caller's desired state
+// sets them, so they are never the last applied state's to remove); no
+// metadata.namespace when it is namespace (which cannot change). So
+// metacontroller's annotation and metactl's for the same desired state give
+// the same state, and keeping one or the other changes no merge. stored is
+// not modified. It fails as strip does.
+func lastState(stored map[string]any, namespace string) (map[string]any, error) {
+	s, err := strip(stored)
+	if err != nil {
+		return nil, err
+	}
+	s = withoutControllerRefs(recorded(normalizeSecret(s)))
+	if meta, ok := s["metadata"].(map[string]any); ok {
+		if ns, ok := meta["namespace"].(string); ok && ns == namespace {
+			s = maps.Clone(s)
+			meta = maps.Clone(meta)
+			delete(meta, "namespace")
+			s["metadata"] = meta
+		}
+	}
+	return s, nil
+}
+
+// withoutControllerRefs returns obj without the metadata.ownerReferences
+// entries whose controller field is true, and without ownerReferences if
+// that leaves none. obj is not modified: what changes is copied.
+func withoutControllerRefs(obj map[string]any) map[string]any {
+	meta, ok := obj["metadata"].(map[string]any)
+	if !ok {
+		return obj
+	}
+	refs, ok := meta["ownerReferences"].([]any)
+	if !ok {
+		return obj
+	}
+	kept := make([]any, 0, len(refs))
+	for _, r := range refs {
+		if m, ok := r.(map[string]any); ok && m["controller"] == true {
+			continue
+		}
+		kept = append(kept, r)
+	}
+	if len(kept) == len(refs) {
+		return obj
+	}
+	meta = maps.Clone(meta)
+	if len(kept) == 0 {
+		delete(meta, "ownerReferences")
+	} else {
+		meta["ownerReferences"] = kept
+	}
+	out := maps.Clone(obj)
+	out["metadata"] = meta
+	return out
+}
+
+// namespaceOf returns obj's metadata.namespace, or "".
+func namespaceOf(obj map[string]any) string {
+	meta, _ := obj["metadata"].(map[string]any)
+	ns, _ := meta["namespace"].(string)
+	return ns
 }
 
 // kindOf names the JSON type of a decoded value.

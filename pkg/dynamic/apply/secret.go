@@ -38,11 +38,13 @@ func normalizeSecret(want map[string]any) map[string]any {
 	return want
 }
 
-// recorded is what the last-applied annotation keeps of want: for a Secret,
-// its data values are replaced by their SHA-256 digests, so the annotation
-// holds no second copy of the secret while still naming every key (which is
-// all the merge needs of it). Other objects are recorded as they are. want
-// is not modified.
+// recorded returns want with, for a Secret, each data value replaced by
+// its digest ("sha256:" and the hex SHA-256 of the value's text), so the
+// annotation holds no second copy of the secret while still naming every
+// key (which is all the merge needs of it). A value that is already a
+// digest is kept: a data value is base64, which has no ':', so it cannot be
+// mistaken for one. Other objects are returned as they are. want is not
+// modified.
 func recorded(want map[string]any) map[string]any {
 	if !isSecret(want) {
 		return want
@@ -58,9 +60,25 @@ func recorded(want map[string]any) map[string]any {
 	hashed := make(map[string]any, len(data))
 	for k, v := range data {
 		s, _ := v.(string)
+		if isDigest(s) {
+			hashed[k] = s
+			continue
+		}
 		sum := sha256.Sum256([]byte(s))
-		hashed[k] = "sha256:" + hex.EncodeToString(sum[:])
+		hashed[k] = digestPrefix + hex.EncodeToString(sum[:])
 	}
 	out["data"] = hashed
 	return out
+}
+
+// digestPrefix starts the digest that stands for a Secret's data value.
+const digestPrefix = "sha256:"
+
+// isDigest reports whether s is a digest as recorded writes it.
+func isDigest(s string) bool {
+	if len(s) != len(digestPrefix)+2*sha256.Size || s[:len(digestPrefix)] != digestPrefix {
+		return false
+	}
+	_, err := hex.DecodeString(s[len(digestPrefix):])
+	return err == nil
 }
