@@ -116,9 +116,10 @@ func Apply(observed, desired *unstructured.Unstructured) (result *unstructured.U
 
 // SetLastApplied stores desired, stripped as by Apply, in obj's
 // LastAppliedAnnotation; it is used when creating a child. What it records
-// is what metacontroller records (the hook's object, as json.Marshal
-// encodes it: compact, keys sorted), so that either can take over the
-// other's children without a write, with these differences:
+// is what metacontroller records of the same desired object, in the same
+// encoding (json.Marshal's: compact, keys sorted, <, > and & escaped), so
+// that either can take over the other's children without a write, with
+// these differences:
 //   - status, the read-only metadata and the LastAppliedAnnotation itself
 //     are not recorded (metacontroller records whatever the hook returned);
 //   - owner references that are controller references are not recorded:
