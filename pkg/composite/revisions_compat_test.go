@@ -2,7 +2,7 @@ package composite_test
 
 import (
 	"context"
-	"crypto/sha1" // #nosec G505 -- metacontroller's revision names
+	"crypto/sha1" // metacontroller names revisions by a SHA-1 hash
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -88,7 +88,7 @@ func mcRevisionName(parent *unstructured.Unstructured, patch map[string]any) str
 	if err != nil {
 		panic(err)
 	}
-	sum := sha1.Sum(append([]byte(parent.GetUID()), data...)) // #nosec G401
+	sum := sha1.Sum(append([]byte(parent.GetUID()), data...))
 	return "things.test.metactl.io-" + hex.EncodeToString(sum[:])
 }
 

@@ -2,7 +2,7 @@ package composite
 
 import (
 	"context"
-	"crypto/sha1" // #nosec G505 -- metacontroller's revision names; a name, not a security measure
+	"crypto/sha1" // metacontroller names revisions by a SHA-1 hash: a name, not a security measure
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -689,7 +689,7 @@ func revisionName(res *discovery.Resource, parent *unstructured.Unstructured, pa
 	if max := 253 - 41; len(prefix) > max {
 		prefix = prefix[:max]
 	}
-	h := sha1.New() // #nosec G401 -- see the import
+	h := sha1.New()
 	h.Write([]byte(parent.GetUID()))
 	h.Write(data)
 	return prefix + "-" + hex.EncodeToString(h.Sum(nil)), nil
