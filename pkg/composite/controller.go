@@ -122,6 +122,12 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 			return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec", "childResources").Index(i), rule.Resource,
 				"a namespaced parent cannot own cluster-scoped children")}}
 		}
+		if !c.parent.Namespaced && rule.UpdateStrategy.Method.IsRolling() {
+			// metacontroller accepts this, then fails every sync: it
+			// cannot create a ControllerRevision without a namespace.
+			return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec", "childResources").Index(i).Child("updateStrategy", "method"), string(rule.UpdateStrategy.Method),
+				"rolling updates need a namespaced parent: their ControllerRevisions live in the parent's namespace; use Recreate or InPlace for the children of a cluster-scoped parent")}}
+		}
 		declared = append(declared, &children.Resource{Resource: res, Method: rule.UpdateStrategy.Method})
 	}
 	c.children = children.NewDeclared(declared)
@@ -134,12 +140,8 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 func (c *Controller) HookCredentialError() error { return c.hooks.CredentialError() }
 
 // rolling reports whether a child resource updates with a rolling method
-// and the parent is namespaced (ControllerRevisions live in the parent's
-// namespace; children of cluster-scoped parents update without revisions).
+// (New accepts these only for a namespaced parent).
 func (c *Controller) rolling() bool {
-	if !c.parent.Namespaced {
-		return false
-	}
 	return slices.ContainsFunc(c.children.Resources, func(r *children.Resource) bool { return r.Method.IsRolling() })
 }
 
@@ -176,7 +178,9 @@ func (c *Controller) Start(ctx context.Context) error {
 		}
 	}
 	if c.rolling() {
-		c.revisions, _ = c.watches.Watch(v1alpha1.ControllerRevisionResource, nil)
+		if c.revisions, err = c.watches.Watch(v1alpha1.ControllerRevisionResource, nil); err != nil {
+			return err
+		}
 	}
 	if !c.watches.WaitForSync(ctx) {
 		return fmt.Errorf("waiting for caches of compositecontroller %s: %w", c.name, ctx.Err())

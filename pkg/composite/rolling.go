@@ -2,17 +2,18 @@ package composite
 
 import (
 	"context"
-	"crypto/sha256"
+	"crypto/sha1" // metacontroller names revisions by a SHA-1 hash: a name, not a security measure
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/apply"
 	"github.com/metactl/metactl/pkg/dynamic/children"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/ownership"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
@@ -20,7 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 )
@@ -28,45 +29,61 @@ import (
 // ConditionUpdated is the parent condition that reports a rolling update.
 const ConditionUpdated = "Updated"
 
-// Reasons of the Updated condition.
+// Reasons of the Updated condition, as metacontroller writes them.
 const (
+	// ReasonOnLatestRevision: every child is on the latest revision.
 	ReasonOnLatestRevision = "OnLatestRevision"
-	ReasonRollingUpdate    = "RollingUpdate"
-	ReasonWaitingForChild  = "WaitingForHealthyChild"
+	// ReasonRolloutProgressing: a child moves to the latest revision in
+	// this sync.
+	ReasonRolloutProgressing = "RolloutProgressing"
+	// ReasonRolloutWaiting: a child on the latest revision is missing, not
+	// updated yet, or fails its status checks.
+	ReasonRolloutWaiting = "RolloutWaiting"
 )
 
-// revision is one ControllerRevision of a parent, live in this sync.
+// Labels of a ControllerRevision that name its parent's resource, so that
+// revisions of different parent resources never select each other.
+const (
+	RevisionLabelAPIGroup = "metacontroller.k8s.io/apiGroup"
+	RevisionLabelResource = "metacontroller.k8s.io/resource"
+)
+
+// revision is one ControllerRevision of a parent in this sync.
 type revision struct {
 	name   string
-	patch  map[string]any                      // the parent fields it records
-	object *unstructured.Unstructured          // nil until written
-	owned  map[*children.Resource]children.Set // rolling children that belong to it
-	answer *hooks.CompositeSyncResponse
-	wants  map[*children.Resource]children.Set
+	patch  map[string]any             // the parent fields it records
+	parent *unstructured.Unstructured // the parent with those fields
+	// object is the revision as stored; nil for a latest revision not yet
+	// created.
+	object *unstructured.Unstructured
+	// children are the children the revision lists, by group and kind,
+	// in the stored order.
+	children []v1alpha1.ControllerRevisionChildren
+	answer   *hooks.CompositeSyncResponse
+	wants    map[*children.Resource]children.Set
 }
 
-// rollingSync syncs a parent with rolling child resources: the hook is
-// called once per live revision (the parent with that revision's fields),
-// and each rolling resource's children move to the latest revision one at
-// a time, only while every child already moved passes the status checks.
-// Every hook answer is checked before anything is written. It returns the
-// latest revision's answer, its status carrying the Updated condition.
+// rollingSync syncs a parent with rolling child resources the way
+// metacontroller does, so that either can take over from the other: the
+// hook is called once per revision (the parent with that revision's
+// fields); each child of a rolling resource belongs to the revision whose
+// ControllerRevision lists it, new children to the latest; one child per
+// sync moves to the latest revision, in the order of the latest answer,
+// and only while every child already on it is there, updated and passes
+// the status checks. Every hook answer is checked, and the revisions are
+// written, before any child is. It returns the latest revision's answer,
+// its status carrying the Updated condition.
 func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, observed map[*children.Resource]children.Set, related hooks.ObjectMap) (*hooks.CompositeSyncResponse, error) {
 	hook := c.cc.Spec.Hooks.Sync
-	latest, revisions, err := c.liveRevisions(parent, observed)
+	revisions, duplicates, err := c.parentRevisions(ctx, parent, selector)
 	if err != nil {
 		return nil, err
 	}
+	latest := revisions[0]
 	for _, rev := range revisions {
-		revParent := parent
-		if rev != latest {
-			if revParent, err = withFields(parent, rev.patch); err != nil {
-				return nil, fmt.Errorf("revision %s: %w", rev.name, err)
-			}
-		}
 		rev.answer = &hooks.CompositeSyncResponse{}
 		request := &hooks.CompositeSyncRequest{
-			Controller: c.object, Parent: revParent, Related: related,
+			Controller: c.object, Parent: rev.parent, Related: related,
 			Children: c.children.ObjectMap(observed, *hook.Version, c.parent.Namespaced),
 		}
 		if err := c.hooks.Call(ctx, "sync", hook, request, rev.answer); err != nil {
@@ -77,83 +94,223 @@ func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstr
 		}
 	}
 
-	// Decide, per rolling resource, which children move now and what
-	// every child should be.
+	owners, cond := c.rollOut(parent, revisions, observed)
+	status, err := withCondition(latest.answer.Status, cond)
+	if err != nil {
+		return nil, fmt.Errorf("invalid sync hook response: %w", err)
+	}
+	// Revisions left with no children are forgotten; the latest stays.
+	live, gone := []*revision{latest}, duplicates
+	for _, rev := range revisions[1:] {
+		if countNames(rev.children) > 0 {
+			live = append(live, rev)
+		} else {
+			gone = append(gone, rev.object)
+		}
+	}
+	// Which child belongs to which revision is recorded before any child
+	// is written, so that a restart goes on from there.
+	if err := c.writeRevisions(ctx, parent, selector, live, gone); err != nil {
+		return nil, err
+	}
+
+	// Children of the latest revision get its answer; those of an older
+	// one keep that revision's answer, for as long as the latest wants
+	// them at all.
 	desired := make(map[*children.Resource]children.Set, len(c.children.Resources))
-	var moving, waiting, pending []string
 	for _, res := range c.children.Resources {
-		if !res.Method.IsRolling() {
-			desired[res] = latest.wants[res]
-			continue
-		}
-		set := children.Set{}
-		// New children, and those already on the latest revision.
+		set := make(children.Set, len(latest.wants[res]))
 		for key, obj := range latest.wants[res] {
-			if owner := ownerOf(revisions, res, key); owner == nil || owner == latest {
-				set[key] = obj
-				latest.owned[res][key] = observed[res][key]
-			}
-		}
-		// Children of older revisions keep their revision's state, except
-		// one that moves when every moved child is healthy.
-		var unhealthy []string
-		for key := range latest.owned[res] {
-			// A moved child not yet recreated counts as not healthy.
-			if obj := observed[res][key]; obj == nil || !healthy(res, obj, c.statusChecks(res)) {
-				unhealthy = append(unhealthy, key)
-			}
-		}
-		sort.Strings(unhealthy)
-		for _, rev := range revisions {
-			if rev == latest {
-				continue
-			}
-			for _, key := range sortedKeys(rev.owned[res]) {
-				want, stillWanted := latest.wants[res][key]
-				if !stillWanted {
-					continue // scaled away: deleted with the rest
-				}
-				if len(unhealthy) == 0 && len(moving) == 0 {
-					set[key] = want
-					delete(rev.owned[res], key)
-					latest.owned[res][key] = observed[res][key]
-					moving = append(moving, res.Kind+" "+key)
-					continue
-				}
-				pending = append(pending, res.Kind+" "+key)
+			set[key] = obj
+			if rev := owners[res][key]; rev != nil && rev != latest {
 				if old, ok := rev.wants[res][key]; ok {
 					set[key] = old
-				} else if obs := observed[res][key]; obs != nil {
-					set[key] = obs // the old revision no longer describes it; leave it as it is
 				}
 			}
-		}
-		for _, key := range unhealthy {
-			waiting = append(waiting, res.Kind+" "+key)
 		}
 		desired[res] = set
 	}
+	_, err = c.writer.Manage(ctx, c.children.Resources, observed, desired)
 
-	result, err := c.writer.Manage(ctx, c.children.Resources, observed, desired)
-	var errs []error
-	if err != nil {
-		errs = append(errs, err)
+	response := *latest.answer
+	response.Status = status
+	// The smallest resync any revision asks for.
+	for _, rev := range revisions {
+		if s := rev.answer.ResyncAfterSeconds; s > 0 && (response.ResyncAfterSeconds <= 0 || s < response.ResyncAfterSeconds) {
+			response.ResyncAfterSeconds = s
+		}
 	}
-	if err := c.writeRevisions(ctx, parent, latest, revisions, result.Observed); err != nil {
-		errs = append(errs, err)
-	}
-
-	response := latest.answer
-	response.Status = withCondition(response.Status, updatedCondition(parent, moving, waiting, pending))
-	if len(moving) > 0 || len(pending) > 0 {
+	if cond["status"] != "True" {
 		// Look again soon even if nothing else happens: a moved child's
 		// health is what the next step waits for.
 		if response.ResyncAfterSeconds <= 0 || response.ResyncAfterSeconds > 5 {
 			response.ResyncAfterSeconds = 5
 		}
 	}
-	klog.FromContext(ctx).V(4).Info("Rolling update", "moving", moving, "waiting", waiting, "pending", len(pending))
-	return response, errors.Join(errs...)
+	klog.FromContext(ctx).V(4).Info("Rolling update", "revisions", len(live), "reason", cond["reason"], "message", cond["message"])
+	return &response, err
+}
+
+// rollOut decides which revision each rolling child belongs to, moving at
+// most one child to the latest revision, and returns the owners and the
+// Updated condition. It edits the revisions' children lists as
+// metacontroller does, so that both record the same state:
+//   - A revision keeps a group of names only while the latest revision
+//     wants one of them, and no earlier revision (the latest first) claims
+//     it; a kept group is kept as it is.
+//   - The latest takes the children it wants that no revision claims, and
+//     those whose update would change nothing.
+//   - The first child of the latest answer not on the latest revision then
+//     moves to it, unless a child on the latest revision is missing, not
+//     updated or failing its status checks.
+func (c *Controller) rollOut(parent *unstructured.Unstructured, revisions []*revision, observed map[*children.Resource]children.Set) (map[*children.Resource]map[string]*revision, map[string]any) {
+	latest := revisions[0]
+	owners := make(map[*children.Resource]map[string]*revision, len(c.children.Resources))
+	for _, res := range c.children.Resources {
+		owners[res] = map[string]*revision{}
+	}
+	key := func(name string) string {
+		return children.Key(&metav1.ObjectMeta{Namespace: parent.GetNamespace(), Name: name})
+	}
+
+	for _, rev := range revisions {
+		var kept []v1alpha1.ControllerRevisionChildren
+		for _, group := range rev.children {
+			res := c.rollingResource(group.APIGroup, group.Kind)
+			if res == nil {
+				continue // no longer a rolling resource
+			}
+			claims := false
+			for _, name := range group.Names {
+				k := key(name)
+				if _, wanted := latest.wants[res][k]; !wanted {
+					continue // being deleted: the claim lapses
+				}
+				if _, taken := owners[res][k]; taken {
+					continue
+				}
+				owners[res][k] = rev
+				claims = true
+			}
+			if claims {
+				kept = append(kept, group)
+			}
+		}
+		rev.children = kept
+	}
+
+	// The rolling children of the latest answer, in its order.
+	type child struct {
+		res  *children.Resource
+		name string
+		key  string
+	}
+	var ordered []child
+	for _, obj := range latest.answer.Children {
+		if res := c.children.ForObject(obj); res != nil && res.Method.IsRolling() {
+			ordered = append(ordered, child{res, obj.GetName(), key(obj.GetName())})
+		}
+	}
+	moveToLatest := func(ch child) {
+		for _, rev := range revisions[1:] {
+			rev.remove(ch.res, ch.name)
+		}
+		latest.add(ch.res, ch.name)
+		owners[ch.res][ch.key] = latest
+	}
+	for _, ch := range ordered {
+		switch owner := owners[ch.res][ch.key]; {
+		case owner == nil:
+			latest.add(ch.res, ch.name)
+			owners[ch.res][ch.key] = latest
+		case owner != latest:
+			if have := observed[ch.res][ch.key]; have != nil {
+				if _, changed, err := apply.Apply(have, latest.wants[ch.res][ch.key]); err == nil && !changed {
+					moveToLatest(ch)
+				}
+			}
+		}
+	}
+
+	for _, ch := range ordered {
+		if owners[ch.res][ch.key] == latest {
+			continue
+		}
+		if err := c.latestReady(parent, latest, observed); err != nil {
+			return owners, condition("False", ReasonRolloutWaiting, err.Error())
+		}
+		moveToLatest(ch)
+		return owners, condition("False", ReasonRolloutProgressing, fmt.Sprintf("updating %s %s", ch.res.Kind, ch.name))
+	}
+	return owners, condition("True", ReasonOnLatestRevision, "latest ControllerRevision: "+latest.name)
+}
+
+// latestReady returns why the rollout cannot go on, or nil: a child the
+// latest revision lists (and still wants) that is missing, not updated to
+// the latest answer, or failing its status checks. A RollingInPlace child
+// that reports a status.observedGeneration must have observed its
+// generation.
+func (c *Controller) latestReady(parent *unstructured.Unstructured, latest *revision, observed map[*children.Resource]children.Set) error {
+	for _, group := range latest.children {
+		res := c.rollingResource(group.APIGroup, group.Kind)
+		if res == nil {
+			continue
+		}
+		for _, name := range group.Names {
+			k := children.Key(&metav1.ObjectMeta{Namespace: parent.GetNamespace(), Name: name})
+			want, wanted := latest.wants[res][k]
+			if !wanted {
+				continue // being deleted
+			}
+			have := observed[res][k]
+			if have == nil {
+				return fmt.Errorf("missing child %s %s", res.Kind, name)
+			}
+			_, changed, err := apply.Apply(have, want)
+			if err != nil {
+				return fmt.Errorf("can't check if child %s %s is updated: %w", res.Kind, name, err)
+			}
+			if changed {
+				return fmt.Errorf("child %s %s is not updated yet", res.Kind, name)
+			}
+			if res.Method == v1alpha1.ChildUpdateRollingInPlace {
+				if og, _, _ := unstructured.NestedInt64(have.Object, "status", "observedGeneration"); og > 0 && og < have.GetGeneration() {
+					return fmt.Errorf("child %s %s with RollingInPlace update strategy hasn't observed latest spec", res.Kind, name)
+				}
+			}
+			if err := checkStatus(have, c.statusChecks(res)); err != nil {
+				return fmt.Errorf("child %s %s failed status check: %w", res.Kind, name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkStatus checks a child's status conditions (the first of each type)
+// against the checks.
+func checkStatus(obj *unstructured.Unstructured, checks []v1alpha1.StatusConditionCheck) error {
+	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, check := range checks {
+		var cond map[string]any
+		for _, c := range conditions {
+			if m, ok := c.(map[string]any); ok && m["type"] == check.Type {
+				cond = m
+				break
+			}
+		}
+		if cond == nil {
+			return fmt.Errorf("required condition type missing: %q", check.Type)
+		}
+		status, _ := cond["status"].(string)
+		reason, _ := cond["reason"].(string)
+		if check.Status != nil && status != *check.Status {
+			return fmt.Errorf("%q condition status is %q (want %q)", check.Type, status, *check.Status)
+		}
+		if check.Reason != nil && reason != *check.Reason {
+			return fmt.Errorf("%q condition reason is %q (want %q)", check.Type, reason, *check.Reason)
+		}
+	}
+	return nil
 }
 
 // statusChecks returns the checks of a child resource.
@@ -166,236 +323,314 @@ func (c *Controller) statusChecks(res *children.Resource) []v1alpha1.StatusCondi
 	return nil
 }
 
-// liveRevisions returns the latest revision and every live one (the latest
-// and those that still own children), oldest first, each with the rolling
-// children that belong to it. Children no revision lists belong to the
-// latest.
-func (c *Controller) liveRevisions(parent *unstructured.Unstructured, observed map[*children.Resource]children.Set) (*revision, []*revision, error) {
-	patch, err := revisionPatch(parent, c.cc.Spec.ParentResource.RevisionHistory.FieldPaths)
-	if err != nil {
-		return nil, nil, err
-	}
-	latestName, err := revisionName(parent, patch)
-	if err != nil {
-		return nil, nil, err
-	}
-	newRevision := func(name string, patch map[string]any, obj *unstructured.Unstructured) *revision {
-		rev := &revision{name: name, patch: patch, object: obj, owned: map[*children.Resource]children.Set{}}
-		for _, res := range c.children.Resources {
-			rev.owned[res] = children.Set{}
-		}
-		return rev
-	}
-	var revisions []*revision
-	var latest *revision
-	stored := c.revisions.OwnedBy(parent.GetUID())
-	sort.Slice(stored, func(i, j int) bool {
-		a, b := stored[i].GetCreationTimestamp(), stored[j].GetCreationTimestamp()
-		return a.Before(&b) || (a.Equal(&b) && stored[i].GetName() < stored[j].GetName())
-	})
-	for _, obj := range stored {
-		var cr v1alpha1.ControllerRevision
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &cr); err != nil {
-			continue
-		}
-		var p map[string]any
-		if err := json.Unmarshal(cr.ParentPatch.Raw, &p); err != nil {
-			continue
-		}
-		rev := newRevision(obj.GetName(), p, obj)
-		for _, group := range cr.Children {
-			for _, res := range c.children.Resources {
-				if res.GroupVersionKind().Group != group.APIGroup || res.Kind != group.Kind || !res.Method.IsRolling() {
-					continue
-				}
-				for _, name := range group.Names {
-					key := children.Key(&metav1.ObjectMeta{Namespace: parent.GetNamespace(), Name: name})
-					rev.owned[res][key] = observed[res][key]
-				}
-			}
-		}
-		if obj.GetName() == latestName {
-			latest = rev
-		}
-		revisions = append(revisions, rev)
-	}
-	if latest == nil {
-		latest = newRevision(latestName, patch, nil)
-		revisions = append(revisions, latest)
-	}
-	// Observed rolling children that no revision lists join the latest.
+// rollingResource returns the rolling child resource of a group and kind,
+// or nil.
+func (c *Controller) rollingResource(group, kind string) *children.Resource {
 	for _, res := range c.children.Resources {
-		if !res.Method.IsRolling() {
-			continue
-		}
-		for key, obj := range observed[res] {
-			if ownerOf(revisions, res, key) == nil {
-				latest.owned[res][key] = obj
-			}
-		}
-	}
-	live := revisions[:0]
-	for _, rev := range revisions {
-		if rev == latest || rev.ownsAny() {
-			live = append(live, rev)
-		}
-	}
-	return latest, live, nil
-}
-
-func (r *revision) ownsAny() bool {
-	for _, set := range r.owned {
-		if len(set) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// ownerOf returns the revision that owns a child, or nil.
-func ownerOf(revisions []*revision, res *children.Resource, key string) *revision {
-	for _, rev := range revisions {
-		if _, ok := rev.owned[res][key]; ok {
-			return rev
+		if res.Method.IsRolling() && res.Kind == kind && res.GroupVersionKind().Group == group {
+			return res
 		}
 	}
 	return nil
 }
 
-// writeRevisions records which children belong to which revision: the
-// latest is created or updated, older ones updated, and those left with no
-// children deleted. after is the children as written.
-func (c *Controller) writeRevisions(ctx context.Context, parent *unstructured.Unstructured, latest *revision, revisions []*revision, after map[*children.Resource]children.Set) error {
-	client := c.opts.Client.Resource(v1alpha1.ControllerRevisionResource).Namespace(parent.GetNamespace())
-	var errs []error
-	for _, rev := range revisions {
-		var groups []any
-		for _, res := range c.children.Resources {
-			if !res.Method.IsRolling() {
+// add lists a child in the revision, at the end of its group.
+func (r *revision) add(res *children.Resource, name string) {
+	group := res.GroupVersionKind().Group
+	for i := range r.children {
+		if g := &r.children[i]; g.APIGroup == group && g.Kind == res.Kind {
+			if !slices.Contains(g.Names, name) {
+				g.Names = append(g.Names, name)
+			}
+			return
+		}
+	}
+	r.children = append(r.children, v1alpha1.ControllerRevisionChildren{APIGroup: group, Kind: res.Kind, Names: []string{name}})
+}
+
+// remove unlists a child from the revision; its group stays, even empty.
+func (r *revision) remove(res *children.Resource, name string) {
+	group := res.GroupVersionKind().Group
+	for i := range r.children {
+		if g := &r.children[i]; g.APIGroup == group && g.Kind == res.Kind {
+			if i := slices.Index(g.Names, name); i >= 0 {
+				g.Names = slices.Delete(slices.Clone(g.Names), i, i+1)
+			}
+			return
+		}
+	}
+}
+
+func countNames(groups []v1alpha1.ControllerRevisionChildren) int {
+	n := 0
+	for _, g := range groups {
+		n += len(g.Names)
+	}
+	return n
+}
+
+// parentRevisions claims the parent's ControllerRevisions and returns them
+// as revisions, the latest first (the one that records the parent's fields
+// as they are now, new if none does), then the others, oldest first. Other
+// revisions that record the same fields as the latest are returned apart,
+// to be deleted.
+func (c *Controller) parentRevisions(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector) ([]*revision, []*unstructured.Unstructured, error) {
+	fieldPaths := c.cc.Spec.ParentResource.RevisionHistory.FieldPaths
+	latestPatch, err := revisionPatch(parent, fieldPaths)
+	if err != nil {
+		return nil, nil, err
+	}
+	stored, err := c.claimRevisions(ctx, parent, selector)
+	if err != nil {
+		return nil, nil, fmt.Errorf("claiming ControllerRevisions: %w", err)
+	}
+	sort.Slice(stored, func(i, j int) bool {
+		a, b := stored[i].GetCreationTimestamp(), stored[j].GetCreationTimestamp()
+		return a.Before(&b) || (a.Equal(&b) && stored[i].GetName() < stored[j].GetName())
+	})
+	latest := &revision{patch: latestPatch, parent: parent}
+	revisions := []*revision{latest}
+	var duplicates []*unstructured.Unstructured
+	for _, obj := range stored {
+		patch, groups, err := decodeRevision(obj)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ControllerRevision %s: %w", obj.GetName(), err)
+		}
+		if equalJSON(patch, latestPatch) {
+			if latest.object != nil {
+				duplicates = append(duplicates, obj)
 				continue
 			}
-			var names []string
-			for key := range rev.owned[res] {
-				// A child the latest revision no longer wants is being
-				// deleted: it leaves every revision. An old revision's child
-				// that is gone meanwhile leaves it too.
-				_, wanted := latest.wants[res][key]
-				_, exists := after[res][key]
-				if wanted && (rev == latest || exists) {
-					names = append(names, key[strings.LastIndex(key, "/")+1:])
-				}
-			}
-			if len(names) > 0 {
-				sort.Strings(names)
-				groups = append(groups, map[string]any{"apiGroup": res.GroupVersionKind().Group, "kind": res.Kind, "names": toAny(names)})
-			}
-		}
-		if rev != latest && len(groups) == 0 {
-			if rev.object != nil {
-				metrics.ObjectWrites.WithLabelValues(c.name, "delete", "revision").Inc()
-				err := client.Delete(ctx, rev.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(rev.object.GetUID())}})
-				if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-					errs = append(errs, fmt.Errorf("deleting revision %s: %w", rev.name, err))
-				}
-			}
+			latest.name, latest.object, latest.children = obj.GetName(), obj, groups
 			continue
 		}
-		if groups == nil {
-			groups = []any{}
+		revParent, err := withFields(parent, patch, fieldPaths)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ControllerRevision %s: %w", obj.GetName(), err)
 		}
-		want := map[string]any{
-			"apiVersion": v1alpha1.SchemeGroupVersion.String(),
-			"kind":       "ControllerRevision",
-			"metadata": map[string]any{
-				"name": rev.name, "namespace": parent.GetNamespace(),
-				"ownerReferences": []any{ownerRefMap(parent, c)},
-			},
-			"parentPatch": rev.patch,
-			"children":    groups,
+		revisions = append(revisions, &revision{name: obj.GetName(), patch: patch, parent: revParent, object: obj, children: groups})
+	}
+	if latest.object == nil {
+		if latest.name, err = revisionName(c.parent, parent, latestPatch); err != nil {
+			return nil, nil, err
 		}
+	}
+	return revisions, duplicates, nil
+}
+
+// decodeRevision returns a stored revision's parentPatch and children.
+func decodeRevision(obj *unstructured.Unstructured) (map[string]any, []v1alpha1.ControllerRevisionChildren, error) {
+	patch, ok := obj.Object["parentPatch"].(map[string]any)
+	if !ok {
+		return nil, nil, fmt.Errorf("parentPatch is a %T, not an object", obj.Object["parentPatch"])
+	}
+	var groups []v1alpha1.ControllerRevisionChildren
+	if raw, ok := obj.Object["children"]; ok && raw != nil {
+		data, err := json.Marshal(raw)
+		if err == nil {
+			err = json.Unmarshal(data, &groups)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("children: %w", err)
+		}
+	}
+	return patch, groups, nil
+}
+
+// revisionSelector selects the parent's ControllerRevisions: the parent's
+// child selector, and the labels naming the parent's resource.
+func (c *Controller) revisionSelector(selector labels.Selector) (labels.Selector, error) {
+	group, err := labels.NewRequirement(RevisionLabelAPIGroup, selection.Equals, []string{c.parent.GroupVersionResource().Group})
+	if err != nil {
+		return nil, fmt.Errorf("label %s: %w", RevisionLabelAPIGroup, err)
+	}
+	resource, err := labels.NewRequirement(RevisionLabelResource, selection.Equals, []string{c.parent.Name})
+	if err != nil {
+		return nil, fmt.Errorf("label %s: %w", RevisionLabelResource, err)
+	}
+	return selector.Add(*group, *resource), nil
+}
+
+// claimRevisions returns the parent's ControllerRevisions: those it owns,
+// and the orphans of its namespace that its revision selector matches,
+// which it adopts. Unlike children, an owned revision that the selector
+// no longer matches is kept: metacontroller releases it, and then fails
+// every sync creating it again (metacontroller issue 194).
+func (c *Controller) claimRevisions(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector) ([]*unstructured.Unstructured, error) {
+	revSelector, err := c.revisionSelector(selector)
+	if err != nil {
+		return nil, err
+	}
+	claimed := c.revisions.OwnedBy(parent.GetUID())
+	if parent.GetDeletionTimestamp() != nil {
+		return claimed, nil
+	}
+	orphans := c.revisions.Orphans(parent.GetNamespace(), revSelector)
+	if len(orphans) == 0 {
+		return claimed, nil
+	}
+	claimer := ownership.NewClaimer(parent, c.parent.GroupVersionKind(), revSelector, c.canAdopt(parent))
+	adopted, err := claimer.Claim(ctx, c.opts.Client.Resource(v1alpha1.ControllerRevisionResource), orphans)
+	for _, obj := range adopted {
+		metrics.ObjectWrites.WithLabelValues(c.name, "patch", "ownership").Inc()
+		klog.FromContext(ctx).V(2).Info("Adopted ControllerRevision", "revision", klog.KObj(obj))
+	}
+	return append(claimed, adopted...), err
+}
+
+// writeRevisions deletes the revisions gone (by UID), then creates or
+// updates the live ones whose children changed. It stops at the first
+// error: the children are written only once their revisions are. A
+// revision that exists although the cache does not have it yet is a
+// conflict, retried.
+func (c *Controller) writeRevisions(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, live []*revision, gone []*unstructured.Unstructured) error {
+	client := c.opts.Client.Resource(v1alpha1.ControllerRevisionResource).Namespace(parent.GetNamespace())
+	for _, obj := range gone {
+		metrics.ObjectWrites.WithLabelValues(c.name, "delete", "revision").Inc()
+		err := client.Delete(ctx, obj.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(obj.GetUID())}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting ControllerRevision %s: %w", obj.GetName(), err)
+		}
+		klog.FromContext(ctx).V(4).Info("Deleted ControllerRevision", "revision", obj.GetName())
+	}
+	for _, rev := range live {
 		if rev.object == nil {
-			metrics.ObjectWrites.WithLabelValues(c.name, "create", "revision").Inc()
-			_, err := client.Create(ctx, &unstructured.Unstructured{Object: want}, metav1.CreateOptions{})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				errs = append(errs, fmt.Errorf("creating revision %s: %w", rev.name, err))
+			obj, err := c.newRevision(parent, selector, rev)
+			if err != nil {
+				return err
 			}
+			metrics.ObjectWrites.WithLabelValues(c.name, "create", "revision").Inc()
+			_, err = client.Create(ctx, obj, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(v1alpha1.ControllerRevisionResource.GroupResource(), rev.name, fmt.Errorf("it exists but is not in the cache yet: %w", err))
+			}
+			if err != nil {
+				return fmt.Errorf("creating ControllerRevision %s: %w", rev.name, err)
+			}
+			klog.FromContext(ctx).V(4).Info("Created ControllerRevision", "revision", rev.name)
 			continue
 		}
-		if equalJSON(rev.object.Object["children"], want["children"]) {
+		_, stored, err := decodeRevision(rev.object)
+		if err == nil && sameChildren(stored, rev.children) {
 			continue
 		}
 		updated := rev.object.DeepCopy()
-		updated.Object["children"] = want["children"]
+		delete(updated.Object, "children")
+		if len(rev.children) > 0 {
+			updated.Object["children"] = childrenField(rev.children)
+		}
 		metrics.ObjectWrites.WithLabelValues(c.name, "update", "revision").Inc()
 		if _, err := client.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
-			errs = append(errs, fmt.Errorf("updating revision %s: %w", rev.name, err))
+			return fmt.Errorf("updating ControllerRevision %s: %w", rev.name, err)
 		}
+		klog.FromContext(ctx).V(4).Info("Updated ControllerRevision", "revision", rev.name, "children", rev.children)
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
-// updatedCondition describes the rollout: on the latest revision, moving,
-// or waiting for a moved child to become healthy.
-func updatedCondition(parent *unstructured.Unstructured, moving, waiting, pending []string) map[string]any {
-	cond := map[string]any{"type": ConditionUpdated, "observedGeneration": parent.GetGeneration()}
-	switch {
-	case len(pending) == 0 && len(moving) == 0:
-		// Every child belongs to the latest revision, healthy or not yet.
-		cond["status"], cond["reason"], cond["message"] = "True", ReasonOnLatestRevision, "every child is on the latest revision"
-	case len(waiting) > 0:
-		cond["status"], cond["reason"] = "False", ReasonWaitingForChild
-		cond["message"] = fmt.Sprintf("waiting for %s to pass its status checks; %d children still to move", strings.Join(waiting, ", "), len(pending))
-	default:
-		cond["status"], cond["reason"] = "False", ReasonRollingUpdate
-		cond["message"] = fmt.Sprintf("moving %s to the latest revision; %d children still to move", strings.Join(moving, ", "), len(pending))
+// newRevision is a new ControllerRevision as metacontroller makes it:
+// labelled with controller-uid=<uid> when the controller generates
+// selectors, else with the labels of the parent's spec.template (and, if
+// the parent's selector does not match those, its matchLabels), plus the
+// labels naming the parent's resource; the parent its controller.
+func (c *Controller) newRevision(parent *unstructured.Unstructured, selector labels.Selector, rev *revision) (*unstructured.Unstructured, error) {
+	revLabels := map[string]string{}
+	if c.cc.Spec.GenerateSelector != nil && *c.cc.Spec.GenerateSelector {
+		revLabels[ControllerUIDLabel] = string(parent.GetUID())
+	} else {
+		template, _, err := unstructured.NestedStringMap(parent.Object, "spec", "template", "metadata", "labels")
+		if err != nil {
+			return nil, fmt.Errorf("the parent's spec.template.metadata.labels: %w", err)
+		}
+		for k, v := range template {
+			revLabels[k] = v
+		}
+		if !selector.Matches(labels.Set(revLabels)) {
+			// metacontroller leaves such a revision unlabelled and then
+			// loses it (see claimRevisions); the selector's matchLabels
+			// let it be adopted again once orphaned.
+			matchLabels, _, _ := unstructured.NestedStringMap(parent.Object, "spec", "selector", "matchLabels")
+			for k, v := range matchLabels {
+				revLabels[k] = v
+			}
+		}
+	}
+	revLabels[RevisionLabelAPIGroup] = c.parent.GroupVersionResource().Group
+	revLabels[RevisionLabelResource] = c.parent.Name
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion":  v1alpha1.SchemeGroupVersion.String(),
+		"kind":        "ControllerRevision",
+		"metadata":    map[string]any{"name": rev.name, "namespace": parent.GetNamespace()},
+		"parentPatch": rev.patch,
+	}}
+	obj.SetLabels(revLabels)
+	obj.SetOwnerReferences([]metav1.OwnerReference{ownership.ControllerRef(parent, c.parent.GroupVersionKind())})
+	if len(rev.children) > 0 {
+		obj.Object["children"] = childrenField(rev.children)
+	}
+	return obj, nil
+}
+
+func childrenField(groups []v1alpha1.ControllerRevisionChildren) []any {
+	out := make([]any, 0, len(groups))
+	for _, g := range groups {
+		names := make([]any, len(g.Names))
+		for i, n := range g.Names {
+			names[i] = n
+		}
+		out = append(out, map[string]any{"apiGroup": g.APIGroup, "kind": g.Kind, "names": names})
+	}
+	return out
+}
+
+// sameChildren compares two children lists, order included; no list and
+// an empty one are the same.
+func sameChildren(a, b []v1alpha1.ControllerRevisionChildren) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
+	return equalJSON(childrenField(a), childrenField(b))
+}
+
+// condition is a status condition as metacontroller writes it: type,
+// status, reason and message, nothing else.
+func condition(status, reason, message string) map[string]any {
+	cond := map[string]any{"type": ConditionUpdated, "status": status}
+	if reason != "" {
+		cond["reason"] = reason
+	}
+	if message != "" {
+		cond["message"] = message
 	}
 	return cond
 }
 
-// withCondition returns status with cond replacing any condition of its
-// type in status.conditions, keeping the hook's other conditions and
-// fields. The transition time is kept when the condition's status did not
-// change.
-func withCondition(status map[string]any, cond map[string]any) map[string]any {
+// withCondition returns a copy of status with cond in status.conditions:
+// in place of the first condition of its type, else appended. The hook's
+// other conditions and fields are kept. status.conditions must be a list
+// if present.
+func withCondition(status map[string]any, cond map[string]any) (map[string]any, error) {
 	out := make(map[string]any, len(status)+1)
 	for k, v := range status {
 		out[k] = v
 	}
-	conditions, _ := out["conditions"].([]any)
-	var kept []any
-	for _, existing := range conditions {
-		if m, ok := existing.(map[string]any); ok && m["type"] == cond["type"] {
-			continue
-		}
-		kept = append(kept, existing)
-	}
-	out["conditions"] = append(kept, cond)
-	return out
-}
-
-// healthy reports whether a child passes the status checks; for a child
-// that reports status.observedGeneration, that must be its generation.
-func healthy(res *children.Resource, obj *unstructured.Unstructured, checks []v1alpha1.StatusConditionCheck) bool {
-	if og, found, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration"); found && res.Method == v1alpha1.ChildUpdateRollingInPlace && og != obj.GetGeneration() {
-		return false
-	}
-	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, check := range checks {
-		ok := false
-		for _, c := range conditions {
-			m, _ := c.(map[string]any)
-			if m["type"] != check.Type {
-				continue
-			}
-			status, _ := m["status"].(string)
-			reason, _ := m["reason"].(string)
-			ok = (check.Status == nil || *check.Status == status) && (check.Reason == nil || *check.Reason == reason)
-		}
+	var conditions []any
+	if v, ok := out["conditions"]; ok && v != nil {
+		list, ok := v.([]any)
 		if !ok {
-			return false
+			return nil, fmt.Errorf("status.conditions is a %T, not a list: the %s condition cannot be set", v, ConditionUpdated)
+		}
+		conditions = slices.Clone(list)
+	}
+	for i, existing := range conditions {
+		if m, ok := existing.(map[string]any); ok && m["type"] == cond["type"] {
+			conditions[i] = cond
+			out["conditions"] = conditions
+			return out, nil
 		}
 	}
-	return true
+	out["conditions"] = append(conditions, cond)
+	return out, nil
 }
 
 // revisionPatch extracts the parent fields a revision records.
@@ -416,64 +651,52 @@ func revisionPatch(parent *unstructured.Unstructured, fieldPaths []string) (map[
 	return patch, nil
 }
 
-// withFields returns a copy of parent with a revision's fields in place.
-func withFields(parent *unstructured.Unstructured, patch map[string]any) (*unstructured.Unstructured, error) {
+// withFields returns a copy of parent with each field path a revision
+// records replaced by the revision's value; a path the revision does not
+// hold keeps the parent's value.
+func withFields(parent *unstructured.Unstructured, patch map[string]any, fieldPaths []string) (*unstructured.Unstructured, error) {
 	out := parent.DeepCopy()
-	var set func(dst, src map[string]any)
-	set = func(dst, src map[string]any) {
-		for k, v := range src {
-			if sm, ok := v.(map[string]any); ok {
-				if dm, ok := dst[k].(map[string]any); ok {
-					set(dm, sm)
-					continue
-				}
+	for _, p := range fieldPaths {
+		path := strings.Split(p, ".")
+		v, found, err := unstructured.NestedFieldCopy(patch, path...)
+		if err != nil {
+			return nil, fmt.Errorf("parentPatch field %s: %w", p, err)
+		}
+		if found {
+			if err := unstructured.SetNestedField(out.Object, v, path...); err != nil {
+				return nil, fmt.Errorf("parentPatch field %s: %w", p, err)
 			}
-			dst[k] = runtime.DeepCopyJSONValue(v)
 		}
 	}
-	set(out.Object, patch)
 	return out, nil
 }
 
-// revisionName is deterministic in the parent's UID and recorded fields.
-func revisionName(parent *unstructured.Unstructured, patch map[string]any) (string, error) {
+// revisionName is metacontroller's name of a revision:
+// <resource>.<group>-<hash> (group "core" for the core group; the prefix
+// cut to 212 characters), the hash the hex SHA-1 of the parent's UID
+// followed by the recorded fields as JSON. The name serves only to create
+// a revision idempotently; revisions are found by their fields.
+func revisionName(res *discovery.Resource, parent *unstructured.Unstructured, patch map[string]any) (string, error) {
 	data, err := json.Marshal(patch)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("encoding the revision's fields: %w", err)
 	}
-	sum := sha256.Sum256(append([]byte(parent.GetUID()), data...))
-	name := parent.GetName()
-	if len(name) > 200 {
-		name = name[:200]
+	group := res.GroupVersionResource().Group
+	if group == "" {
+		group = "core"
 	}
-	return name + "-" + hex.EncodeToString(sum[:])[:10], nil
-}
-
-func ownerRefMap(parent *unstructured.Unstructured, c *Controller) map[string]any {
-	ref := ownership.ControllerRef(parent, c.parent.GroupVersionKind())
-	return map[string]any{"apiVersion": ref.APIVersion, "kind": ref.Kind, "name": ref.Name, "uid": string(ref.UID),
-		"controller": true, "blockOwnerDeletion": true}
-}
-
-func sortedKeys(set children.Set) []string {
-	keys := make([]string, 0, len(set))
-	for k := range set {
-		keys = append(keys, k)
+	prefix := res.Name + "." + group
+	if max := 253 - 41; len(prefix) > max {
+		prefix = prefix[:max]
 	}
-	slices.Sort(keys)
-	return keys
-}
-
-func toAny(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
+	h := sha1.New()
+	h.Write([]byte(parent.GetUID()))
+	h.Write(data)
+	return prefix + "-" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func equalJSON(a, b any) bool {
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	return string(ja) == string(jb)
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(ja) == string(jb)
 }

@@ -108,7 +108,8 @@ func waitUpdated(t *testing.T, ns, name, status, reason string) map[string]any {
 	var cond map[string]any
 	waitFor(t, thingsGVR, ns, name, "Updated="+status+" "+reason, func(o *unstructured.Unstructured) bool {
 		cond = updatedCondition(o)
-		return cond != nil && cond["status"] == status && cond["reason"] == reason && cond["observedGeneration"] == o.GetGeneration()
+		og, _, _ := unstructured.NestedInt64(o.Object, "status", "observedGeneration")
+		return cond != nil && cond["status"] == status && cond["reason"] == reason && og == o.GetGeneration()
 	})
 	return cond
 }
@@ -163,7 +164,7 @@ func TestRollingRecreateOneChildAtATime(t *testing.T) {
 
 	setSpec(t, thingsGVR, ns, "p1", map[string]any{"version": "v2"})
 	// The first moved child is new and not ready: the rollout waits.
-	cond := waitUpdated(t, ns, "p1", "False", "WaitingForHealthyChild")
+	cond := waitUpdated(t, ns, "p1", "False", "RolloutWaiting")
 	t.Logf("stalled: %s", cond["message"])
 	calls := hook.calls.Load()
 	testenv.Eventually(t, 30*time.Second, "two more syncs while stalled", func(context.Context) (bool, error) { return hook.calls.Load() >= calls+2, nil })
@@ -217,7 +218,7 @@ func TestRollingInPlaceKeepsUIDsAndHandlesANewRevisionMidway(t *testing.T) {
 func TestRollingHookFailureForOneRevisionChangesNothing(t *testing.T) {
 	ns, hook := rolledOutOnV1(t, "RollingRecreate")
 	setSpec(t, thingsGVR, ns, "p1", map[string]any{"version": "v2"})
-	waitUpdated(t, ns, "p1", "False", "WaitingForHealthyChild")
+	waitUpdated(t, ns, "p1", "False", "RolloutWaiting")
 
 	hook.setHandler(func(w http.ResponseWriter, r *http.Request, req *syncRequest) {
 		if v, _, _ := unstructured.NestedString(req.Parent.Object, "spec", "version"); v == "v1" {
