@@ -72,12 +72,13 @@ type revision struct {
 // and only while every child already on it is there, updated and passes
 // the status checks. Every hook answer is checked, and the revisions are
 // written, before any child is. It returns the latest revision's answer,
-// its status carrying the Updated condition.
-func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, observed map[*children.Resource]children.Set, related hooks.ObjectMap) (*hooks.CompositeSyncResponse, error) {
+// its status carrying the Updated condition, and what was written to the
+// children.
+func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, observed map[*children.Resource]children.Set, related hooks.ObjectMap) (*hooks.CompositeSyncResponse, *children.Result, error) {
 	hook := c.cc.Spec.Hooks.Sync
 	revisions, duplicates, err := c.parentRevisions(ctx, parent, selector)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	latest := revisions[0]
 	for _, rev := range revisions {
@@ -87,17 +88,17 @@ func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstr
 			Children: c.children.ObjectMap(observed, *hook.Version, c.parent.Namespaced),
 		}
 		if err := c.hooks.Call(ctx, "sync", hook, request, rev.answer); err != nil {
-			return nil, fmt.Errorf("revision %s: %w", rev.name, err)
+			return nil, nil, fmt.Errorf("revision %s: %w", rev.name, err)
 		}
 		if rev.wants, err = c.desiredChildren(parent, selector, rev.answer.Children); err != nil {
-			return nil, fmt.Errorf("invalid sync hook response for revision %s: %w", rev.name, err)
+			return nil, nil, fmt.Errorf("invalid sync hook response for revision %s: %w", rev.name, err)
 		}
 	}
 
 	owners, cond := c.rollOut(parent, revisions, observed)
 	status, err := withCondition(latest.answer.Status, cond)
 	if err != nil {
-		return nil, fmt.Errorf("invalid sync hook response: %w", err)
+		return nil, nil, fmt.Errorf("invalid sync hook response: %w", err)
 	}
 	// Revisions left with no children are forgotten; the latest stays.
 	live, gone := []*revision{latest}, duplicates
@@ -111,7 +112,7 @@ func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstr
 	// Which child belongs to which revision is recorded before any child
 	// is written, so that a restart goes on from there.
 	if err := c.writeRevisions(ctx, parent, selector, live, gone); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	// Children of the latest revision get its answer; those of an older
@@ -130,7 +131,7 @@ func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstr
 		}
 		desired[res] = set
 	}
-	_, err = c.writer.Manage(ctx, c.children.Resources, observed, desired)
+	result, err := c.writer.Manage(ctx, c.children.Resources, observed, desired)
 
 	response := *latest.answer
 	response.Status = status
@@ -148,7 +149,7 @@ func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstr
 		}
 	}
 	klog.FromContext(ctx).V(4).Info("Rolling update", "revisions", len(live), "reason", cond["reason"], "message", cond["message"])
-	return &response, err
+	return &response, result, err
 }
 
 // rollOut decides which revision each rolling child belongs to, moving at

@@ -109,7 +109,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	)
 	if c.revisions != nil && !finalizing && manage {
 		// Rolling child resources: one hook call per live revision.
-		response, err = c.rollingSync(ctx, parent, selector, observed, relatedObjects)
+		response, settled, err = c.rollingRounds(ctx, parent, selector, observed, relatedObjects)
 	} else {
 		response, settled, err = c.hookAndChildren(ctx, parent, selector, observed, relatedObjects, hookName, hook, finalizing, manage)
 	}
@@ -197,6 +197,33 @@ func (c *Controller) hookAndChildren(ctx context.Context, parent *unstructured.U
 		if statusChanged {
 			seen = withStatus(parent, want)
 		}
+	}
+	return last, false, nil
+}
+
+// rollingRounds runs rollingSync in rounds, as hookAndChildren calls the
+// hook, while the status it asks for (the Updated condition included) is
+// not the one the hook was given, giving it that status as if written. A
+// round that wrote children ends the sync: a rolling update moves one
+// child per sync, and those children's events start the next one, as in
+// metacontroller. It returns what hookAndChildren returns.
+func (c *Controller) rollingRounds(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, observed map[*children.Resource]children.Set, related hooks.ObjectMap) (last *hooks.CompositeSyncResponse, settled bool, err error) {
+	seen := parent
+	for round := 1; round <= controller.MaxRounds; round++ {
+		response, result, err := c.rollingSync(ctx, seen, selector, observed, related)
+		if response == nil {
+			return last, false, err
+		}
+		last = response
+		if err != nil {
+			return last, false, err
+		}
+		want := c.statusFor(parent, response.Status)
+		given, _ := seen.Object["status"].(map[string]any)
+		if result.Wrote() || controller.SameStatus(given, want) || c.ignoreStatusChanges() {
+			return last, true, nil
+		}
+		seen, observed = withStatus(parent, want), result.Observed
 	}
 	return last, false, nil
 }
