@@ -285,3 +285,15 @@ func TestErrorsNameTheProblem(t *testing.T) {
 		t.Fatalf("message %q should name the field and the value", msg)
 	}
 }
+
+func TestIgnoredFields(t *testing.T) {
+	cc := validComposite()
+	if got := cc.Spec.IgnoredFields(); len(got) != 0 {
+		t.Errorf("IgnoredFields() = %v, want none", got)
+	}
+	cc.Spec.Hooks.PreUpdateChild = &Hook{}
+	cc.Spec.Hooks.PostUpdateChild = &Hook{}
+	if got := strings.Join(cc.Spec.IgnoredFields(), " "); got != "spec.hooks.preUpdateChild spec.hooks.postUpdateChild" {
+		t.Errorf("IgnoredFields() = %q", got)
+	}
+}
