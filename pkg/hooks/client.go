@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -179,8 +178,9 @@ func NewTransport() *http.Transport {
 // to loose for v1 hooks and strict for v2.
 //
 // With etag enabled on the webhook, a request equal to one answered
-// before with an ETag carries If-None-Match, and a 304 Not Modified answer
-// is decoded from the cached body, as a 200 would be.
+// before with an ETag carries If-None-Match, and a 304 Not Modified or 412
+// Precondition Failed answer is decoded from the cached body, as a 200
+// would be.
 //
 // Call never retries. Its errors are an *UnreachableError, a *StatusError
 // or a *ResponseError as described in the package documentation, or a
@@ -192,7 +192,7 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	if hook == nil || hook.Webhook == nil {
 		return fmt.Errorf("%s: no webhook configured", call.prefix())
 	}
-	rawURL, err := webhookURL(hook.Webhook)
+	rawURL, err := hook.Webhook.Address()
 	if err != nil {
 		return fmt.Errorf("%s: %w", call.prefix(), err)
 	}
@@ -261,8 +261,9 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	}
 	defer resp.Body.Close()
 
-	if resp.StatusCode == http.StatusNotModified && etagCached != nil {
-		// The cached answer is still the hook's answer to this request.
+	if etagCached != nil && (resp.StatusCode == http.StatusNotModified || resp.StatusCode == http.StatusPreconditionFailed) {
+		// The cached answer is still the hook's answer to this request:
+		// If-None-Match failing (412) says so as well as 304 does.
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
 		c.observe(controller, hookName, resp.StatusCode, time.Since(start))
 		if response == nil {
@@ -387,37 +388,6 @@ func readSnippet(body io.Reader) string {
 	n, _ := io.ReadFull(body, b)
 	_, _ = io.CopyN(io.Discard, body, 64<<10)
 	return strings.TrimSpace(strings.ToValidUTF8(string(b[:n]), "\uFFFD"))
-}
-
-// webhookURL returns the address of w: its url, or the address of its
-// service and path.
-func webhookURL(w *v1alpha1.Webhook) (string, error) {
-	switch {
-	case w.URL != nil && w.Service != nil:
-		return "", errors.New("webhook sets both url and service")
-	case w.URL != nil:
-		return *w.URL, nil
-	case w.Service != nil:
-		s := w.Service
-		if s.Name == "" || s.Namespace == "" {
-			return "", errors.New("webhook service needs a name and a namespace")
-		}
-		protocol := v1alpha1.DefaultServiceProtocol
-		if s.Protocol != nil {
-			protocol = *s.Protocol
-		}
-		port := v1alpha1.DefaultServicePort
-		if s.Port != nil {
-			port = *s.Port
-		}
-		path := ""
-		if w.Path != nil {
-			path = *w.Path
-		}
-		return protocol + "://" + s.Name + "." + s.Namespace + ":" + strconv.Itoa(int(port)) + path, nil
-	default:
-		return "", errors.New("webhook sets neither url nor service")
-	}
 }
 
 // hookTimeout returns the timeout of w, as v1alpha1.SetDefaults_Hook

@@ -452,8 +452,9 @@ func TestCallServiceURL(t *testing.T) {
 	c := NewClient(Options{Transport: TransportFunc(func(*v1alpha1.Hook) (*http.Client, error) {
 		return &http.Client{Transport: transport}, nil
 	})})
+	// The protocol may be spelled in capitals, as metacontroller allows.
 	hook := &v1alpha1.Hook{Webhook: &v1alpha1.Webhook{
-		Service: &v1alpha1.ServiceReference{Name: "svc", Namespace: "hooks", Port: ptr.To[int32](8080)},
+		Service: &v1alpha1.ServiceReference{Name: "svc", Namespace: "hooks", Port: ptr.To[int32](8080), Protocol: ptr.To("HTTP")},
 		Path:    ptr.To("/sync/things"),
 	}}
 	if err := c.Call(context.Background(), "c", "sync", hook, &CompositeSyncRequest{}, &CompositeSyncResponse{}); err != nil {
@@ -467,30 +468,24 @@ func TestCallServiceURL(t *testing.T) {
 	}
 }
 
-func TestWebhookURL(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		webhook v1alpha1.Webhook
-		want    string
-	}{
-		{"url", v1alpha1.Webhook{URL: ptr.To("https://h:1/x"), Path: ptr.To("/ignored")}, "https://h:1/x"},
-		{"service defaults", v1alpha1.Webhook{Service: &v1alpha1.ServiceReference{Name: "s", Namespace: "n"}, Path: ptr.To("/sync")}, "http://s.n:80/sync"},
-		{"service no path", v1alpha1.Webhook{Service: &v1alpha1.ServiceReference{Name: "s", Namespace: "n"}}, "http://s.n:80"},
-		{"service https", v1alpha1.Webhook{Service: &v1alpha1.ServiceReference{Name: "s", Namespace: "n", Port: ptr.To[int32](443), Protocol: ptr.To("https")}, Path: ptr.To("/p")}, "https://s.n:443/p"},
-	} {
-		got, err := webhookURL(&tc.webhook)
-		if err != nil || got != tc.want {
-			t.Errorf("%s: got %q, %v; want %q", tc.name, got, err, tc.want)
-		}
+// A webhook with both url and service is called at its url, as
+// metacontroller documents.
+func TestCallURLWinsOverService(t *testing.T) {
+	paths := make(chan string, 1)
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		paths <- r.URL.Path
+		_, _ = io.WriteString(w, `{}`)
+	})
+	hook := &v1alpha1.Hook{Webhook: &v1alpha1.Webhook{
+		URL:     ptr.To(srv.URL + "/by-url"),
+		Service: &v1alpha1.ServiceReference{Name: "svc", Namespace: "nowhere.invalid"},
+		Path:    ptr.To("/by-service"),
+	}}
+	if err := NewClient(Options{}).Call(context.Background(), "c", "sync", hook, &CompositeSyncRequest{}, &CompositeSyncResponse{}); err != nil {
+		t.Fatal(err)
 	}
-	for _, w := range []v1alpha1.Webhook{
-		{},
-		{URL: ptr.To("http://h"), Service: &v1alpha1.ServiceReference{Name: "s", Namespace: "n"}},
-		{Service: &v1alpha1.ServiceReference{Name: "s"}},
-	} {
-		if _, err := webhookURL(&w); err == nil {
-			t.Errorf("%+v: no error", w)
-		}
+	if p := <-paths; p != "/by-url" {
+		t.Errorf("the hook was called at %q, want /by-url", p)
 	}
 }
 

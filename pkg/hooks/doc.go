@@ -10,8 +10,10 @@ Licensed under the Apache License, Version 2.0.
 //
 // # Protocol
 //
-// A hook is called with an HTTP POST of a JSON request; only an HTTP 200
-// answer with a JSON response is a success. The request and response types
+// A hook is called with an HTTP POST of a JSON request at the webhook's
+// address (v1alpha1.Webhook.Address: its url, which wins over a service,
+// or the service's address and path); only an HTTP 200 answer with a JSON
+// response is a success (and, with etag, a 304 or 412: see below). The request and response types
 // mirror the wire format field by field:
 //
 //   - CompositeSyncRequest / CompositeSyncResponse: the sync and finalize
@@ -76,7 +78,8 @@ Licensed under the Apache License, Version 2.0.
 //     in time: refused or reset connection, DNS or TLS failure, the hook's
 //     timeout (which bounds the whole call, reading the body included), or
 //     a body that could not be read to its end. IsUnreachable tells.
-//   - *StatusError: the hook answered with a status other than 200. It
+//   - *StatusError: the hook answered with a status other than 200 (or
+//     than 304 and 412 to a request carrying If-None-Match). It
 //     carries the code, the start of the body (at most 1 KiB) and, for a
 //     429 with a Retry-After header in seconds or as an HTTP date, the
 //     delay asked for (see RetryAfter).
@@ -112,14 +115,17 @@ Licensed under the Apache License, Version 2.0.
 // Only for a webhook with etag.enabled, Call remembers, per webhook URL and
 // request body (by hash), the last valid 200 answer that carried an ETag
 // header. The next identical request sends If-None-Match with that ETag; a
-// 304 Not Modified answer is then decoded from the remembered body and is a
-// success, exactly as the 200 was (a 304 to a request without
-// If-None-Match is a *StatusError). A request that differs in any byte,
-// for example because a child changed, is not revalidated. An entry
-// expires etag.cacheTimeoutSeconds (default 60) after the 200 that brought
-// it; expired entries are dropped when looked up, and all of them at most
-// every etag.cacheCleanupSeconds (default 300), without a goroutine. A 200
-// without ETag, or an invalid answer, drops the entry. The cache of a
+// 304 Not Modified or a 412 Precondition Failed answer (metacontroller
+// reads both as "the ETag still matches") is then decoded from the
+// remembered body and is a success, exactly as the 200 was (a 304 or 412
+// to a request without If-None-Match is a *StatusError). A request that
+// differs in any byte, for example because a child changed, is not
+// revalidated. An entry expires etag.cacheTimeoutSeconds (default 60;
+// never when below 1) after the 200 that brought it; expired entries are
+// dropped when looked up, and all of them at most every
+// etag.cacheCleanupSeconds (default 300; a hook with a value below 1 asks
+// for no such sweep), without a goroutine. A 200 without ETag, or an
+// invalid answer, drops the entry. The cache of a
 // Client holds at most Options.EtagCacheMaxEntries answers (default
 // 10,000) and Options.EtagCacheMaxBytes (default 256 MiB), the least
 // recently used going first.
@@ -130,11 +136,16 @@ Licensed under the Apache License, Version 2.0.
 // Options.Transport (an *http.Client per hook; a ContextTransportResolver
 // gets the call's context) and Options.PrepareRequest (headers of each
 // request). SecureTransport is both: it reads caBundle (inline, or from a
-// Secret or ConfigMap), clientTLS, authorization (Bearer) and basicAuth
-// from a CredentialSource, keeps one HTTP client per distinct TLS material
+// Secret or ConfigMap), clientTLS, authorization (any scheme but Basic,
+// Bearer by default) and basicAuth from a CredentialSource, keeps one HTTP client per distinct TLS material
 // so that connections are reused, and always verifies certificates with
 // TLS 1.2 or later; there is no setting to skip verification. Hooks
 // without caBundle or clientTLS use the Client's default HTTP client.
+// These settings are read from the webhook only: a controller's
+// endpointConfigs reach a webhook through v1alpha1's defaulting, which
+// copies the entry of the webhook's host into each webhook that sets none
+// of the four settings itself; the controllers call hooks with the
+// defaulted copy of their spec.
 //
 // WatchingCredentialSource is the CredentialSource for a cluster: it
 // watches each referenced Secret or ConfigMap on its own (an informer

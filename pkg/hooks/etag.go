@@ -25,7 +25,9 @@ const (
 )
 
 // etagSettings are the etag settings of a webhook, defaulted as
-// v1alpha1.SetDefaults_Hook does.
+// v1alpha1.SetDefaults_Hook does. A timeout of 0 keeps entries until the
+// cache's limits push them out, and a cleanup of 0 asks for no sweep, as
+// metacontroller reads values below 1 s.
 type etagSettings struct {
 	timeout, cleanup time.Duration
 }
@@ -40,11 +42,11 @@ func etagConfig(w *v1alpha1.Webhook) (etagSettings, bool) {
 		timeout: time.Duration(v1alpha1.DefaultEtagCacheTimeout) * time.Second,
 		cleanup: time.Duration(v1alpha1.DefaultEtagCacheCleanup) * time.Second,
 	}
-	if e.CacheTimeoutSeconds != nil && *e.CacheTimeoutSeconds > 0 {
-		s.timeout = time.Duration(*e.CacheTimeoutSeconds) * time.Second
+	if v := e.CacheTimeoutSeconds; v != nil {
+		s.timeout = time.Duration(max(*v, 0)) * time.Second
 	}
-	if e.CacheCleanupSeconds != nil && *e.CacheCleanupSeconds > 0 {
-		s.cleanup = time.Duration(*e.CacheCleanupSeconds) * time.Second
+	if v := e.CacheCleanupSeconds; v != nil {
+		s.cleanup = time.Duration(max(*v, 0)) * time.Second
 	}
 	return s, true
 }
@@ -65,16 +67,22 @@ type etagEntry struct {
 	key     etagKey
 	etag    string
 	body    []byte
-	expires time.Time
+	expires time.Time // zero: never
+}
+
+// expired reports whether e has expired at now.
+func (e *etagEntry) expired(now time.Time) bool {
+	return !e.expires.IsZero() && !now.Before(e.expires)
 }
 
 // etagCache keeps the last response, with its ETag, of each request to a
 // hook with etag enabled. Entries expire after their hook's
-// cacheTimeoutSeconds, counted from the 200 response that brought them;
-// expired entries are dropped when looked up, and all of them at most once
-// per cacheCleanupSeconds of the hooks using the cache. The number of
-// entries and their total size are capped, the least recently used going
-// first. It is safe for concurrent use.
+// cacheTimeoutSeconds (never when it is below 1), counted from the 200
+// response that brought them; expired entries are dropped when looked up,
+// and all of them at most once per cacheCleanupSeconds of the hooks using
+// the cache (hooks whose cacheCleanupSeconds is below 1 ask for no sweep).
+// The number of entries and their total size are capped, the least
+// recently used going first. It is safe for concurrent use.
 type etagCache struct {
 	maxEntries int
 	maxBytes   int64
@@ -106,7 +114,7 @@ func (c *etagCache) get(key etagKey, s etagSettings, now time.Time) (*etagEntry,
 		return nil, false
 	}
 	e := el.Value.(*etagEntry)
-	if !now.Before(e.expires) {
+	if e.expired(now) {
 		c.removeLocked(el)
 		return nil, false
 	}
@@ -130,7 +138,10 @@ func (c *etagCache) put(key etagKey, etag string, body []byte, s etagSettings, n
 	for c.lru.Len() >= c.maxEntries || c.bytes+size > c.maxBytes {
 		c.removeLocked(c.lru.Back())
 	}
-	e := &etagEntry{key: key, etag: etag, body: body, expires: now.Add(s.timeout)}
+	e := &etagEntry{key: key, etag: etag, body: body}
+	if s.timeout > 0 {
+		e.expires = now.Add(s.timeout)
+	}
 	c.entries[key] = c.lru.PushFront(e)
 	c.bytes += size
 }
@@ -152,22 +163,24 @@ func (c *etagCache) removeLocked(el *list.Element) {
 
 // maybeSweepLocked drops every expired entry when a sweep is due. The next
 // sweep is due after the shortest cleanup interval of the hooks seen since
-// the last one.
+// the last one; a hook without a cleanup interval asks for none.
 func (c *etagCache) maybeSweepLocked(s etagSettings, now time.Time) {
-	if c.nextSweep.IsZero() {
-		c.nextSweep = now.Add(s.cleanup)
-		return
-	}
-	if now.Before(c.nextSweep) {
-		if next := now.Add(s.cleanup); next.Before(c.nextSweep) {
+	if c.nextSweep.IsZero() || now.Before(c.nextSweep) {
+		if s.cleanup <= 0 {
+			return
+		}
+		if next := now.Add(s.cleanup); c.nextSweep.IsZero() || next.Before(c.nextSweep) {
 			c.nextSweep = next
 		}
 		return
 	}
-	c.nextSweep = now.Add(s.cleanup)
+	c.nextSweep = time.Time{}
+	if s.cleanup > 0 {
+		c.nextSweep = now.Add(s.cleanup)
+	}
 	for el := c.lru.Front(); el != nil; {
 		next := el.Next()
-		if !now.Before(el.Value.(*etagEntry).expires) {
+		if el.Value.(*etagEntry).expired(now) {
 			c.removeLocked(el)
 		}
 		el = next

@@ -53,6 +53,7 @@ type etagServer struct {
 	noETag      atomic.Bool  // answer without an ETag
 	version     atomic.Int32 // changes every ETag
 	always304   atomic.Bool  // answer 304 whatever the request
+	use412      atomic.Bool  // answer 412 Precondition Failed instead of 304
 }
 
 func (s *etagServer) handler(w http.ResponseWriter, r *http.Request) {
@@ -63,6 +64,9 @@ func (s *etagServer) handler(w http.ResponseWriter, r *http.Request) {
 	code := http.StatusOK
 	if inm == tag || s.always304.Load() {
 		code = http.StatusNotModified
+		if s.use412.Load() {
+			code = http.StatusPreconditionFailed
+		}
 	}
 	s.mu.Lock()
 	s.ifNoneMatch = append(s.ifNoneMatch, inm)
@@ -71,7 +75,7 @@ func (s *etagServer) handler(w http.ResponseWriter, r *http.Request) {
 	if !s.noETag.Load() {
 		w.Header().Set("ETag", tag)
 	}
-	if code == http.StatusNotModified {
+	if code != http.StatusOK {
 		w.WriteHeader(code)
 		return
 	}
@@ -162,6 +166,74 @@ func TestCallEtag(t *testing.T) {
 	}
 	if inm, code := es.last(); inm != "" || code != http.StatusOK {
 		t.Errorf("after the timeout: If-None-Match %q, code %d, want a fresh request", inm, code)
+	}
+}
+
+// A hook may say "your cached answer is current" with 412 Precondition
+// Failed (If-None-Match failed) as well as with 304, as metacontroller
+// reads it.
+func TestCallEtag412UsesTheCachedAnswer(t *testing.T) {
+	es := &etagServer{}
+	es.use412.Store(true)
+	srv := serve(t, es.handler)
+	c := NewClient(Options{})
+	hook := etagHook(srv.URL, 60)
+	req := sampleCompositeRequest(v1alpha1.HookVersionV1)
+	var first, second CompositeSyncResponse
+	if err := c.Call(context.Background(), "c", "sync", hook, req, &first); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := c.Call(context.Background(), "c", "sync", hook, req, &second); err != nil {
+			t.Fatalf("412 to If-None-Match: %v", err)
+		}
+		if inm, code := es.last(); inm == "" || code != http.StatusPreconditionFailed {
+			t.Fatalf("If-None-Match %q, code %d, want a revalidation answered 412", inm, code)
+		}
+		if diff := cmp.Diff(first, second); diff != "" {
+			t.Errorf("the 412 answer differs from the first (-first +second):\n%s", diff)
+		}
+	}
+	// Without If-None-Match, a 412 is an error, etag on or off.
+	es.always304.Store(true)
+	changed := sampleCompositeRequest(v1alpha1.HookVersionV1)
+	changed.Finalizing = true
+	for _, hook := range []*v1alpha1.Hook{urlHook(srv.URL), hook} {
+		err := c.Call(context.Background(), "c", "sync", hook, changed, &CompositeSyncResponse{})
+		var se *StatusError
+		if !errors.As(err, &se) || se.Code != http.StatusPreconditionFailed {
+			t.Errorf("err = %v, want a StatusError 412", err)
+		}
+	}
+}
+
+// Durations below 1 s mean what they mean to metacontroller: responses
+// that never expire, and no periodic cleanup.
+func TestCallEtagDurationsBelowOneSecond(t *testing.T) {
+	es := &etagServer{}
+	srv := serve(t, es.handler)
+	clock := newFakeClock()
+	c := NewClient(Options{})
+	c.now = clock.Now
+	for _, seconds := range []int32{0, -5} {
+		hook := hookWith(srv.URL, func(w *v1alpha1.Webhook) {
+			w.Etag = &v1alpha1.WebhookEtagConfig{Enabled: ptr.To(true), CacheTimeoutSeconds: ptr.To(seconds), CacheCleanupSeconds: ptr.To(seconds)}
+		})
+		req := sampleCompositeRequest(v1alpha1.HookVersionV1)
+		req.Parent.Object["spec"] = map[string]any{"seconds": int64(seconds)}
+		if err := c.Call(context.Background(), "c", "sync", hook, req, &CompositeSyncResponse{}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Step(1000 * time.Hour)
+		if err := c.Call(context.Background(), "c", "sync", hook, req, &CompositeSyncResponse{}); err != nil {
+			t.Fatal(err)
+		}
+		if inm, code := es.last(); inm == "" || code != http.StatusNotModified {
+			t.Errorf("cacheTimeoutSeconds %d: If-None-Match %q, code %d after 1000 h, want the entry kept", seconds, inm, code)
+		}
+	}
+	if !c.etags.nextSweep.IsZero() {
+		t.Errorf("a sweep is planned at %v, though no hook asked for one", c.etags.nextSweep)
 	}
 }
 

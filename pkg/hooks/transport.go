@@ -34,8 +34,9 @@ import (
 //     ca.crt) replaces the system roots for that hook;
 //   - clientTLS (a Secret, keys tls.crt and tls.key by default) is the
 //     client certificate presented to the hook;
-//   - authorization (type Bearer, a key of a Secret, default token) sends
-//     "Authorization: Bearer <token>";
+//   - authorization (a key of a Secret, default token) sends
+//     "Authorization: <type> <token>", type defaulting to Bearer; Basic is
+//     refused, basicAuth being the setting for it;
 //   - basicAuth (a Secret, keys username and password by default) sends
 //     HTTP basic authentication.
 //
@@ -444,8 +445,14 @@ func (st *SecureTransport) PrepareRequest(hook *v1alpha1.Hook, req *http.Request
 		a := w.Authorization
 		ref := CredentialReference{Kind: "Secret", Namespace: a.SecretRef.Namespace, Name: a.SecretRef.Name,
 			Key: orDefault(a.SecretRef.Key, v1alpha1.DefaultAuthorizationKey)}
-		if a.Type != "" && a.Type != v1alpha1.AuthorizationBearer {
-			return &CredentialError{Setting: "authorization", Reference: ref, Reason: fmt.Sprintf("unsupported type %q (want Bearer)", a.Type)}
+		scheme := strings.TrimSpace(string(a.Type))
+		switch {
+		case scheme == "":
+			scheme = string(v1alpha1.AuthorizationBearer)
+		case strings.EqualFold(scheme, "Basic"):
+			return &CredentialError{Setting: "authorization", Reference: ref, Reason: "type Basic is not supported: use basicAuth"}
+		case strings.ContainsAny(scheme, " \t") || !validHeaderValue(scheme):
+			return &CredentialError{Setting: "authorization", Reference: ref, Reason: fmt.Sprintf("type %q is not an authentication scheme", scheme)}
 		}
 		b, err := st.secretKey(ctx, "authorization", ref)
 		if err != nil {
@@ -460,7 +467,7 @@ func (st *SecureTransport) PrepareRequest(hook *v1alpha1.Hook, req *http.Request
 		if !validHeaderValue(token) {
 			return &CredentialError{Setting: "authorization", Reference: ref, Reason: "the token has characters not allowed in an HTTP header"}
 		}
-		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Authorization", scheme+" "+token)
 	case w.BasicAuth != nil:
 		ba := w.BasicAuth
 		ns, name := ba.SecretRef.Namespace, ba.SecretRef.Name

@@ -350,6 +350,12 @@ func TestSecureTransportAuthorizationHeaders(t *testing.T) {
 		{"bearer, own key", func(w *v1alpha1.Webhook) {
 			w.Authorization = &v1alpha1.AuthorizationConfig{Type: v1alpha1.AuthorizationBearer, SecretRef: v1alpha1.KeyReference{Namespace: "ns", Name: "token-own-key", Key: "jwt"}}
 		}, func(h http.Header) bool { return h.Get("Authorization") == "Bearer other-token" }},
+		{"no type means Bearer", func(w *v1alpha1.Webhook) {
+			w.Authorization = &v1alpha1.AuthorizationConfig{SecretRef: v1alpha1.KeyReference{Namespace: "ns", Name: "token"}}
+		}, func(h http.Header) bool { return h.Get("Authorization") == "Bearer s3cret-token" }},
+		{"another scheme", func(w *v1alpha1.Webhook) {
+			w.Authorization = &v1alpha1.AuthorizationConfig{Type: " Token ", SecretRef: v1alpha1.KeyReference{Namespace: "ns", Name: "token"}}
+		}, func(h http.Header) bool { return h.Get("Authorization") == "Token s3cret-token" }},
 		{"basic, default keys", func(w *v1alpha1.Webhook) {
 			w.BasicAuth = &v1alpha1.BasicAuthConfig{SecretRef: v1alpha1.SecretReference{Namespace: "ns", Name: "basic"}}
 		}, func(h http.Header) bool {
@@ -414,9 +420,12 @@ func TestSecureTransportCredentialErrors(t *testing.T) {
 		{"missing token secret", bearer("nope", ""), "authorization", CredentialReference{"Secret", "ns", "nope", "token"}, "Secret not found"},
 		{"missing token key", bearer("wrong-key", ""), "authorization", CredentialReference{"Secret", "ns", "wrong-key", "token"}, "key not found"},
 		{"empty token", bearer("empty-token", ""), "authorization", CredentialReference{"Secret", "ns", "empty-token", "token"}, "empty"},
-		{"unsupported type", func(w *v1alpha1.Webhook) {
-			w.Authorization = &v1alpha1.AuthorizationConfig{Type: "Digest", SecretRef: v1alpha1.KeyReference{Namespace: "ns", Name: "wrong-key"}}
-		}, "authorization", CredentialReference{"Secret", "ns", "wrong-key", "token"}, "unsupported"},
+		{"type Basic", func(w *v1alpha1.Webhook) {
+			w.Authorization = &v1alpha1.AuthorizationConfig{Type: "basic", SecretRef: v1alpha1.KeyReference{Namespace: "ns", Name: "wrong-key"}}
+		}, "authorization", CredentialReference{"Secret", "ns", "wrong-key", "token"}, "use basicAuth"},
+		{"type that is not a scheme", func(w *v1alpha1.Webhook) {
+			w.Authorization = &v1alpha1.AuthorizationConfig{Type: "Bearer x", SecretRef: v1alpha1.KeyReference{Namespace: "ns", Name: "wrong-key"}}
+		}, "authorization", CredentialReference{"Secret", "ns", "wrong-key", "token"}, "not an authentication scheme"},
 		{"missing basic auth secret", func(w *v1alpha1.Webhook) {
 			w.BasicAuth = &v1alpha1.BasicAuthConfig{SecretRef: v1alpha1.SecretReference{Namespace: "ns", Name: "nope"}}
 		}, "basicAuth", CredentialReference{"Secret", "ns", "nope", ""}, "Secret not found"},

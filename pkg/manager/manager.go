@@ -106,6 +106,7 @@ var kinds = []*kind{
 			if err != nil {
 				return nil, err
 			}
+			logIgnoredFields(ctx, obj)
 			return c, nil
 		},
 	},
@@ -121,6 +122,18 @@ var kinds = []*kind{
 			return c, nil
 		},
 	},
+}
+
+// logIgnoredFields logs the fields of a valid CompositeController object
+// that metactl accepts and does not act on, as metacontroller does not.
+func logIgnoredFields(ctx context.Context, obj *unstructured.Unstructured) {
+	var cc v1alpha1.CompositeController
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &cc) != nil {
+		return
+	}
+	if ignored := cc.Spec.IgnoredFields(); len(ignored) > 0 {
+		klog.FromContext(ctx).Info("Ignoring fields that metacontroller accepts and never acts on", "fields", ignored)
+	}
 }
 
 // Manager runs one controller per CompositeController and

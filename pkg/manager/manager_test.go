@@ -183,9 +183,7 @@ func TestLifecycle(t *testing.T) {
 	// An invalid spec, created after the delete, is reported; once it is,
 	// the manager has handled the delete too (one queue, in order).
 	invalid := compositeController("invalid", first.URL)
-	invalid.Object["spec"].(map[string]any)["childResources"] = []any{
-		map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "widgets"},
-	}
+	invalid.Object["spec"].(map[string]any)["hooks"] = map[string]any{"sync": map[string]any{"webhook": map[string]any{}}}
 	if _, err := ccs.Create(ctx, invalid, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -397,9 +395,9 @@ func TestInvalidSpecsAreReported(t *testing.T) {
 		"bad-url": {func(spec map[string]any) {
 			spec["hooks"].(map[string]any)["sync"].(map[string]any)["webhook"].(map[string]any)["url"] = "http://[::1/sync"
 		}, "spec.hooks.sync.webhook.url"},
-		"parent-as-child": {func(spec map[string]any) {
-			spec["parentResource"] = map[string]any{"apiVersion": "v1", "resource": "configmaps"}
-		}, "the parent resource cannot also be a child resource"},
+		"no-sync-hook": {func(spec map[string]any) {
+			spec["hooks"] = map[string]any{"finalize": map[string]any{"webhook": map[string]any{"url": "http://127.0.0.1:1/finalize"}}}
+		}, "a sync hook is required"},
 	}
 	for name, tc := range cases {
 		cc := compositeController("invalid-"+name, "http://127.0.0.1:1/sync")

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +28,8 @@ const (
 var DefaultRevisionFieldPaths = []string{"spec"}
 
 // SetDefaults_CompositeController fills every unset optional field of cc
-// with its default. It is idempotent.
+// with its default, and puts the values that mean something else the way
+// metactl reads them (see setDefaultsCommon). It is idempotent.
 //
 // The controllers default a copy: the object sent to hooks as "controller"
 // is the one the user wrote, as metacontroller sends it.
@@ -48,29 +50,56 @@ func SetDefaults_CompositeController(cc *CompositeController) {
 			child.UpdateStrategy.Method = ChildUpdateOnDelete
 		}
 	}
-	setDefaultsHooks(spec.Hooks)
+	var hooks *Hooks
+	if spec.Hooks != nil {
+		hooks = &spec.Hooks.Hooks
+	}
+	setDefaultsCommon(hooks, spec.EndpointConfigs, &spec.ResyncPeriodSeconds)
 }
 
 // SetDefaults_DecoratorController fills every unset optional field of dc
-// with its default. It is idempotent.
+// with its default, and puts the values that mean something else the way
+// metactl reads them: a rolling update method of an attachment becomes its
+// non-rolling counterpart (attachments have no revisions), and see
+// setDefaultsCommon. It is idempotent.
 func SetDefaults_DecoratorController(dc *DecoratorController) {
 	for i := range dc.Spec.Attachments {
 		attachment := &dc.Spec.Attachments[i]
 		if attachment.UpdateStrategy == nil {
 			attachment.UpdateStrategy = &DecoratorControllerAttachmentUpdateStrategy{}
 		}
-		if attachment.UpdateStrategy.Method == "" {
+		switch attachment.UpdateStrategy.Method {
+		case "":
 			attachment.UpdateStrategy.Method = ChildUpdateOnDelete
+		case ChildUpdateRollingRecreate:
+			attachment.UpdateStrategy.Method = ChildUpdateRecreate
+		case ChildUpdateRollingInPlace:
+			attachment.UpdateStrategy.Method = ChildUpdateInPlace
 		}
 	}
-	setDefaultsHooks(dc.Spec.Hooks)
+	setDefaultsCommon(dc.Spec.Hooks, dc.Spec.EndpointConfigs, &dc.Spec.ResyncPeriodSeconds)
 }
 
-func setDefaultsHooks(hooks *Hooks) {
+// setDefaultsCommon defaults what both kinds share: a resync period below
+// 1 s becomes 1 s, as metacontroller clamps it; each hook that sets no
+// connection settings of its own gets those of the endpointConfigs entry
+// for its host (a copy); then every hook is defaulted.
+func setDefaultsCommon(hooks *Hooks, endpointConfigs []EndpointConfig, resyncPeriodSeconds **int32) {
+	if p := *resyncPeriodSeconds; p != nil && *p < 1 {
+		*resyncPeriodSeconds = ptr.To[int32](1)
+	}
 	if hooks == nil {
 		return
 	}
 	for _, hook := range []*Hook{hooks.Sync, hooks.Finalize, hooks.Customize} {
+		if hook == nil {
+			continue
+		}
+		if i := EndpointConfigFor(hook.Webhook, endpointConfigs); i >= 0 {
+			ec := endpointConfigs[i].DeepCopy()
+			hook.Webhook.CABundle, hook.Webhook.ClientTLS = ec.CABundle, ec.ClientTLS
+			hook.Webhook.Authorization, hook.Webhook.BasicAuth = ec.Authorization, ec.BasicAuth
+		}
 		SetDefaults_Hook(hook)
 	}
 }
@@ -88,7 +117,7 @@ func SetDefaults_Hook(hook *Hook) {
 	if w == nil {
 		return
 	}
-	if w.Timeout == nil {
+	if w.Timeout == nil || w.Timeout.Duration <= 0 {
 		w.Timeout = &metav1.Duration{Duration: DefaultHookTimeout}
 	}
 	if w.ResponseUnMarshallMode == nil {
@@ -104,6 +133,8 @@ func SetDefaults_Hook(hook *Hook) {
 		}
 		if s.Protocol == nil {
 			s.Protocol = ptr.To(DefaultServiceProtocol)
+		} else {
+			s.Protocol = ptr.To(strings.ToLower(*s.Protocol))
 		}
 	}
 	if e := w.Etag; e != nil {
@@ -125,21 +156,27 @@ func SetDefaults_Hook(hook *Hook) {
 		}
 	}
 	if t := w.ClientTLS; t != nil {
-		if t.CertKey == nil {
+		if t.CertKey == nil || *t.CertKey == "" {
 			t.CertKey = ptr.To(DefaultClientCertKey)
 		}
-		if t.PrivateKeyKey == nil {
+		if t.PrivateKeyKey == nil || *t.PrivateKeyKey == "" {
 			t.PrivateKeyKey = ptr.To(DefaultClientPrivateKeyKey)
 		}
 	}
-	if a := w.Authorization; a != nil && a.SecretRef.Key == "" {
-		a.SecretRef.Key = DefaultAuthorizationKey
+	if a := w.Authorization; a != nil {
+		a.Type = AuthorizationType(strings.TrimSpace(string(a.Type)))
+		if a.Type == "" {
+			a.Type = AuthorizationBearer
+		}
+		if a.SecretRef.Key == "" {
+			a.SecretRef.Key = DefaultAuthorizationKey
+		}
 	}
 	if b := w.BasicAuth; b != nil {
-		if b.UsernameKey == nil {
+		if b.UsernameKey == nil || *b.UsernameKey == "" {
 			b.UsernameKey = ptr.To(DefaultBasicAuthUsernameKey)
 		}
-		if b.PasswordKey == nil {
+		if b.PasswordKey == nil || *b.PasswordKey == "" {
 			b.PasswordKey = ptr.To(DefaultBasicAuthPasswordKey)
 		}
 	}

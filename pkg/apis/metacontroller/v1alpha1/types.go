@@ -35,26 +35,30 @@ type CompositeControllerSpec struct {
 	// resource returned by the sync hook are an error.
 	// +optional
 	ChildResources []CompositeControllerChildResourceRule `json:"childResources,omitempty"`
-	// Hooks are the webhooks that hold the controller's logic.
-	Hooks *Hooks `json:"hooks"`
-	// ResyncPeriodSeconds, when set, syncs every parent again at that period.
-	// +kubebuilder:validation:Minimum=1
+	// Hooks are the webhooks that hold the controller's logic; a sync hook
+	// is required.
+	// +optional
+	Hooks *CompositeControllerHooks `json:"hooks,omitempty"`
+	// ResyncPeriodSeconds, when set, syncs every parent again at that period;
+	// a value below 1 means 1.
 	// +optional
 	ResyncPeriodSeconds *int32 `json:"resyncPeriodSeconds,omitempty"`
 	// GenerateSelector, when true, ignores the parent's spec.selector: children
 	// are labelled controller-uid=<parent uid> and selected by that label.
 	// +optional
 	GenerateSelector *bool `json:"generateSelector,omitempty"`
+	// EndpointConfigs give, per host, the transport settings and credentials
+	// of the webhooks that set none of their own.
+	// +optional
+	EndpointConfigs []EndpointConfig `json:"endpointConfigs,omitempty"`
 }
 
 // ResourceRule names a resource by API version and plural resource name.
 type ResourceRule struct {
 	// APIVersion is the group/version of the resource, or just the version for
 	// the core group ("v1").
-	// +kubebuilder:validation:MinLength=1
 	APIVersion string `json:"apiVersion"`
 	// Resource is the plural resource name ("configmaps").
-	// +kubebuilder:validation:MinLength=1
 	Resource string `json:"resource"`
 }
 
@@ -140,7 +144,6 @@ type ChildUpdateStatusChecks struct {
 // StatusConditionCheck requires a condition of a type, and optionally a
 // status and reason.
 type StatusConditionCheck struct {
-	// +kubebuilder:validation:MinLength=1
 	Type string `json:"type"`
 	// +optional
 	Status *string `json:"status,omitempty"`
@@ -148,10 +151,13 @@ type StatusConditionCheck struct {
 	Reason *string `json:"reason,omitempty"`
 }
 
-// Hooks are the webhooks of a CompositeController or DecoratorController.
+// Hooks are the webhooks of a DecoratorController, and those of a
+// CompositeController that metactl calls.
 type Hooks struct {
-	// Sync is called to compute the desired children (or attachments) and status.
-	Sync *Hook `json:"sync"`
+	// Sync is called to compute the desired children (or attachments) and
+	// status. It is required.
+	// +optional
+	Sync *Hook `json:"sync,omitempty"`
 	// Finalize, when set, is called instead of Sync while the object is being
 	// deleted; its presence puts a finalizer on every object.
 	// +optional
@@ -159,6 +165,19 @@ type Hooks struct {
 	// Customize, when set, declares the related objects sent to Sync.
 	// +optional
 	Customize *Hook `json:"customize,omitempty"`
+}
+
+// CompositeControllerHooks are the webhooks of a CompositeController.
+type CompositeControllerHooks struct {
+	Hooks `json:",inline"`
+	// PreUpdateChild is accepted, as metacontroller's schema accepts it, and
+	// ignored: metacontroller never calls it either.
+	// +optional
+	PreUpdateChild *Hook `json:"preUpdateChild,omitempty"`
+	// PostUpdateChild is accepted, as metacontroller's schema accepts it, and
+	// ignored: metacontroller never calls it either.
+	// +optional
+	PostUpdateChild *Hook `json:"postUpdateChild,omitempty"`
 }
 
 // HookVersion selects how objects are keyed in the maps of a hook request.
@@ -176,9 +195,11 @@ const (
 
 // Hook is one hook: a webhook and the protocol version it speaks.
 type Hook struct {
-	// Webhook is where the hook is served.
-	Webhook *Webhook `json:"webhook"`
+	// Webhook is where the hook is served. It is required.
+	// +optional
+	Webhook *Webhook `json:"webhook,omitempty"`
 	// Version defaults to v1.
+	// +kubebuilder:default=v1
 	// +optional
 	Version *HookVersion `json:"version,omitempty"`
 }
@@ -196,21 +217,22 @@ const (
 )
 
 // Webhook is an HTTP endpoint, given as a URL or as an in-cluster Service
-// and path, with the transport settings to reach it.
-//
-// +kubebuilder:validation:XValidation:rule="has(self.url) != has(self.service)",message="exactly one of url and service must be set"
-// +kubebuilder:validation:XValidation:rule="!(has(self.authorization) && has(self.basicAuth))",message="authorization and basicAuth are mutually exclusive"
+// and path, with the transport settings to reach it. When none of caBundle,
+// clientTLS, authorization and basicAuth is set, they come from the first
+// of the controller's endpointConfigs whose host matches the webhook's.
 type Webhook struct {
-	// URL is the hook's full address.
+	// URL is the hook's full address. When set, service and path are ignored.
 	// +optional
 	URL *string `json:"url,omitempty"`
-	// Timeout of one call; defaults to 10s.
+	// Timeout of one call; defaults to 10s, as does a value that is not
+	// positive.
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 	// Path is appended to the Service's address.
 	// +optional
 	Path *string `json:"path,omitempty"`
-	// Service is an in-cluster Service serving the hook.
+	// Service is an in-cluster Service serving the hook, used when url is not
+	// set.
 	// +optional
 	Service *ServiceReference `json:"service,omitempty"`
 	// ResponseUnMarshallMode defaults to loose for v1 hooks, strict for v2.
@@ -237,17 +259,13 @@ type Webhook struct {
 // ServiceReference names a Service port: the hook is reached at
 // protocol://name.namespace:port/path.
 type ServiceReference struct {
-	// +kubebuilder:validation:MinLength=1
-	Name string `json:"name"`
-	// +kubebuilder:validation:MinLength=1
+	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
 	// Port defaults to 80.
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=65535
 	// +optional
 	Port *int32 `json:"port,omitempty"`
-	// Protocol defaults to http.
-	// +kubebuilder:validation:Enum=http;https
+	// Protocol, http (the default) or https in any case, is the scheme of
+	// the address.
 	// +optional
 	Protocol *string `json:"protocol,omitempty"`
 }
@@ -256,20 +274,20 @@ type ServiceReference struct {
 type WebhookEtagConfig struct {
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
-	// CacheTimeoutSeconds is how long a cached response is kept; defaults to 60.
-	// +kubebuilder:validation:Minimum=1
+	// CacheTimeoutSeconds is how long a cached response is kept; defaults to
+	// 60. A value below 1 keeps responses until the cache's size limits
+	// push them out.
 	// +optional
 	CacheTimeoutSeconds *int32 `json:"cacheTimeoutSeconds,omitempty"`
-	// CacheCleanupSeconds is how often expired responses are dropped; defaults to 300.
-	// +kubebuilder:validation:Minimum=1
+	// CacheCleanupSeconds is how often expired responses are dropped;
+	// defaults to 300. A value below 1 asks for no periodic cleanup: expired
+	// responses are then dropped when looked up.
 	// +optional
 	CacheCleanupSeconds *int32 `json:"cacheCleanupSeconds,omitempty"`
 }
 
 // CABundleConfig is a PEM bundle of certificate authorities, given inline or
-// read from a Secret or ConfigMap.
-//
-// +kubebuilder:validation:XValidation:rule="(has(self.inline) ? 1 : 0) + (has(self.secretRef) ? 1 : 0) + (has(self.configMapRef) ? 1 : 0) == 1",message="exactly one of inline, secretRef and configMapRef must be set"
+// read from a Secret or ConfigMap; exactly one of the three must be set.
 type CABundleConfig struct {
 	// +optional
 	Inline *string `json:"inline,omitempty"`
@@ -281,9 +299,7 @@ type CABundleConfig struct {
 
 // KeyReference names one key of a Secret or ConfigMap.
 type KeyReference struct {
-	// +kubebuilder:validation:MinLength=1
-	Name string `json:"name"`
-	// +kubebuilder:validation:MinLength=1
+	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
 	// Key defaults to ca.crt for a CA bundle and token for an authorization.
 	// +optional
@@ -292,9 +308,7 @@ type KeyReference struct {
 
 // SecretReference names a Secret.
 type SecretReference struct {
-	// +kubebuilder:validation:MinLength=1
-	Name string `json:"name"`
-	// +kubebuilder:validation:MinLength=1
+	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
 }
 
@@ -309,18 +323,45 @@ type ClientTLSConfig struct {
 	PrivateKeyKey *string `json:"privateKeyKey,omitempty"`
 }
 
-// AuthorizationType is the scheme of an Authorization header.
-// +kubebuilder:validation:Enum=Bearer
+// AuthorizationType is the scheme of an Authorization header, such as
+// Bearer or Token.
 type AuthorizationType string
 
 // AuthorizationBearer sends "Authorization: Bearer <token>".
 const AuthorizationBearer AuthorizationType = "Bearer"
 
-// AuthorizationConfig sends an Authorization header whose credentials are
-// read from a Secret.
+// AuthorizationConfig sends "Authorization: <type> <token>", the token read
+// from a Secret.
 type AuthorizationConfig struct {
-	Type      AuthorizationType `json:"type"`
+	// Type is the scheme; defaults to Bearer. Basic is refused: basicAuth
+	// is the field for it.
+	// +optional
+	Type      AuthorizationType `json:"type,omitempty"`
 	SecretRef KeyReference      `json:"secretRef"`
+}
+
+// EndpointConfig gives the transport settings and credentials of every
+// webhook of the controller that is called at Host and sets none of
+// caBundle, clientTLS, authorization and basicAuth itself (metacontroller
+// v4.16 and later).
+type EndpointConfig struct {
+	// Host is compared, ignoring case, with the host of a webhook's address
+	// (its url, or name.namespace:port of its service). Without a port it
+	// stands for the default port of the address's scheme: 80 for http, 443
+	// for https. The first entry that matches applies.
+	Host string `json:"host"`
+	// CABundle verifies the hook's serving certificate.
+	// +optional
+	CABundle *CABundleConfig `json:"caBundle,omitempty"`
+	// ClientTLS is the client certificate presented to the hook.
+	// +optional
+	ClientTLS *ClientTLSConfig `json:"clientTLS,omitempty"`
+	// Authorization sends an Authorization header.
+	// +optional
+	Authorization *AuthorizationConfig `json:"authorization,omitempty"`
+	// BasicAuth sends HTTP basic authentication.
+	// +optional
+	BasicAuth *BasicAuthConfig `json:"basicAuth,omitempty"`
 }
 
 // BasicAuthConfig sends HTTP basic authentication read from a Secret.
@@ -388,18 +429,24 @@ type DecoratorController struct {
 
 // DecoratorControllerSpec says which objects to decorate and with which hooks.
 type DecoratorControllerSpec struct {
-	// Resources are the rules selecting the objects to decorate.
-	// +kubebuilder:validation:MinItems=1
+	// Resources are the rules selecting the objects to decorate; at least
+	// one is required.
 	Resources []DecoratorControllerResourceRule `json:"resources"`
 	// Attachments are the resources of the children owned by decorated objects.
 	// +optional
 	Attachments []DecoratorControllerAttachmentRule `json:"attachments,omitempty"`
-	// Hooks are the webhooks that hold the controller's logic.
-	Hooks *Hooks `json:"hooks"`
-	// ResyncPeriodSeconds, when set, syncs every decorated object again at that period.
-	// +kubebuilder:validation:Minimum=1
+	// Hooks are the webhooks that hold the controller's logic; a sync hook
+	// is required.
+	// +optional
+	Hooks *Hooks `json:"hooks,omitempty"`
+	// ResyncPeriodSeconds, when set, syncs every decorated object again at
+	// that period; a value below 1 means 1.
 	// +optional
 	ResyncPeriodSeconds *int32 `json:"resyncPeriodSeconds,omitempty"`
+	// EndpointConfigs give, per host, the transport settings and credentials
+	// of the webhooks that set none of their own.
+	// +optional
+	EndpointConfigs []EndpointConfig `json:"endpointConfigs,omitempty"`
 }
 
 // DecoratorControllerResourceRule selects objects of one resource; both
@@ -432,10 +479,11 @@ type DecoratorControllerAttachmentRule struct {
 }
 
 // DecoratorControllerAttachmentUpdateStrategy is the update strategy of one
-// attachment resource; rolling methods are not available to attachments.
+// attachment resource. Attachments have no revisions: RollingRecreate means
+// Recreate and RollingInPlace means InPlace, as in metacontroller.
 type DecoratorControllerAttachmentUpdateStrategy struct {
 	// Method defaults to OnDelete.
-	// +kubebuilder:validation:Enum=OnDelete;Recreate;InPlace
+	// +kubebuilder:validation:Enum=OnDelete;Recreate;InPlace;RollingRecreate;RollingInPlace
 	// +optional
 	Method ChildUpdateMethod `json:"method,omitempty"`
 }

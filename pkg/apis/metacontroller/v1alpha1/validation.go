@@ -14,9 +14,13 @@ import (
 )
 
 // ValidateCompositeController returns every problem of cc's spec, or an
-// empty list. It checks what the CRD schema cannot: the rules between
-// fields, parseable API versions, URLs, selectors and CA bundles. It does not
-// check that the named resources exist; that needs discovery.
+// empty list. The CRD schema accepts every object metacontroller's does;
+// this checks what metactl needs to run one: the required fields, the rules
+// between fields, parseable API versions, URLs, selectors and CA bundles.
+// It does not check that the named resources exist; that needs discovery.
+// Fields that metacontroller ignores (hooks.preUpdateChild and
+// hooks.postUpdateChild, a webhook's service and path when it has a url,
+// endpointConfigs entries that no webhook uses) are not checked.
 func ValidateCompositeController(cc *CompositeController) field.ErrorList {
 	var errs field.ErrorList
 	spec := &cc.Spec
@@ -33,17 +37,15 @@ func ValidateCompositeController(cc *CompositeController) field.ErrorList {
 		}
 	}
 
-	parent := resourceKey(spec.ParentResource.ResourceRule)
+	// The parent resource may also be a child resource: parents then own
+	// parents, as in metacontroller.
 	seen := sets.New[string]()
 	for i := range spec.ChildResources {
 		child := &spec.ChildResources[i]
 		childPath := specPath.Child("childResources").Index(i)
 		errs = append(errs, validateResourceRule(&child.ResourceRule, childPath)...)
 		key := resourceKey(child.ResourceRule)
-		switch {
-		case key == parent:
-			errs = append(errs, field.Invalid(childPath, key, "the parent resource cannot also be a child resource"))
-		case seen.Has(key):
+		if seen.Has(key) {
 			errs = append(errs, field.Duplicate(childPath, key))
 		}
 		seen.Insert(key)
@@ -59,8 +61,11 @@ func ValidateCompositeController(cc *CompositeController) field.ErrorList {
 		}
 	}
 
-	errs = append(errs, validateHooks(spec.Hooks, specPath.Child("hooks"))...)
-	errs = append(errs, validateResyncPeriod(spec.ResyncPeriodSeconds, specPath.Child("resyncPeriodSeconds"))...)
+	var hooks *Hooks
+	if spec.Hooks != nil {
+		hooks = &spec.Hooks.Hooks
+	}
+	errs = append(errs, validateHooks(hooks, spec.EndpointConfigs, specPath)...)
 	return errs
 }
 
@@ -97,12 +102,12 @@ func ValidateDecoratorController(dc *DecoratorController) field.ErrorList {
 		}
 		seen.Insert(key)
 		if s := attachment.UpdateStrategy; s != nil {
-			errs = append(errs, validateUpdateMethod(s.Method, attachmentMethods, attachmentPath.Child("updateStrategy", "method"))...)
+			// A rolling method means its non-rolling counterpart here.
+			errs = append(errs, validateUpdateMethod(s.Method, childMethods, attachmentPath.Child("updateStrategy", "method"))...)
 		}
 	}
 
-	errs = append(errs, validateHooks(spec.Hooks, specPath.Child("hooks"))...)
-	errs = append(errs, validateResyncPeriod(spec.ResyncPeriodSeconds, specPath.Child("resyncPeriodSeconds"))...)
+	errs = append(errs, validateHooks(spec.Hooks, spec.EndpointConfigs, specPath)...)
 	return errs
 }
 
@@ -128,8 +133,10 @@ func ValidateRelatedResourceRule(rule *RelatedResourceRule, path *field.Path) fi
 	return errs
 }
 
-// ValidateHook returns every problem of one hook.
-func ValidateHook(hook *Hook, path *field.Path) field.ErrorList {
+// validateHook returns every problem of one hook, whose connection
+// settings, when it sets none, come from endpointConfigs (found at
+// specPath.endpointConfigs); see validateHooks.
+func validateHook(hook *Hook, path *field.Path, ec *endpointConfigsInUse) field.ErrorList {
 	var errs field.ErrorList
 	if hook.Version != nil && *hook.Version != HookVersionV1 && *hook.Version != HookVersionV2 {
 		errs = append(errs, field.NotSupported(path.Child("version"), *hook.Version, []HookVersion{HookVersionV1, HookVersionV2}))
@@ -137,13 +144,10 @@ func ValidateHook(hook *Hook, path *field.Path) field.ErrorList {
 	if hook.Webhook == nil {
 		return append(errs, field.Required(path.Child("webhook"), ""))
 	}
-	return append(errs, validateWebhook(hook.Webhook, path.Child("webhook"))...)
+	return append(errs, validateWebhook(hook.Webhook, path.Child("webhook"), ec)...)
 }
 
-var (
-	childMethods      = []ChildUpdateMethod{ChildUpdateOnDelete, ChildUpdateRecreate, ChildUpdateInPlace, ChildUpdateRollingRecreate, ChildUpdateRollingInPlace}
-	attachmentMethods = []ChildUpdateMethod{ChildUpdateOnDelete, ChildUpdateRecreate, ChildUpdateInPlace}
-)
+var childMethods = []ChildUpdateMethod{ChildUpdateOnDelete, ChildUpdateRecreate, ChildUpdateInPlace, ChildUpdateRollingRecreate, ChildUpdateRollingInPlace}
 
 func validateUpdateMethod(m ChildUpdateMethod, allowed []ChildUpdateMethod, path *field.Path) field.ErrorList {
 	if m == "" {
@@ -208,36 +212,42 @@ func validateSelectorRequirement(req metav1.LabelSelectorRequirement, path *fiel
 	return errs
 }
 
-func validateHooks(hooks *Hooks, path *field.Path) field.ErrorList {
+// validateHooks checks the hooks metactl calls (sync, required, finalize
+// and customize) of the spec at specPath, with the endpointConfigs entries
+// they use.
+func validateHooks(hooks *Hooks, endpointConfigs []EndpointConfig, specPath *field.Path) field.ErrorList {
+	path := specPath.Child("hooks")
 	if hooks == nil || hooks.Sync == nil {
 		return field.ErrorList{field.Required(path.Child("sync"), "a sync hook is required")}
 	}
+	ec := &endpointConfigsInUse{configs: endpointConfigs, path: specPath.Child("endpointConfigs"), checked: sets.New[int]()}
 	var errs field.ErrorList
-	errs = append(errs, ValidateHook(hooks.Sync, path.Child("sync"))...)
+	errs = append(errs, validateHook(hooks.Sync, path.Child("sync"), ec)...)
 	if hooks.Finalize != nil {
-		errs = append(errs, ValidateHook(hooks.Finalize, path.Child("finalize"))...)
+		errs = append(errs, validateHook(hooks.Finalize, path.Child("finalize"), ec)...)
 	}
 	if hooks.Customize != nil {
-		errs = append(errs, ValidateHook(hooks.Customize, path.Child("customize"))...)
+		errs = append(errs, validateHook(hooks.Customize, path.Child("customize"), ec)...)
 	}
 	return errs
 }
 
-func validateResyncPeriod(seconds *int32, path *field.Path) field.ErrorList {
-	if seconds != nil && *seconds < 1 {
-		return field.ErrorList{field.Invalid(path, *seconds, "must be at least 1 when set")}
-	}
-	return nil
+// endpointConfigsInUse are a spec's endpointConfigs, and which of them were
+// checked already: an entry is checked once, where it is, and only if a
+// webhook uses it.
+type endpointConfigsInUse struct {
+	configs []EndpointConfig
+	path    *field.Path
+	checked sets.Set[int]
 }
 
-func validateWebhook(w *Webhook, path *field.Path) field.ErrorList {
+func validateWebhook(w *Webhook, path *field.Path, ec *endpointConfigsInUse) field.ErrorList {
 	var errs field.ErrorList
 	switch {
-	case w.URL != nil && w.Service != nil:
-		errs = append(errs, field.Invalid(path, "url and service", "exactly one of url and service must be set"))
 	case w.URL == nil && w.Service == nil:
-		errs = append(errs, field.Required(path, "exactly one of url and service must be set"))
+		errs = append(errs, field.Required(path, "one of url and service must be set"))
 	case w.URL != nil:
+		// The url wins: service and path are ignored.
 		u, err := url.Parse(*w.URL)
 		switch {
 		case err != nil:
@@ -259,47 +269,72 @@ func validateWebhook(w *Webhook, path *field.Path) field.ErrorList {
 		if s.Port != nil && (*s.Port < 1 || *s.Port > 65535) {
 			errs = append(errs, field.Invalid(sp.Child("port"), *s.Port, "must be between 1 and 65535"))
 		}
-		if s.Protocol != nil && *s.Protocol != "http" && *s.Protocol != "https" {
-			errs = append(errs, field.NotSupported(sp.Child("protocol"), *s.Protocol, []string{"http", "https"}))
+		if p := s.Protocol; p != nil && !strings.EqualFold(*p, "http") && !strings.EqualFold(*p, "https") {
+			errs = append(errs, field.NotSupported(sp.Child("protocol"), *p, []string{"http", "https"}))
 		}
 		if w.Path != nil && *w.Path != "" && !strings.HasPrefix(*w.Path, "/") {
 			errs = append(errs, field.Invalid(path.Child("path"), *w.Path, "must start with /"))
 		}
 	}
-	if w.Timeout != nil && w.Timeout.Duration <= 0 {
-		errs = append(errs, field.Invalid(path.Child("timeout"), w.Timeout.Duration.String(), "must be positive"))
-	}
+	// A timeout that is not positive means the default, and etag's
+	// durations below 1 s mean no expiry and no periodic cleanup: see
+	// SetDefaults_Hook.
 	if m := w.ResponseUnMarshallMode; m != nil && *m != ResponseUnMarshallModeLoose && *m != ResponseUnMarshallModeStrict {
 		errs = append(errs, field.NotSupported(path.Child("responseUnMarshallMode"), *m, []ResponseUnMarshallMode{ResponseUnMarshallModeLoose, ResponseUnMarshallModeStrict}))
 	}
-	if e := w.Etag; e != nil {
-		if v := e.CacheTimeoutSeconds; v != nil && *v < 1 {
-			errs = append(errs, field.Invalid(path.Child("etag", "cacheTimeoutSeconds"), *v, "must be at least 1"))
-		}
-		if v := e.CacheCleanupSeconds; v != nil && *v < 1 {
-			errs = append(errs, field.Invalid(path.Child("etag", "cacheCleanupSeconds"), *v, "must be at least 1"))
-		}
-	}
-	if ca := w.CABundle; ca != nil {
-		errs = append(errs, validateCABundle(ca, path.Child("caBundle"))...)
-	}
-	if t := w.ClientTLS; t != nil {
-		errs = append(errs, validateSecretReference(t.SecretRef, path.Child("clientTLS", "secretRef"))...)
-	}
-	if w.Authorization != nil && w.BasicAuth != nil {
-		errs = append(errs, field.Forbidden(path.Child("basicAuth"), "authorization and basicAuth are mutually exclusive"))
-	}
-	if a := w.Authorization; a != nil {
-		ap := path.Child("authorization")
-		if a.Type != AuthorizationBearer {
-			errs = append(errs, field.NotSupported(ap.Child("type"), a.Type, []AuthorizationType{AuthorizationBearer}))
-		}
-		errs = append(errs, validateSecretReference(SecretReference{Name: a.SecretRef.Name, Namespace: a.SecretRef.Namespace}, ap.Child("secretRef"))...)
-	}
-	if b := w.BasicAuth; b != nil {
-		errs = append(errs, validateSecretReference(b.SecretRef, path.Child("basicAuth", "secretRef"))...)
+	switch i := EndpointConfigFor(w, ec.configs); {
+	case i >= 0 && !ec.checked.Has(i):
+		ec.checked.Insert(i)
+		c := &ec.configs[i]
+		errs = append(errs, validateConnection(c.CABundle, c.ClientTLS, c.Authorization, c.BasicAuth, ec.path.Index(i))...)
+	case i < 0:
+		errs = append(errs, validateConnection(w.CABundle, w.ClientTLS, w.Authorization, w.BasicAuth, path)...)
 	}
 	return errs
+}
+
+// validateConnection checks the connection settings of a webhook, or of an
+// endpointConfigs entry, at path.
+func validateConnection(ca *CABundleConfig, clientTLS *ClientTLSConfig, authz *AuthorizationConfig, basic *BasicAuthConfig, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if ca != nil {
+		errs = append(errs, validateCABundle(ca, path.Child("caBundle"))...)
+	}
+	if clientTLS != nil {
+		errs = append(errs, validateSecretReference(clientTLS.SecretRef, path.Child("clientTLS", "secretRef"))...)
+	}
+	if authz != nil && basic != nil {
+		errs = append(errs, field.Forbidden(path.Child("basicAuth"), "authorization and basicAuth are mutually exclusive"))
+	}
+	if authz != nil {
+		ap := path.Child("authorization")
+		switch t := strings.TrimSpace(string(authz.Type)); {
+		case strings.EqualFold(t, "Basic"):
+			errs = append(errs, field.Invalid(ap.Child("type"), authz.Type, "use basicAuth for basic authentication"))
+		case !isToken(t):
+			errs = append(errs, field.Invalid(ap.Child("type"), authz.Type, "must be an authentication scheme such as Bearer: letters, digits and !#$%&'*+-.^_`|~ only"))
+		}
+		errs = append(errs, validateSecretReference(SecretReference{Name: authz.SecretRef.Name, Namespace: authz.SecretRef.Namespace}, ap.Child("secretRef"))...)
+	}
+	if basic != nil {
+		errs = append(errs, validateSecretReference(basic.SecretRef, path.Child("basicAuth", "secretRef"))...)
+	}
+	return errs
+}
+
+// isToken reports whether s is empty or an HTTP token (RFC 9110), the
+// syntax of an authentication scheme.
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func validateCABundle(ca *CABundleConfig, path *field.Path) field.ErrorList {

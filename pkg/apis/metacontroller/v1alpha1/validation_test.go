@@ -18,7 +18,7 @@ func validComposite() *CompositeController {
 		Spec: CompositeControllerSpec{
 			ParentResource: CompositeControllerParentResourceRule{ResourceRule: ResourceRule{APIVersion: "ctl.example.com/v1", Resource: "things"}},
 			ChildResources: []CompositeControllerChildResourceRule{{ResourceRule: ResourceRule{APIVersion: "v1", Resource: "configmaps"}}},
-			Hooks:          &Hooks{Sync: &Hook{Webhook: &Webhook{URL: ptr.To("http://127.0.0.1:8080/sync")}}},
+			Hooks:          &CompositeControllerHooks{Hooks: Hooks{Sync: &Hook{Webhook: &Webhook{URL: ptr.To("http://127.0.0.1:8080/sync")}}}},
 		},
 	}
 }
@@ -61,9 +61,10 @@ func TestValidateCompositeController(t *testing.T) {
 		{"service instead of url", func(cc *CompositeController) {
 			cc.Spec.Hooks.Sync.Webhook = &Webhook{Service: &ServiceReference{Name: "hook", Namespace: "ns"}, Path: ptr.To("/sync")}
 		}, ""},
-		{"url and service", func(cc *CompositeController) {
-			cc.Spec.Hooks.Sync.Webhook.Service = &ServiceReference{Name: "hook", Namespace: "ns"}
-		}, "spec.hooks.sync.webhook"},
+		{"url and service: the url wins, the service is not looked at", func(cc *CompositeController) {
+			cc.Spec.Hooks.Sync.Webhook.Service = &ServiceReference{Protocol: ptr.To("ftp")}
+			cc.Spec.Hooks.Sync.Webhook.Path = ptr.To("no-slash")
+		}, ""},
 		{"neither url nor service", func(cc *CompositeController) {
 			cc.Spec.Hooks.Sync.Webhook.URL = nil
 		}, "spec.hooks.sync.webhook"},
@@ -82,9 +83,12 @@ func TestValidateCompositeController(t *testing.T) {
 		{"service protocol", func(cc *CompositeController) {
 			cc.Spec.Hooks.Sync.Webhook = &Webhook{Service: &ServiceReference{Name: "hook", Namespace: "ns", Protocol: ptr.To("ftp")}}
 		}, "spec.hooks.sync.webhook.service.protocol"},
+		{"service protocol in capitals", func(cc *CompositeController) {
+			cc.Spec.Hooks.Sync.Webhook = &Webhook{Service: &ServiceReference{Name: "hook", Namespace: "ns", Protocol: ptr.To("HTTPS")}}
+		}, ""},
 		{"no hooks", func(cc *CompositeController) { cc.Spec.Hooks = nil }, "spec.hooks.sync"},
 		{"no sync hook", func(cc *CompositeController) {
-			cc.Spec.Hooks = &Hooks{Finalize: &Hook{Webhook: &Webhook{URL: ptr.To("http://h/f")}}}
+			cc.Spec.Hooks = &CompositeControllerHooks{Hooks: Hooks{Finalize: &Hook{Webhook: &Webhook{URL: ptr.To("http://h/f")}}}}
 		}, "spec.hooks.sync"},
 		{"sync hook without webhook", func(cc *CompositeController) { cc.Spec.Hooks.Sync.Webhook = nil }, "spec.hooks.sync.webhook"},
 		{"bad finalize hook", func(cc *CompositeController) {
@@ -96,9 +100,13 @@ func TestValidateCompositeController(t *testing.T) {
 		{"unmarshall mode", func(cc *CompositeController) {
 			cc.Spec.Hooks.Sync.Webhook.ResponseUnMarshallMode = ptr.To(ResponseUnMarshallMode("lenient"))
 		}, "spec.hooks.sync.webhook.responseUnMarshallMode"},
-		{"negative timeout", func(cc *CompositeController) {
+		{"negative timeout means the default", func(cc *CompositeController) {
 			cc.Spec.Hooks.Sync.Webhook.Timeout = &metav1.Duration{Duration: -time.Second}
-		}, "spec.hooks.sync.webhook.timeout"},
+		}, ""},
+		{"ignored hooks are not looked at", func(cc *CompositeController) {
+			cc.Spec.Hooks.PreUpdateChild = &Hook{}
+			cc.Spec.Hooks.PostUpdateChild = &Hook{Webhook: &Webhook{URL: ptr.To("ftp://x")}}
+		}, ""},
 		{"bearer and basic auth", func(cc *CompositeController) {
 			cc.Spec.Hooks.Sync.Webhook.Authorization = &AuthorizationConfig{Type: AuthorizationBearer, SecretRef: KeyReference{Name: "t", Namespace: "ns"}}
 			cc.Spec.Hooks.Sync.Webhook.BasicAuth = &BasicAuthConfig{SecretRef: SecretReference{Name: "b", Namespace: "ns"}}
@@ -106,9 +114,28 @@ func TestValidateCompositeController(t *testing.T) {
 		{"bearer alone", func(cc *CompositeController) {
 			cc.Spec.Hooks.Sync.Webhook.Authorization = &AuthorizationConfig{Type: AuthorizationBearer, SecretRef: KeyReference{Name: "t", Namespace: "ns"}}
 		}, ""},
-		{"authorization type", func(cc *CompositeController) {
-			cc.Spec.Hooks.Sync.Webhook.Authorization = &AuthorizationConfig{Type: "Digest", SecretRef: KeyReference{Name: "t", Namespace: "ns"}}
+		{"authorization type of another scheme", func(cc *CompositeController) {
+			cc.Spec.Hooks.Sync.Webhook.Authorization = &AuthorizationConfig{Type: "Token", SecretRef: KeyReference{Name: "t", Namespace: "ns"}}
+		}, ""},
+		{"authorization without type", func(cc *CompositeController) {
+			cc.Spec.Hooks.Sync.Webhook.Authorization = &AuthorizationConfig{SecretRef: KeyReference{Name: "t", Namespace: "ns"}}
+		}, ""},
+		{"authorization type Basic", func(cc *CompositeController) {
+			cc.Spec.Hooks.Sync.Webhook.Authorization = &AuthorizationConfig{Type: " basic ", SecretRef: KeyReference{Name: "t", Namespace: "ns"}}
 		}, "spec.hooks.sync.webhook.authorization.type"},
+		{"authorization type that is not a scheme", func(cc *CompositeController) {
+			cc.Spec.Hooks.Sync.Webhook.Authorization = &AuthorizationConfig{Type: "Bearer x", SecretRef: KeyReference{Name: "t", Namespace: "ns"}}
+		}, "spec.hooks.sync.webhook.authorization.type"},
+		{"endpoint config of the hook's host is checked where it is", func(cc *CompositeController) {
+			cc.Spec.EndpointConfigs = []EndpointConfig{{Host: "other"}, {Host: "127.0.0.1:8080", CABundle: &CABundleConfig{}}}
+		}, "spec.endpointConfigs[1].caBundle"},
+		{"endpoint config of another host is not looked at", func(cc *CompositeController) {
+			cc.Spec.EndpointConfigs = []EndpointConfig{{Host: "127.0.0.1:8081", CABundle: &CABundleConfig{}}}
+		}, ""},
+		{"endpoint config is not looked at for a hook with settings of its own", func(cc *CompositeController) {
+			cc.Spec.Hooks.Sync.Webhook.Authorization = &AuthorizationConfig{SecretRef: KeyReference{Name: "t", Namespace: "ns"}}
+			cc.Spec.EndpointConfigs = []EndpointConfig{{Host: "127.0.0.1:8080", CABundle: &CABundleConfig{}}}
+		}, ""},
 		{"basic auth secret without name", func(cc *CompositeController) {
 			cc.Spec.Hooks.Sync.Webhook.BasicAuth = &BasicAuthConfig{SecretRef: SecretReference{Namespace: "ns"}}
 		}, "spec.hooks.sync.webhook.basicAuth.secretRef.name"},
@@ -119,9 +146,9 @@ func TestValidateCompositeController(t *testing.T) {
 		{"ca bundle that is not PEM", func(cc *CompositeController) {
 			cc.Spec.Hooks.Sync.Webhook.CABundle = &CABundleConfig{Inline: ptr.To("not a certificate")}
 		}, "spec.hooks.sync.webhook.caBundle.inline"},
-		{"etag timeout", func(cc *CompositeController) {
-			cc.Spec.Hooks.Sync.Webhook.Etag = &WebhookEtagConfig{CacheTimeoutSeconds: ptr.To[int32](0)}
-		}, "spec.hooks.sync.webhook.etag.cacheTimeoutSeconds"},
+		{"etag durations of zero and less", func(cc *CompositeController) {
+			cc.Spec.Hooks.Sync.Webhook.Etag = &WebhookEtagConfig{CacheTimeoutSeconds: ptr.To[int32](0), CacheCleanupSeconds: ptr.To[int32](-1)}
+		}, ""},
 		{"update method", func(cc *CompositeController) {
 			cc.Spec.ChildResources[0].UpdateStrategy = &CompositeControllerChildUpdateStrategy{Method: "Sideways"}
 		}, "spec.childResources[0].updateStrategy.method"},
@@ -133,14 +160,14 @@ func TestValidateCompositeController(t *testing.T) {
 			cc.Spec.ChildResources[0].UpdateStrategy = &CompositeControllerChildUpdateStrategy{Method: ChildUpdateRollingInPlace,
 				StatusChecks: &ChildUpdateStatusChecks{Conditions: []StatusConditionCheck{{Status: ptr.To("True")}}}}
 		}, "spec.childResources[0].updateStrategy.statusChecks.conditions[0].type"},
-		{"resync zero", func(cc *CompositeController) { cc.Spec.ResyncPeriodSeconds = ptr.To[int32](0) }, "spec.resyncPeriodSeconds"},
+		{"resync zero", func(cc *CompositeController) { cc.Spec.ResyncPeriodSeconds = ptr.To[int32](0) }, ""},
 		{"resync one", func(cc *CompositeController) { cc.Spec.ResyncPeriodSeconds = ptr.To[int32](1) }, ""},
 		{"parent without resource", func(cc *CompositeController) { cc.Spec.ParentResource.Resource = "" }, "spec.parentResource.resource"},
 		{"parent api version", func(cc *CompositeController) { cc.Spec.ParentResource.APIVersion = "a/b/c" }, "spec.parentResource.apiVersion"},
 		{"subresource as resource", func(cc *CompositeController) { cc.Spec.ChildResources[0].Resource = "pods/status" }, "spec.childResources[0].resource"},
 		{"parent also a child", func(cc *CompositeController) {
 			cc.Spec.ChildResources = append(cc.Spec.ChildResources, CompositeControllerChildResourceRule{ResourceRule: cc.Spec.ParentResource.ResourceRule})
-		}, "spec.childResources[1]"},
+		}, ""},
 		{"duplicate child", func(cc *CompositeController) {
 			cc.Spec.ChildResources = append(cc.Spec.ChildResources, cc.Spec.ChildResources[0])
 		}, "spec.childResources[1]"},
@@ -181,13 +208,23 @@ func TestValidateDecoratorController(t *testing.T) {
 		{"rolling attachment", func(dc *DecoratorController) {
 			dc.Spec.Attachments = []DecoratorControllerAttachmentRule{{ResourceRule: ResourceRule{APIVersion: "v1", Resource: "services"},
 				UpdateStrategy: &DecoratorControllerAttachmentUpdateStrategy{Method: ChildUpdateRollingRecreate}}}
+		}, ""},
+		{"attachment method", func(dc *DecoratorController) {
+			dc.Spec.Attachments = []DecoratorControllerAttachmentRule{{ResourceRule: ResourceRule{APIVersion: "v1", Resource: "services"},
+				UpdateStrategy: &DecoratorControllerAttachmentUpdateStrategy{Method: "Sideways"}}}
 		}, "spec.attachments[0].updateStrategy.method"},
+		{"endpoint config used by the decorator's hook", func(dc *DecoratorController) {
+			dc.Spec.EndpointConfigs = []EndpointConfig{{Host: "127.0.0.1:8080",
+				Authorization: &AuthorizationConfig{SecretRef: KeyReference{Name: "t", Namespace: "ns"}},
+				BasicAuth:     &BasicAuthConfig{SecretRef: SecretReference{Name: "b", Namespace: "ns"}}}}
+		}, "spec.endpointConfigs[0].basicAuth"},
 		{"duplicate attachment", func(dc *DecoratorController) {
 			a := DecoratorControllerAttachmentRule{ResourceRule: ResourceRule{APIVersion: "v1", Resource: "services"}}
 			dc.Spec.Attachments = []DecoratorControllerAttachmentRule{a, a}
 		}, "spec.attachments[1]"},
 		{"no sync hook", func(dc *DecoratorController) { dc.Spec.Hooks.Sync = nil }, "spec.hooks.sync"},
-		{"resync negative", func(dc *DecoratorController) { dc.Spec.ResyncPeriodSeconds = ptr.To[int32](-5) }, "spec.resyncPeriodSeconds"},
+		{"resync negative", func(dc *DecoratorController) { dc.Spec.ResyncPeriodSeconds = ptr.To[int32](-5) }, ""},
+		{"no hooks", func(dc *DecoratorController) { dc.Spec.Hooks = nil }, "spec.hooks.sync"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -246,5 +283,17 @@ func TestErrorsNameTheProblem(t *testing.T) {
 	msg := ValidateCompositeController(cc).ToAggregate().Error()
 	if !strings.Contains(msg, "spec.hooks.sync.webhook.url") || !strings.Contains(msg, "ftp://x") {
 		t.Fatalf("message %q should name the field and the value", msg)
+	}
+}
+
+func TestIgnoredFields(t *testing.T) {
+	cc := validComposite()
+	if got := cc.Spec.IgnoredFields(); len(got) != 0 {
+		t.Errorf("IgnoredFields() = %v, want none", got)
+	}
+	cc.Spec.Hooks.PreUpdateChild = &Hook{}
+	cc.Spec.Hooks.PostUpdateChild = &Hook{}
+	if got := strings.Join(cc.Spec.IgnoredFields(), " "); got != "spec.hooks.preUpdateChild spec.hooks.postUpdateChild" {
+		t.Errorf("IgnoredFields() = %q", got)
 	}
 }
