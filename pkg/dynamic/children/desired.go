@@ -11,6 +11,7 @@ import (
 	"github.com/metactl/metactl/pkg/hooks"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 )
 
@@ -103,6 +104,10 @@ func (d *Declared) Desired(owner metav1.Object, ownerRef metav1.OwnerReference, 
 			errs = append(errs, fmt.Errorf("%s: namespace %q differs from the owner's namespace %q", what, ns, owner.GetNamespace()))
 			continue
 		}
+		if isOwner(obj, owner, ownerRef) {
+			errs = append(errs, fmt.Errorf("%s: is the owner itself, which cannot be its own child", what))
+			continue
+		}
 		setControllerRef(obj, ownerRef)
 		if prepare != nil {
 			if err := prepare(obj); err != nil {
@@ -118,6 +123,17 @@ func (d *Declared) Desired(owner metav1.Object, ownerRef metav1.OwnerReference, 
 		out[res][key] = obj
 	}
 	return out, errors.Join(errs...)
+}
+
+// isOwner reports whether obj names the owner itself: a parent whose
+// resource is also one of its child resources.
+func isOwner(obj *unstructured.Unstructured, owner metav1.Object, ownerRef metav1.OwnerReference) bool {
+	if obj.GetName() != owner.GetName() || obj.GetNamespace() != owner.GetNamespace() || obj.GetKind() != ownerRef.Kind {
+		return false
+	}
+	objGV, err1 := schema.ParseGroupVersion(obj.GetAPIVersion())
+	ownerGV, err2 := schema.ParseGroupVersion(ownerRef.APIVersion)
+	return err1 == nil && err2 == nil && objGV.Group == ownerGV.Group
 }
 
 // setControllerRef makes ref the object's only controller reference,

@@ -80,3 +80,19 @@ func TestDesiredRules(t *testing.T) {
 		})
 	}
 }
+
+// TestDesiredRefusesTheOwnerItself: a parent whose resource is also a
+// child resource may have children of its own kind, but not itself.
+func TestDesiredRefusesTheOwnerItself(t *testing.T) {
+	d := NewDeclared([]*Resource{{Resource: &discovery.Resource{APIVersion: "x/v1", Name: "ps", Kind: "P", Namespaced: true}}})
+	owner := &metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid"}
+	ref := metav1.OwnerReference{APIVersion: "x/v1", Kind: "P", Name: "p", UID: "uid", Controller: ptr.To(true)}
+	if _, err := d.Desired(owner, ref, "children", []*unstructured.Unstructured{object("x/v1", "P", "", "p-child")}, nil); err != nil {
+		t.Errorf("a child of the parent's own kind: %v", err)
+	}
+	for _, self := range []*unstructured.Unstructured{object("x/v1", "P", "", "p"), object("x/v1", "P", "ns", "p")} {
+		if _, err := d.Desired(owner, ref, "children", []*unstructured.Unstructured{self}, nil); err == nil || !strings.Contains(err.Error(), "owner itself") {
+			t.Errorf("the parent itself (namespace %q): err = %v, want one saying it is the owner itself", self.GetNamespace(), err)
+		}
+	}
+}

@@ -65,6 +65,9 @@ func (c *Claimer) Claim(ctx context.Context, client dynamic.NamespaceableResourc
 		ref := metav1.GetControllerOfNoCopy(obj)
 		matches := c.selector.Matches(labels.Set(obj.GetLabels()))
 		switch {
+		case obj.GetUID() == c.parent.GetUID():
+			// A parent whose resource is also a child resource, and whose
+			// labels match its own selector, is never its own child.
 		case ref != nil && ref.UID == c.parent.GetUID():
 			if matches || parentDeleting {
 				claimed = append(claimed, obj)

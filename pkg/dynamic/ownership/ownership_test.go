@@ -36,6 +36,11 @@ func configMap(name string, labelSet map[string]string, owner *metav1.OwnerRefer
 	return obj
 }
 
+func withUID(obj *unstructured.Unstructured, uid types.UID) *unstructured.Unstructured {
+	obj.SetUID(uid)
+	return obj
+}
+
 func parent() *unstructured.Unstructured {
 	p := &unstructured.Unstructured{}
 	p.SetGroupVersionKind(parentGVK)
@@ -94,6 +99,7 @@ func TestClaim(t *testing.T) {
 		{"orphan not matching is ignored", configMap("a", noMatch, nil), false, false, false, 0},
 		{"orphan while the parent is deleting is ignored", configMap("a", match, nil), true, false, false, 0},
 		{"another controller's child is never touched", configMap("a", match, theirs), false, false, false, 0},
+		{"the parent itself, matching its own selector, is never adopted", withUID(configMap("a", match, nil), "parent-uid"), false, false, false, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
