@@ -51,6 +51,7 @@ func TestDesiredRules(t *testing.T) {
 		{"no namespace under a cluster owner", clusterOwner, []*unstructured.Unstructured{object("v1", "ConfigMap", "", "a")}, "needs metadata.namespace"},
 		{"namespace on a cluster-scoped child", clusterOwner, []*unstructured.Unstructured{object("rbac.authorization.k8s.io/v1", "ClusterRole", "ns", "r")}, "cluster-scoped"},
 		{"duplicate", namespacedOwner, []*unstructured.Unstructured{object("v1", "ConfigMap", "", "a"), object("v1", "ConfigMap", "ns", "a")}, "duplicate"},
+		{"cluster-scoped child of a namespaced owner", namespacedOwner, []*unstructured.Unstructured{object("rbac.authorization.k8s.io/v1", "ClusterRole", "", "r")}, "cannot be owned by a namespaced object"},
 		{"null", namespacedOwner, []*unstructured.Unstructured{nil}, "is null"},
 		{"too many", namespacedOwner, many, "more than the limit"},
 	}
