@@ -128,6 +128,10 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 			break
 		}
 		response = answer
+		// The answer's labels, annotations and status are written even
+		// when some attachments failed, as a composite's status is.
+		var metadataChanged, statusChanged bool
+		seen, metadataChanged, statusChanged = asAnswered(seen, answer)
 		wrote := false
 		if manage {
 			result, err := c.writer.Manage(ctx, c.attachments.Resources, observed, desired)
@@ -140,8 +144,6 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 			}
 			observed, wrote = result.Observed, result.Wrote()
 		}
-		var metadataChanged, statusChanged bool
-		seen, metadataChanged, statusChanged = asAnswered(seen, answer)
 		settled = !wrote && !metadataChanged && (!statusChanged || w.ignoreStatus)
 	}
 
