@@ -67,7 +67,7 @@ loses the Lease exits at once.`,
 	fs.Float32Var(&f.clientQPS, "client-qps", 2000, "sustained requests per second to the API server, shared by all controllers; above what one API server sustains, so the server's own priority and fairness sets the pace")
 	fs.IntVar(&f.clientBurst, "client-burst", 4000, "requests allowed in a burst above --client-qps")
 	fs.DurationVar(&f.discoveryInterval, "discovery-interval", 30*time.Second, "how often to refresh the API server's resource list")
-	fs.DurationVar(&f.cacheResync, "cache-resync", 0, "informer resync period; 0 disables (a parent is resynced only by events, resyncPeriodSeconds or resyncAfterSeconds)")
+	fs.DurationVar(&f.cacheResync, "cache-resync", 30*time.Minute, "informer resync period: every parent and decorated object is synced again this often, as metacontroller's --cache-flush-interval does; 0 disables (objects are then synced only by events, resyncPeriodSeconds or resyncAfterSeconds)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", ":9999", "address serving Prometheus metrics at /metrics; empty disables")
 	fs.StringVar(&f.healthAddr, "health-addr", ":9998", "address serving /healthz and /readyz; empty disables")
 	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "address serving Go's /debug/pprof/ profiles; empty (the default) disables")
