@@ -710,17 +710,19 @@ func (m *Manager) tryCleanup(ctx context.Context, k *kind, name string, obj *uns
 // cleanupWithoutController cleans up for a deleted controller object that
 // no controller runs for: metactl restarted (or took over the leader
 // Lease) while it was being deleted, or it never started. A controller is
-// built for the purpose and never started. One that cannot be built for its
-// spec, or for a resource that is not served, cannot have left finalizers
-// that this metactl can find: there is nothing to do. Other failures are
-// cleanup's.
+// built for the purpose and never started. One that cannot be built, for
+// its spec or for a resource that is not served, is not looked for: when
+// the unserved resource is the parent's there is nothing to remove, and in
+// the other cases (rare: a spec the API server accepted but metactl
+// refuses, a child resource gone) the log says that finalizers may remain.
+// Other failures are cleanup's.
 func (m *Manager) cleanupWithoutController(ctx context.Context, k *kind, obj *unstructured.Unstructured) error {
 	return m.cleanup(ctx, k, obj.GetName(), obj, obj.GetUID(), func(ctx context.Context) error {
 		c, err := k.build(ctx, m, obj)
 		var invalid *controller.InvalidSpecError
 		switch {
 		case errors.As(err, &invalid) || discovery.IsNotFound(err):
-			klog.FromContext(ctx).Info("No finalizers to clean up for a controller that cannot be built", "reason", err)
+			klog.FromContext(ctx).Info("Not looking for this deleted controller's finalizer on its parents: it cannot be built; unless its parent resource is not served, they may still carry it", "reason", err)
 			return nil
 		case err != nil:
 			return fmt.Errorf("building the controller to clean up: %w", err)
