@@ -1,7 +1,11 @@
 package composite_test
 
 import (
+	"context"
 	"testing"
+	"time"
+
+	"github.com/metactl/metactl/internal/testenv"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -12,7 +16,7 @@ import (
 // the API server refuses to name "Not_Valid", next to a plain ConfigMap:
 // the Role and the plain ConfigMap are written, the parent's status too,
 // and the refused child is reported on the parent as a SyncError Event
-// carrying the server's reason.
+// carrying the server's reason, and retried.
 func TestChildNamesAreTheServersToJudge(t *testing.T) {
 	rolesGVR := schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}
 	h := newTestHook(t, func(req *syncRequest) any {
@@ -43,4 +47,6 @@ func TestChildNamesAreTheServersToJudge(t *testing.T) {
 		return obj != nil && statusField(obj, "answered") == true
 	})
 	waitForEvent(t, ns, "p1", "SyncError", `"Not_Valid" is invalid`)
+	calls := h.calls.Load()
+	testenv.Eventually(t, 30*time.Second, "a retry", func(context.Context) (bool, error) { return h.calls.Load() > calls, nil })
 }
