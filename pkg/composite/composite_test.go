@@ -452,7 +452,7 @@ func TestFailuresChangeNothing(t *testing.T) {
 			return map[string]any{"children": []any{req.Parent.Object}}
 		})},
 		{name: "invalid child name", reason: "invalid metadata.name", handler: answerWith(func(req *syncRequest, ns string) any {
-			return map[string]any{"children": []any{configMapChild(req.Parent, "Not_A_Name", nil)}}
+			return map[string]any{"children": []any{configMapChild(req.Parent, "not/one-segment", nil)}}
 		})},
 		{name: "status not an object", reason: "status", handler: func(*testHook, string) func(w http.ResponseWriter, r *http.Request, req *syncRequest) {
 			return func(w http.ResponseWriter, _ *http.Request, _ *syncRequest) {

@@ -227,13 +227,15 @@ func (c *Controller) Stop() {
 // parent that carries it; for a deleted CompositeController, whose parents
 // would otherwise wait for a finalize hook that is never called again. It
 // reads the parents uncached, so that none that got the finalizer a moment
-// ago is missed. Call Stop afterwards.
+// ago is missed. A parent resource the server no longer serves has no
+// parents left to clean. Other failures are *finalizer.RemainingError. Call
+// Stop afterwards.
 func (c *Controller) Cleanup(ctx context.Context) error {
 	if c.loop != nil {
 		c.loop.Stop()
 	}
 	metrics.UncachedReads.WithLabelValues(c.name, "cleanup").Inc()
-	return finalizer.RemoveFromAll(ctx, c.opts.Client.Resource(c.parent.GroupVersionResource()), finalizerPrefix+c.name)
+	return finalizer.RemoveFromAll(ctx, c.opts.Client, c.parent.GroupVersionResource(), finalizerPrefix+c.name)
 }
 
 func (c *Controller) enqueueAllParents() {

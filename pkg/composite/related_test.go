@@ -66,7 +66,7 @@ func relatedController(t *testing.T, h *relatedHook, parent schema.GroupVersionR
 		spec["childResources"] = []any{}
 		spec["hooks"] = map[string]any{
 			"sync":      map[string]any{"version": version, "webhook": map[string]any{"url": h.URL + "/sync"}},
-			"customize": map[string]any{"webhook": map[string]any{"url": h.URL + "/customize"}},
+			"customize": map[string]any{"version": version, "webhook": map[string]any{"url": h.URL + "/customize"}},
 		}
 	})
 }

@@ -291,7 +291,9 @@ func (c *Controller) Stop() {
 // object that carries it; for a deleted DecoratorController, whose objects
 // would otherwise wait for a finalize hook that is never called again. It
 // reads the objects uncached, so that none that got the finalizer a moment
-// ago is missed. Call Stop afterwards.
+// ago is missed. A resource the server no longer serves has no objects left
+// to clean. Other failures are *finalizer.RemainingError, one per resource.
+// Call Stop afterwards.
 func (c *Controller) Cleanup(ctx context.Context) error {
 	if c.loop != nil {
 		c.loop.Stop()
@@ -299,10 +301,7 @@ func (c *Controller) Cleanup(ctx context.Context) error {
 	var errs []error
 	for _, w := range c.watched {
 		metrics.UncachedReads.WithLabelValues(c.name, "cleanup").Inc()
-		err := finalizer.RemoveFromAll(ctx, c.opts.Client.Resource(w.GroupVersionResource()), finalizerPrefix+c.name)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", w.Name, err))
-		}
+		errs = append(errs, finalizer.RemoveFromAll(ctx, c.opts.Client, w.GroupVersionResource(), finalizerPrefix+c.name))
 	}
 	return errors.Join(errs...)
 }

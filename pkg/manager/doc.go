@@ -12,6 +12,12 @@
 // wrong. A controller waiting for an unknown resource starts as soon as
 // discovery sees it.
 //
+// Deleting a controller object with a finalize hook waits until the
+// manager has removed the controller's finalizer from its parents. It never
+// hangs: a parent resource no longer served has nothing to remove, and a
+// cleanup that keeps failing (Ready=False CleanupFailed) gives up after
+// Options.CleanupTimeout with a Warning Event saying what may be left.
+//
 // Run returns when its context ends, after every controller has finished
 // its in-flight syncs.
 package manager

@@ -6,12 +6,13 @@
 // through an index by resource, without calling the customize hook inside
 // an event handler.
 //
-// Namespace rules: under hook version v1 a namespaced parent sees related
-// objects of its own namespace only (a rule's namespace and
-// namespaceSelector are ignored); under v2, and for cluster-scoped
-// parents, rules may name any namespace, select namespaces by label, or
-// (with neither) take every namespace. Cluster-scoped related resources
-// have no namespace.
+// Namespace rules, set by the customize hook's own version: under v1 a
+// namespaced parent sees related objects of its own namespace only (a
+// rule's namespace and namespaceSelector are ignored); under v2, and for
+// cluster-scoped parents, a rule may name any namespace, select namespaces
+// by label, or, with neither, select in every namespace (names too).
+// Cluster-scoped related resources have no namespace. The objects are keyed
+// by the version of the hooks that receive them (sync, finalize).
 //
 // A Resolver is safe for concurrent use.
 package related

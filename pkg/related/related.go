@@ -28,10 +28,11 @@ type Options struct {
 	Controller string
 	// Object is the controller object as the user wrote it; hooks get it.
 	Object *unstructured.Unstructured
-	// Customize is the customize hook.
+	// Customize is the customize hook. Its own version sets the namespace
+	// rules of its answers (unset is v1).
 	Customize *v1alpha1.Hook
-	// Version is the sync hook's version: it keys the objects and sets the
-	// namespace rules.
+	// Version is the version of the hooks that receive the related
+	// objects (sync, finalize): it keys the objects in their requests.
 	Version   v1alpha1.HookVersion
 	Hooks     *hooks.Client
 	Resources *discovery.ResourceMap
@@ -179,7 +180,7 @@ func (r *Resolver) resolve(ctx context.Context, d v1alpha1.RelatedResourceRule, 
 		return rl, nil
 	}
 	switch {
-	case parentNamespaced && r.opts.Version != v1alpha1.HookVersionV2:
+	case parentNamespaced && r.customizeVersion() != v1alpha1.HookVersionV2:
 		rl.namespace = parent.GetNamespace()
 	case d.Namespace != "":
 		rl.namespace = d.Namespace
@@ -187,13 +188,20 @@ func (r *Resolver) resolve(ctx context.Context, d v1alpha1.RelatedResourceRule, 
 		if rl.namespaces, err = metav1.LabelSelectorAsSelector(d.NamespaceSelector); err != nil {
 			return nil, fmt.Errorf("namespaceSelector: %w", err)
 		}
-	case parentNamespaced:
-		rl.namespace = parent.GetNamespace()
-	}
-	if len(d.Names) > 0 && rl.namespace == "" && rl.namespaces == nil && parentNamespaced {
-		rl.namespace = parent.GetNamespace()
+	default:
+		// Neither: every namespace, names or not, whatever the parent's
+		// scope (rl.namespace "" with rl.namespaces nil).
 	}
 	return rl, nil
+}
+
+// customizeVersion is the customize hook's own version, which sets the
+// namespace rules of its answers.
+func (r *Resolver) customizeVersion() v1alpha1.HookVersion {
+	if r.opts.Customize == nil || r.opts.Customize.Version == nil {
+		return v1alpha1.HookVersionV1
+	}
+	return *r.opts.Customize.Version
 }
 
 // register replaces the declarations of parent key in the index, and starts

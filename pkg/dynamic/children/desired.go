@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/hooks"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -58,7 +57,9 @@ func (d *Declared) ObjectMap(observed map[*Resource]Set, version v1alpha1.HookVe
 // errors, "children" or "attachments") and returns them by resource, ready
 // to write: deep copies, namespace defaulted to the owner's, owner as their
 // controller, then prepare applied. Rules: at most MaxObjects; the
-// resource is declared; the name is a DNS subdomain; a namespaced owner's objects are in its namespace; a
+// resource is declared; the name is set and can be a single path segment
+// (not "." or "..", no "/" or "%"; the API server judges the rest when the
+// object is written); a namespaced owner's objects are in its namespace; a
 // cluster-scoped owner's namespaced objects name their namespace; no
 // duplicates. Every problem is reported, and any fails the whole answer.
 func (d *Declared) Desired(owner metav1.Object, ownerRef metav1.OwnerReference, field string, objs []*unstructured.Unstructured, prepare func(*unstructured.Unstructured) error) (map[*Resource]Set, error) {
@@ -85,7 +86,10 @@ func (d *Declared) Desired(owner metav1.Object, ownerRef metav1.OwnerReference, 
 			errs = append(errs, fmt.Errorf("%s: metadata.name is required", what))
 			continue
 		}
-		if msgs := validation.IsDNS1123Subdomain(obj.GetName()); len(msgs) > 0 {
+		// Only what cannot name an object in a request path is refused
+		// here; which names a resource accepts is the API server's to say
+		// (ClusterRoles take "app:reader"), for that object alone.
+		if msgs := path.IsValidPathSegmentName(obj.GetName()); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("%s: invalid metadata.name: %s", what, strings.Join(msgs, "; ")))
 			continue
 		}

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
@@ -72,23 +73,70 @@ func set(ctx context.Context, client dynamic.ResourceInterface, obj *unstructure
 	return patched, nil
 }
 
-// RemoveFromAll removes the finalizer name from every object of a resource
+// RemainingError reports that objects of Resource may still carry
+// Finalizer: removing it from them failed with Err.
+type RemainingError struct {
+	Resource  schema.GroupVersionResource
+	Finalizer string
+	Err       error
+}
+
+func (e *RemainingError) Error() string {
+	return fmt.Sprintf("removing finalizer %s from %s: %v", e.Finalizer, e.Resource.GroupResource(), e.Err)
+}
+
+func (e *RemainingError) Unwrap() error { return e.Err }
+
+// Remaining returns every *RemainingError in err's tree (errors.Join
+// included), in order.
+func Remaining(err error) []*RemainingError {
+	var out []*RemainingError
+	var walk func(error)
+	walk = func(err error) {
+		if r, ok := err.(*RemainingError); ok {
+			out = append(out, r)
+			return
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		}
+	}
+	if err != nil {
+		walk(err)
+	}
+	return out
+}
+
+// RemoveFromAll removes the finalizer name from every object of resource
 // (in every namespace) that carries it, reading them uncached page by page
-// and retrying objects that change meanwhile.
-func RemoveFromAll(ctx context.Context, client dynamic.NamespaceableResourceInterface, name string) error {
+// and retrying objects that change meanwhile. A resource the server does
+// not serve (any longer) has no objects, so none carries the finalizer:
+// that is success. Any other failure is a *RemainingError.
+func RemoveFromAll(ctx context.Context, client dynamic.Interface, resource schema.GroupVersionResource, name string) error {
 	var errs []error
+	rc := client.Resource(resource)
 	opts := metav1.ListOptions{Limit: 500}
 	for {
-		list, err := client.List(ctx, opts)
+		list, err := rc.List(ctx, opts)
+		if apierrors.IsNotFound(err) {
+			// Gone, perhaps between two pages: nothing is left to hold it.
+			break
+		}
 		if err != nil {
-			return fmt.Errorf("listing: %w", err)
+			errs = append(errs, fmt.Errorf("listing: %w", err))
+			break
 		}
 		for i := range list.Items {
 			obj := &list.Items[i]
 			if !Has(obj, name) {
 				continue
 			}
-			ri := client.Namespace(obj.GetNamespace())
+			ri := rc.Namespace(obj.GetNamespace())
 			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 				_, err := Remove(ctx, ri, obj, name)
 				if apierrors.IsConflict(err) {
@@ -105,8 +153,12 @@ func RemoveFromAll(ctx context.Context, client dynamic.NamespaceableResourceInte
 			}
 		}
 		if list.GetContinue() == "" {
-			return errors.Join(errs...)
+			break
 		}
 		opts.Continue = list.GetContinue()
 	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return &RemainingError{Resource: resource, Finalizer: name, Err: errors.Join(errs...)}
 }
