@@ -397,7 +397,7 @@ func (c *Controller) parentRevisions(ctx context.Context, parent *unstructured.U
 		if err != nil {
 			return nil, nil, fmt.Errorf("ControllerRevision %s: %w", obj.GetName(), err)
 		}
-		if equalJSON(patch, latestPatch) {
+		if apply.Equal(patch, latestPatch) {
 			if latest.object != nil {
 				duplicates = append(duplicates, obj)
 				continue
@@ -590,7 +590,7 @@ func sameChildren(a, b []v1alpha1.ControllerRevisionChildren) bool {
 	if len(a) == 0 && len(b) == 0 {
 		return true
 	}
-	return equalJSON(childrenField(a), childrenField(b))
+	return apply.Equal(childrenField(a), childrenField(b))
 }
 
 // condition is a status condition as metacontroller writes it: type,
@@ -694,10 +694,4 @@ func revisionName(res *discovery.Resource, parent *unstructured.Unstructured, pa
 	h.Write([]byte(parent.GetUID()))
 	h.Write(data)
 	return prefix + "-" + hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func equalJSON(a, b any) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && string(ja) == string(jb)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/ownership"
+	"github.com/metactl/metactl/pkg/dynamic/status"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
 	corev1 "k8s.io/api/core/v1"
@@ -190,7 +191,7 @@ func (c *Controller) hookAndChildren(ctx context.Context, parent *unstructured.U
 		}
 		want := c.statusFor(parent, response.Status)
 		given, _ := seen.Object["status"].(map[string]any)
-		statusChanged := !controller.SameStatus(given, want)
+		statusChanged := !status.Equal(given, want)
 		if !wrote && (!statusChanged || c.ignoreStatusChanges()) {
 			return last, true, nil
 		}
@@ -220,7 +221,7 @@ func (c *Controller) rollingRounds(ctx context.Context, parent *unstructured.Uns
 		}
 		want := c.statusFor(parent, response.Status)
 		given, _ := seen.Object["status"].(map[string]any)
-		if result.Wrote() || controller.SameStatus(given, want) || c.ignoreStatusChanges() {
+		if result.Wrote() || status.Equal(given, want) || c.ignoreStatusChanges() {
 			return last, true, nil
 		}
 		seen, observed = withStatus(parent, want), result.Observed

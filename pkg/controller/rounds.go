@@ -8,7 +8,6 @@ import (
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/metrics"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 )
@@ -32,13 +31,6 @@ const MaxRounds = 5
 // synced again with backoff, and the failure is reported once by Unsettled,
 // not as a SyncError on every retry.
 var ErrNotSettled = fmt.Errorf("the hook did not reach a fixed point in %d calls: %w", MaxRounds, loop.ErrWaiting)
-
-// SameStatus reports whether the status an answer asks for equals the
-// status the hook was given, compared semantically (nil and an empty map
-// are the same), as status.Replace compares before writing.
-func SameStatus(given, want map[string]any) bool {
-	return equality.Semantic.DeepEqual(given, want)
-}
 
 // Unsettled reports the objects whose hook did not settle: once per object
 // as a Warning Event (reason HookNotSettled) and each time in the

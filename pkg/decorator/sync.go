@@ -219,7 +219,7 @@ func asAnswered(obj *unstructured.Unstructured, answer *hooks.DecoratorSyncRespo
 	}
 	if !answer.StatusUnchanged() {
 		given, _ := obj.Object["status"].(map[string]any)
-		statusChanged = !controller.SameStatus(given, answer.Status)
+		statusChanged = !status.Equal(given, answer.Status)
 		out.Object["status"] = answer.Status
 	}
 	return out, metadataChanged, statusChanged
