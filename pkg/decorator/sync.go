@@ -101,6 +101,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		settled  bool
 		errs     []error
 		seen     = obj
+		// wantStatus is the status the last answer that gave one asked
+		// for; nil while every answer left it (null).
+		wantStatus map[string]any
 	)
 	for round := 1; round <= controller.MaxRounds && !settled; round++ {
 		answer := &hooks.DecoratorSyncResponse{}
@@ -132,6 +135,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		// when some attachments failed, as a composite's status is.
 		var metadataChanged, statusChanged bool
 		seen, metadataChanged, statusChanged = asAnswered(seen, answer)
+		if !answer.StatusUnchanged() {
+			wantStatus = answer.Status
+		}
 		wrote := false
 		if manage {
 			result, err := c.writer.Manage(ctx, c.attachments.Resources, observed, desired)
@@ -155,9 +161,10 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		obj = patched
 	}
 
-	// 6. Status, when an answer gave one (null leaves it).
-	if want, _ := seen.Object["status"].(map[string]any); want != nil {
-		written, err := status.Replace(ctx, status.DynamicPatch(client), w.GroupVersionResource().GroupResource(), obj, want, w.HasStatus)
+	// 6. Status, when an answer gave one (null leaves it, whatever others
+	// wrote meanwhile).
+	if wantStatus != nil {
+		written, err := status.Replace(ctx, status.DynamicPatch(client), w.GroupVersionResource().GroupResource(), obj, wantStatus, w.HasStatus)
 		if err != nil {
 			errs = append(errs, err)
 		} else if written != nil {
