@@ -120,14 +120,19 @@ func TestNullStatusLeavesStatusWrittenByOthers(t *testing.T) {
 		}
 		return map[string]any{"labels": map[string]any{"labelled": "yes"}, "status": nil}
 	})
-	start(t, []any{map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "clusterthings",
-		"labelSelector": map[string]any{"matchLabels": map[string]any{"decorate": name}}}}, nil, syncHook(h))
+	// The object has a status before the controller starts: the one its
+	// cache holds when the hook is called.
 	thing := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "test.metactl.io/v1", "kind": "ClusterThing",
 		"metadata": map[string]any{"name": name, "labels": map[string]any{"decorate": name}}}}
 	if _, err := env.Dynamic.Resource(clusterThingsGVR).Create(ctx(t), thing, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Dynamic.Resource(clusterThingsGVR).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	if _, err := env.Dynamic.Resource(clusterThingsGVR).Patch(ctx(t), name, types.MergePatchType, []byte(`{"status":{"by":"first"}}`), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	start(t, []any{map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "clusterthings",
+		"labelSelector": map[string]any{"matchLabels": map[string]any{"decorate": name}}}}, nil, syncHook(h))
 	waitFor(t, clusterThingsGVR, "", name, "labelled", func(o *unstructured.Unstructured) bool {
 		return o != nil && o.GetLabels()["labelled"] == "yes"
 	})
