@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/metrics"
@@ -47,6 +48,25 @@ type Unsettled struct {
 
 	mu       sync.Mutex
 	reported map[string]bool // by work-queue key
+}
+
+// Finish ends a sync whose writes are done and returns what the sync
+// returns: when the hook settled, the delay its answer's
+// resyncAfterSeconds asks for; when it did not, ErrNotSettled after
+// reporting it, and the answer's resyncAfterSeconds still asks addAfter for
+// a sync after that delay (whichever of it and the backoff is sooner
+// wins).
+func (u *Unsettled) Finish(obj runtime.Object, key string, settled bool, resyncAfterSeconds float64, addAfter func(key string, delay time.Duration)) (time.Duration, error) {
+	delay := time.Duration(resyncAfterSeconds * float64(time.Second))
+	if settled {
+		u.Settled(key)
+		return delay, nil
+	}
+	u.Report(obj, key)
+	if delay > 0 {
+		addAfter(key, delay)
+	}
+	return 0, ErrNotSettled
 }
 
 // Report records that the hook of obj, queued as key, did not settle in

@@ -127,7 +127,9 @@ func TestNullStatusLeavesStatusWrittenByOthers(t *testing.T) {
 	if _, err := env.Dynamic.Resource(clusterThingsGVR).Create(ctx(t), thing, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Dynamic.Resource(clusterThingsGVR).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = env.Dynamic.Resource(clusterThingsGVR).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 	if _, err := env.Dynamic.Resource(clusterThingsGVR).Patch(ctx(t), name, types.MergePatchType, []byte(`{"status":{"by":"first"}}`), metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}

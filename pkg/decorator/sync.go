@@ -58,6 +58,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	switch {
 	case deleting || !selected:
 		if !hasFinalizer {
+			c.unsettled.Settled(key)
 			return 0, c.removeStaleFinalizer(ctx, client, obj)
 		}
 		finalizing = true
@@ -185,12 +186,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	// 8. Again with backoff when the hook did not settle; a later sync when
 	// it asked for one.
-	if !settled {
-		c.unsettled.Report(obj, key)
-		return 0, controller.ErrNotSettled
-	}
-	c.unsettled.Settled(key)
-	return time.Duration(response.ResyncAfterSeconds * float64(time.Second)), nil
+	return c.unsettled.Finish(obj, key, settled, response.ResyncAfterSeconds, c.loop.AddAfter)
 }
 
 // asAnswered returns obj as answer's labels, annotations and status leave
