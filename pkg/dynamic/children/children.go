@@ -177,10 +177,10 @@ func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, 
 			case have.GetDeletionTimestamp() != nil:
 				// Recreated once it is gone.
 			case res.Method == v1alpha1.ChildUpdateOnDelete:
-				// Never updated; the parent's user is told once when it
-				// differs from what the hook asks.
+				// Never updated; the parent's user is told once when the
+				// hook asks for a change.
 				if _, changed, err := apply.Apply(have, want); err == nil && changed {
-					w.reportKept(ctx, parent, res, key, want)
+					w.reportKept(ctx, parent, res, key, have, want)
 				}
 			default:
 				merged, changed, err := apply.Apply(have, want)

@@ -2,15 +2,16 @@ package children
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/metactl/metactl/pkg/dynamic/apply"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2"
@@ -118,15 +119,19 @@ func (w *Writer) reportWarnings(ctx context.Context, parent *unstructured.Unstru
 	for _, text := range warnings {
 		if w.memory().first("warning", parentUID(parent), res.GroupVersionResource().String(), Key(obj), text) {
 			fresh = append(fresh, text)
-			logger.Info("API server warning on a "+w.noun()+" write", "verb", verb, "kind", res.Kind, "child", Key(obj), "warning", text)
+			logger.Info("API server warning on a write", "verb", verb, "kind", res.Kind, "child", Key(obj), "warning", text)
 		} else {
-			logger.V(4).Info("API server warning on a "+w.noun()+" write, already reported", "verb", verb, "kind", res.Kind, "child", Key(obj), "warning", text)
+			logger.V(4).Info("API server warning on a write, already reported", "verb", verb, "kind", res.Kind, "child", Key(obj), "warning", text)
 		}
 	}
 	if len(fresh) == 0 || w.Recorder == nil || parent == nil {
 		return
 	}
-	msg := fmt.Sprintf("the API server warned on the %s of %s %s %s: %s", verbNoun(verb), w.noun(), res.Kind, childName(parent, obj), strings.Join(fresh, "; "))
+	listed := fresh
+	if len(listed) > maxWarningsInEvent {
+		listed = append(listed[:maxWarningsInEvent:maxWarningsInEvent], fmt.Sprintf("and %d more (in metactl's log)", len(fresh)-maxWarningsInEvent))
+	}
+	msg := fmt.Sprintf("the API server warned on the %s of %s %s %s: %s", verbNoun(verb), w.noun(), res.Kind, childName(parent, obj), strings.Join(listed, "; "))
 	for _, text := range fresh {
 		if strings.HasPrefix(text, "unknown field") {
 			msg += " (the API server drops unknown fields: check the field's name and place against the " + res.Kind + " schema)"
@@ -135,6 +140,10 @@ func (w *Writer) reportWarnings(ctx context.Context, parent *unstructured.Unstru
 	}
 	w.Recorder.Event(parent, corev1.EventTypeWarning, ReasonChildWriteWarning, msg)
 }
+
+// maxWarningsInEvent bounds the warnings one Event lists, to keep it
+// short; the log has them all.
+const maxWarningsInEvent = 5
 
 func verbNoun(verb string) string {
 	switch verb {
@@ -147,20 +156,29 @@ func verbNoun(verb string) string {
 }
 
 // reportKept reports, once for each state the hook asks for, that have,
-// a child of parent with update strategy OnDelete, differs from want and
-// is kept as it is: a Normal Event on the parent and a log line at
-// verbosity 2.
-func (w *Writer) reportKept(ctx context.Context, parent *unstructured.Unstructured, res *Resource, key string, want *unstructured.Unstructured) {
-	wanted, err := json.Marshal(want.Object)
-	if err != nil {
-		return // it is encoded again, and the error reported, when written
+// a child of parent with update strategy OnDelete that an update would
+// change, is kept as it is because the hook asks for something other than
+// what it asked when have was written: a Normal Event on the parent and a
+// log line at verbosity 2. A child that differs while the hook asks the
+// same (edited by someone else, or a field the API server dropped) is not
+// reported: OnDelete is there to leave it so.
+func (w *Writer) reportKept(ctx context.Context, parent *unstructured.Unstructured, res *Resource, key string, have, want *unstructured.Unstructured) {
+	// What the hook asks, as the child would record it when written.
+	rec := &unstructured.Unstructured{Object: map[string]any{}}
+	if err := apply.SetLastApplied(rec, want.Object); err != nil {
+		return // reported when the child is written
 	}
-	h := fnv.New64a()
-	_, _ = h.Write(wanted)
-	if !w.memory().first("kept", parentUID(parent), res.GroupVersionResource().String(), key, fmt.Sprint(h.Sum64())) {
+	asked, err := apply.LastApplied(rec)
+	if err != nil {
 		return
 	}
-	klog.FromContext(ctx).V(2).Info("Not updating a "+w.noun()+" that differs from the desired state: its update strategy is OnDelete",
+	if last, err := apply.LastApplied(have); err == nil && last != nil && equality.Semantic.DeepEqual(last, asked) {
+		return
+	}
+	if !w.memory().first("kept", parentUID(parent), res.GroupVersionResource().String(), key, rec.GetAnnotations()[apply.LastAppliedAnnotation]) {
+		return
+	}
+	klog.FromContext(ctx).V(2).Info("Not updating what the hook asks to change: update strategy OnDelete",
 		"kind", res.Kind, "child", key)
 	if w.Recorder == nil || parent == nil {
 		return

@@ -1,10 +1,14 @@
 package children
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -54,5 +58,52 @@ func TestReportedIsBounded(t *testing.T) {
 	}
 	if r.first("3") {
 		t.Error("a recent report is forgotten")
+	}
+}
+
+func TestReportWarningsOncePerChildAndText(t *testing.T) {
+	events := record.NewFakeRecorder(10)
+	w := &Writer{Recorder: events, reported: newReported(10, time.Hour, clocktesting.NewFakeClock(time.Now()))}
+	w.reportedOnce.Do(func() {})
+	res := &Resource{Resource: &discovery.Resource{APIVersion: "apps/v1", Name: "deployments", Kind: "Deployment", Namespaced: true}}
+	parent := &unstructured.Unstructured{}
+	parent.SetUID("p-uid")
+	parent.SetNamespace("ns")
+	child := &unstructured.Unstructured{}
+	child.SetNamespace("ns")
+	child.SetName("web")
+	ctx := context.Background()
+
+	w.reportWarnings(ctx, parent, res, "create", child, []string{`unknown field "spec.replcas"`})
+	// The same warning on a later write (an update, say) is not repeated.
+	w.reportWarnings(ctx, parent, res, "update", child, []string{`unknown field "spec.replcas"`})
+	// A new one is, alone.
+	w.reportWarnings(ctx, parent, res, "update", child, []string{`unknown field "spec.replcas"`, `unknown field "spec.templat"`})
+	// Many are listed up to a bound.
+	var many []string
+	for i := range maxWarningsInEvent + 2 {
+		many = append(many, fmt.Sprintf("warning %d", i))
+	}
+	w.reportWarnings(ctx, parent, res, "delete", child, many)
+
+	want := []string{
+		`Warning ChildWriteWarning the API server warned on the creation of child Deployment web: unknown field "spec.replcas" (the API server drops unknown fields: check the field's name and place against the Deployment schema)`,
+		`Warning ChildWriteWarning the API server warned on the update of child Deployment web: unknown field "spec.templat" (the API server drops unknown fields: check the field's name and place against the Deployment schema)`,
+		`Warning ChildWriteWarning the API server warned on the deletion of child Deployment web: warning 0; warning 1; warning 2; warning 3; warning 4; and 2 more (in metactl's log)`,
+	}
+	for i, wantEvent := range want {
+		select {
+		case got := <-events.Events:
+			if got != wantEvent {
+				t.Errorf("Event %d:\n got %s\nwant %s", i, got, wantEvent)
+			}
+		default:
+			t.Fatalf("Event %d missing: %s", i, wantEvent)
+		}
+	}
+	select {
+	case got := <-events.Events:
+		t.Errorf("unexpected Event %s", got)
+	default:
 	}
 }
