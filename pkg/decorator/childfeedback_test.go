@@ -45,7 +45,7 @@ func eventsOn(t *testing.T, obj *unstructured.Unstructured, reason string) []cor
 func TestAttachmentWarningsAndOnDeleteDrift(t *testing.T) {
 	ns := env.CreateNamespace(t)
 	h := newHook(t, func(req *request) any {
-		return map[string]any{"attachments": []any{map[string]any{
+		return map[string]any{"annotations": map[string]any{"other": req.Object.GetLabels()["other"]}, "attachments": []any{map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMap",
 			"metadata": map[string]any{"name": req.Object.GetName() + "-att"},
 			"data":     map[string]any{"value": req.Object.GetLabels()["value"]},
@@ -85,8 +85,10 @@ func TestAttachmentWarningsAndOnDeleteDrift(t *testing.T) {
 	if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Patch(ctx(t), "target", "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	calls := h.calls.Load()
-	testenv.Eventually(t, 30*time.Second, "another sync", func(context.Context) (bool, error) { return h.calls.Load() > calls, nil })
+	// The annotation is written after the attachments: that sync is over.
+	waitFor(t, configMapsGVR, ns, "target", "synced with other=x", func(o *unstructured.Unstructured) bool {
+		return o != nil && o.GetAnnotations()["other"] == "x"
+	})
 	kept = eventsOn(t, target, children.ReasonChildNotUpdated)
 	if len(kept) != 1 || kept[0].Count > 1 {
 		t.Fatalf("the OnDelete attachment is reported %d times (counts %v), want once", len(kept), kept)
