@@ -140,7 +140,7 @@ func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstr
 		}
 		desired[res] = set
 	}
-	result, err := c.writer.Manage(ctx, c.children.Resources, observed, desired)
+	result, err := c.writer.Manage(ctx, parent, c.children.Resources, observed, desired)
 
 	response := *latest.answer
 	response.Status = status

@@ -177,7 +177,7 @@ func (c *Controller) hookAndChildren(ctx context.Context, parent *unstructured.U
 		// The garbage collector owns the children while it deletes the
 		// parent in the foreground or orphans them.
 		if manage {
-			result, err := c.writer.Manage(ctx, c.children.Resources, observed, desired)
+			result, err := c.writer.Manage(ctx, parent, c.children.Resources, observed, desired)
 			if err != nil {
 				return last, false, err
 			}

@@ -141,7 +141,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		}
 		wrote := false
 		if manage {
-			result, err := c.writer.Manage(ctx, c.attachments.Resources, observed, desired)
+			result, err := c.writer.Manage(ctx, obj, c.attachments.Resources, observed, desired)
 			if err != nil {
 				errs = append(errs, err)
 				break
