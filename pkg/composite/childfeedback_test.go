@@ -2,6 +2,8 @@ package composite_test
 
 import (
 	"fmt"
+	"github.com/metactl/metactl/pkg/metrics"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"strings"
 	"testing"
 	"time"
@@ -142,5 +144,11 @@ func TestChildWriteWarningIsReported(t *testing.T) {
 	e := events[0]
 	if e.Type != corev1.EventTypeWarning || !strings.Contains(e.Message, "Deployment p1-web") {
 		t.Errorf("Event %s %q, want a Warning naming Deployment p1-web", e.Type, e.Message)
+	}
+	// The update that puts back the field the server drops changes
+	// nothing (same resourceVersion): it does not call the hook again, so
+	// every sync settles.
+	if got := testutil.ToFloat64(metrics.UnsettledSyncs.WithLabelValues(testLabel(t))); got != 0 {
+		t.Errorf("unsettled syncs = %v, want 0", got)
 	}
 }

@@ -86,8 +86,11 @@ type Result struct {
 	// and updated objects as the server returned them, deleted ones
 	// removed.
 	Observed map[*Resource]Set
-	// Written are the objects created or updated, as the server returned
-	// them (for echo expectations).
+	// Written are the objects created or changed by an update, as the
+	// server returned them (for echo expectations). An update the server
+	// answered with the object's resourceVersion unchanged changed
+	// nothing, causes no watch event, and is not in Written, so that it
+	// does not call the hook again (see controller.MaxRounds).
 	Written []*unstructured.Unstructured
 	// Deleted is the number of deletes issued.
 	Deleted int
@@ -145,7 +148,14 @@ func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, 
 			result.Deleted++
 			return
 		}
+		before := result.Observed[res][key]
 		result.Observed[res][key] = obj
+		if before != nil && before.GetResourceVersion() == obj.GetResourceVersion() {
+			// The server kept the object as it was (it dropped what the
+			// update would change, such as an unknown field): no change,
+			// and no watch event to expect.
+			return
+		}
 		result.Written = append(result.Written, obj)
 	}
 
