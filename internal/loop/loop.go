@@ -27,20 +27,33 @@ type Options struct {
 	// Workers is the number of keys synced at once; default 32.
 	Workers int
 	// RateLimiter spaces the retries of failing keys; default
-	// DefaultRateLimiter().
+	// NewRateLimiter(MaxRetryDelay).
 	RateLimiter workqueue.TypedRateLimiter[string]
+	// MaxRetryDelay, when positive, caps the delay before a failing key is
+	// retried, whatever RateLimiter says. It does not shorten the delay a
+	// hook asks for with 429 Retry-After.
+	MaxRetryDelay time.Duration
 }
 
-// MaxRetryDelay caps the backoff of a failing key: a hook that recovers is
-// called again within this long.
+// MaxRetryDelay is the default cap of the backoff of a failing key: a hook
+// that recovers is called again within this long.
 const MaxRetryDelay = 2 * time.Minute
 
-// DefaultRateLimiter is the retry spacing of failing keys: exponential per
-// key from 250ms (250ms, 500ms, 1s, ...), capped at MaxRetryDelay, and at
-// most 50 retries a second overall with bursts of 300.
+// DefaultRateLimiter is NewRateLimiter(MaxRetryDelay).
 func DefaultRateLimiter() workqueue.TypedRateLimiter[string] {
+	return NewRateLimiter(MaxRetryDelay)
+}
+
+// NewRateLimiter returns the retry spacing of failing keys: exponential per
+// key from 250ms (250ms, 500ms, 1s, ...), capped at maxDelay (MaxRetryDelay
+// when not positive), and at most 50 retries a second overall with bursts
+// of 300. Each controller needs its own: it counts failures per key.
+func NewRateLimiter(maxDelay time.Duration) workqueue.TypedRateLimiter[string] {
+	if maxDelay <= 0 {
+		maxDelay = MaxRetryDelay
+	}
 	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](250*time.Millisecond, MaxRetryDelay),
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](min(250*time.Millisecond, maxDelay), maxDelay),
 		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(50, 300)},
 	)
 }
@@ -60,7 +73,7 @@ func New(opts Options, sync SyncFunc) *Loop {
 		opts.Workers = 32
 	}
 	if opts.RateLimiter == nil {
-		opts.RateLimiter = DefaultRateLimiter()
+		opts.RateLimiter = NewRateLimiter(opts.MaxRetryDelay)
 	}
 	return &Loop{
 		opts: opts,
@@ -121,7 +134,8 @@ func (l *Loop) processNextWorkItem(ctx context.Context) bool {
 		}
 		return true
 	case errors.Is(err, ErrWaiting):
-		l.queue.AddRateLimited(key)
+		delay, attempt := l.retryLater(key)
+		logger.V(4).Info("Waiting; retrying", "key", key, "after", delay, "attempt", attempt)
 		return true
 	}
 	metrics.Syncs.WithLabelValues(l.opts.Name, "error").Inc()
@@ -130,15 +144,29 @@ func (l *Loop) processNextWorkItem(ctx context.Context) bool {
 		l.queue.AddAfter(key, delay)
 		return true
 	}
+	delay, attempt := l.retryLater(key)
 	if apierrors.IsConflict(err) {
 		// The object changed under the sync; the cache catches up and the
 		// retry resolves it.
-		logger.V(4).Info("Conflict; retrying", "key", key, "err", err)
+		logger.V(4).Info("Conflict; retrying", "key", key, "err", err, "after", delay, "attempt", attempt)
 	} else {
-		logger.Error(err, "Sync failed", "key", key)
+		logger.Error(err, "Sync failed; retrying", "key", key, "after", delay, "attempt", attempt)
 	}
-	l.queue.AddRateLimited(key)
 	return true
+}
+
+// retryLater queues key again after the rate limiter's delay for it, capped
+// at Options.MaxRetryDelay, and returns that delay and how many times in a
+// row key has now failed (1 for its first failure). It is AddRateLimited
+// with the delay known: the queue's Forget, on the next success, resets the
+// same limiter's count.
+func (l *Loop) retryLater(key string) (delay time.Duration, attempt int) {
+	delay = l.opts.RateLimiter.When(key)
+	if l.opts.MaxRetryDelay > 0 {
+		delay = min(delay, l.opts.MaxRetryDelay)
+	}
+	l.queue.AddAfter(key, delay)
+	return delay, l.opts.RateLimiter.NumRequeues(key)
 }
 
 // ErrWaiting marks a sync that waits for something, such as a resource not
