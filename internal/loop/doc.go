@@ -8,7 +8,9 @@
 // times it was added; a key whose sync fails is retried with the rate
 // limiter's backoff (capped at Options.MaxRetryDelay), and the log line of
 // the failure says after how long and which attempt failed; a success
-// resets the backoff. A hook's 429 Retry-After sets the delay instead.
+// resets the backoff; RetryDelay tells a failing sync, before it returns,
+// when it will be retried (for its Event). A hook's 429 Retry-After sets
+// the delay instead.
 // Conflicts (the object changed under the sync) are retried quietly. Stop stops taking work and waits for in-flight syncs; keys still
 // queued are dropped.
 package loop

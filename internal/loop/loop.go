@@ -121,8 +121,9 @@ func (l *Loop) processNextWorkItem(ctx context.Context) bool {
 	}
 	defer l.queue.Done(key)
 
+	retry := &retryState{loop: l, key: key}
 	start := time.Now()
-	requeueAfter, err := l.sync(ctx, key)
+	requeueAfter, err := l.sync(context.WithValue(ctx, retryStateKey{}, retry), key)
 	metrics.SyncDuration.WithLabelValues(l.opts.Name).Observe(time.Since(start).Seconds())
 	logger := klog.FromContext(ctx)
 	switch {
@@ -134,7 +135,7 @@ func (l *Loop) processNextWorkItem(ctx context.Context) bool {
 		}
 		return true
 	case errors.Is(err, ErrWaiting):
-		delay, attempt := l.retryLater(key)
+		delay, attempt := retry.requeue()
 		logger.V(4).Info("Waiting; retrying", "key", key, "after", delay, "attempt", attempt)
 		return true
 	}
@@ -144,7 +145,7 @@ func (l *Loop) processNextWorkItem(ctx context.Context) bool {
 		l.queue.AddAfter(key, delay)
 		return true
 	}
-	delay, attempt := l.retryLater(key)
+	delay, attempt := retry.requeue()
 	if apierrors.IsConflict(err) {
 		// The object changed under the sync; the cache catches up and the
 		// retry resolves it.
@@ -155,18 +156,64 @@ func (l *Loop) processNextWorkItem(ctx context.Context) bool {
 	return true
 }
 
-// retryLater queues key again after the rate limiter's delay for it, capped
-// at Options.MaxRetryDelay, and returns that delay and how many times in a
-// row key has now failed (1 for its first failure). It is AddRateLimited
-// with the delay known: the queue's Forget, on the next success, resets the
-// same limiter's count.
-func (l *Loop) retryLater(key string) (delay time.Duration, attempt int) {
-	delay = l.opts.RateLimiter.When(key)
-	if l.opts.MaxRetryDelay > 0 {
-		delay = min(delay, l.opts.MaxRetryDelay)
+// retryState is the retry of one sync of key, decided at most once: by
+// RetryDelay during the sync, or after a failed sync.
+type retryState struct {
+	loop *Loop
+	key  string
+
+	mu      sync.Mutex
+	decided bool
+	delay   time.Duration
+	attempt int
+}
+
+type retryStateKey struct{}
+
+// decide returns the delay before key is retried, the rate limiter's
+// (capped at Options.MaxRetryDelay), and how many times in a row key has
+// now failed (1 for its first failure). The limiter counts the failure
+// once, however many times decide is called; the queue's Forget, on the
+// next success, resets that count.
+func (r *retryState) decide() (time.Duration, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.decided {
+		limiter := r.loop.opts.RateLimiter
+		r.delay = limiter.When(r.key)
+		if limit := r.loop.opts.MaxRetryDelay; limit > 0 {
+			r.delay = min(r.delay, limit)
+		}
+		r.attempt = limiter.NumRequeues(r.key)
+		r.decided = true
 	}
-	l.queue.AddAfter(key, delay)
-	return delay, l.opts.RateLimiter.NumRequeues(key)
+	return r.delay, r.attempt
+}
+
+// requeue queues key again after decide's delay (AddRateLimited with the
+// delay known) and returns the delay and attempt.
+func (r *retryState) requeue() (time.Duration, int) {
+	delay, attempt := r.decide()
+	r.loop.queue.AddAfter(r.key, delay)
+	return delay, attempt
+}
+
+// RetryDelay returns, from within a SyncFunc called by a Loop (ctx is the
+// one it got), how long after a failure with err the loop retries the key:
+// the delay a hook asked for with 429 Retry-After, else the backoff's next
+// delay, the one the loop's log line of the failure then gives too. It
+// counts a failure of the key, so call it only for a sync about to return
+// err. ok is false outside a Loop's sync.
+func RetryDelay(ctx context.Context, err error) (delay time.Duration, ok bool) {
+	r, ok := ctx.Value(retryStateKey{}).(*retryState)
+	if !ok {
+		return 0, false
+	}
+	if delay, ok := hooks.RetryAfter(err); ok {
+		return delay, true
+	}
+	delay, _ = r.decide()
+	return delay, true
 }
 
 // ErrWaiting marks a sync that waits for something, such as a resource not

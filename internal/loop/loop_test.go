@@ -3,6 +3,7 @@ package loop_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/hooks"
 )
 
 // script is a SyncFunc that returns its results in order (nil once they
@@ -210,5 +212,61 @@ func TestNewRateLimiter(t *testing.T) {
 		if again := limiter.When("k"); again != tc.first {
 			t.Errorf("max %v: after Forget, delay %v, want %v", tc.max, again, tc.first)
 		}
+	}
+}
+
+// TestRetryDelayInsideTheSync: a SyncFunc learns, before it returns its
+// error, the delay the loop then retries after (for the parent's Event),
+// the same one the log line gives; a 429's Retry-After is given as is;
+// outside a loop there is none.
+func TestRetryDelayInsideTheSync(t *testing.T) {
+	var mu sync.Mutex
+	var told []time.Duration
+	tooMany := &hooks.StatusError{Code: http.StatusTooManyRequests, RetryAfter: 40 * time.Millisecond}
+	errs := []error{errHook, errHook, tooMany}
+	calls := &script{}
+	syncFunc := func(ctx context.Context, key string) (time.Duration, error) {
+		_, _ = calls.sync(ctx, key)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(errs) == 0 {
+			return 0, nil
+		}
+		err := errs[0]
+		errs = errs[1:]
+		delay, ok := loop.RetryDelay(ctx, err)
+		if !ok {
+			t.Errorf("RetryDelay: no delay inside a sync")
+		}
+		// Asking twice counts one failure.
+		if again, _ := loop.RetryDelay(ctx, err); again != delay {
+			t.Errorf("RetryDelay said %v, then %v", delay, again)
+		}
+		told = append(told, delay)
+		return 0, err
+	}
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](30*time.Millisecond, 10*time.Second)
+	l, logs := start(t, loop.Options{RateLimiter: limiter}, syncFunc)
+	l.Add("ns/a")
+	calls.waitCalls(t, 4, 10*time.Second)
+
+	mu.Lock()
+	defer mu.Unlock()
+	want := []time.Duration{30 * time.Millisecond, 60 * time.Millisecond, 40 * time.Millisecond}
+	if len(told) != len(want) {
+		t.Fatalf("RetryDelay said %v, want %v", told, want)
+	}
+	for i := range want {
+		if told[i] != want[i] {
+			t.Errorf("RetryDelay said %v, want %v", told, want)
+			break
+		}
+	}
+	got := retries(logs, "Sync failed; retrying")
+	if len(got) != 2 || got[0].after != told[0] || got[1].after != told[1] || got[1].attempt != 2 {
+		t.Errorf("logged %+v, want the delays RetryDelay gave, %v then %v", got, told[0], told[1])
+	}
+	if _, ok := loop.RetryDelay(context.Background(), errHook); ok {
+		t.Errorf("RetryDelay outside a loop's sync gave a delay")
 	}
 }
