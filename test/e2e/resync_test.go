@@ -89,6 +89,8 @@ func startSwitchController(t *testing.T, hook *switchHook, ns, name string, flag
 	}
 	p = testenv.StartProcess(t, metactl, append([]string{"run", "--kubeconfig", env.KubeconfigPath,
 		"--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0", "--workers", "2", "--cache-resync", "0"}, flags...)...)
+	// A test before may have deleted the example's CRD.
+	deleteOnCleanup(t, applyExample(t, repo(t, "examples", "python", "hello-world", "crd.yaml"), ""))
 	controller := filepath.Join(t.TempDir(), "controller.yaml")
 	manifest := fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
 kind: CompositeController
@@ -114,7 +116,10 @@ spec:
 	if err := os.WriteFile(parent, []byte("apiVersion: example.metactl.io/v1\nkind: HelloWorld\nmetadata:\n  name: "+name+"\nspec:\n  who: resync\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	kubectl(t, "apply", "-n", ns, "-f", parent)
+	testenv.Eventually(t, settle, "HelloWorld "+ns+"/"+name+" created (the CRD served)", func(ctx context.Context) (bool, error) {
+		_, err := env.Kubectl(ctx, "apply", "-n", ns, "-f", parent)
+		return err == nil, err
+	})
 	deleteOnCleanup(t, parent, "-n", ns)
 	return metactl, p
 }
