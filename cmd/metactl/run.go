@@ -51,11 +51,13 @@ func newRunCommand() *cobra.Command {
 		Use:   "run",
 		Short: "Run every CompositeController and DecoratorController in the cluster",
 		Long: `run connects to the cluster as kubectl does (--kubeconfig, else
-$KUBECONFIG, else ~/.kube/config, else the in-cluster config), watches CompositeController and DecoratorController
-objects and runs one controller for each. It stops on SIGINT or SIGTERM
-after finishing the syncs in flight. With --leader-elect, of several
-replicas only the one holding the Lease runs controllers; a replica that
-loses the Lease exits at once.`,
+$KUBECONFIG, else ~/.kube/config, else the in-cluster config), watches
+CompositeController and DecoratorController objects and runs one
+controller for each. It stops on SIGINT or SIGTERM after finishing the
+syncs in flight. With --leader-elect, of several replicas only the one
+holding the Lease runs controllers; a replica that loses the Lease exits
+at once. A failing sync is retried with a backoff that doubles from 250ms
+up to --max-retry-delay; "metactl resync" syncs an object now.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
