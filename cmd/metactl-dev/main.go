@@ -14,6 +14,7 @@ import (
 func main() {
 	cmd := newDevCommand()
 	cli.AddKlogFlags(cmd)
+	cli.SetCommandName(cmd, "metactl dev")
 	if err := cmd.Execute(); err != nil {
 		os.Exit(1)
 	}
