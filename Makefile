@@ -15,9 +15,15 @@ PKG           ?= ./...
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# What `metactl version` prints: the nearest tag (or commit) and the commit,
+# from git when building in a checkout.
+VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT        ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS       := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
 .PHONY: build
 build: ## Build bin/metactl and bin/metactl-dev (what `metactl dev` runs).
-	$(GO) build -trimpath -o $(BIN)/ ./cmd/metactl ./cmd/metactl-dev
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/metactl ./cmd/metactl-dev
 
 .PHONY: demo
 demo: build ## Run a local control plane with metactl and the hello-world example (Ctrl-C stops it).
