@@ -256,3 +256,43 @@ func TestFailingObjectsAreShown(t *testing.T) {
 		t.Errorf("kubectl get cc after recovery:\n%s", out)
 	}
 }
+
+// TestUnknownResourceSuggestsTheServedOne: a controller naming a resource
+// by its kind, singular or short name reports Ready=False UnknownResource
+// with the served resource it probably means.
+func TestUnknownResourceSuggestsTheServedOne(t *testing.T) {
+	runManager(t, manager.Options{Config: env.Config, Workers: 2})
+	ctx := context.Background()
+	ccs := env.Dynamic.Resource(v1alpha1.CompositeControllerResource)
+	cases := map[string]map[string]any{
+		"typo-kind":     {"apiVersion": "apps/v1", "resource": "Deployment"},
+		"typo-singular": {"apiVersion": "apps/v1", "resource": "deployment"},
+		"typo-short":    {"apiVersion": "apps/v1", "resource": "deploy"},
+	}
+	for name, parent := range cases {
+		cc := compositeController(name, "http://127.0.0.1:1/sync")
+		cc.Object["spec"].(map[string]any)["parentResource"] = parent
+		if _, err := ccs.Create(ctx, cc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ccs.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	for name := range cases {
+		c := waitReady(t, name, metav1.ConditionFalse, v1alpha1.ReasonUnknownResource)
+		if !strings.Contains(c.Message, `did you mean "deployments"?`) {
+			t.Errorf("%s: condition message %q suggests no deployments", name, c.Message)
+		}
+	}
+	// A child resource too.
+	cc := compositeController("typo-child", "http://127.0.0.1:1/sync")
+	cc.Object["spec"].(map[string]any)["parentResource"] = map[string]any{"apiVersion": "v1", "resource": "secrets"}
+	cc.Object["spec"].(map[string]any)["childResources"] = []any{map[string]any{"apiVersion": "v1", "resource": "configmap"}}
+	if _, err := ccs.Create(ctx, cc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ccs.Delete(context.Background(), "typo-child", metav1.DeleteOptions{}) })
+	c := waitReady(t, "typo-child", metav1.ConditionFalse, v1alpha1.ReasonUnknownResource)
+	if !strings.Contains(c.Message, `spec.childResources[0]`) || !strings.Contains(c.Message, `did you mean "configmaps"?`) {
+		t.Errorf("typo-child: condition message %q", c.Message)
+	}
+}
