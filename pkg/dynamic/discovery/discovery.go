@@ -160,8 +160,8 @@ func (m *ResourceMap) refreshLocked(ctx context.Context) error {
 				continue
 			}
 			res := &Resource{
-				APIVersion: list.GroupVersion,
-				Name:       r.Name,
+				APIVersion:   list.GroupVersion,
+				Name:         r.Name,
 				Kind:         r.Kind,
 				SingularName: r.SingularName,
 				ShortNames:   r.ShortNames,
