@@ -78,7 +78,10 @@ func waitFailing(t *testing.T, gvr schema.GroupVersionResource, name string, cou
 func TestFailingObjectsAreShown(t *testing.T) {
 	runManager(t, manager.Options{Config: env.Config, Workers: 2})
 	ctx := context.Background()
-	gadgets := createCRD(t, "status.metactl.io", "gadgets", "Gadget")
+	ns := env.CreateNamespace(t)
+	// A group of its own: the CRD of an earlier run may still be going.
+	gadgets := createCRD(t, ns+".metactl.io", "gadgets", "Gadget")
+	apiVersion := gadgets.GroupVersion().String()
 
 	var broken atomic.Bool
 	var calls atomic.Int64
@@ -99,11 +102,10 @@ func TestFailingObjectsAreShown(t *testing.T) {
 	}))
 	t.Cleanup(h.Close)
 
-	ns := env.CreateNamespace(t)
 	const parents = 4
 	for i := range parents {
 		gadget := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "status.metactl.io/v1", "kind": "Gadget",
+			"apiVersion": apiVersion, "kind": "Gadget",
 			"metadata": map[string]any{"name": fmt.Sprintf("g%d", i), "namespace": ns},
 		}}
 		if _, err := env.Dynamic.Resource(gadgets).Namespace(ns).Create(ctx, gadget, metav1.CreateOptions{}); err != nil {
@@ -115,13 +117,13 @@ func TestFailingObjectsAreShown(t *testing.T) {
 	dcs := env.Dynamic.Resource(v1alpha1.DecoratorControllerResource)
 	cc := compositeController("failing-gadgets", h.URL+"/composite")
 	spec := cc.Object["spec"].(map[string]any)
-	spec["parentResource"] = map[string]any{"apiVersion": "status.metactl.io/v1", "resource": "gadgets"}
+	spec["parentResource"] = map[string]any{"apiVersion": apiVersion, "resource": "gadgets"}
 	delete(spec, "childResources")
 	dc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "DecoratorController",
 		"metadata": map[string]any{"name": "failing-gadgets"},
 		"spec": map[string]any{
-			"resources": []any{map[string]any{"apiVersion": "status.metactl.io/v1", "resource": "gadgets"}},
+			"resources": []any{map[string]any{"apiVersion": apiVersion, "resource": "gadgets"}},
 			"hooks":     map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": h.URL + "/decorator"}}},
 		},
 	}}
