@@ -57,6 +57,8 @@ type Controller struct {
 	related *related.Resolver
 	// unsettled reports parents whose hook did not reach a fixed point.
 	unsettled *controller.Unsettled
+	// failing holds the parents whose last sync failed.
+	failing *controller.Failing
 
 	// watches holds the informers below.
 	watches        *controller.Watches
@@ -97,6 +99,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		echoes:    informer.NewEchoes(),
 		hooks:     &controller.HookCaller{Hooks: opts.Hooks, Controller: cc.Name, OnHealthChange: opts.OnHealthChange},
 		unsettled: &controller.Unsettled{Controller: cc.Name, Kind: "compositecontroller", Recorder: opts.Recorder},
+		failing:   &controller.Failing{},
 		stop:      make(chan struct{}),
 	}
 	if cc.Spec.Hooks.Finalize != nil {
@@ -139,6 +142,9 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 // bundle, ...), else nil.
 func (c *Controller) HookCredentialError() error { return c.hooks.CredentialError() }
 
+// Failing returns the set of parents whose last sync failed.
+func (c *Controller) Failing() *controller.Failing { return c.failing }
+
 // rolling reports whether a child resource updates with a rolling method
 // (New accepts these only for a namespaced parent).
 func (c *Controller) rolling() bool {
@@ -165,7 +171,7 @@ func (c *Controller) Name() string { return c.name }
 // synced, or with ctx's error. The controller runs until Stop.
 func (c *Controller) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("compositecontroller", c.name)
-	c.loop = loop.New(loop.Options{Name: c.name, Workers: c.opts.Workers, RateLimiter: c.opts.RateLimiter}, c.sync)
+	c.loop = loop.New(loop.Options{Name: c.name, Workers: c.opts.Workers, RateLimiter: c.opts.RateLimiter}, c.failing.Track(c.sync))
 
 	c.watches = controller.NewWatches(c.opts.Informers)
 	var err error

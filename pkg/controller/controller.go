@@ -1,7 +1,8 @@
 // Package controller holds what every kind of metactl controller
 // (pkg/composite, pkg/decorator) shares with the process that runs it:
 // the Options it is built with, the error for an invalid spec, and the
-// bookkeeping of their informers (Watches) and hook calls (HookCaller).
+// bookkeeping of their informers (Watches), hook calls (HookCaller) and
+// failing objects (Failing).
 package controller
 
 import (

@@ -65,6 +65,8 @@ type Controller struct {
 	related *related.Resolver
 	// unsettled reports objects whose hook did not reach a fixed point.
 	unsettled *controller.Unsettled
+	// failing holds the objects whose last sync failed.
+	failing *controller.Failing
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -119,8 +121,10 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		echoes:    informer.NewEchoes(),
 		hooks:     &controller.HookCaller{Hooks: opts.Hooks, Controller: dc.Name, OnHealthChange: opts.OnHealthChange},
 		unsettled: &controller.Unsettled{Controller: dc.Name, Kind: "decoratorcontroller", Recorder: opts.Recorder},
+		failing:   &controller.Failing{},
 		stop:      make(chan struct{}),
 	}
+	c.failing.Describe = c.describeKey
 	if dc.Spec.Hooks.Finalize != nil {
 		c.finalizer = finalizerPrefix + dc.Name
 	}
@@ -212,6 +216,9 @@ func matchAnnotations(sel v1alpha1.AnnotationSelector, annotations map[string]st
 // bundle, ...), else nil.
 func (c *Controller) HookCredentialError() error { return c.hooks.CredentialError() }
 
+// Failing returns the set of objects whose last sync failed.
+func (c *Controller) Failing() *controller.Failing { return c.failing }
+
 // Access lists what the controller must be allowed to do: read and update
 // decorated objects (and their status), and manage attachments.
 func (c *Controller) Access() []children.Access {
@@ -235,7 +242,7 @@ func (c *Controller) Name() string { return c.name }
 // synced, or with ctx's error.
 func (c *Controller) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("decoratorcontroller", c.name)
-	c.loop = loop.New(loop.Options{Name: c.name, Workers: c.opts.Workers, RateLimiter: c.opts.RateLimiter}, c.sync)
+	c.loop = loop.New(loop.Options{Name: c.name, Workers: c.opts.Workers, RateLimiter: c.opts.RateLimiter}, c.failing.Track(c.sync))
 	c.watches = controller.NewWatches(c.opts.Informers)
 	var err error
 	for i, w := range c.watched {
@@ -318,6 +325,17 @@ func (c *Controller) enqueueAll() {
 // watched resource, then namespace/name.
 func objectKey(resource int, obj metav1.Object) string {
 	return fmt.Sprintf("%d|%s", resource, children.Key(obj))
+}
+
+// describeKey names the object queued as key by its resource and
+// namespace/name ("configmaps default/a"), for the controller's status.
+func (c *Controller) describeKey(key string) string {
+	index, _, _, err := splitKey(key)
+	if err != nil || index >= len(c.watched) {
+		return key
+	}
+	_, rest, _ := strings.Cut(key, "|")
+	return c.watched[index].Name + " " + rest
 }
 
 func splitKey(key string) (resource int, namespace, name string, err error) {

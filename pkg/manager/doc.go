@@ -10,7 +10,11 @@
 // is True once the controller runs with synced caches, or False with a
 // reason (InvalidSpec, UnknownResource, ...) and a message saying what is
 // wrong. A controller waiting for an unknown resource starts as soon as
-// discovery sees it.
+// discovery sees it. While a controller runs, status.failingObjects counts
+// its objects whose last sync failed and a Synced condition names a few of
+// them with an error, so that `kubectl get cc` shows a controller that runs
+// (Ready=True) but fails for its parents; these change on the object at
+// most once per FailingStatusInterval, however many syncs fail.
 //
 // Deleting a controller object with a finalize hook waits until the
 // manager has removed the controller's finalizer from its parents. It never

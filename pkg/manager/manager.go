@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -25,7 +24,6 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -105,6 +103,8 @@ type runner interface {
 	HookCredentialError() error
 	// Access lists what the controller must be allowed to do.
 	Access() []children.Access
+	// Failing holds the objects whose last sync failed.
+	Failing() *controller.Failing
 }
 
 // kind is one kind of controller object the manager runs.
@@ -200,6 +200,8 @@ type runningController struct {
 	uid        types.UID
 	generation int64
 	controller runner
+	// failing throttles the writes of its failing objects to its status.
+	failing *failingStatus
 }
 
 // New returns a Manager; nothing runs until Run.
@@ -452,10 +454,7 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	current := m.running[key]
 	m.mu.Unlock()
 	if current != nil && exists && !deleting && current.uid == obj.GetUID() && current.generation == obj.GetGeneration() {
-		if err := current.controller.HookCredentialError(); err != nil {
-			return 0, m.setReady(ctx, k, obj, metav1.ConditionFalse, v1alpha1.ReasonHookAuthError, err.Error())
-		}
-		return 0, m.setReady(ctx, k, obj, metav1.ConditionTrue, v1alpha1.ReasonRunning, "the controller runs with synced caches")
+		return 0, m.setRunning(ctx, k, obj, current)
 	}
 	if current != nil {
 		if deleting || !exists {
@@ -522,6 +521,8 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		}
 		return 0, loop.ErrWaiting // RBAC is not watched: retried with backoff
 	}
+	started := &runningController{uid: obj.GetUID(), generation: obj.GetGeneration(), controller: c, failing: &failingStatus{}}
+	c.Failing().OnChange(m.onFailingChange(key, started.failing))
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := c.Start(startCtx); err != nil {
@@ -529,11 +530,11 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		return 0, fmt.Errorf("starting: %w", err)
 	}
 	m.mu.Lock()
-	m.running[key] = &runningController{uid: obj.GetUID(), generation: obj.GetGeneration(), controller: c}
+	m.running[key] = started
 	m.mu.Unlock()
 	metrics.ControllerReady.WithLabelValues(k.name, name).Set(1)
 	m.recorder.Eventf(obj, corev1.EventTypeNormal, "Started", "started generation %d", obj.GetGeneration())
-	return 0, m.setReady(ctx, k, obj, metav1.ConditionTrue, v1alpha1.ReasonRunning, "the controller runs with synced caches")
+	return 0, m.setRunning(ctx, k, obj, started)
 }
 
 // healthChanged returns a callback that re-reconciles a controller object,
@@ -598,38 +599,6 @@ func (m *Manager) stopAll() {
 		}()
 	}
 	wg.Wait()
-}
-
-// setReady writes the Ready condition and observedGeneration to the
-// controller object's status, when they differ from what it has.
-func (m *Manager) setReady(ctx context.Context, k *kind, obj *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) error {
-	var cs v1alpha1.ControllerStatus
-	if raw, ok := obj.Object["status"].(map[string]any); ok {
-		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &cs)
-	}
-	changed := meta.SetStatusCondition(&cs.Conditions, metav1.Condition{
-		Type:               v1alpha1.ConditionReady,
-		Status:             status,
-		Reason:             reason,
-		Message:            message,
-		ObservedGeneration: obj.GetGeneration(),
-	})
-	if !changed && cs.ObservedGeneration == obj.GetGeneration() {
-		return nil
-	}
-	cs.ObservedGeneration = obj.GetGeneration()
-	patch, err := json.Marshal(map[string]any{"status": cs})
-	if err != nil {
-		return err
-	}
-	_, err = m.client.Resource(k.resource).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("writing the Ready condition: %w", err)
-	}
-	return nil
 }
 
 // cleanupState is where the cleanup of a deleted controller object stands.

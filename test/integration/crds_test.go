@@ -215,12 +215,21 @@ func TestKubectlGetShowsPrinterColumns(t *testing.T) {
 		if len(lines) != 2 {
 			t.Fatalf("kubectl get %s: want a header and one row, got:\n%s", name, out)
 		}
-		if header := strings.Fields(lines[0]); !cmp.Equal(header, []string{"NAME", "PARENT", "READY", "REASON", "AGE"}) {
+		if header := strings.Fields(lines[0]); !cmp.Equal(header, []string{"NAME", "PARENT", "READY", "REASON", "FAILING", "AGE"}) {
 			t.Errorf("kubectl get %s header = %v", name, header)
 		}
-		if row := strings.Fields(lines[1]); len(row) != 5 || row[0] != "printer-columns" || row[1] != "things" || row[2] != "True" || row[3] != "Running" {
-			t.Errorf("kubectl get %s row = %v, want printer-columns things True Running <age>", name, row)
+		if row := strings.Fields(lines[1]); len(row) != 6 || row[0] != "printer-columns" || row[1] != "things" || row[2] != "True" || row[3] != "Running" || row[4] != "2" {
+			t.Errorf("kubectl get %s row = %v, want printer-columns things True Running 2 <age>", name, row)
 		}
+	}
+	// -o wide adds the Ready condition's message.
+	wide, err := env.Kubectl(ctx(t), "get", "cc", "printer-columns", "-o", "wide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if header := strings.Fields(strings.SplitN(wide, "\n", 2)[0]); !cmp.Equal(header, []string{"NAME", "PARENT", "READY", "REASON", "FAILING", "AGE", "MESSAGE"}) ||
+		!strings.Contains(wide, "informers synced, 2 workers") {
+		t.Errorf("kubectl get cc -o wide:\n%s", wide)
 	}
 
 	dec := readManifest(t, "decoratorcontroller-full.yaml")
@@ -235,7 +244,7 @@ func TestKubectlGetShowsPrinterColumns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if header := strings.Fields(strings.SplitN(out, "\n", 2)[0]); !cmp.Equal(header, []string{"NAME", "READY", "REASON", "AGE"}) {
+		if header := strings.Fields(strings.SplitN(out, "\n", 2)[0]); !cmp.Equal(header, []string{"NAME", "READY", "REASON", "FAILING", "AGE"}) {
 			t.Errorf("kubectl get %s header = %v", name, header)
 		}
 		if !strings.Contains(out, "printer-columns") {

@@ -23,6 +23,10 @@ type Resource struct {
 	// Name is the plural resource name, Kind the kind of its objects.
 	Name string
 	Kind string
+	// SingularName and ShortNames are the other names kubectl knows it by
+	// ("deployment", "deploy"); either may be empty.
+	SingularName string
+	ShortNames   []string
 	// Namespaced is false for cluster-scoped resources.
 	Namespaced bool
 	// HasStatus is true when the resource has a status subresource.
@@ -49,10 +53,17 @@ type NotFoundError struct {
 	APIVersion string
 	// Name is the resource name or kind that was looked up.
 	Name string
+	// Suggestion is the served resource closest to what was looked up
+	// (see Suggest), nil when none is close.
+	Suggestion *Suggestion
 }
 
 func (e *NotFoundError) Error() string {
-	return fmt.Sprintf("the API server serves no resource %q in %s", e.Name, e.APIVersion)
+	msg := fmt.Sprintf("the API server serves no resource %q in %s", e.Name, e.APIVersion)
+	if e.Suggestion != nil {
+		msg += "; did you mean " + e.Suggestion.String() + "?"
+	}
+	return msg
 }
 
 // IsNotFound reports whether err is, or wraps, a *NotFoundError.
@@ -149,11 +160,13 @@ func (m *ResourceMap) refreshLocked(ctx context.Context) error {
 				continue
 			}
 			res := &Resource{
-				APIVersion: list.GroupVersion,
-				Name:       r.Name,
-				Kind:       r.Kind,
-				Namespaced: r.Namespaced,
-				Verbs:      r.Verbs,
+				APIVersion:   list.GroupVersion,
+				Name:         r.Name,
+				Kind:         r.Kind,
+				SingularName: r.SingularName,
+				ShortNames:   r.ShortNames,
+				Namespaced:   r.Namespaced,
+				Verbs:        r.Verbs,
 			}
 			for _, sub := range subresources[r.Name] {
 				if sub == "status" {
@@ -194,16 +207,16 @@ func (m *ResourceMap) refreshLocked(ctx context.Context) error {
 // MinRefreshInterval) and looks again; it returns a *NotFoundError when the
 // server does not serve it.
 func (m *ResourceMap) Get(ctx context.Context, apiVersion, resource string) (*Resource, error) {
-	return m.lookup(ctx, apiVersion, resource, func() map[string]*Resource { return m.byResource })
+	return m.lookup(ctx, apiVersion, resource, false, func() map[string]*Resource { return m.byResource })
 }
 
 // GetKind returns the resource whose objects have the given apiVersion and
 // kind, refreshing on a miss like Get.
 func (m *ResourceMap) GetKind(ctx context.Context, apiVersion, kind string) (*Resource, error) {
-	return m.lookup(ctx, apiVersion, kind, func() map[string]*Resource { return m.byKind })
+	return m.lookup(ctx, apiVersion, kind, true, func() map[string]*Resource { return m.byKind })
 }
 
-func (m *ResourceMap) lookup(ctx context.Context, apiVersion, name string, index func() map[string]*Resource) (*Resource, error) {
+func (m *ResourceMap) lookup(ctx context.Context, apiVersion, name string, kind bool, index func() map[string]*Resource) (*Resource, error) {
 	key := apiVersion + "/" + name
 	m.mu.RLock()
 	res, ok := index()[key]
@@ -228,7 +241,10 @@ func (m *ResourceMap) lookup(ctx context.Context, apiVersion, name string, index
 	}
 	m.refreshMu.Unlock()
 	if !ok {
-		return nil, &NotFoundError{APIVersion: apiVersion, Name: name}
+		m.mu.RLock()
+		suggestion := m.suggest(apiVersion, name, kind)
+		m.mu.RUnlock()
+		return nil, &NotFoundError{APIVersion: apiVersion, Name: name, Suggestion: suggestion}
 	}
 	return res, nil
 }

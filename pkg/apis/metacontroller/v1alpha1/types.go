@@ -16,7 +16,9 @@ import (
 // +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parentResource.resource`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Failing",type=integer,JSONPath=`.status.failingObjects`,description="Objects whose last sync failed"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 type CompositeController struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -381,16 +383,27 @@ type ControllerStatus struct {
 	// ObservedGeneration is the generation of the spec the conditions describe.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready is true when the controller runs with synced caches.
+	// Conditions: Ready is true when the controller runs with synced
+	// caches, whether or not its objects' syncs succeed; Synced, present
+	// while it runs, is false when the last sync of some of its objects
+	// failed, and its message names them.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// FailingObjects is the number of objects (parents of a
+	// CompositeController, decorated objects of a DecoratorController)
+	// whose last sync failed; updated every few seconds at most.
+	// +optional
+	FailingObjects int32 `json:"failingObjects,omitempty"`
 }
 
 // Condition types and reasons on CompositeController and DecoratorController.
 const (
 	ConditionReady = "Ready"
+	// ConditionSynced is false while the last sync of some of the
+	// controller's objects failed.
+	ConditionSynced = "Synced"
 
 	ReasonRunning         = "Running"
 	ReasonStarting        = "Starting"
@@ -398,6 +411,9 @@ const (
 	ReasonUnknownResource = "UnknownResource"
 	ReasonHookAuthError   = "HookAuthError"
 	ReasonForbidden       = "Forbidden"
+	// Reasons of the Synced condition.
+	ReasonSyncErrors = "SyncErrors"
+	ReasonAllSynced  = "AllSynced"
 )
 
 // CompositeControllerList is a list of CompositeControllers.
@@ -417,7 +433,9 @@ type CompositeControllerList struct {
 // +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, request not yet submitted"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Failing",type=integer,JSONPath=`.status.failingObjects`,description="Objects whose last sync failed"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 type DecoratorController struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
