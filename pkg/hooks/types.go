@@ -65,6 +65,16 @@ type CompositeSyncResponse struct {
 	ResyncAfterSeconds float64 `json:"resyncAfterSeconds"`
 	// Finalized lets the finalizer be removed (finalize hook only).
 	Finalized bool `json:"finalized"`
+
+	// ChildrenAbsent is true when the answer had no children key, or a
+	// null one, rather than a list: Children is then empty, but the hook
+	// may not have meant "no children" (a misspelt key reads the same).
+	// The controller decides how to read it.
+	ChildrenAbsent bool `json:"-"`
+	// UnknownFields are the top-level keys of the answer that the
+	// protocol does not define, which loose mode ignores (strict mode
+	// refuses the answer instead).
+	UnknownFields []UnknownField `json:"-"`
 }
 
 // DecoratorSyncRequest is the body of a DecoratorController's sync or
@@ -125,6 +135,14 @@ type DecoratorSyncResponse struct {
 	ResyncAfterSeconds float64 `json:"resyncAfterSeconds"`
 	// Finalized lets the finalizer be removed (finalize hook only).
 	Finalized bool `json:"finalized"`
+
+	// AttachmentsAbsent is true when the answer had no attachments key,
+	// or a null one, rather than a list (see
+	// CompositeSyncResponse.ChildrenAbsent).
+	AttachmentsAbsent bool `json:"-"`
+	// UnknownFields are the top-level keys of the answer that the
+	// protocol does not define, which loose mode ignores.
+	UnknownFields []UnknownField `json:"-"`
 }
 
 // StatusUnchanged reports whether the hook left the status alone (sent a
