@@ -65,6 +65,9 @@ type Controller struct {
 	related *related.Resolver
 	// unsettled reports objects whose hook did not reach a fixed point.
 	unsettled *controller.Unsettled
+	// answers reports unknown keys in answers and refuses those without
+	// attachments (see controller.AbsentAttachmentsAnnotation).
+	answers *controller.Answers
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -106,7 +109,9 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(object.Object, dc); err != nil {
 		return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}}
 	}
-	if errs := v1alpha1.ValidateDecoratorController(dc); len(errs) > 0 {
+	errs := v1alpha1.ValidateDecoratorController(dc)
+	errs = append(errs, controller.ValidateAbsentListAnnotation(object.GetAnnotations(), controller.AbsentAttachmentsAnnotation)...)
+	if len(errs) > 0 {
 		return nil, &InvalidSpecError{Errs: errs}
 	}
 	v1alpha1.SetDefaults_DecoratorController(dc)
@@ -120,6 +125,15 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		hooks:     &controller.HookCaller{Hooks: opts.Hooks, Controller: dc.Name, OnHealthChange: opts.OnHealthChange},
 		unsettled: &controller.Unsettled{Controller: dc.Name, Kind: "decoratorcontroller", Recorder: opts.Recorder},
 		stop:      make(chan struct{}),
+	}
+	c.answers = &controller.Answers{
+		Kind: "decoratorcontroller", Resource: "DecoratorController", Controller: dc.Name,
+		List: "attachments", Annotation: controller.AbsentAttachmentsAnnotation,
+		Object: c.object, Recorder: opts.Recorder,
+		Current: func(ctx context.Context) (*unstructured.Unstructured, error) {
+			metrics.UncachedReads.WithLabelValues(dc.Name, "annotation").Inc()
+			return opts.Client.Resource(v1alpha1.DecoratorControllerResource).Get(ctx, dc.Name, metav1.GetOptions{})
+		},
 	}
 	if dc.Spec.Hooks.Finalize != nil {
 		c.finalizer = finalizerPrefix + dc.Name
