@@ -8,6 +8,7 @@ package hooks
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -40,8 +41,8 @@ var (
 // top-level key; status and children are decoded generically and checked
 // afterwards, for errors that name what is wrong.
 //
-// Children is a pointer so that an absent or null list can be told from
-// an empty one (see CompositeSyncResponse.ChildrenAbsent).
+// Children is a pointer so that a missing list can be told from an empty
+// one (see CompositeSyncResponse.ChildrenAbsent).
 type compositeSyncResponseJSON struct {
 	Status             any     `json:"status"`
 	Children           *[]any  `json:"children"`
@@ -77,7 +78,7 @@ func (r *CompositeSyncResponse) DecodeHookResponse(body []byte, mode v1alpha1.Re
 		Children:           children,
 		ResyncAfterSeconds: w.ResyncAfterSeconds,
 		Finalized:          w.Finalized,
-		ChildrenAbsent:     w.Children == nil,
+		ChildrenAbsent:     w.Children == nil && !hasKey(body, "children"),
 		UnknownFields:      unknown,
 	}
 	return nil
@@ -120,7 +121,7 @@ func (r *DecoratorSyncResponse) DecodeHookResponse(body []byte, mode v1alpha1.Re
 		Attachments:        attachments,
 		ResyncAfterSeconds: w.ResyncAfterSeconds,
 		Finalized:          w.Finalized,
-		AttachmentsAbsent:  w.Attachments == nil,
+		AttachmentsAbsent:  w.Attachments == nil && !hasKey(body, "attachments"),
 		UnknownFields:      unknown,
 	}
 	return nil
@@ -201,6 +202,19 @@ func unmarshal(body []byte, v any, mode v1alpha1.ResponseUnMarshallMode, known [
 	return unknown, nil
 }
 
+// hasKey reports whether the JSON object in body, already decoded without
+// error, has the top-level key (matched case-sensitively), whatever its
+// value, null included. It decodes body again: call it only when the key's
+// field decoded as nil, to tell a null from a missing key.
+func hasKey(body []byte, key string) bool {
+	var top map[string]json.RawMessage
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &top); err != nil {
+		return false
+	}
+	_, ok := top[key]
+	return ok
+}
+
 // strictError lists the problems strict mode found (unknown or duplicate
 // fields).
 type strictError []error
@@ -229,8 +243,7 @@ func statusObject(v any) (map[string]any, error) {
 
 // objectList turns the decoded list field into objects, checking that each
 // is an object with an apiVersion, a kind and a metadata.name. A null or
-// absent list (nil) gives no objects; whether that may be read as an
-// empty list is the caller's decision.
+// missing list (nil) gives no objects.
 func objectList(field string, list *[]any) ([]*unstructured.Unstructured, error) {
 	if list == nil || len(*list) == 0 {
 		return nil, nil

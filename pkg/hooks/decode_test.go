@@ -324,7 +324,8 @@ func TestChildrenAbsent(t *testing.T) {
 		absent bool
 	}{
 		{`{}`, true},
-		{`{"children":null}`, true},
+		{`{"children":null}`, false},
+		{` {"status":{"children":[]}, "x":{"children":1}} `, true},
 		{`{"status":{},"Children":[]}`, true},
 		{`{"children":[]}`, false},
 		{`{"children":[` + childCM + `]}`, false},

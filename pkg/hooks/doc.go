@@ -64,10 +64,11 @@ Licensed under the Apache License, Version 2.0.
 //   - a status must be an object or null; null or absent means {} for a
 //     CompositeController and "leave the status alone" for a
 //     DecoratorController (a nil DecoratorSyncResponse.Status);
-//   - a null or absent list of children or attachments gives no objects,
-//     and is flagged (ChildrenAbsent, AttachmentsAbsent) so that the
-//     controller can tell it from an empty list; each entry must be an
-//     object with a non-empty apiVersion, kind and metadata.name;
+//   - a null or missing list of children or attachments gives no
+//     objects; a missing one is flagged (ChildrenAbsent,
+//     AttachmentsAbsent) so that the controller can tell it from an empty
+//     list; each entry must be an object with a non-empty apiVersion,
+//     kind and metadata.name;
 //   - in a decorator response, a label or annotation whose value is null
 //     is to be removed (a nil *string in the map), while keys not in the
 //     map are left alone;

@@ -66,10 +66,11 @@ type CompositeSyncResponse struct {
 	// Finalized lets the finalizer be removed (finalize hook only).
 	Finalized bool `json:"finalized"`
 
-	// ChildrenAbsent is true when the answer had no children key, or a
-	// null one, rather than a list: Children is then empty, but the hook
-	// may not have meant "no children" (a misspelt key reads the same).
-	// The controller decides how to read it.
+	// ChildrenAbsent is true when the answer had no children key at all:
+	// Children is then empty, but the hook may not have meant "no
+	// children" (a misspelt key reads the same). The controller decides
+	// how to read it. An explicit null, as a Go hook's nil slice encodes,
+	// is an empty list, as [] is.
 	ChildrenAbsent bool `json:"-"`
 	// UnknownFields are the top-level keys of the answer that the
 	// protocol does not define, which loose mode ignores (strict mode
@@ -136,9 +137,8 @@ type DecoratorSyncResponse struct {
 	// Finalized lets the finalizer be removed (finalize hook only).
 	Finalized bool `json:"finalized"`
 
-	// AttachmentsAbsent is true when the answer had no attachments key,
-	// or a null one, rather than a list (see
-	// CompositeSyncResponse.ChildrenAbsent).
+	// AttachmentsAbsent is true when the answer had no attachments key at
+	// all (see CompositeSyncResponse.ChildrenAbsent).
 	AttachmentsAbsent bool `json:"-"`
 	// UnknownFields are the top-level keys of the answer that the
 	// protocol does not define, which loose mode ignores.
