@@ -237,3 +237,59 @@ func TestHookCrashIsReported(t *testing.T) {
 		t.Errorf("SyncError %q, want %q", msg, want)
 	}
 }
+
+// TestRollingAnswerWithoutChildrenIsRefused: under a rolling update, an
+// answer without children, for any revision, is refused too: no child is
+// deleted or moved.
+func TestRollingAnswerWithoutChildrenIsRefused(t *testing.T) {
+	ns, hook := rolledOutOnV1(t, "RollingRecreate")
+	_, before := versions(t, ns)
+	hook.answer(func(req *syncRequest) any {
+		if v, _, _ := unstructured.NestedString(req.Parent.Object, "spec", "version"); v == "v1" {
+			// The old revision's answer has lost its children key.
+			return map[string]any{"status": map[string]any{"version": "v1"}}
+		}
+		return rollingHook(req)
+	})
+	calls := hook.calls.Load()
+	setSpec(t, thingsGVR, ns, "p1", map[string]any{"version": "v2"})
+	eventMessage(t, ns, "p1", "SyncError", `sync hook answer refused: it has no "children" list`)
+	testenv.Eventually(t, 30*time.Second, "retries", func(context.Context) (bool, error) { return hook.calls.Load() >= calls+4, nil })
+	v, after := versions(t, ns)
+	if countVersion(v, "v1") != 3 {
+		t.Errorf("children changed although an answer was refused: %v", v)
+	}
+	for name, uid := range before {
+		if after[name] != uid {
+			t.Errorf("child %s was replaced although an answer was refused", name)
+		}
+	}
+}
+
+// TestLaterRoundWithoutChildrenIsRefused: within one sync, an answer of a
+// later round without children is refused, and the answer before it stays
+// in force: its child is kept and its status written.
+func TestLaterRoundWithoutChildrenIsRefused(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook := newTestHook(t, func(req *syncRequest) any {
+		if len(req.Children["ConfigMap.v1"]) == 0 {
+			return map[string]any{
+				"status":   map[string]any{"phase": "one"},
+				"children": []any{configMapChild(req.Parent, req.Parent.GetName()+"-cm", nil)},
+			}
+		}
+		return map[string]any{"status": map[string]any{"phase": "two"}}
+	})
+	startController(t, compositeController(t, hook, thingsGVR, nil))
+	newThing(t, thingsGVR, ns, "p1", nil)
+	eventMessage(t, ns, "p1", "SyncError", "sync hook answer refused")
+	waitFor(t, thingsGVR, ns, "p1", "the first answer's status", func(o *unstructured.Unstructured) bool { return statusField(o, "phase") == "one" })
+	calls := hook.calls.Load()
+	testenv.Eventually(t, 30*time.Second, "retries", func(context.Context) (bool, error) { return hook.calls.Load() >= calls+2, nil })
+	if _, err := get(t, configMapsGVR, ns, "p1-cm"); err != nil {
+		t.Errorf("the first answer's child is gone: %v", err)
+	}
+	if p, _ := get(t, thingsGVR, ns, "p1"); statusField(p, "phase") != "one" {
+		t.Errorf("status %v, want the first answer's", p.Object["status"])
+	}
+}
