@@ -59,6 +59,9 @@ type Controller struct {
 	unsettled *controller.Unsettled
 	// failing holds the parents whose last sync failed.
 	failing *controller.Failing
+	// answers reports unknown keys in answers and refuses those without
+	// children (see controller.AbsentChildrenAnnotation).
+	answers *controller.Answers
 
 	// watches holds the informers below.
 	watches        *controller.Watches
@@ -82,7 +85,9 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(object.Object, cc); err != nil {
 		return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}}
 	}
-	if errs := v1alpha1.ValidateCompositeController(cc); len(errs) > 0 {
+	errs := v1alpha1.ValidateCompositeController(cc)
+	errs = append(errs, controller.ValidateAbsentListAnnotation(object.GetAnnotations(), controller.AbsentChildrenAnnotation)...)
+	if len(errs) > 0 {
 		return nil, &InvalidSpecError{Errs: errs}
 	}
 	v1alpha1.SetDefaults_CompositeController(cc)
@@ -101,6 +106,15 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		unsettled: &controller.Unsettled{Controller: cc.Name, Kind: "compositecontroller", Recorder: opts.Recorder},
 		failing:   &controller.Failing{},
 		stop:      make(chan struct{}),
+	}
+	c.answers = &controller.Answers{
+		Kind: "compositecontroller", Resource: "CompositeController", Controller: cc.Name,
+		List: "children", Annotation: controller.AbsentChildrenAnnotation,
+		Object: c.object, Recorder: opts.Recorder,
+		Current: func(ctx context.Context) (*unstructured.Unstructured, error) {
+			metrics.UncachedReads.WithLabelValues(cc.Name, "annotation").Inc()
+			return opts.Client.Resource(v1alpha1.CompositeControllerResource).Get(ctx, cc.Name, metav1.GetOptions{})
+		},
 	}
 	if cc.Spec.Hooks.Finalize != nil {
 		c.finalizer = finalizerPrefix + cc.Name

@@ -11,7 +11,10 @@
 //	   2. claim its children: owned ones from the owner-UID index, orphans
 //	      matching its selector adopted after an uncached re-read of the parent
 //	   3. call the sync (or finalize) hook
-//	   4. validate the response: declared resources, namespaces, selector
+//	   4. validate the response: declared resources, namespaces, selector;
+//	      report unknown keys (UnknownAnswerField Event); refuse a sync
+//	      answer without children while there are some, unless the
+//	      controller carries controller.AbsentChildrenAnnotation=empty
 //	   5. manage children per update strategy: create, apply, delete
 //	   3-5 again, with the children as written and the parent with the
 //	      status the answer asked for, until an answer asks for no write

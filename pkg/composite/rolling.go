@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/apply"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
@@ -96,6 +97,10 @@ func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstr
 			Children: c.children.ObjectMap(observed, *hook.Version, c.parent.Namespaced),
 		}
 		if err := c.hooks.Call(ctx, "sync", hook, request, rev.answer); err != nil {
+			return nil, nil, fmt.Errorf("revision %s: %w", rev.name, err)
+		}
+		c.answers.ReportUnknown(ctx, parent, "sync", rev.answer.UnknownFields)
+		if err := c.answers.CheckList(ctx, "sync", rev.answer.ChildrenAbsent, controller.Count(observed), rev.answer.UnknownFields); err != nil {
 			return nil, nil, fmt.Errorf("revision %s: %w", rev.name, err)
 		}
 		if rev.wants, err = c.desiredChildren(parent, selector, rev.answer.Children); err != nil {

@@ -91,7 +91,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	relatedObjects := hooks.ObjectMap{}
 	if c.related != nil {
 		if relatedObjects, err = c.related.Related(ctx, key, parent, c.parent.Namespaced); err != nil {
-			return 0, c.syncFailed(parent, fmt.Errorf("customize hook: %w", err))
+			return 0, c.syncFailed(parent, fmt.Errorf("related objects: %w", err))
 		}
 	}
 
@@ -167,6 +167,16 @@ func (c *Controller) hookAndChildren(ctx context.Context, parent *unstructured.U
 			// After a first answer was applied, it stands: its status is
 			// written, and the error retries the parent.
 			return last, false, err
+		}
+		c.answers.ReportUnknown(ctx, parent, hookName, response.UnknownFields)
+		if manage && !finalizing {
+			// An answer without children while there are some is refused
+			// (unless the controller opts out): a misspelt key must not
+			// delete them all. A finalize hook's answer is read as
+			// metacontroller reads it: the parent is going away.
+			if err := c.answers.CheckList(ctx, hookName, response.ChildrenAbsent, controller.Count(observed), response.UnknownFields); err != nil {
+				return last, false, err
+			}
 		}
 		desired, err := c.desiredChildren(parent, selector, response.Children)
 		if err != nil {

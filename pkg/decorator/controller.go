@@ -67,6 +67,9 @@ type Controller struct {
 	unsettled *controller.Unsettled
 	// failing holds the objects whose last sync failed.
 	failing *controller.Failing
+	// answers reports unknown keys in answers and refuses those without
+	// attachments (see controller.AbsentAttachmentsAnnotation).
+	answers *controller.Answers
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -108,7 +111,9 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(object.Object, dc); err != nil {
 		return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}}
 	}
-	if errs := v1alpha1.ValidateDecoratorController(dc); len(errs) > 0 {
+	errs := v1alpha1.ValidateDecoratorController(dc)
+	errs = append(errs, controller.ValidateAbsentListAnnotation(object.GetAnnotations(), controller.AbsentAttachmentsAnnotation)...)
+	if len(errs) > 0 {
 		return nil, &InvalidSpecError{Errs: errs}
 	}
 	v1alpha1.SetDefaults_DecoratorController(dc)
@@ -125,6 +130,15 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		stop:      make(chan struct{}),
 	}
 	c.failing.Describe = c.describeKey
+	c.answers = &controller.Answers{
+		Kind: "decoratorcontroller", Resource: "DecoratorController", Controller: dc.Name,
+		List: "attachments", Annotation: controller.AbsentAttachmentsAnnotation,
+		Object: c.object, Recorder: opts.Recorder,
+		Current: func(ctx context.Context) (*unstructured.Unstructured, error) {
+			metrics.UncachedReads.WithLabelValues(dc.Name, "annotation").Inc()
+			return opts.Client.Resource(v1alpha1.DecoratorControllerResource).Get(ctx, dc.Name, metav1.GetOptions{})
+		},
+	}
 	if dc.Spec.Hooks.Finalize != nil {
 		c.finalizer = finalizerPrefix + dc.Name
 	}

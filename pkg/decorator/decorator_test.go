@@ -106,8 +106,9 @@ func testName(t *testing.T) string {
 }
 
 // start runs a DecoratorController with the given resources rules,
-// attachments and hooks for the rest of the test.
-func start(t *testing.T, resources []any, attachments []any, hooksSpec map[string]any) *decorator.Controller {
+// attachments and hooks for the rest of the test; edit, if any, changes
+// the object first.
+func start(t *testing.T, resources []any, attachments []any, hooksSpec map[string]any, edit ...func(*unstructured.Unstructured)) *decorator.Controller {
 	t.Helper()
 	sharedOnce.Do(func() {
 		rm := discovery.NewResourceMap(env.Kube.Discovery(), discovery.Options{})
@@ -130,6 +131,9 @@ func start(t *testing.T, resources []any, attachments []any, hooksSpec map[strin
 		"metadata":   map[string]any{"name": testName(t)},
 		"spec":       map[string]any{"resources": resources, "attachments": attachments, "hooks": hooksSpec},
 	}}
+	for _, e := range edit {
+		e(obj)
+	}
 	c, err := decorator.New(ctx(t), obj, decorator.Options{Client: env.Dynamic, Objects: objects, Resources: resourcesMap, Informers: informers,
 		Hooks: hooks.NewClient(hooks.Options{}), Recorder: recorder, Workers: 4})
 	if err != nil {

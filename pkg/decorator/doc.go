@@ -11,7 +11,10 @@
 //	   2. its attachments: objects it controls that carry the annotation
 //	      metacontroller.k8s.io/decorator-controller: <name>, from the
 //	      owner-UID index (attachments are never adopted)
-//	   3. call the sync (or finalize) hook; check its attachments
+//	   3. call the sync (or finalize) hook; check its attachments; report
+//	      unknown keys; refuse a sync answer without attachments while
+//	      there are some, unless the controller carries
+//	      controller.AbsentAttachmentsAnnotation=empty
 //	   4. write attachments per update strategy (pkg/dynamic/children)
 //	   3-4 again, with the attachments as written and the object with the
 //	      labels, annotations and status the answer asked for, until an

@@ -79,7 +79,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	relatedObjects := hooks.ObjectMap{}
 	if c.related != nil {
 		if relatedObjects, err = c.related.Related(ctx, key, obj, w.Namespaced); err != nil {
-			return 0, c.syncFailed(obj, fmt.Errorf("customize hook: %w", err))
+			return 0, c.syncFailed(obj, fmt.Errorf("related objects: %w", err))
 		}
 	}
 
@@ -122,9 +122,17 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 			errs = append(errs, err)
 			break
 		}
+		c.answers.ReportUnknown(ctx, obj, hookName, answer.UnknownFields)
 		desired, err := c.attachments.Desired(obj, ref, "attachments", answer.Attachments, c.markAttachment)
 		if err != nil {
 			err = fmt.Errorf("invalid %s hook response: %w", hookName, err)
+		} else if manage && !finalizing {
+			// An answer without attachments while there are some is
+			// refused (unless the controller opts out), as a composite's
+			// without children is.
+			err = c.answers.CheckList(ctx, hookName, answer.AttachmentsAbsent, controller.Count(observed), answer.UnknownFields)
+		}
+		if err != nil {
 			if response == nil {
 				return 0, c.syncFailed(obj, err)
 			}

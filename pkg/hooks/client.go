@@ -257,7 +257,7 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		c.observe(controller, hookName, 0, time.Since(start))
-		return transportError(ctx, callCtx, call, timeout, "response", err)
+		return transportError(ctx, callCtx, call, timeout, phaseResponse, err)
 	}
 	defer resp.Body.Close()
 
@@ -297,7 +297,7 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	_, err = buf.ReadFrom(io.LimitReader(resp.Body, c.maxBody+1))
 	c.observe(controller, hookName, resp.StatusCode, time.Since(start))
 	if err != nil {
-		return transportError(ctx, callCtx, call, timeout, "complete response body", err)
+		return transportError(ctx, callCtx, call, timeout, phaseBody, err)
 	}
 	if int64(buf.Len()) > c.maxBody {
 		return &ResponseError{Controller: controller, Hook: hookName, URL: call.URL, Err: c.tooLarge()}
@@ -362,6 +362,13 @@ func (c *Client) tooLarge() error {
 	return fmt.Errorf("body exceeds the limit of %d bytes", c.maxBody)
 }
 
+// The phases of a call that transportError tells apart; they complete the
+// message "no %s within the hook timeout".
+const (
+	phaseResponse = "response"
+	phaseBody     = "complete response body"
+)
+
 // transportError classifies an error of sending the request or reading the
 // response. A ctx cancelled by the caller is not the hook's fault and gives
 // a plain error wrapping the cause; anything else means the hook could not
@@ -375,8 +382,11 @@ func transportError(ctx, callCtx context.Context, call hookCall, timeout time.Du
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	if callCtx.Err() != nil {
+	switch {
+	case callCtx.Err() != nil:
 		err = &timeoutError{timeout: timeout, phase: phase}
+	case closedByPeer(err):
+		err = &closedError{body: phase == phaseBody, err: err}
 	}
 	return &UnreachableError{Controller: call.Controller, Hook: call.Hook, URL: call.URL, Err: err}
 }

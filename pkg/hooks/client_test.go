@@ -204,10 +204,14 @@ func TestCallStatusError(t *testing.T) {
 	if se.Code != 500 || !strings.HasPrefix(se.Body, "boom: xxx") || len(se.Body) != MaxStatusErrorBody {
 		t.Errorf("code %d, body %d bytes %.20q", se.Code, len(se.Body), se.Body)
 	}
-	for _, want := range []string{`controller "things"`, "sync hook", srv.URL + "/sync", "HTTP 500", "boom"} {
+	for _, want := range []string{"sync hook", srv.URL + "/sync", "HTTP 500", "boom"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("message %q lacks %q", err.Error(), want)
 		}
+	}
+	// The caller names the controller (once); the message does not.
+	if se.Controller != "things" || strings.Contains(err.Error(), "things") {
+		t.Errorf("controller %q, message %q: want the name in the field only", se.Controller, err)
 	}
 	if IsUnreachable(err) {
 		t.Error("IsUnreachable(500) = true")
@@ -504,7 +508,7 @@ func TestCallConfigErrors(t *testing.T) {
 			t.Errorf("%s: no error", name)
 			continue
 		}
-		if IsUnreachable(err) || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), `controller "ctl": sync hook`) {
+		if IsUnreachable(err) || strings.Contains(err.Error(), "s3cret") || !strings.HasPrefix(err.Error(), "sync hook ") || strings.Contains(err.Error(), "ctl") {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -736,5 +740,81 @@ func TestCallEncodeError(t *testing.T) {
 	err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL), req, &CompositeSyncResponse{})
 	if err == nil || !strings.Contains(err.Error(), "encoding the request") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// hijackAndClose returns a handler that reads the request, then closes the
+// connection without a word, as a hook that crashes mid-request does; with
+// reset, it resets the connection (SO_LINGER 0) instead.
+func hijackAndClose(t *testing.T, reset bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		if tcp, ok := conn.(*net.TCPConn); ok && reset {
+			_ = tcp.SetLinger(0)
+		}
+		_ = conn.Close()
+	}
+}
+
+func TestCallHookClosedConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reset bool
+	}{{"closed", false}, {"reset", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := serve(t, hijackAndClose(t, tc.reset))
+			err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL+"/sync"), &CompositeSyncRequest{}, &CompositeSyncResponse{})
+			var ue *UnreachableError
+			if !errors.As(err, &ue) || !ue.ClosedByHook() {
+				t.Fatalf("err = %#v, want an UnreachableError closed by the hook", err)
+			}
+			msg := err.Error()
+			want := "sync hook " + srv.URL + "/sync: the hook closed the connection without answering (did it crash?)"
+			if !strings.HasPrefix(msg, want) {
+				t.Errorf("message %q, want it to start with %q", msg, want)
+			}
+			if strings.Contains(msg, "unreachable") || strings.HasSuffix(msg, "EOF") {
+				t.Errorf("message %q says unreachable or EOF", msg)
+			}
+			if ue.Timeout() {
+				t.Error("Timeout() = true")
+			}
+		})
+	}
+}
+
+func TestCallHookClosedConnectionMidBody(t *testing.T) {
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		_, _ = io.WriteString(w, `{"children":[`)
+		w.(http.Flusher).Flush()
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+	})
+	err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL), &CompositeSyncRequest{}, &CompositeSyncResponse{})
+	var ue *UnreachableError
+	if !errors.As(err, &ue) || !ue.ClosedByHook() || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("err = %v, want an UnreachableError closed by the hook, wrapping io.ErrUnexpectedEOF", err)
+	}
+	if !strings.Contains(err.Error(), "the hook closed the connection before the end of its answer (did it crash?)") {
+		t.Errorf("message %q", err)
+	}
+}
+
+func TestCallConnectionRefusedIsNotClosedByHook(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(url), &CompositeSyncRequest{}, &CompositeSyncResponse{})
+	var ue *UnreachableError
+	if !errors.As(err, &ue) || ue.ClosedByHook() {
+		t.Fatalf("err = %v, want an UnreachableError not closed by the hook", err)
 	}
 }

@@ -8,6 +8,7 @@ package hooks
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -39,18 +40,26 @@ var (
 // fields are exactly the protocol's, so that strict mode rejects any other
 // top-level key; status and children are decoded generically and checked
 // afterwards, for errors that name what is wrong.
+//
+// Children is a pointer so that a missing list can be told from an empty
+// one (see CompositeSyncResponse.ChildrenAbsent).
 type compositeSyncResponseJSON struct {
 	Status             any     `json:"status"`
-	Children           []any   `json:"children"`
+	Children           *[]any  `json:"children"`
 	ResyncAfterSeconds float64 `json:"resyncAfterSeconds"`
 	Finalized          bool    `json:"finalized"`
 }
+
+// compositeSyncResponseKeys are the top-level keys of a composite answer,
+// for suggestions.
+var compositeSyncResponseKeys = []string{"status", "children", "resyncAfterSeconds", "finalized"}
 
 // DecodeHookResponse implements Response.
 func (r *CompositeSyncResponse) DecodeHookResponse(body []byte, mode v1alpha1.ResponseUnMarshallMode) error {
 	*r = CompositeSyncResponse{}
 	var w compositeSyncResponseJSON
-	if err := unmarshal(body, &w, mode); err != nil {
+	unknown, err := unmarshal(body, &w, mode, compositeSyncResponseKeys)
+	if err != nil {
 		return err
 	}
 	status, err := statusObject(w.Status)
@@ -69,6 +78,8 @@ func (r *CompositeSyncResponse) DecodeHookResponse(body []byte, mode v1alpha1.Re
 		Children:           children,
 		ResyncAfterSeconds: w.ResyncAfterSeconds,
 		Finalized:          w.Finalized,
+		ChildrenAbsent:     w.Children == nil && !hasKey(body, "children"),
+		UnknownFields:      unknown,
 	}
 	return nil
 }
@@ -78,16 +89,21 @@ type decoratorSyncResponseJSON struct {
 	Labels             map[string]*string `json:"labels"`
 	Annotations        map[string]*string `json:"annotations"`
 	Status             any                `json:"status"`
-	Attachments        []any              `json:"attachments"`
+	Attachments        *[]any             `json:"attachments"`
 	ResyncAfterSeconds float64            `json:"resyncAfterSeconds"`
 	Finalized          bool               `json:"finalized"`
 }
+
+// decoratorSyncResponseKeys are the top-level keys of a decorator answer,
+// for suggestions.
+var decoratorSyncResponseKeys = []string{"labels", "annotations", "status", "attachments", "resyncAfterSeconds", "finalized"}
 
 // DecodeHookResponse implements Response.
 func (r *DecoratorSyncResponse) DecodeHookResponse(body []byte, mode v1alpha1.ResponseUnMarshallMode) error {
 	*r = DecoratorSyncResponse{}
 	var w decoratorSyncResponseJSON
-	if err := unmarshal(body, &w, mode); err != nil {
+	unknown, err := unmarshal(body, &w, mode, decoratorSyncResponseKeys)
+	if err != nil {
 		return err
 	}
 	status, err := statusObject(w.Status)
@@ -105,6 +121,8 @@ func (r *DecoratorSyncResponse) DecodeHookResponse(body []byte, mode v1alpha1.Re
 		Attachments:        attachments,
 		ResyncAfterSeconds: w.ResyncAfterSeconds,
 		Finalized:          w.Finalized,
+		AttachmentsAbsent:  w.Attachments == nil && !hasKey(body, "attachments"),
+		UnknownFields:      unknown,
 	}
 	return nil
 }
@@ -118,7 +136,7 @@ type customizeResponseJSON struct {
 func (r *CustomizeResponse) DecodeHookResponse(body []byte, mode v1alpha1.ResponseUnMarshallMode) error {
 	*r = CustomizeResponse{}
 	var w customizeResponseJSON
-	if err := unmarshal(body, &w, mode); err != nil {
+	if _, err := unmarshal(body, &w, mode, nil); err != nil {
 		return err
 	}
 	var errs field.ErrorList
@@ -137,32 +155,64 @@ func (r *CustomizeResponse) DecodeHookResponse(body []byte, mode v1alpha1.Respon
 // unstructured objects. Strict mode also rejects unknown and duplicate
 // fields of typed structs: the response envelope and, in a customize
 // response, the rules; the content of objects is never checked for them.
-func unmarshal(body []byte, v any, mode v1alpha1.ResponseUnMarshallMode) error {
+// Loose mode ignores them, but returns the unknown top-level keys when
+// known lists the envelope's keys (nil: none are returned), each with
+// the known key it most likely misspells.
+func unmarshal(body []byte, v any, mode v1alpha1.ResponseUnMarshallMode, known []string) ([]UnknownField, error) {
 	// A literal null would decode as the zero response, which for a sync
 	// hook means "no children": refuse anything but an object.
 	switch trimmed := bytes.TrimLeft(body, " \t\r\n"); {
 	case len(trimmed) == 0:
-		return errors.New("empty body, want a JSON object")
+		return nil, errors.New("empty body, want a JSON object")
 	case trimmed[0] != '{':
-		return fmt.Errorf("body is %s, want a JSON object", jsonTokenKind(trimmed[0]))
+		return nil, fmt.Errorf("body is %s, want a JSON object", jsonTokenKind(trimmed[0]))
 	}
-	var err error
-	if mode == v1alpha1.ResponseUnMarshallModeStrict {
+	var (
+		err     error
+		unknown []UnknownField
+	)
+	switch {
+	case mode == v1alpha1.ResponseUnMarshallModeStrict:
 		var strictErrs []error
 		strictErrs, err = kjson.UnmarshalStrict(body, v)
 		if err == nil && len(strictErrs) > 0 {
-			return strictError(strictErrs)
+			return nil, strictError(strictErrs)
 		}
-	} else {
+	case known != nil:
+		// The same decoding as UnmarshalCaseSensitivePreserveInts, which
+		// also lists the unknown fields. The sync envelopes hold untyped
+		// values only, so every unknown field is a top-level key.
+		var strictErrs []error
+		strictErrs, err = kjson.UnmarshalStrict(body, v, kjson.DisallowUnknownFields)
+		for _, se := range strictErrs {
+			var fe kjson.FieldError
+			if errors.As(se, &fe) {
+				unknown = append(unknown, UnknownField{Key: fe.FieldPath(), Suggestion: Suggest(fe.FieldPath(), known)})
+			}
+		}
+	default:
 		err = kjson.UnmarshalCaseSensitivePreserveInts(body, v)
 	}
 	if err != nil {
 		if ok, offset := kjson.SyntaxErrorOffset(err); ok {
-			return fmt.Errorf("invalid JSON at offset %d: %w", offset, err)
+			return nil, fmt.Errorf("invalid JSON at offset %d: %w", offset, err)
 		}
-		return err
+		return nil, err
 	}
-	return nil
+	return unknown, nil
+}
+
+// hasKey reports whether the JSON object in body, already decoded without
+// error, has the top-level key (matched case-sensitively), whatever its
+// value, null included. It decodes body again: call it only when the key's
+// field decoded as nil, to tell a null from a missing key.
+func hasKey(body []byte, key string) bool {
+	var top map[string]json.RawMessage
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &top); err != nil {
+		return false
+	}
+	_, ok := top[key]
+	return ok
 }
 
 // strictError lists the problems strict mode found (unknown or duplicate
@@ -193,11 +243,12 @@ func statusObject(v any) (map[string]any, error) {
 
 // objectList turns the decoded list field into objects, checking that each
 // is an object with an apiVersion, a kind and a metadata.name. A null or
-// absent list is an empty one.
-func objectList(field string, items []any) ([]*unstructured.Unstructured, error) {
-	if len(items) == 0 {
+// missing list (nil) gives no objects.
+func objectList(field string, list *[]any) ([]*unstructured.Unstructured, error) {
+	if list == nil || len(*list) == 0 {
 		return nil, nil
 	}
+	items := *list
 	out := make([]*unstructured.Unstructured, len(items))
 	objs := make([]unstructured.Unstructured, len(items))
 	for i, item := range items {

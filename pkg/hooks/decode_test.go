@@ -279,3 +279,104 @@ func TestResponseModeMatchesDefaults(t *testing.T) {
 		}
 	}
 }
+
+func TestLooseDecodeListsUnknownKeys(t *testing.T) {
+	var r CompositeSyncResponse
+	body := `{"status":{},"childern":[` + childCM + `],"resyncAfter":3,"zzz":1,"finalized":false}`
+	if err := r.DecodeHookResponse([]byte(body), loose); err != nil {
+		t.Fatal(err)
+	}
+	want := []UnknownField{{Key: "childern", Suggestion: "children"}, {Key: "resyncAfter", Suggestion: "resyncAfterSeconds"}, {Key: "zzz"}}
+	if diff := cmp.Diff(want, r.UnknownFields); diff != "" {
+		t.Errorf("unknown fields (-want +got):\n%s", diff)
+	}
+	if !r.ChildrenAbsent || len(r.Children) != 0 {
+		t.Errorf("ChildrenAbsent = %v, children %v: want absent, none", r.ChildrenAbsent, r.Children)
+	}
+	if got := r.UnknownFields[0].String(); got != `"childern" (did you mean "children"?)` {
+		t.Errorf("String() = %s", got)
+	}
+	if got := r.UnknownFields[2].String(); got != `"zzz"` {
+		t.Errorf("String() = %s", got)
+	}
+
+	var d DecoratorSyncResponse
+	if err := d.DecodeHookResponse([]byte(`{"label":{"a":"b"},"attachements":[]}`), loose); err != nil {
+		t.Fatal(err)
+	}
+	want = []UnknownField{{Key: "label", Suggestion: "labels"}, {Key: "attachements", Suggestion: "attachments"}}
+	if diff := cmp.Diff(want, d.UnknownFields); diff != "" {
+		t.Errorf("decorator unknown fields (-want +got):\n%s", diff)
+	}
+	if !d.AttachmentsAbsent {
+		t.Error("AttachmentsAbsent = false")
+	}
+
+	// Keys inside the values are the hook's business.
+	if err := r.DecodeHookResponse([]byte(`{"status":{"childern":1},"children":[`+childCM+`]}`), loose); err != nil || r.UnknownFields != nil {
+		t.Errorf("unknown fields %v, err %v: want none", r.UnknownFields, err)
+	}
+}
+
+func TestChildrenAbsent(t *testing.T) {
+	for _, tc := range []struct {
+		body   string
+		absent bool
+	}{
+		{`{}`, true},
+		{`{"children":null}`, false},
+		{` {"status":{"children":[]}, "x":{"children":1}} `, true},
+		{`{"status":{},"Children":[]}`, true},
+		{`{"children":[]}`, false},
+		{`{"children":[` + childCM + `]}`, false},
+	} {
+		for _, mode := range bothModes {
+			var r CompositeSyncResponse
+			if err := r.DecodeHookResponse([]byte(tc.body), mode); err != nil {
+				if mode == strict {
+					continue // Children is unknown in strict mode
+				}
+				t.Fatalf("%s %s: %v", mode, tc.body, err)
+			}
+			if r.ChildrenAbsent != tc.absent {
+				t.Errorf("%s %s: ChildrenAbsent = %v, want %v", mode, tc.body, r.ChildrenAbsent, tc.absent)
+			}
+			var d DecoratorSyncResponse
+			body := strings.ReplaceAll(strings.ReplaceAll(tc.body, "children", "attachments"), "Children", "Attachments")
+			if err := d.DecodeHookResponse([]byte(body), mode); err != nil {
+				continue
+			}
+			if d.AttachmentsAbsent != tc.absent {
+				t.Errorf("%s %s: AttachmentsAbsent = %v, want %v", mode, body, d.AttachmentsAbsent, tc.absent)
+			}
+		}
+	}
+}
+
+func TestSuggest(t *testing.T) {
+	keys := []string{"status", "children", "resyncAfterSeconds", "finalized"}
+	for key, want := range map[string]string{
+		"childern":     "children",
+		"childrens":    "children",
+		"chidren":      "children",
+		"Children":     "children",
+		"CHILDREN":     "children",
+		"child":        "children",
+		"staus":        "status",
+		"state":        "status",
+		"resyncAfter":  "resyncAfterSeconds",
+		"finalised":    "finalized",
+		"finalize":     "finalized",
+		"items":        "",
+		"spec":         "",
+		"resync":       "resyncAfterSeconds",
+		"kids":         "",
+		"descendants":  "",
+		"":             "",
+		"resyncBefore": "",
+	} {
+		if got := Suggest(key, keys); got != want {
+			t.Errorf("Suggest(%q) = %q, want %q", key, got, want)
+		}
+	}
+}

@@ -50,7 +50,10 @@ Licensed under the Apache License, Version 2.0.
 //
 // Responses are decoded with case-sensitive keys and integers kept as
 // int64, as Kubernetes expects of unstructured objects. In loose mode
-// (default for v1 hooks) unknown fields are ignored; in strict mode
+// (default for v1 hooks) unknown fields are ignored, but the unknown
+// top-level keys of a sync answer are listed in its UnknownFields, each
+// with the key it most likely misspells (Suggest), for the controller to
+// report; in strict mode
 // (default for v2) unknown and duplicate fields of the response envelope
 // (and of the rules of a customize response) are errors. The content of
 // returned objects is never checked for unknown fields: they are arbitrary
@@ -61,9 +64,11 @@ Licensed under the Apache License, Version 2.0.
 //   - a status must be an object or null; null or absent means {} for a
 //     CompositeController and "leave the status alone" for a
 //     DecoratorController (a nil DecoratorSyncResponse.Status);
-//   - a null or absent list of children or attachments is an empty list,
-//     and each entry must be an object with a non-empty apiVersion, kind
-//     and metadata.name;
+//   - a null or missing list of children or attachments gives no
+//     objects; a missing one is flagged (ChildrenAbsent,
+//     AttachmentsAbsent) so that the controller can tell it from an empty
+//     list; each entry must be an object with a non-empty apiVersion,
+//     kind and metadata.name;
 //   - in a decorator response, a label or annotation whose value is null
 //     is to be removed (a nil *string in the map), while keys not in the
 //     map are left alone;
@@ -75,9 +80,11 @@ Licensed under the Apache License, Version 2.0.
 // Call returns one of four error types, so the caller can react to each:
 //
 //   - *UnreachableError: the hook could not be reached or did not answer
-//     in time: refused or reset connection, DNS or TLS failure, the hook's
-//     timeout (which bounds the whole call, reading the body included), or
-//     a body that could not be read to its end. IsUnreachable tells.
+//     in time: refused connection, DNS or TLS failure, the hook's timeout
+//     (which bounds the whole call, reading the body included), or a
+//     connection closed or reset by the hook before its answer was
+//     complete (it crashed, most likely: the message says so, and
+//     ClosedByHook tells). IsUnreachable tells.
 //   - *StatusError: the hook answered with a status other than 200 (or
 //     than 304 and 412 to a request carrying If-None-Match). It
 //     carries the code, the start of the body (at most 1 KiB) and, for a
@@ -97,8 +104,10 @@ Licensed under the Apache License, Version 2.0.
 //
 // A misconfigured webhook, a request that cannot be encoded, or a context
 // cancelled by the caller give a plain error (the last wraps the context's
-// error). Every message names the controller, the hook and the webhook's
-// URL; URLs are shown without userinfo or query, so no credentials appear.
+// error). Every message names the hook and the webhook's URL, but not the
+// controller (the errors carry it in a field): the caller says which
+// controller, once. URLs are shown without userinfo or query, so no
+// credentials appear.
 //
 // # Guarantees
 //

@@ -10,14 +10,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 )
 
-// hookCall names one call in error messages: the controller, the hook and
-// the webhook's URL without credentials.
+// hookCall names one call: the controller, the hook and the webhook's URL
+// without credentials. Messages name the hook and the URL only: the
+// caller names the controller (in an Event, a log line or a condition on
+// the controller itself), so that it is named once.
 type hookCall struct {
 	Controller string
 	Hook       string
@@ -25,13 +29,14 @@ type hookCall struct {
 }
 
 func (c hookCall) prefix() string {
-	return fmt.Sprintf("controller %q: %s hook %s", c.Controller, c.Hook, c.URL)
+	return fmt.Sprintf("%s hook %s", c.Hook, c.URL)
 }
 
 // UnreachableError is returned when the hook could not be reached or did
-// not answer in time: a refused or reset connection, a DNS failure, a TLS
-// failure (for example an untrusted certificate), the hook's timeout, or a
-// failure to read the response body.
+// not answer in time: a refused connection, a DNS failure, a TLS failure
+// (for example an untrusted certificate), the hook's timeout, a failure to
+// read the response body, or a connection the hook closed or reset before
+// its answer was complete (see ClosedByHook).
 type UnreachableError struct {
 	// Controller and Hook name the call; URL is the webhook address
 	// without userinfo or query.
@@ -41,7 +46,20 @@ type UnreachableError struct {
 }
 
 func (e *UnreachableError) Error() string {
+	var closed *closedError
+	if errors.As(e.Err, &closed) {
+		// The hook was reached: "unreachable" would mislead.
+		return hookCall{e.Controller, e.Hook, e.URL}.prefix() + ": " + e.Err.Error()
+	}
 	return hookCall{e.Controller, e.Hook, e.URL}.prefix() + ": unreachable: " + e.Err.Error()
+}
+
+// ClosedByHook reports whether the hook closed or reset the connection
+// before its answer was complete, as a hook that crashes while handling
+// the request does.
+func (e *UnreachableError) ClosedByHook() bool {
+	var closed *closedError
+	return errors.As(e.Err, &closed)
 }
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
@@ -68,6 +86,35 @@ func (e *timeoutError) Error() string {
 
 func (e *timeoutError) Unwrap() error { return context.DeadlineExceeded }
 func (e *timeoutError) Timeout() bool { return true }
+
+// closedError is the cause of an UnreachableError when the hook closed or
+// reset the connection before its answer was complete.
+type closedError struct {
+	// body is true when the answer had started (status line and headers
+	// were read) and its body was cut short.
+	body bool
+	err  error
+}
+
+func (e *closedError) Error() string {
+	msg := "the hook closed the connection without answering (did it crash?)"
+	if e.body {
+		msg = "the hook closed the connection before the end of its answer (did it crash?)"
+	}
+	// A bare EOF adds nothing; a reset says how the connection ended.
+	if e.err != io.EOF && e.err != io.ErrUnexpectedEOF {
+		msg += ": " + e.err.Error()
+	}
+	return msg
+}
+
+func (e *closedError) Unwrap() error { return e.err }
+
+// closedByPeer reports whether err, from sending a request or reading its
+// response, means that the other end closed or reset the connection.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
 
 // MaxStatusErrorBody is the most of a non-200 response body a StatusError
 // keeps.

@@ -65,6 +65,17 @@ type CompositeSyncResponse struct {
 	ResyncAfterSeconds float64 `json:"resyncAfterSeconds"`
 	// Finalized lets the finalizer be removed (finalize hook only).
 	Finalized bool `json:"finalized"`
+
+	// ChildrenAbsent is true when the answer had no children key at all:
+	// Children is then empty, but the hook may not have meant "no
+	// children" (a misspelt key reads the same). The controller decides
+	// how to read it. An explicit null, as a Go hook's nil slice encodes,
+	// is an empty list, as [] is.
+	ChildrenAbsent bool `json:"-"`
+	// UnknownFields are the top-level keys of the answer that the
+	// protocol does not define, which loose mode ignores (strict mode
+	// refuses the answer instead).
+	UnknownFields []UnknownField `json:"-"`
 }
 
 // DecoratorSyncRequest is the body of a DecoratorController's sync or
@@ -125,6 +136,13 @@ type DecoratorSyncResponse struct {
 	ResyncAfterSeconds float64 `json:"resyncAfterSeconds"`
 	// Finalized lets the finalizer be removed (finalize hook only).
 	Finalized bool `json:"finalized"`
+
+	// AttachmentsAbsent is true when the answer had no attachments key at
+	// all (see CompositeSyncResponse.ChildrenAbsent).
+	AttachmentsAbsent bool `json:"-"`
+	// UnknownFields are the top-level keys of the answer that the
+	// protocol does not define, which loose mode ignores.
+	UnknownFields []UnknownField `json:"-"`
 }
 
 // StatusUnchanged reports whether the hook left the status alone (sent a
