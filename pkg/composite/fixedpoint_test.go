@@ -2,6 +2,7 @@ package composite_test
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -196,4 +197,19 @@ func TestRollingRoundsEndAtAWrite(t *testing.T) {
 			t.Logf("call %d: generation %d, status %v", i+1, r.Parent.GetGeneration(), r.Parent.Object["status"])
 		}
 	}
+}
+
+// TestSyncErrorSaysWhenItRetries: the SyncError Event of a failing hook
+// names the controller once and says when the parent is retried.
+func TestSyncErrorSaysWhenItRetries(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook := newTestHook(t, valueHook)
+	hook.setHandler(func(w http.ResponseWriter, r *http.Request, req *syncRequest) {
+		http.Error(w, "broken on purpose", http.StatusInternalServerError)
+	})
+	cc := compositeController(t, hook, thingsGVR, nil)
+	startController(t, cc)
+	newThing(t, thingsGVR, ns, "p1", nil)
+	waitForEvent(t, ns, "p1", "SyncError", "compositecontroller "+cc.GetName()+": sync hook")
+	waitForEvent(t, ns, "p1", "SyncError", "broken on purpose\" (retrying in ")
 }

@@ -15,8 +15,6 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/status"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -80,18 +78,18 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	// 2. Its children: owned ones, and orphans it adopts.
 	selector, err := c.childSelector(parent)
 	if err != nil {
-		return 0, c.syncFailed(parent, err)
+		return 0, c.syncFailed(ctx, parent, err)
 	}
 	observed, err := c.claimChildren(ctx, parent, selector)
 	if err != nil {
-		return 0, c.syncFailed(parent, fmt.Errorf("claiming children: %w", err))
+		return 0, c.syncFailed(ctx, parent, fmt.Errorf("claiming children: %w", err))
 	}
 
 	// 3. Related objects, when a customize hook declares them.
 	relatedObjects := hooks.ObjectMap{}
 	if c.related != nil {
 		if relatedObjects, err = c.related.Related(ctx, key, parent, c.parent.Namespaced); err != nil {
-			return 0, c.syncFailed(parent, fmt.Errorf("related objects: %w", err))
+			return 0, c.syncFailed(ctx, parent, fmt.Errorf("related objects: %w", err))
 		}
 	}
 
@@ -117,7 +115,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		response, settled, err = c.hookAndChildren(ctx, parent, selector, observed, relatedObjects, hookName, hook, finalizing, manage)
 	}
 	if response == nil {
-		return 0, c.syncFailed(parent, err)
+		return 0, c.syncFailed(ctx, parent, err)
 	}
 	if err != nil {
 		errs = append(errs, err)
@@ -133,7 +131,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return 0, c.syncFailed(parent, err)
+		return 0, c.syncFailed(ctx, parent, err)
 	}
 
 	// 7. Again with backoff when the hook did not settle; a later sync
@@ -263,14 +261,10 @@ func (c *Controller) ignoreStatusChanges() bool {
 	return c.cc.Spec.ParentResource.IgnoreStatusChanges != nil && *c.cc.Spec.ParentResource.IgnoreStatusChanges
 }
 
-// syncFailed records a failed sync on the parent as a SyncError Event and
-// returns err for the retry. Conflicts are not reported: they resolve on
-// the retry.
-func (c *Controller) syncFailed(parent *unstructured.Unstructured, err error) error {
-	if !apierrors.IsConflict(err) {
-		c.opts.Recorder.Eventf(parent, corev1.EventTypeWarning, "SyncError", "compositecontroller %s: %v", c.name, err)
-	}
-	return err
+// syncFailed reports a failed sync of parent (controller.SyncFailed) and
+// returns err for the retry.
+func (c *Controller) syncFailed(ctx context.Context, parent *unstructured.Unstructured, err error) error {
+	return controller.SyncFailed(ctx, c.opts.Recorder, parent, "compositecontroller", c.name, err)
 }
 
 // canAdopt re-reads the parent, uncached, and allows adoption only when it

@@ -15,8 +15,6 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/status"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -79,7 +77,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	relatedObjects := hooks.ObjectMap{}
 	if c.related != nil {
 		if relatedObjects, err = c.related.Related(ctx, key, obj, w.Namespaced); err != nil {
-			return 0, c.syncFailed(obj, fmt.Errorf("related objects: %w", err))
+			return 0, c.syncFailed(ctx, obj, fmt.Errorf("related objects: %w", err))
 		}
 	}
 
@@ -117,7 +115,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		}
 		if err := c.hooks.Call(ctx, hookName, hook, request, answer); err != nil {
 			if response == nil {
-				return 0, c.syncFailed(obj, err)
+				return 0, c.syncFailed(ctx, obj, err)
 			}
 			errs = append(errs, err)
 			break
@@ -134,7 +132,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		}
 		if err != nil {
 			if response == nil {
-				return 0, c.syncFailed(obj, err)
+				return 0, c.syncFailed(ctx, obj, err)
 			}
 			errs = append(errs, err)
 			break
@@ -190,7 +188,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return 0, c.syncFailed(obj, err)
+		return 0, c.syncFailed(ctx, obj, err)
 	}
 	// 8. Again with backoff when the hook did not settle; a later sync when
 	// it asked for one.
@@ -334,11 +332,8 @@ func (c *Controller) removeStaleFinalizer(ctx context.Context, client dynamic.Re
 	return err
 }
 
-// syncFailed records a SyncError Event on the object, except for conflicts,
-// which resolve on the retry.
-func (c *Controller) syncFailed(obj *unstructured.Unstructured, err error) error {
-	if !apierrors.IsConflict(err) {
-		c.opts.Recorder.Eventf(obj, corev1.EventTypeWarning, "SyncError", "decoratorcontroller %s: %v", c.name, err)
-	}
-	return err
+// syncFailed reports a failed sync of obj (controller.SyncFailed) and
+// returns err for the retry.
+func (c *Controller) syncFailed(ctx context.Context, obj *unstructured.Unstructured, err error) error {
+	return controller.SyncFailed(ctx, c.opts.Recorder, obj, "decoratorcontroller", c.name, err)
 }
