@@ -9,6 +9,8 @@ package hooks
 import (
 	"strconv"
 	"strings"
+
+	"github.com/metactl/metactl/internal/editdistance"
 )
 
 // UnknownField is a top-level key of a hook's answer that the protocol
@@ -46,7 +48,7 @@ func Suggest(key string, known []string) string {
 		if w == lower {
 			return word
 		}
-		dist := editDistance(lower, w)
+		dist := editdistance.Between(lower, w)
 		limit := 2
 		if min(len(lower), len(w)) <= 4 {
 			limit = 1
@@ -63,32 +65,4 @@ func Suggest(key string, known []string) string {
 		}
 	}
 	return best
-}
-
-// editDistance is the optimal string alignment distance of a and b: the
-// fewest insertions, deletions, substitutions and transpositions of
-// neighbouring bytes that turn a into b.
-func editDistance(a, b string) int {
-	// Three rows of the dynamic-programming table: two back, one back, this.
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }

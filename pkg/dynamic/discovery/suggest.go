@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/metactl/metactl/internal/editdistance"
 )
 
 // Suggestion is a served resource offered in place of one that is not
@@ -101,7 +103,7 @@ func nameDistance(want string, res *Resource) int {
 		if n == "" {
 			continue
 		}
-		if d := editDistance(want, n); best < 0 || d < best {
+		if d := editdistance.Between(want, n); best < 0 || d < best {
 			best = d
 		}
 	}
@@ -109,32 +111,4 @@ func nameDistance(want string, res *Resource) int {
 		return len(want)
 	}
 	return best
-}
-
-// editDistance is the optimal string alignment distance between a and b:
-// the fewest insertions, deletions, substitutions and transpositions of
-// adjacent bytes that turn a into b.
-func editDistance(a, b string) int {
-	// rows[i][j]: distance between a[:i] and b[:j]; three rows suffice.
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }

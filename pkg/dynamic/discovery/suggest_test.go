@@ -86,18 +86,3 @@ func TestNotFoundSuggestsTheClosestResource(t *testing.T) {
 		t.Errorf("GetKind(apps/v1, deployment): %v", err)
 	}
 }
-
-func TestEditDistance(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want int
-	}{
-		{"", "", 0}, {"pods", "pods", 0}, {"", "pods", 4}, {"pods", "", 4},
-		{"deploymnets", "deployments", 1}, {"pdos", "pods", 1}, {"pod", "pods", 1},
-		{"secrts", "secrets", 1}, {"kitten", "sitting", 3}, {"ca", "abc", 3},
-	} {
-		if got := editDistance(tc.a, tc.b); got != tc.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
