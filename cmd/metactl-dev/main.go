@@ -9,9 +9,13 @@ import (
 	"os"
 
 	"github.com/metactl/metactl/internal/cli"
+	"github.com/metactl/metactl/internal/controlplane"
 )
 
 func main() {
+	// First: this process may be a stand-in that becomes etcd or
+	// kube-apiserver (see controlplane.Options.TieToThisProcess).
+	controlplane.RunStandIn()
 	cmd := newDevCommand()
 	cli.AddKlogFlags(cmd)
 	if err := cmd.Execute(); err != nil {
