@@ -368,7 +368,8 @@ func TestDevClusterRunsPods(t *testing.T) {
 }
 
 // statSources reads the source files of metactl and metactl-dev, which
-// the tests build and run as processes: the go command then records them
+// the tests build and run as processes, and the examples: the go command
+// then records them
 // among the test's inputs, and a change to any of them makes it run the
 // tests again instead of reporting a cached pass.
 func statSources(t *testing.T) {
@@ -391,6 +392,13 @@ func statSources(t *testing.T) {
 				}
 			}
 		}
+		// The examples' hooks and manifests, which metactl dev runs and applies.
+		_ = filepath.WalkDir(filepath.Join(root, "examples"), func(path string, e os.DirEntry, err error) error {
+			if err == nil && !e.IsDir() {
+				files = append(files, path)
+			}
+			return err
+		})
 		for _, f := range files {
 			if _, err := os.ReadFile(f); err != nil {
 				sourcesErr = err
