@@ -123,7 +123,7 @@ func dev(ctx context.Context, out io.Writer, f *devFlags) error {
 	}()
 	say("control plane ready; to use it:\n\n    export KUBECONFIG=%s\n", cp.KubeconfigPath)
 
-	m, err := manager.New(manager.Options{Config: cp.Config, Workers: f.workers, DiscoveryInterval: 2 * time.Second})
+	m, err := manager.New(manager.Options{Config: cp.Config, Workers: f.workers, DiscoveryInterval: 2 * time.Second, MaxRetryDelay: 5 * time.Second})
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ func main() {
 	controlplane.RunStandIn()
 	cmd := newDevCommand()
 	cli.AddKlogFlags(cmd)
+	cli.SetCommandName(cmd, "metactl dev")
 	if err := cmd.Execute(); err != nil {
 		os.Exit(1)
 	}

@@ -26,6 +26,6 @@ calls their webhooks, and applies what the webhooks ask for.`,
 		SilenceUsage: true,
 	}
 	cli.AddKlogFlags(root)
-	root.AddCommand(newVersionCommand(), newRunCommand(), newDevCommand())
+	root.AddCommand(newVersionCommand(), newRunCommand(), newDevCommand(), newResyncCommand())
 	return root
 }

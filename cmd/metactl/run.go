@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/manager"
 	"github.com/metactl/metactl/pkg/metrics"
@@ -37,6 +38,7 @@ type runFlags struct {
 	healthAddr        string
 	pprofAddr         string
 	maxResponseBytes  int64
+	maxRetryDelay     time.Duration
 	eventsQPS         float32
 	eventsBurst       int
 	leaderElect       bool
@@ -48,12 +50,14 @@ func newRunCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run every CompositeController and DecoratorController in the cluster",
-		Long: `run connects to the cluster (--kubeconfig, else $KUBECONFIG, else the
-in-cluster config), watches CompositeController and DecoratorController
-objects and runs one controller for each. It stops on SIGINT or SIGTERM
-after finishing the syncs in flight. With --leader-elect, of several
-replicas only the one holding the Lease runs controllers; a replica that
-loses the Lease exits at once.`,
+		Long: `run connects to the cluster as kubectl does (--kubeconfig, else
+$KUBECONFIG, else ~/.kube/config, else the in-cluster config), watches
+CompositeController and DecoratorController objects and runs one
+controller for each. It stops on SIGINT or SIGTERM after finishing the
+syncs in flight. With --leader-elect, of several replicas only the one
+holding the Lease runs controllers; a replica that loses the Lease exits
+at once. A failing sync is retried with a backoff that doubles from 250ms
+up to --max-retry-delay; "metactl resync" syncs an object now.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -62,7 +66,7 @@ loses the Lease exits at once.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default $KUBECONFIG, else the in-cluster config")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default $KUBECONFIG, else ~/.kube/config, else the in-cluster config")
 	fs.IntVar(&f.workers, "workers", 32, "parents each controller syncs at once; hook calls of different parents run concurrently, so a slow hook needs more")
 	fs.Float32Var(&f.clientQPS, "client-qps", 2000, "sustained requests per second to the API server, shared by all controllers; above what one API server sustains, so the server's own priority and fairness sets the pace")
 	fs.IntVar(&f.clientBurst, "client-burst", 4000, "requests allowed in a burst above --client-qps")
@@ -79,28 +83,32 @@ loses the Lease exits at once.`,
 	fs.DurationVar(&f.leaderElection.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long standbys wait after the leader's last renewal before taking over")
 	fs.DurationVar(&f.leaderElection.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops (must be shorter than the lease duration)")
 	fs.DurationVar(&f.leaderElection.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "pace of acquire and renew attempts")
+	fs.DurationVar(&f.maxRetryDelay, "max-retry-delay", loop.MaxRetryDelay, "longest wait before a failing sync is retried (the backoff doubles from 250ms up to this); a hook that recovers is called again within this long (metactl dev uses 5s)")
 	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", 16<<20, "largest hook response accepted")
 	return cmd
 }
 
-// restConfig loads --kubeconfig, else $KUBECONFIG, else the in-cluster config.
+// restConfig loads the client configuration as kubectl does: path (the
+// --kubeconfig flag), else $KUBECONFIG (a list of files, merged), else
+// ~/.kube/config, else the in-cluster config.
 func restConfig(path string) (*rest.Config, error) {
-	if path == "" {
-		path = os.Getenv("KUBECONFIG")
-	}
-	if path == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("no --kubeconfig or $KUBECONFIG, and not in a cluster: %w", err)
-		}
-		return cfg, nil
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: path}, &clientcmd.ConfigOverrides{}).ClientConfig()
+	cfg, err := clientConfig(path).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig %s: %w", path, err)
+		if clientcmd.IsEmptyConfig(err) {
+			return nil, fmt.Errorf("no kubeconfig (--kubeconfig, $KUBECONFIG, %s) and not in a cluster: %w", clientcmd.RecommendedHomeFile, err)
+		}
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
 	}
 	return cfg, nil
+}
+
+// clientConfig is client-go's deferred loading of path, else $KUBECONFIG,
+// else ~/.kube/config, which falls back to the in-cluster config when they
+// give nothing.
+func clientConfig(path string) clientcmd.ClientConfig {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
 }
 
 // defaultGCPercent is the garbage collector's target (GOGC) when the
@@ -112,6 +120,9 @@ const defaultGCPercent = 50
 
 func run(ctx context.Context, f *runFlags) error {
 	logger := klog.FromContext(ctx)
+	if f.maxRetryDelay <= 0 {
+		return fmt.Errorf("--max-retry-delay %v: want a positive duration", f.maxRetryDelay)
+	}
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
 	}
@@ -120,7 +131,7 @@ func run(ctx context.Context, f *runFlags) error {
 		return err
 	}
 	cfg.QPS, cfg.Burst = f.clientQPS, f.clientBurst
-	cfg.UserAgent = "metactl/" + version
+	cfg.UserAgent = "metactl/" + buildVersion().version
 
 	m, err := manager.New(manager.Options{
 		Config:            cfg,
@@ -131,6 +142,7 @@ func run(ctx context.Context, f *runFlags) error {
 		EventsQPS:         f.eventsQPS,
 		EventsBurst:       f.eventsBurst,
 		LeaderElection:    leaderElection(f),
+		MaxRetryDelay:     f.maxRetryDelay,
 	})
 	if err != nil {
 		return err

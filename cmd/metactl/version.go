@@ -7,21 +7,76 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version and commit, when set at build time with
+// -ldflags "-X main.version=v1.2.3 -X main.commit=abc1234", override what
+// Go's build information says (the main module's version and the VCS
+// revision that `go build` records in a checkout).
+var version, commit string
 
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version of metactl",
+		Short: "Print the version of metactl, its commit and Go version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			goVersion := "unknown"
-			if info, ok := debug.ReadBuildInfo(); ok {
-				goVersion = info.GoVersion
-			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "metactl %s (%s)\n", version, goVersion)
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), buildVersion())
 			return err
 		},
 	}
+}
+
+// versionInfo is what `metactl version` prints.
+type versionInfo struct {
+	version   string // v1.2.3, a pseudo-version, or "(devel)"
+	commit    string // abbreviated VCS revision, "" if unknown
+	modified  bool   // the tree had uncommitted changes
+	goVersion string
+}
+
+// String reads, e.g., "metactl v0.3.0 (commit abc1234, go1.26.8)".
+func (v versionInfo) String() string {
+	s := "metactl " + v.version + " ("
+	if v.commit != "" {
+		s += "commit " + v.commit
+		if v.modified {
+			s += " with uncommitted changes"
+		}
+		s += ", "
+	}
+	return s + v.goVersion + ")"
+}
+
+func buildVersion() versionInfo {
+	info, _ := debug.ReadBuildInfo()
+	return versionFrom(info, version, commit)
+}
+
+// versionFrom reads the version from Go's build information (nil when the
+// binary has none), overridden by the -ldflags values when set.
+func versionFrom(info *debug.BuildInfo, ldVersion, ldCommit string) versionInfo {
+	v := versionInfo{version: "(devel)", goVersion: "go version unknown"}
+	if info != nil {
+		v.goVersion = info.GoVersion
+		if info.Main.Version != "" {
+			v.version = info.Main.Version
+		}
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				v.commit = s.Value
+			case "vcs.modified":
+				v.modified = s.Value == "true"
+			}
+		}
+	}
+	if ldVersion != "" {
+		v.version = ldVersion
+	}
+	if ldCommit != "" {
+		v.commit, v.modified = ldCommit, false
+	}
+	if len(v.commit) > 12 {
+		v.commit = v.commit[:12]
+	}
+	return v
 }

@@ -6,8 +6,11 @@
 // Guarantees: a key is never synced by two workers at once; a key added
 // while it is being synced is synced again afterwards, once however many
 // times it was added; a key whose sync fails is retried with the rate
-// limiter's backoff, or after the delay a hook asked for with 429
-// Retry-After; conflicts (the object changed under the sync) are retried
-// quietly. Stop stops taking work and waits for in-flight syncs; keys still
-// queued are dropped.
+// limiter's backoff (capped at Options.MaxRetryDelay), or after the delay a
+// hook asked for with 429 Retry-After, and the log line of the failure says
+// after how long and which attempt in a row failed; a success resets the
+// backoff. RetryDelay tells a failing sync, before it returns, when it will
+// be retried (for its Event). Conflicts (the object changed under the sync)
+// are retried quietly. Stop stops taking work and waits for in-flight
+// syncs; keys still queued are dropped.
 package loop

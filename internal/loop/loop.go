@@ -27,20 +27,33 @@ type Options struct {
 	// Workers is the number of keys synced at once; default 32.
 	Workers int
 	// RateLimiter spaces the retries of failing keys; default
-	// DefaultRateLimiter().
+	// NewRateLimiter(MaxRetryDelay).
 	RateLimiter workqueue.TypedRateLimiter[string]
+	// MaxRetryDelay, when positive, caps the delay before a failing key is
+	// retried, whatever RateLimiter says. It does not shorten the delay a
+	// hook asks for with 429 Retry-After.
+	MaxRetryDelay time.Duration
 }
 
-// MaxRetryDelay caps the backoff of a failing key: a hook that recovers is
-// called again within this long.
+// MaxRetryDelay is the default cap of the backoff of a failing key: a hook
+// that recovers is called again within this long.
 const MaxRetryDelay = 2 * time.Minute
 
-// DefaultRateLimiter is the retry spacing of failing keys: exponential per
-// key from 250ms (250ms, 500ms, 1s, ...), capped at MaxRetryDelay, and at
-// most 50 retries a second overall with bursts of 300.
+// DefaultRateLimiter is NewRateLimiter(MaxRetryDelay).
 func DefaultRateLimiter() workqueue.TypedRateLimiter[string] {
+	return NewRateLimiter(MaxRetryDelay)
+}
+
+// NewRateLimiter returns the retry spacing of failing keys: exponential per
+// key from 250ms (250ms, 500ms, 1s, ...), capped at maxDelay (MaxRetryDelay
+// when not positive), and at most 50 retries a second overall with bursts
+// of 300. Each controller needs its own: it counts failures per key.
+func NewRateLimiter(maxDelay time.Duration) workqueue.TypedRateLimiter[string] {
+	if maxDelay <= 0 {
+		maxDelay = MaxRetryDelay
+	}
 	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](250*time.Millisecond, MaxRetryDelay),
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](min(250*time.Millisecond, maxDelay), maxDelay),
 		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(50, 300)},
 	)
 }
@@ -60,7 +73,7 @@ func New(opts Options, sync SyncFunc) *Loop {
 		opts.Workers = 32
 	}
 	if opts.RateLimiter == nil {
-		opts.RateLimiter = DefaultRateLimiter()
+		opts.RateLimiter = NewRateLimiter(opts.MaxRetryDelay)
 	}
 	return &Loop{
 		opts: opts,
@@ -108,8 +121,9 @@ func (l *Loop) processNextWorkItem(ctx context.Context) bool {
 	}
 	defer l.queue.Done(key)
 
+	retry := &retryState{loop: l, key: key}
 	start := time.Now()
-	requeueAfter, err := l.sync(ctx, key)
+	requeueAfter, err := l.sync(context.WithValue(ctx, retryStateKey{}, retry), key)
 	metrics.SyncDuration.WithLabelValues(l.opts.Name).Observe(time.Since(start).Seconds())
 	logger := klog.FromContext(ctx)
 	switch {
@@ -121,7 +135,8 @@ func (l *Loop) processNextWorkItem(ctx context.Context) bool {
 		}
 		return true
 	case errors.Is(err, ErrWaiting):
-		l.queue.AddRateLimited(key)
+		delay, attempt := retry.requeue()
+		logger.V(4).Info("Waiting; retrying", "key", key, "after", delay, "attempt", attempt)
 		return true
 	}
 	metrics.Syncs.WithLabelValues(l.opts.Name, "error").Inc()
@@ -130,15 +145,75 @@ func (l *Loop) processNextWorkItem(ctx context.Context) bool {
 		l.queue.AddAfter(key, delay)
 		return true
 	}
+	delay, attempt := retry.requeue()
 	if apierrors.IsConflict(err) {
 		// The object changed under the sync; the cache catches up and the
 		// retry resolves it.
-		logger.V(4).Info("Conflict; retrying", "key", key, "err", err)
+		logger.V(4).Info("Conflict; retrying", "key", key, "err", err, "after", delay, "attempt", attempt)
 	} else {
-		logger.Error(err, "Sync failed", "key", key)
+		logger.Error(err, "Sync failed; retrying", "key", key, "after", delay, "attempt", attempt)
 	}
-	l.queue.AddRateLimited(key)
 	return true
+}
+
+// retryState is the retry of one sync of key, decided at most once: by
+// RetryDelay during the sync, or after a failed sync.
+type retryState struct {
+	loop *Loop
+	key  string
+
+	mu      sync.Mutex
+	decided bool
+	delay   time.Duration
+	attempt int
+}
+
+type retryStateKey struct{}
+
+// decide returns the delay before key is retried, the rate limiter's
+// (capped at Options.MaxRetryDelay), and how many times in a row key has
+// now failed (1 for its first failure). The limiter counts the failure
+// once, however many times decide is called; the queue's Forget, on the
+// next success, resets that count.
+func (r *retryState) decide() (time.Duration, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.decided {
+		limiter := r.loop.opts.RateLimiter
+		r.delay = limiter.When(r.key)
+		if limit := r.loop.opts.MaxRetryDelay; limit > 0 {
+			r.delay = min(r.delay, limit)
+		}
+		r.attempt = limiter.NumRequeues(r.key)
+		r.decided = true
+	}
+	return r.delay, r.attempt
+}
+
+// requeue queues key again after decide's delay (AddRateLimited with the
+// delay known) and returns the delay and attempt.
+func (r *retryState) requeue() (time.Duration, int) {
+	delay, attempt := r.decide()
+	r.loop.queue.AddAfter(r.key, delay)
+	return delay, attempt
+}
+
+// RetryDelay returns, from within a SyncFunc called by a Loop (ctx is the
+// one it got), how long after a failure with err the loop retries the key:
+// the delay a hook asked for with 429 Retry-After, else the backoff's next
+// delay, the one the loop's log line of the failure then gives too. It
+// counts a failure of the key, so call it only for a sync about to return
+// err. ok is false outside a Loop's sync.
+func RetryDelay(ctx context.Context, err error) (delay time.Duration, ok bool) {
+	r, ok := ctx.Value(retryStateKey{}).(*retryState)
+	if !ok {
+		return 0, false
+	}
+	if delay, ok := hooks.RetryAfter(err); ok {
+		return delay, true
+	}
+	delay, _ = r.decide()
+	return delay, true
 }
 
 // ErrWaiting marks a sync that waits for something, such as a resource not

@@ -93,7 +93,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		object:    object.DeepCopy(),
 		cc:        cc,
 		opts:      opts,
-		writer:    &children.Writer{Objects: opts.Objects, Client: opts.Client, Controller: cc.Name},
+		writer:    &children.Writer{Objects: opts.Objects, Controller: cc.Name, Recorder: opts.Recorder},
 		echoes:    informer.NewEchoes(),
 		hooks:     &controller.HookCaller{Hooks: opts.Hooks, Controller: cc.Name, OnHealthChange: opts.OnHealthChange},
 		unsettled: &controller.Unsettled{Controller: cc.Name, Kind: "compositecontroller", Recorder: opts.Recorder},

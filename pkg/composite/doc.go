@@ -21,7 +21,10 @@
 //	      did not settle
 //
 // A failed hook call or an invalid response changes nothing: no child is
-// created, updated or deleted, and the status stays as it was. The parent
+// created, updated or deleted, and the status stays as it was. (A later
+// call of the same sync that fails leaves what the calls before it asked
+// for in force: their children are written, and the last valid answer's
+// status.) The parent
 // gets a SyncError Event, the log gets a line naming the parent and the
 // cause, and the key is retried with exponential backoff (or after the
 // hook's Retry-After).

@@ -156,3 +156,44 @@ func TestUnsettledHookGoesThroughTheRateLimiter(t *testing.T) {
 		return o != nil && statusField(o, "n") == want
 	})
 }
+
+// TestRollingRoundsEndAtAWrite: a rolling parent's sync that writes a
+// ControllerRevision ends there (a second round would read revisions the
+// cache has not caught up with, and conflict); the status write's own
+// event then gives the hook the status it asked for. No sync fails.
+func TestRollingRoundsEndAtAWrite(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook := newTestHook(t, rollingHook)
+	cc := rollingController(t, hook, "RollingInPlace")
+	startController(t, cc)
+	syncs := func(result string) float64 {
+		return testutil.ToFloat64(metrics.Syncs.WithLabelValues(cc.GetName(), result))
+	}
+	newThing(t, thingsGVR, ns, "p1", map[string]any{"replicas": 0, "version": "v1"})
+	// The first sync writes the revision and the status; the second is
+	// given that status, and settles.
+	testenv.Eventually(t, 10*time.Second, "two successful syncs", func(context.Context) (bool, error) { return syncs("success") >= 2, nil })
+	waitFor(t, thingsGVR, ns, "p1", "status version v1", func(o *unstructured.Unstructured) bool { return statusField(o, "version") == "v1" })
+	if got := hook.calls.Load(); got != 2 {
+		t.Errorf("hook calls = %d, want 2 (one per sync)", got)
+	}
+	if last := hook.lastRequest(); last == nil || statusField(last.Parent, "version") != "v1" {
+		t.Error("the last hook call was not given the status it asked for")
+	}
+	// A new revision with no child to move: the same, again.
+	setSpec(t, thingsGVR, ns, "p1", map[string]any{"version": "v2"})
+	testenv.Eventually(t, 10*time.Second, "two more successful syncs", func(context.Context) (bool, error) { return syncs("success") >= 4, nil })
+	waitFor(t, thingsGVR, ns, "p1", "status version v2", func(o *unstructured.Unstructured) bool { return statusField(o, "version") == "v2" })
+	if got := syncs("error"); got != 0 {
+		t.Errorf("failed syncs = %v, want 0", got)
+	}
+	// The spec change's sync calls the hook once per revision (the new
+	// one, and the old one it then deletes, having no children); the
+	// status's sync once.
+	if got := hook.calls.Load(); got != 5 {
+		t.Errorf("hook calls = %d, want 5", got)
+		for i, r := range hook.requestsSnapshot() {
+			t.Logf("call %d: generation %d, status %v", i+1, r.Parent.GetGeneration(), r.Parent.Object["status"])
+		}
+	}
+}

@@ -83,8 +83,10 @@ func (c *Controller) removeStaleFinalizer(ctx context.Context, parent *unstructu
 }
 
 // updateStatus replaces the parent's status with want (see statusFor),
-// unless that is what it already has.
-func (c *Controller) updateStatus(ctx context.Context, parent *unstructured.Unstructured, want map[string]any) error {
+// unless that is what it already has. When seen, the hook was given want
+// and the write's watch event, its echo, needs no sync; else it syncs the
+// parent again, so that the hook is given the status it asked for.
+func (c *Controller) updateStatus(ctx context.Context, parent *unstructured.Unstructured, want map[string]any, seen bool) error {
 	gvr := c.parent.GroupVersionResource()
 	// The answer is needed only for its resourceVersion (the echo), so it
 	// goes through the client that decodes only metadata.
@@ -100,8 +102,9 @@ func (c *Controller) updateStatus(ctx context.Context, parent *unstructured.Unst
 		return err
 	}
 	metrics.ObjectWrites.WithLabelValues(c.name, "patch", "status").Inc()
-	// The hook's answer already reflects this parent; its echo needs no sync.
-	c.echoes.Expect(patched)
+	if seen {
+		c.echoes.Expect(patched)
+	}
 	klog.FromContext(ctx).V(4).Info("Updated parent status")
 	return nil
 }

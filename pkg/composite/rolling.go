@@ -63,6 +63,15 @@ type revision struct {
 	wants    map[*children.Resource]children.Set
 }
 
+// rollingResult is what one rollingSync wrote.
+type rollingResult struct {
+	*children.Result
+	revisionsWritten bool
+}
+
+// Wrote reports whether children or ControllerRevisions were written.
+func (r *rollingResult) Wrote() bool { return r.revisionsWritten || r.Result.Wrote() }
+
 // rollingSync syncs a parent with rolling child resources the way
 // metacontroller does, so that either can take over from the other: the
 // hook is called once per revision (the parent with that revision's
@@ -72,9 +81,8 @@ type revision struct {
 // and only while every child already on it is there, updated and passes
 // the status checks. Every hook answer is checked, and the revisions are
 // written, before any child is. It returns the latest revision's answer,
-// its status carrying the Updated condition, and what was written to the
-// children.
-func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, observed map[*children.Resource]children.Set, related hooks.ObjectMap) (*hooks.CompositeSyncResponse, *children.Result, error) {
+// its status carrying the Updated condition, and what it wrote.
+func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, observed map[*children.Resource]children.Set, related hooks.ObjectMap) (*hooks.CompositeSyncResponse, *rollingResult, error) {
 	hook := c.cc.Spec.Hooks.Sync
 	revisions, duplicates, err := c.parentRevisions(ctx, parent, selector)
 	if err != nil {
@@ -111,7 +119,8 @@ func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstr
 	}
 	// Which child belongs to which revision is recorded before any child
 	// is written, so that a restart goes on from there.
-	if err := c.writeRevisions(ctx, parent, selector, live, gone); err != nil {
+	revisionsWritten, err := c.writeRevisions(ctx, parent, selector, live, gone)
+	if err != nil {
 		return nil, nil, err
 	}
 
@@ -131,7 +140,7 @@ func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstr
 		}
 		desired[res] = set
 	}
-	result, err := c.writer.Manage(ctx, c.children.Resources, observed, desired)
+	result, err := c.writer.Manage(ctx, parent, c.children.Resources, observed, desired)
 
 	response := *latest.answer
 	response.Status = status
@@ -149,7 +158,7 @@ func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstr
 		}
 	}
 	klog.FromContext(ctx).V(4).Info("Rolling update", "revisions", len(live), "reason", cond["reason"], "message", cond["message"])
-	return &response, result, err
+	return &response, &rollingResult{Result: result, revisionsWritten: revisionsWritten}, err
 }
 
 // rollOut decides which revision each rolling child belongs to, moving at
@@ -397,7 +406,7 @@ func (c *Controller) parentRevisions(ctx context.Context, parent *unstructured.U
 		if err != nil {
 			return nil, nil, fmt.Errorf("ControllerRevision %s: %w", obj.GetName(), err)
 		}
-		if equalJSON(patch, latestPatch) {
+		if apply.Equal(patch, latestPatch) {
 			if latest.object != nil {
 				duplicates = append(duplicates, obj)
 				continue
@@ -484,13 +493,14 @@ func (c *Controller) claimRevisions(ctx context.Context, parent *unstructured.Un
 // error: the children are written only once their revisions are. A
 // revision that exists although the cache does not have it yet is a
 // conflict, retried.
-func (c *Controller) writeRevisions(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, live []*revision, gone []*unstructured.Unstructured) error {
+func (c *Controller) writeRevisions(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, live []*revision, gone []*unstructured.Unstructured) (wrote bool, err error) {
 	client := c.opts.Client.Resource(v1alpha1.ControllerRevisionResource).Namespace(parent.GetNamespace())
 	for _, obj := range gone {
 		metrics.ObjectWrites.WithLabelValues(c.name, "delete", "revision").Inc()
+		wrote = true
 		err := client.Delete(ctx, obj.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(obj.GetUID())}})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting ControllerRevision %s: %w", obj.GetName(), err)
+			return wrote, fmt.Errorf("deleting ControllerRevision %s: %w", obj.GetName(), err)
 		}
 		klog.FromContext(ctx).V(4).Info("Deleted ControllerRevision", "revision", obj.GetName())
 	}
@@ -498,15 +508,16 @@ func (c *Controller) writeRevisions(ctx context.Context, parent *unstructured.Un
 		if rev.object == nil {
 			obj, err := c.newRevision(parent, selector, rev)
 			if err != nil {
-				return err
+				return wrote, err
 			}
 			metrics.ObjectWrites.WithLabelValues(c.name, "create", "revision").Inc()
+			wrote = true
 			_, err = client.Create(ctx, obj, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
-				return apierrors.NewConflict(v1alpha1.ControllerRevisionResource.GroupResource(), rev.name, fmt.Errorf("it exists but is not in the cache yet: %w", err))
+				return wrote, apierrors.NewConflict(v1alpha1.ControllerRevisionResource.GroupResource(), rev.name, fmt.Errorf("it exists but is not in the cache yet: %w", err))
 			}
 			if err != nil {
-				return fmt.Errorf("creating ControllerRevision %s: %w", rev.name, err)
+				return wrote, fmt.Errorf("creating ControllerRevision %s: %w", rev.name, err)
 			}
 			klog.FromContext(ctx).V(4).Info("Created ControllerRevision", "revision", rev.name)
 			continue
@@ -521,12 +532,13 @@ func (c *Controller) writeRevisions(ctx context.Context, parent *unstructured.Un
 			updated.Object["children"] = childrenField(rev.children)
 		}
 		metrics.ObjectWrites.WithLabelValues(c.name, "update", "revision").Inc()
+		wrote = true
 		if _, err := client.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("updating ControllerRevision %s: %w", rev.name, err)
+			return wrote, fmt.Errorf("updating ControllerRevision %s: %w", rev.name, err)
 		}
 		klog.FromContext(ctx).V(4).Info("Updated ControllerRevision", "revision", rev.name, "children", rev.children)
 	}
-	return nil
+	return wrote, nil
 }
 
 // newRevision is a new ControllerRevision as metacontroller makes it:
@@ -590,7 +602,7 @@ func sameChildren(a, b []v1alpha1.ControllerRevisionChildren) bool {
 	if len(a) == 0 && len(b) == 0 {
 		return true
 	}
-	return equalJSON(childrenField(a), childrenField(b))
+	return apply.Equal(childrenField(a), childrenField(b))
 }
 
 // condition is a status condition as metacontroller writes it: type,
@@ -694,10 +706,4 @@ func revisionName(res *discovery.Resource, parent *unstructured.Unstructured, pa
 	h.Write([]byte(parent.GetUID()))
 	h.Write(data)
 	return prefix + "-" + hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func equalJSON(a, b any) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && string(ja) == string(jb)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/ownership"
+	"github.com/metactl/metactl/pkg/dynamic/status"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
 	corev1 "k8s.io/api/core/v1"
@@ -60,6 +61,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	case deleting || !selected:
 		if !hasFinalizer {
 			// Not ours to manage any more: no finalize hook to run.
+			c.unsettled.Settled(key)
 			return 0, c.removeStaleFinalizer(ctx, parent)
 		}
 		finalizing = true
@@ -103,13 +105,14 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	manage := !finalizer.HeldByGarbageCollector(parent)
 	var (
-		response *hooks.CompositeSyncResponse
-		settled  = true
-		errs     []error
+		response   *hooks.CompositeSyncResponse
+		settled    = true
+		statusSeen = true // the hook was given the status it asked for last
+		errs       []error
 	)
 	if c.revisions != nil && !finalizing && manage {
 		// Rolling child resources: one hook call per live revision.
-		response, settled, err = c.rollingRounds(ctx, parent, selector, observed, relatedObjects)
+		response, settled, statusSeen, err = c.rollingRounds(ctx, parent, selector, observed, relatedObjects)
 	} else {
 		response, settled, err = c.hookAndChildren(ctx, parent, selector, observed, relatedObjects, hookName, hook, finalizing, manage)
 	}
@@ -121,7 +124,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 
 	// 6. Status, even when some children failed; then the finalizer.
-	if err := c.updateStatus(ctx, parent, c.statusFor(parent, response.Status)); err != nil {
+	if err := c.updateStatus(ctx, parent, c.statusFor(parent, response.Status), statusSeen); err != nil {
 		errs = append(errs, err)
 	}
 	if finalizing && response.Finalized && len(errs) == 0 {
@@ -135,12 +138,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 
 	// 7. Again with backoff when the hook did not settle; a later sync
 	// when it asked for one.
-	if !settled {
-		c.unsettled.Report(parent, key)
-		return 0, controller.ErrNotSettled
-	}
-	c.unsettled.Settled(key)
-	return time.Duration(response.ResyncAfterSeconds * float64(time.Second)), nil
+	return c.unsettled.Finish(parent, key, settled, response.ResyncAfterSeconds, c.loop.AddAfter)
 }
 
 // hookAndChildren calls the hook and writes the children it asks for, in
@@ -179,7 +177,7 @@ func (c *Controller) hookAndChildren(ctx context.Context, parent *unstructured.U
 		// The garbage collector owns the children while it deletes the
 		// parent in the foreground or orphans them.
 		if manage {
-			result, err := c.writer.Manage(ctx, c.children.Resources, observed, desired)
+			result, err := c.writer.Manage(ctx, parent, c.children.Resources, observed, desired)
 			if err != nil {
 				return last, false, err
 			}
@@ -190,7 +188,7 @@ func (c *Controller) hookAndChildren(ctx context.Context, parent *unstructured.U
 		}
 		want := c.statusFor(parent, response.Status)
 		given, _ := seen.Object["status"].(map[string]any)
-		statusChanged := !controller.SameStatus(given, want)
+		statusChanged := !status.Equal(given, want)
 		if !wrote && (!statusChanged || c.ignoreStatusChanges()) {
 			return last, true, nil
 		}
@@ -204,28 +202,32 @@ func (c *Controller) hookAndChildren(ctx context.Context, parent *unstructured.U
 // rollingRounds runs rollingSync in rounds, as hookAndChildren calls the
 // hook, while the status it asks for (the Updated condition included) is
 // not the one the hook was given, giving it that status as if written. A
-// round that wrote children ends the sync: a rolling update moves one
-// child per sync, and those children's events start the next one, as in
-// metacontroller. It returns what hookAndChildren returns.
-func (c *Controller) rollingRounds(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, observed map[*children.Resource]children.Set, related hooks.ObjectMap) (last *hooks.CompositeSyncResponse, settled bool, err error) {
+// round that wrote children or ControllerRevisions ends the sync: a rolling
+// update moves one child per sync, the next round would read revisions the
+// cache has not caught up with, and the children's events start the next
+// sync, as in metacontroller. It returns what hookAndChildren returns, and
+// whether the hook was given the status of its last answer (when not, the
+// status write's own event syncs the parent again).
+func (c *Controller) rollingRounds(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, observed map[*children.Resource]children.Set, related hooks.ObjectMap) (last *hooks.CompositeSyncResponse, settled, statusSeen bool, err error) {
 	seen := parent
 	for round := 1; round <= controller.MaxRounds; round++ {
 		response, result, err := c.rollingSync(ctx, seen, selector, observed, related)
 		if response == nil {
-			return last, false, err
+			return last, false, true, err
 		}
 		last = response
 		if err != nil {
-			return last, false, err
+			return last, false, true, err
 		}
 		want := c.statusFor(parent, response.Status)
 		given, _ := seen.Object["status"].(map[string]any)
-		if result.Wrote() || controller.SameStatus(given, want) || c.ignoreStatusChanges() {
-			return last, true, nil
+		sameStatus := status.Equal(given, want) || c.ignoreStatusChanges()
+		if sameStatus || result.Wrote() {
+			return last, true, sameStatus, nil
 		}
 		seen, observed = withStatus(parent, want), result.Observed
 	}
-	return last, false, nil
+	return last, false, true, nil
 }
 
 // statusFor returns the status an answer asks for: the hook's status with

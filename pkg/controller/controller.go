@@ -19,7 +19,7 @@ import (
 type Options struct {
 	// Client makes every uncached read and the writes Objects does not.
 	Client dynamic.Interface
-	// Objects creates and updates children.
+	// Objects creates, updates and deletes children.
 	Objects *informer.RESTClient
 	// Resources maps the controller's resources.
 	Resources *discovery.ResourceMap

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/metrics"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 )
@@ -33,13 +33,6 @@ const MaxRounds = 5
 // not as a SyncError on every retry.
 var ErrNotSettled = fmt.Errorf("the hook did not reach a fixed point in %d calls: %w", MaxRounds, loop.ErrWaiting)
 
-// SameStatus reports whether the status an answer asks for equals the
-// status the hook was given, compared semantically (nil and an empty map
-// are the same), as status.Replace compares before writing.
-func SameStatus(given, want map[string]any) bool {
-	return equality.Semantic.DeepEqual(given, want)
-}
-
 // Unsettled reports the objects whose hook did not settle: once per object
 // as a Warning Event (reason HookNotSettled) and each time in the
 // metactl_syncs_unsettled_total metric, until the object settles again.
@@ -55,6 +48,25 @@ type Unsettled struct {
 
 	mu       sync.Mutex
 	reported map[string]bool // by work-queue key
+}
+
+// Finish ends a sync whose writes are done and returns what the sync
+// returns: when the hook settled, the delay its answer's
+// resyncAfterSeconds asks for; when it did not, ErrNotSettled after
+// reporting it, and the answer's resyncAfterSeconds still asks addAfter for
+// a sync after that delay (whichever of it and the backoff is sooner
+// wins).
+func (u *Unsettled) Finish(obj runtime.Object, key string, settled bool, resyncAfterSeconds float64, addAfter func(key string, delay time.Duration)) (time.Duration, error) {
+	delay := time.Duration(resyncAfterSeconds * float64(time.Second))
+	if settled {
+		u.Settled(key)
+		return delay, nil
+	}
+	u.Report(obj, key)
+	if delay > 0 {
+		addAfter(key, delay)
+	}
+	return 0, ErrNotSettled
 }
 
 // Report records that the hook of obj, queued as key, did not settle in

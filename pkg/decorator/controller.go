@@ -115,7 +115,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		object:    object.DeepCopy(),
 		dc:        dc,
 		opts:      opts,
-		writer:    &children.Writer{Objects: opts.Objects, Client: opts.Client, Controller: dc.Name},
+		writer:    &children.Writer{Objects: opts.Objects, Controller: dc.Name, Recorder: opts.Recorder, Noun: "attachment"},
 		echoes:    informer.NewEchoes(),
 		hooks:     &controller.HookCaller{Hooks: opts.Hooks, Controller: dc.Name, OnHealthChange: opts.OnHealthChange},
 		unsettled: &controller.Unsettled{Controller: dc.Name, Kind: "decoratorcontroller", Recorder: opts.Recorder},

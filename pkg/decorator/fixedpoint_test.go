@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/metrics"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -101,5 +103,52 @@ func TestDecoratorStatusSettlesUnlessIgnored(t *testing.T) {
 			}
 			testenv.Eventually(t, 10*time.Second, "three hook calls", func(context.Context) (bool, error) { return h.calls.Load() >= 3, nil })
 		})
+	}
+}
+
+// TestNullStatusLeavesStatusWrittenByOthers: a hook that answers only a
+// label (status null) leaves the status alone, also when another writer
+// changed it while the hook was being called.
+func TestNullStatusLeavesStatusWrittenByOthers(t *testing.T) {
+	name := testName(t)
+	h := newHook(t, func(req *request) any {
+		if req.Object.GetLabels()["labelled"] == "" {
+			patch := []byte(`{"status":{"by":"other"}}`)
+			if _, err := env.Dynamic.Resource(clusterThingsGVR).Patch(context.Background(), req.Object.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+				t.Errorf("writing the status as another writer: %v", err)
+			}
+		}
+		return map[string]any{"labels": map[string]any{"labelled": "yes"}, "status": nil}
+	})
+	// The object has a status before the controller starts: the one its
+	// cache holds when the hook is called.
+	thing := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "test.metactl.io/v1", "kind": "ClusterThing",
+		"metadata": map[string]any{"name": name, "labels": map[string]any{"decorate": name}}}}
+	if _, err := env.Dynamic.Resource(clusterThingsGVR).Create(ctx(t), thing, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Dynamic.Resource(clusterThingsGVR).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	if _, err := env.Dynamic.Resource(clusterThingsGVR).Patch(ctx(t), name, types.MergePatchType, []byte(`{"status":{"by":"first"}}`), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	start(t, []any{map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "clusterthings",
+		"labelSelector": map[string]any{"matchLabels": map[string]any{"decorate": name}}}}, nil, syncHook(h))
+	waitFor(t, clusterThingsGVR, "", name, "labelled", func(o *unstructured.Unstructured) bool {
+		return o != nil && o.GetLabels()["labelled"] == "yes"
+	})
+	testenv.Eventually(t, 10*time.Second, "the labelling sync to end", func(context.Context) (bool, error) {
+		return testutil.ToFloat64(metrics.Syncs.WithLabelValues(name, "success")) >= 1, nil
+	})
+	if got := testutil.ToFloat64(metrics.ObjectWrites.WithLabelValues(name, "patch", "status")); got != 0 {
+		t.Errorf("status writes = %v, want 0 for answers whose status is null", got)
+	}
+	got, err := env.Dynamic.Resource(clusterThingsGVR).Get(ctx(t), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if by, _, _ := unstructured.NestedString(got.Object, "status", "by"); by != "other" {
+		t.Errorf("status = %v, want the other writer's {by: other}", got.Object["status"])
 	}
 }

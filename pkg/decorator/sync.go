@@ -58,6 +58,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	switch {
 	case deleting || !selected:
 		if !hasFinalizer {
+			c.unsettled.Settled(key)
 			return 0, c.removeStaleFinalizer(ctx, client, obj)
 		}
 		finalizing = true
@@ -101,6 +102,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		settled  bool
 		errs     []error
 		seen     = obj
+		// wantStatus is the status the last answer that gave one asked
+		// for; nil while every answer left it (null).
+		wantStatus map[string]any
 	)
 	for round := 1; round <= controller.MaxRounds && !settled; round++ {
 		answer := &hooks.DecoratorSyncResponse{}
@@ -132,9 +136,12 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		// when some attachments failed, as a composite's status is.
 		var metadataChanged, statusChanged bool
 		seen, metadataChanged, statusChanged = asAnswered(seen, answer)
+		if !answer.StatusUnchanged() {
+			wantStatus = answer.Status
+		}
 		wrote := false
 		if manage {
-			result, err := c.writer.Manage(ctx, c.attachments.Resources, observed, desired)
+			result, err := c.writer.Manage(ctx, obj, c.attachments.Resources, observed, desired)
 			if err != nil {
 				errs = append(errs, err)
 				break
@@ -155,9 +162,10 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		obj = patched
 	}
 
-	// 6. Status, when an answer gave one (null leaves it).
-	if want, _ := seen.Object["status"].(map[string]any); want != nil {
-		written, err := status.Replace(ctx, status.DynamicPatch(client), w.GroupVersionResource().GroupResource(), obj, want, w.HasStatus)
+	// 6. Status, when an answer gave one (null leaves it, whatever others
+	// wrote meanwhile).
+	if wantStatus != nil {
+		written, err := status.Replace(ctx, status.DynamicPatch(client), w.GroupVersionResource().GroupResource(), obj, wantStatus, w.HasStatus)
 		if err != nil {
 			errs = append(errs, err)
 		} else if written != nil {
@@ -178,12 +186,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	// 8. Again with backoff when the hook did not settle; a later sync when
 	// it asked for one.
-	if !settled {
-		c.unsettled.Report(obj, key)
-		return 0, controller.ErrNotSettled
-	}
-	c.unsettled.Settled(key)
-	return time.Duration(response.ResyncAfterSeconds * float64(time.Second)), nil
+	return c.unsettled.Finish(obj, key, settled, response.ResyncAfterSeconds, c.loop.AddAfter)
 }
 
 // asAnswered returns obj as answer's labels, annotations and status leave
@@ -219,7 +222,7 @@ func asAnswered(obj *unstructured.Unstructured, answer *hooks.DecoratorSyncRespo
 	}
 	if !answer.StatusUnchanged() {
 		given, _ := obj.Object["status"].(map[string]any)
-		statusChanged = !controller.SameStatus(given, answer.Status)
+		statusChanged = !status.Equal(given, answer.Status)
 		out.Object["status"] = answer.Status
 	}
 	return out, metadataChanged, statusChanged

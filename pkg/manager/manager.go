@@ -67,6 +67,10 @@ type Options struct {
 	// LeaderElection, when set, runs controllers only while this replica
 	// holds the Lease.
 	LeaderElection *LeaderElection
+	// MaxRetryDelay caps the backoff of a failing parent or controller
+	// object: a hook that recovers is called again within this long.
+	// Zero means loop.MaxRetryDelay (2 minutes).
+	MaxRetryDelay time.Duration
 	// CleanupTimeout bounds how long a deleted controller object waits
 	// for its finalizer to be removed from its parents once removing it
 	// failed; then the object goes anyway (see Manager.cleanup). Zero
@@ -119,7 +123,8 @@ var kinds = []*kind{
 		resource: v1alpha1.CompositeControllerResource,
 		build: func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (runner, error) {
 			c, err := composite.New(ctx, obj, composite.Options{Client: m.client, Objects: m.objects, Resources: m.resources, Informers: m.informers,
-				Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged("CompositeController", obj)})
+				Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged("CompositeController", obj),
+				RateLimiter: loop.NewRateLimiter(m.opts.MaxRetryDelay)})
 			if err != nil {
 				return nil, err
 			}
@@ -132,7 +137,8 @@ var kinds = []*kind{
 		resource: v1alpha1.DecoratorControllerResource,
 		build: func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (runner, error) {
 			c, err := decorator.New(ctx, obj, decorator.Options{Client: m.client, Objects: m.objects, Resources: m.resources, Informers: m.informers,
-				Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged("DecoratorController", obj)})
+				Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged("DecoratorController", obj),
+				RateLimiter: loop.NewRateLimiter(m.opts.MaxRetryDelay)})
 			if err != nil {
 				return nil, err
 			}
@@ -318,9 +324,10 @@ func (m *Manager) run(ctx context.Context) error {
 		return fmt.Errorf("first discovery: %w", err)
 	}
 	m.loop = loop.New(loop.Options{
-		Name:        "metactl-manager",
-		Workers:     4,
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
+		Name:          "metactl-manager",
+		Workers:       4,
+		RateLimiter:   workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
+		MaxRetryDelay: m.opts.MaxRetryDelay,
 	}, m.reconcile)
 	stopCRDWatch, err := m.refreshDiscoveryOnCRDChanges(ctx)
 	if err != nil {

@@ -254,6 +254,10 @@ func validJSONNumber(s string) bool {
 	return i == len(s)
 }
 
+// Equal reports whether a and b are the same JSON value, as equal does:
+// numbers by value whatever their Go type, objects key by key.
+func Equal(a, b any) bool { return equal(a, b) }
+
 // equal reports whether a and b are the same JSON value: numbers compare by
 // value whatever their Go type (int64(3) equals float64(3)), a nil map or
 // slice equals nil, objects compare key by key and arrays element by

@@ -18,7 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 )
@@ -58,15 +58,26 @@ func Key(obj metav1.Object) string {
 
 // Writer writes children for one controller.
 type Writer struct {
-	// Objects creates and updates children; its answers cost a parse of
-	// their metadata where client-go's dynamic client decodes them whole.
+	// Objects creates, updates and deletes children; its answers cost a
+	// parse of their metadata where client-go's dynamic client decodes
+	// them whole.
 	Objects *informer.RESTClient
-	// Client deletes children.
-	Client dynamic.Interface
 	// Controller names the controller in metrics and logs.
 	Controller string
 	// Concurrency bounds the writes in flight for one Manage call; default 8.
 	Concurrency int
+	// Recorder, when set, records on the parent the Events of what its
+	// user should know: the API server's warnings on a write of a child
+	// (ReasonChildWriteWarning), and a child that differs from what the
+	// hook asks but that its update strategy keeps (ReasonChildNotUpdated).
+	// Each is reported once for a while, not at every sync.
+	Recorder record.EventRecorder
+	// Noun is what Events and logs call the objects written: "child"
+	// (the default) or "attachment".
+	Noun string
+
+	reportedOnce sync.Once
+	reported     *reported
 }
 
 // Result is what Manage did.
@@ -75,8 +86,11 @@ type Result struct {
 	// and updated objects as the server returned them, deleted ones
 	// removed.
 	Observed map[*Resource]Set
-	// Written are the objects created or updated, as the server returned
-	// them (for echo expectations).
+	// Written are the objects created or changed by an update, as the
+	// server returned them (for echo expectations). An update the server
+	// answered with the object's resourceVersion unchanged changed
+	// nothing, causes no watch event, and is not in Written, so that it
+	// does not call the hook again (see controller.MaxRounds).
 	Written []*unstructured.Unstructured
 	// Deleted is the number of deletes issued.
 	Deleted int
@@ -91,8 +105,9 @@ func (r *Result) Wrote() bool { return len(r.Written) > 0 || r.Deleted > 0 }
 // delete, to be created again by a later call once it is gone; InPlace and
 // RollingInPlace: apply). Desired objects must be complete (namespace,
 // owner references); Manage records last-applied state itself. It does
-// not modify observed or desired.
-func (w *Writer) Manage(ctx context.Context, resources []*Resource, observed, desired map[*Resource]Set) (*Result, error) {
+// not modify observed or desired. What the parent's user should know (see
+// Writer.Recorder) is reported on parent.
+func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, resources []*Resource, observed, desired map[*Resource]Set) (*Result, error) {
 	limit := w.Concurrency
 	if limit <= 0 {
 		limit = 8
@@ -133,7 +148,14 @@ func (w *Writer) Manage(ctx context.Context, resources []*Resource, observed, de
 			result.Deleted++
 			return
 		}
+		before := result.Observed[res][key]
 		result.Observed[res][key] = obj
+		if before != nil && before.GetResourceVersion() == obj.GetResourceVersion() {
+			// The server kept the object as it was (it dropped what the
+			// update would change, such as an unknown field): no change,
+			// and no watch event to expect.
+			return
+		}
 		result.Written = append(result.Written, obj)
 	}
 
@@ -143,7 +165,7 @@ func (w *Writer) Manage(ctx context.Context, resources []*Resource, observed, de
 				continue
 			}
 			run(func() error {
-				if err := w.delete(ctx, res, obj); err != nil {
+				if err := w.delete(ctx, parent, res, obj); err != nil {
 					return err
 				}
 				written(res, key, nil)
@@ -155,15 +177,21 @@ func (w *Writer) Manage(ctx context.Context, resources []*Resource, observed, de
 			switch {
 			case !exists:
 				run(func() error {
-					created, err := w.create(ctx, res, key, want)
+					created, err := w.create(ctx, parent, res, key, want)
 					if err != nil || created == nil {
 						return err
 					}
 					written(res, key, created)
 					return nil
 				})
-			case have.GetDeletionTimestamp() != nil || res.Method == v1alpha1.ChildUpdateOnDelete:
-				// Recreated once it is gone; never updated.
+			case have.GetDeletionTimestamp() != nil:
+				// Recreated once it is gone.
+			case res.Method == v1alpha1.ChildUpdateOnDelete:
+				// Never updated; the parent's user is told once when the
+				// hook asks for a change.
+				if _, changed, err := apply.Apply(have, want); err == nil && changed {
+					w.reportKept(ctx, parent, res, key, have, want)
+				}
 			default:
 				merged, changed, err := apply.Apply(have, want)
 				if err != nil {
@@ -177,7 +205,7 @@ func (w *Writer) Manage(ctx context.Context, resources []*Resource, observed, de
 				}
 				if res.Method == v1alpha1.ChildUpdateRecreate || res.Method == v1alpha1.ChildUpdateRollingRecreate {
 					run(func() error {
-						if err := w.delete(ctx, res, have); err != nil {
+						if err := w.delete(ctx, parent, res, have); err != nil {
 							return err
 						}
 						written(res, key, nil)
@@ -187,7 +215,7 @@ func (w *Writer) Manage(ctx context.Context, resources []*Resource, observed, de
 				}
 				logDiff(ctx, res, key, have, merged)
 				run(func() error {
-					updated, err := w.update(ctx, res, key, merged)
+					updated, err := w.update(ctx, parent, res, key, merged)
 					if err != nil {
 						return err
 					}
@@ -201,7 +229,7 @@ func (w *Writer) Manage(ctx context.Context, resources []*Resource, observed, de
 	return result, errors.Join(errs...)
 }
 
-func (w *Writer) create(ctx context.Context, res *Resource, key string, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (w *Writer) create(ctx context.Context, parent *unstructured.Unstructured, res *Resource, key string, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	obj := want.DeepCopy()
 	if err := apply.SetLastApplied(obj, want.Object); err != nil {
 		return nil, fmt.Errorf("creating %s %s: %w", res.Kind, key, err)
@@ -211,7 +239,9 @@ func (w *Writer) create(ctx context.Context, res *Resource, key string, want *un
 		return nil, fmt.Errorf("encoding %s %s: %w", res.Kind, key, err)
 	}
 	metrics.ObjectWrites.WithLabelValues(w.Controller, "create", "child").Inc()
-	created, err := w.Objects.Create(ctx, res.GroupVersionResource(), obj.GetNamespace(), body)
+	writeCtx, warnings := collectWarnings(ctx)
+	created, err := w.Objects.Create(writeCtx, res.GroupVersionResource(), obj.GetNamespace(), body)
+	w.reportWarnings(ctx, parent, res, "create", obj, warnings())
 	if apierrors.IsAlreadyExists(err) {
 		// Another owner's, or ours not yet in the cache: not an error.
 		klog.FromContext(ctx).V(4).Info("Child already exists", "kind", res.Kind, "child", key)
@@ -224,13 +254,15 @@ func (w *Writer) create(ctx context.Context, res *Resource, key string, want *un
 	return decodeWritten(res, key, created)
 }
 
-func (w *Writer) update(ctx context.Context, res *Resource, key string, merged *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (w *Writer) update(ctx context.Context, parent *unstructured.Unstructured, res *Resource, key string, merged *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	body, err := json.Marshal(merged.Object)
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s %s: %w", res.Kind, key, err)
 	}
 	metrics.ObjectWrites.WithLabelValues(w.Controller, "update", "child").Inc()
-	updated, err := w.Objects.Update(ctx, res.GroupVersionResource(), merged.GetNamespace(), merged.GetName(), body)
+	writeCtx, warnings := collectWarnings(ctx)
+	updated, err := w.Objects.Update(writeCtx, res.GroupVersionResource(), merged.GetNamespace(), merged.GetName(), body)
+	w.reportWarnings(ctx, parent, res, "update", merged, warnings())
 	if err != nil {
 		return nil, fmt.Errorf("updating %s %s: %w", res.Kind, key, err)
 	}
@@ -251,12 +283,14 @@ func decodeWritten(res *Resource, key string, obj *informer.Object) (*unstructur
 // delete deletes a child in the background, on the precondition that it is
 // still the object that was observed. A child already gone, or replaced by
 // another object of that name, counts as deleted.
-func (w *Writer) delete(ctx context.Context, res *Resource, obj *unstructured.Unstructured) error {
+func (w *Writer) delete(ctx context.Context, parent *unstructured.Unstructured, res *Resource, obj *unstructured.Unstructured) error {
 	metrics.ObjectWrites.WithLabelValues(w.Controller, "delete", "child").Inc()
-	err := w.Client.Resource(res.GroupVersionResource()).Namespace(obj.GetNamespace()).Delete(ctx, obj.GetName(), metav1.DeleteOptions{
+	writeCtx, warnings := collectWarnings(ctx)
+	err := w.Objects.Delete(writeCtx, res.GroupVersionResource(), obj.GetNamespace(), obj.GetName(), metav1.DeleteOptions{
 		Preconditions:     &metav1.Preconditions{UID: ptr.To(obj.GetUID())},
 		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
 	})
+	w.reportWarnings(ctx, parent, res, "delete", obj, warnings())
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting %s %s: %w", res.Kind, Key(obj), err)
 	}

@@ -9,4 +9,9 @@
 // failures are returned joined. Nothing is written for an object whose
 // desired state equals its observed state. Deletes carry the observed UID
 // as a precondition and propagate in the background.
+//
+// What the parent's user should know and would otherwise not see, the API
+// server's warnings on a write and a change the update strategy OnDelete
+// does not make, becomes an Event on the parent, once for a while (see
+// Writer.Recorder).
 package children

@@ -105,8 +105,22 @@ func (c *RESTClient) Patch(ctx context.Context, gvr schema.GroupVersionResource,
 	return c.write(ctx, c.client.Patch(pt).AbsPath(path...), data, string(pt))
 }
 
+// Delete deletes the object name of gvr in namespace with opts. Errors from
+// the server are *errors.StatusError.
+func (c *RESTClient) Delete(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions) error {
+	// The client's codec encodes nothing: the options are encoded here,
+	// as client-go's dynamic client sends them.
+	opts.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "DeleteOptions"}
+	data, err := utiljson.Marshal(&opts)
+	if err != nil {
+		return fmt.Errorf("encoding the delete options: %w", err)
+	}
+	req := c.client.Delete().AbsPath(objectPath(gvr, namespace, name)...)
+	return withWarnings(ctx, req).SetHeader("Content-Type", runtime.ContentTypeJSON).Body(data).Do(ctx).Error()
+}
+
 func (c *RESTClient) write(ctx context.Context, req *rest.Request, data []byte, contentType string) (*Object, error) {
-	data, err := body(req.SetHeader("Content-Type", contentType).Body(data).Do(ctx))
+	data, err := body(withWarnings(ctx, req).SetHeader("Content-Type", contentType).Body(data).Do(ctx))
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/equality"
+	"github.com/metactl/metactl/pkg/dynamic/apply"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -41,7 +41,7 @@ func DynamicPatch(client dynamic.ResourceInterface) PatchFunc {
 // a conflict. An object already gone returns (nil, nil).
 func Replace(ctx context.Context, patch PatchFunc, resource schema.GroupResource, obj *unstructured.Unstructured, want map[string]any, hasSubresource bool) (metav1.Object, error) {
 	have, _ := obj.Object["status"].(map[string]any)
-	if equality.Semantic.DeepEqual(have, want) {
+	if Equal(have, want) {
 		return nil, nil
 	}
 	data, err := json.Marshal([]map[string]any{
@@ -65,6 +65,16 @@ func Replace(ctx context.Context, patch PatchFunc, resource schema.GroupResource
 		return nil, fmt.Errorf("writing status: %w", err)
 	}
 	return patched, nil
+}
+
+// Equal reports whether two statuses are the same: as JSON values, numbers
+// compared by value whatever their Go type (a hook's 1.0 is the API
+// server's 1), and no status the same as an empty one.
+func Equal(have, want map[string]any) bool {
+	if len(have) == 0 && len(want) == 0 {
+		return true
+	}
+	return apply.Equal(have, want)
 }
 
 // failedPatchTest reports whether an Invalid error is the failure of the

@@ -29,3 +29,21 @@ func TestFailedPatchTest(t *testing.T) {
 		}
 	}
 }
+
+func TestEqualComparesJSONValues(t *testing.T) {
+	cases := []struct {
+		have, want map[string]any
+		equal      bool
+	}{
+		{nil, map[string]any{}, true},
+		{map[string]any{"n": int64(1)}, map[string]any{"n": float64(1)}, true}, // a hook's 1.0, the server's 1
+		{map[string]any{"n": int64(1)}, map[string]any{"n": float64(1.5)}, false},
+		{map[string]any{"a": map[string]any{"b": []any{"x"}}}, map[string]any{"a": map[string]any{"b": []any{"x"}}}, true},
+		{map[string]any{"a": "x"}, map[string]any{"a": "x", "b": nil}, false},
+	}
+	for i, tc := range cases {
+		if got := Equal(tc.have, tc.want); got != tc.equal {
+			t.Errorf("%d: Equal(%v, %v) = %v, want %v", i, tc.have, tc.want, got, tc.equal)
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/metactl/metactl/internal/loop"
+)
+
+// execute runs the command tree with args and returns its output.
+func execute(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCommand()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+// TestHelpShowsOnlyUsefulLogFlags: `metactl --help` shows -v and
+// --log-format and none of klog's other flags, which still work.
+func TestHelpShowsOnlyUsefulLogFlags(t *testing.T) {
+	out, err := execute(t, "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"-v, --v", "--log-format", "resync", "run", "version", "dev"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metactl --help lacks %q:\n%s", want, out)
+		}
+	}
+	for _, hidden := range []string{"--logtostderr", "--vmodule", "--add_dir_header", "--log_file", "--skip_headers", "--log-level"} {
+		if strings.Contains(out, hidden) {
+			t.Errorf("metactl --help shows %s:\n%s", hidden, out)
+		}
+	}
+	if out, err := execute(t, "--logtostderr=true", "--log-level=2", "version"); err != nil {
+		t.Errorf("hidden klog flags no longer parse: %v\n%s", err, out)
+	}
+}
+
+// TestVersionCommand: `metactl version` prints one line that starts with
+// "metactl " and a version, not "dev", which reads as the subcommand.
+func TestVersionCommand(t *testing.T) {
+	out, err := execute(t, "version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "metactl ") || strings.HasPrefix(out, "metactl dev") || strings.Count(out, "\n") != 1 {
+		t.Errorf("metactl version printed %q", out)
+	}
+}
+
+func TestVersionFrom(t *testing.T) {
+	info := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.3.0"}, Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "abc1234def5678901234567890abcdef12345678"},
+		{Key: "vcs.modified", Value: "true"},
+	}}
+	for _, tc := range []struct {
+		name              string
+		info              *debug.BuildInfo
+		ldVersion, commit string
+		want              string
+	}{
+		{"build info", info, "", "", "metactl v0.3.0 (commit abc1234def56 with uncommitted changes, go1.26.8)"},
+		{"ldflags", info, "v1.2.3", "0123abc", "metactl v1.2.3 (commit 0123abc, go1.26.8)"},
+		{"no VCS", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}, "", "", "metactl (devel) (go1.26.8)"},
+		{"no build info", nil, "", "", "metactl (devel) (go version unknown)"},
+	} {
+		if got := versionFrom(tc.info, tc.ldVersion, tc.commit).String(); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRestConfigOrder: as kubectl, --kubeconfig, else $KUBECONFIG, else
+// ~/.kube/config; with none of them and no cluster around, an error that
+// names them.
+func TestRestConfigOrder(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, server string) string {
+		path := filepath.Join(dir, name)
+		config := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: " + server + "}\n" +
+			"contexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: t}\n"
+		if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	flagFile := write("flag", "https://flag.example:6443")
+	envFile := write("env", "https://env.example:6443")
+	homeFile := write("home", "https://home.example:6443")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "") // not in a cluster
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	saved := clientcmd.RecommendedHomeFile
+	t.Cleanup(func() { clientcmd.RecommendedHomeFile = saved })
+
+	for _, tc := range []struct {
+		name, flag, env, home, want string
+	}{
+		{"flag first", flagFile, envFile, homeFile, "https://flag.example:6443"},
+		{"then $KUBECONFIG", "", envFile, homeFile, "https://env.example:6443"},
+		{"then ~/.kube/config", "", "", homeFile, "https://home.example:6443"},
+		{"nothing", "", "", filepath.Join(dir, "missing"), ""},
+	} {
+		t.Setenv("KUBECONFIG", tc.env)
+		clientcmd.RecommendedHomeFile = tc.home
+		cfg, err := restConfig(tc.flag)
+		switch {
+		case tc.want == "" && err == nil:
+			t.Errorf("%s: got a config for %s, want an error", tc.name, cfg.Host)
+		case tc.want == "" && !strings.Contains(err.Error(), "$KUBECONFIG"):
+			t.Errorf("%s: error %q does not say where it looked", tc.name, err)
+		case tc.want != "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && cfg.Host != tc.want:
+			t.Errorf("%s: server %s, want %s", tc.name, cfg.Host, tc.want)
+		}
+	}
+}
+
+func TestRunMaxRetryDelayFlag(t *testing.T) {
+	run := newRunCommand()
+	if f := run.Flags().Lookup("max-retry-delay"); f == nil || f.DefValue != loop.MaxRetryDelay.String() {
+		t.Fatalf("run --max-retry-delay: %+v, want a flag defaulting to %v", f, loop.MaxRetryDelay)
+	}
+	if out, err := execute(t, "run", "--max-retry-delay", "0s", "--kubeconfig", filepath.Join(t.TempDir(), "none")); err == nil || !strings.Contains(err.Error(), "--max-retry-delay") {
+		t.Errorf("run --max-retry-delay 0s: %v, want an error about the flag\n%s", err, out)
+	}
+}
+
+func TestResyncArgs(t *testing.T) {
+	for _, args := range [][]string{{"resync"}, {"resync", "helloworlds"}, {"resync", "helloworlds/"}, {"resync", "/a"}, {"resync", "a/b/c"}} {
+		if out, err := execute(t, args...); err == nil {
+			t.Errorf("metactl %s: no error\n%s", strings.Join(args, " "), out)
+		}
+	}
+}
