@@ -23,7 +23,14 @@ func stopContext(parent context.Context) (context.Context, context.CancelFunc) {
 	// Notifying SIGPIPE also turns a write to a closed pipe into an EPIPE
 	// error instead of death; the signal comes for any broken pipe or
 	// socket, so only a closed standard output or error stops metactl dev.
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGPIPE)
+	// Unless started with them ignored (nohup, a background job of a
+	// script): notifying them would undo that.
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGHUP} {
+		if !signal.Ignored(sig) {
+			signal.Notify(signals, sig)
+		}
+	}
 	go func() {
 		for {
 			select {
