@@ -8,7 +8,7 @@ set -uo pipefail
 
 assets=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && hack/testenv.sh 2>/dev/null) || exit 0
 killed=0
-for pid in $(pgrep -f "^$assets/(etcd|kube-apiserver|kube-controller-manager)( |$)" || true); do
+for pid in $(pgrep -f "^$assets/(etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kwok)( |$)" || true); do
   ppid=$(ps -o ppid= -p "$pid" | tr -d ' ')
   parent=$(ps -o comm= -p "$ppid" 2>/dev/null)
   case "$parent" in
@@ -24,5 +24,12 @@ for dir in /tmp/k8s_test_framework_* /tmp/metactl-testenv-*; do
   [ -e "$dir" ] || continue
   grep -qxF "$dir" <<<"$in_use" && continue
   rm -rf "$dir"
+done
+# internal/controlplane's folders, named after their owner's PID.
+for dir in "${TMPDIR:-/tmp}"/metactl-cp-*; do
+  [ -e "$dir" ] || continue
+  pid=${dir##*/metactl-cp-}
+  pid=${pid%%-*}
+  kill -0 "$pid" 2>/dev/null || rm -rf "$dir"
 done
 exit 0

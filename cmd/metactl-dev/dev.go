@@ -9,9 +9,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
-	"syscall"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,10 +43,15 @@ func newDevCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "metactl-dev",
 		Short: "Run a local control plane with metactl in it (and optionally an example)",
-		Long: `metactl-dev, also run as "metactl dev", starts etcd, kube-apiserver and
-kube-controller-manager on this machine (loopback only), installs metactl's
-CRDs, writes a kubeconfig, and runs the manager in this process. With --example it also runs that example's hook
-and applies its CRD, controller and sample object. Ctrl-C stops everything.
+		Long: `metactl-dev, also run as "metactl dev", starts a one-node cluster on this
+machine (loopback only): etcd, kube-apiserver, kube-controller-manager with
+its default controllers, kube-scheduler, and kwok simulating the node, so
+that Pods become Running and Ready without running any container. It
+installs metactl's CRDs, writes a kubeconfig, and runs the manager in this
+process. With --example it also runs that example's hook and applies its
+CRD, controller and sample object. Ctrl-C, SIGTERM, or closing the pipe its
+output goes to stops everything; every process it started ends with it,
+even if it is killed.
 
 The binaries come from --assets, $KUBEBUILDER_ASSETS, or the cache that
 hack/testenv.sh fills; from a checkout of metactl, it runs that script
@@ -54,14 +59,21 @@ when they are missing (about 10 minutes the first time).`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := stopContext(cmd.Context())
 			defer stop()
-			return dev(ctx, cmd.OutOrStdout(), f)
+			err := dev(ctx, cmd.OutOrStdout(), f)
+			if err != nil && ctx.Err() != nil {
+				// Stopped as asked while starting: what failed is the
+				// consequence, not the cause.
+				klog.V(1).InfoS("Interrupted", "err", err)
+				return nil
+			}
+			return err
 		},
 	}
 	home, _ := os.UserHomeDir()
 	fs := cmd.Flags()
-	fs.StringVar(&f.assets, "assets", "", "folder with etcd, kube-apiserver, kube-controller-manager and kubectl")
+	fs.StringVar(&f.assets, "assets", "", "folder with etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and kubectl")
 	fs.StringVar(&f.dir, "dir", filepath.Join(home, ".cache", "metactl", "dev"), "folder for the kubeconfig and logs")
 	fs.StringVar(&f.example, "example", "", "example to run: a folder name under examples/python or examples/js")
 	fs.StringVar(&f.examplesDir, "examples-dir", "examples", "folder holding the examples")
@@ -70,7 +82,16 @@ when they are missing (about 10 minutes the first time).`,
 }
 
 func dev(ctx context.Context, out io.Writer, f *devFlags) error {
-	say := func(format string, args ...any) { fmt.Fprintf(out, "metactl dev: "+format+"\n", args...) }
+	// Errors writing out (a closed pipe) are ignored: stopContext stops
+	// everything then.
+	say := func(format string, args ...any) { _, _ = fmt.Fprintf(out, "metactl dev: "+format+"\n", args...) }
+	var ex *example
+	if f.example != "" { // before anything starts
+		var err error
+		if ex, err = findExample(f.examplesDir, f.example); err != nil {
+			return err
+		}
+	}
 	assets := f.assets
 	if assets == "" {
 		var err error
@@ -89,8 +110,8 @@ func dev(ctx context.Context, out io.Writer, f *devFlags) error {
 		}
 	}
 
-	say("starting etcd, kube-apiserver and kube-controller-manager from %s", assets)
-	cp, err := controlplane.Start(controlplane.Options{AssetsDir: assets, GarbageCollector: true, Dir: f.dir})
+	say("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (one fake node) from %s", assets)
+	cp, err := controlplane.Start(controlplane.Options{AssetsDir: assets, Cluster: true, TieToThisProcess: true, Dir: f.dir})
 	if err != nil {
 		return err
 	}
@@ -111,8 +132,8 @@ func dev(ctx context.Context, out io.Writer, f *devFlags) error {
 	managerDone := make(chan error, 1)
 	go func() { managerDone <- m.Run(runCtx) }()
 
-	if f.example != "" {
-		stopHook, err := runExample(ctx, say, cp, f)
+	if ex != nil {
+		stopHook, err := runExample(ctx, say, cp, ex)
 		if err != nil {
 			cancelRun()
 			<-managerDone
@@ -130,42 +151,60 @@ func dev(ctx context.Context, out io.Writer, f *devFlags) error {
 	return <-managerDone
 }
 
-// runExample starts the example's hook on a free loopback port and applies
-// its CRD, its controller (webhooks pointed at the hook) and its sample.
-func runExample(ctx context.Context, say func(string, ...any), cp *controlplane.ControlPlane, f *devFlags) (func(), error) {
-	dir, interpreter := "", ""
-	for lang, bin := range map[string]string{"python": "python3", "js": "node"} {
-		candidate := filepath.Join(f.examplesDir, lang, f.example)
-		if _, err := os.Stat(candidate); err == nil {
-			dir, interpreter = candidate, bin
+// example is one of the examples: a hook and the files to apply.
+type example struct {
+	name, dir, interpreter, hookFile string
+}
+
+// exampleLanguages maps each examples/ subfolder to its interpreter and
+// hook file.
+var exampleLanguages = []struct{ folder, interpreter, hookFile string }{
+	{"python", "python3", "hook.py"},
+	{"js", "node", "hook.js"},
+}
+
+// findExample finds the example called name under examplesDir; when there
+// is none, the error lists those there are.
+func findExample(examplesDir, name string) (*example, error) {
+	var valid []string
+	for _, lang := range exampleLanguages {
+		dirs, _ := filepath.Glob(filepath.Join(examplesDir, lang.folder, "*", lang.hookFile))
+		for _, hook := range dirs {
+			dir := filepath.Dir(hook)
+			if filepath.Base(dir) == name {
+				return &example{name: name, dir: dir, interpreter: lang.interpreter, hookFile: lang.hookFile}, nil
+			}
+			valid = append(valid, filepath.Base(dir))
 		}
 	}
-	if dir == "" {
-		return nil, fmt.Errorf("no example %q under %s/python or %s/js", f.example, f.examplesDir, f.examplesDir)
+	if len(valid) == 0 {
+		return nil, fmt.Errorf("no example %q: %s holds no examples (run metactl dev from a checkout of metactl, or set --examples-dir)", name, examplesDir)
 	}
-	hookFile := "hook.py"
-	if interpreter == "node" {
-		hookFile = "hook.js"
-	}
+	sort.Strings(valid)
+	return nil, fmt.Errorf("no example %q under %s; the examples are: %s", name, examplesDir, strings.Join(valid, ", "))
+}
+
+// runExample starts the example's hook on a free loopback port and applies
+// its CRD, its controller (webhooks pointed at the hook) and its sample.
+func runExample(ctx context.Context, say func(string, ...any), cp *controlplane.ControlPlane, ex *example) (func(), error) {
+	dir, interpreter, hookFile := ex.dir, ex.interpreter, ex.hookFile
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(cp.Dir, f.example+"-hook.log")
+	logPath := filepath.Join(cp.Dir, ex.name+"-hook.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	hook := exec.Command(interpreter, filepath.Join(dir, hookFile), "--port", fmt.Sprint(port))
 	hook.Stdout, hook.Stderr = logFile, logFile
-	hook.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := hook.Start(); err != nil {
+	if err := controlplane.StartTied(hook); err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("starting the %s hook: %w", f.example, err)
+		return nil, fmt.Errorf("starting the %s hook: %w", ex.name, err)
 	}
 	stop := func() {
-		_ = hook.Process.Signal(syscall.SIGTERM)
-		_ = hook.Wait()
+		controlplane.StopTied(5*time.Second, hook)
 		logFile.Close()
 	}
 	ok := false
@@ -182,9 +221,9 @@ func runExample(ctx context.Context, say func(string, ...any), cp *controlplane.
 		}
 		return err == nil, nil
 	}); err != nil {
-		return nil, fmt.Errorf("the %s hook did not listen on %s (log: %s): %w", f.example, hookURL, logPath, err)
+		return nil, fmt.Errorf("the %s hook did not listen on %s (log: %s): %w", ex.name, hookURL, logPath, err)
 	}
-	say("%s hook (%s %s) serving at %s, log in %s", f.example, interpreter, hookFile, hookURL, logPath)
+	say("%s hook (%s %s) serving at %s, log in %s", ex.name, interpreter, hookFile, hookURL, logPath)
 
 	applier, err := newApplier(cp)
 	if err != nil {

@@ -8,8 +8,12 @@ import (
 	"runtime"
 )
 
-// binaries are the files a complete assets folder holds.
-var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"}
+// binaries are the files every control plane needs; clusterBinaries the
+// further ones of Options.Cluster. hack/testenv.sh builds them all.
+var (
+	binaries        = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"}
+	clusterBinaries = []string{"kube-scheduler", "kwok", "kwok-stages.yaml"}
+)
 
 // AssetsDir returns the folder holding the control-plane binaries:
 // $KUBEBUILDER_ASSETS when set, else the cache folder that hack/testenv.sh
@@ -24,12 +28,12 @@ func AssetsDir() (string, error) {
 		}
 		source = "the hack/testenv.sh cache"
 	}
-	return dir, checkAssets(dir, source)
+	return dir, checkAssets(dir, source, binaries)
 }
 
-// checkAssets fails, naming the command to run, when dir lacks a binary.
-func checkAssets(dir, source string) error {
-	for _, b := range binaries {
+// checkAssets fails, naming the command to run, when dir lacks one of names.
+func checkAssets(dir, source string, names []string) error {
+	for _, b := range names {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
 			return fmt.Errorf("control-plane binary %s not found in %s (from %s): build them with `make testenv` (hack/testenv.sh): %w", b, dir, source, err)
 		}
@@ -41,6 +45,7 @@ func checkAssets(dir, source string) error {
 const (
 	KubernetesVersion = "1.36.3"
 	EtcdVersion       = "3.6.16"
+	KwokVersion       = "0.8.0"
 )
 
 // defaultAssetsDir computes the folder hack/testenv.sh builds into, from the
@@ -58,7 +63,7 @@ func defaultAssetsDir() (string, error) {
 		}
 		cache = filepath.Join(base, "metactl", "testenv")
 	}
-	return filepath.Join(cache, fmt.Sprintf("k8s-%s_etcd-%s_%s", KubernetesVersion, EtcdVersion, runtime.Version())), nil
+	return filepath.Join(cache, fmt.Sprintf("k8s-%s_etcd-%s_kwok-%s_%s", KubernetesVersion, EtcdVersion, KwokVersion, runtime.Version())), nil
 }
 
 // RepoRoot returns the root of the metactl repository: the nearest folder

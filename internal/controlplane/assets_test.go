@@ -16,7 +16,7 @@ func TestVersionsMatchTheBuildScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]string{"K8S_VERSION": KubernetesVersion, "ETCD_VERSION": EtcdVersion} {
+	for name, want := range map[string]string{"K8S_VERSION": KubernetesVersion, "ETCD_VERSION": EtcdVersion, "KWOK_VERSION": KwokVersion} {
 		m := regexp.MustCompile(`(?m)^` + name + `=(\S+)$`).FindSubmatch(script)
 		if m == nil || string(m[1]) != want {
 			t.Errorf("hack/testenv.sh pins %s=%s, controlplane expects %s", name, m, want)

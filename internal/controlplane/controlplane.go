@@ -1,17 +1,23 @@
 package controlplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/metactl/metactl/manifests"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -23,14 +29,27 @@ type Options struct {
 	// GarbageCollector also starts kube-controller-manager with the garbage
 	// collector and namespace controllers.
 	GarbageCollector bool
+	// Cluster makes the control plane behave like a cluster with one node:
+	// kube-controller-manager with all its default controllers (Deployments
+	// get ReplicaSets and Pods, Jobs run, ...), kube-scheduler, and kwok
+	// simulating a node, so that scheduled Pods become Running and Ready
+	// without any container. It implies GarbageCollector.
+	Cluster bool
+	// TieToThisProcess has the kernel kill etcd and kube-apiserver too when
+	// this process dies without Stop, by any cause (the other processes
+	// always are). The program's main must call RunStandIn first.
+	TieToThisProcess bool
 	// ExtraCRDPaths are files or folders of further CRDs to install.
 	ExtraCRDPaths []string
 	// ExtraCRDs are further CRDs to install.
 	ExtraCRDs []*apiextensionsv1.CustomResourceDefinition
-	// Dir receives the kubeconfig and logs; default a new temporary folder,
-	// removed by Stop.
+	// Dir receives the kubeconfig and logs; default the temporary folder
+	// that Stop removes.
 	Dir string
 }
+
+// FakeNodeName is the name of the node that kwok simulates (Options.Cluster).
+const FakeNodeName = "metactl-dev-node"
 
 // ControlPlane is a running control plane.
 type ControlPlane struct {
@@ -42,11 +61,13 @@ type ControlPlane struct {
 	AssetsDir string
 	// Dir holds the kubeconfig and logs.
 	Dir string
+	// WorkDir is the temporary folder of etcd's data and the certificates,
+	// removed by Stop.
+	WorkDir string
 
 	env      *envtest.Environment
-	ownDir   bool
-	kcm      *exec.Cmd
-	kcmDone  chan struct{}
+	procs    []*exec.Cmd // started by Start itself, in start order
+	procDone []chan struct{}
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -58,20 +79,26 @@ func Start(opts Options) (_ *ControlPlane, err error) {
 		if opts.AssetsDir, err = AssetsDir(); err != nil {
 			return nil, err
 		}
-	} else if err := checkAssets(opts.AssetsDir, "--assets"); err != nil {
+	} else if err := checkAssets(opts.AssetsDir, "--assets", binaries); err != nil {
 		return nil, err
+	}
+	if opts.Cluster {
+		if err := checkAssets(opts.AssetsDir, "the assets folder", clusterBinaries); err != nil {
+			return nil, err
+		}
 	}
 	crds, err := manifests.CRDs()
 	if err != nil {
 		return nil, err
 	}
 	cp := &ControlPlane{AssetsDir: opts.AssetsDir, Dir: opts.Dir}
+	if cp.WorkDir, err = newWorkDir(); err != nil {
+		return nil, err
+	}
 	if cp.Dir == "" {
-		if cp.Dir, err = os.MkdirTemp("", "metactl-controlplane-"); err != nil {
-			return nil, err
-		}
-		cp.ownDir = true
+		cp.Dir = cp.WorkDir
 	} else if err := os.MkdirAll(cp.Dir, 0o700); err != nil {
+		_ = os.RemoveAll(cp.WorkDir)
 		return nil, err
 	}
 	defer func() {
@@ -88,30 +115,55 @@ func Start(opts Options) (_ *ControlPlane, err error) {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
-	cp.env.ControlPlane.GetAPIServer().Configure().Set("bind-address", "127.0.0.1")
-	if cp.Config, err = cp.env.Start(); err != nil {
+	// Inside WorkDir rather than envtest's own temporary folders, so that
+	// one removal cleans everything, also after an owner that died.
+	cp.env.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(cp.WorkDir, "etcd")}
+	apiServer := cp.env.ControlPlane.GetAPIServer()
+	apiServer.CertDir = filepath.Join(cp.WorkDir, "apiserver")
+	if err = os.MkdirAll(apiServer.CertDir, 0o700); err != nil {
+		return nil, err
+	}
+	apiServer.Configure().Set("bind-address", "127.0.0.1")
+	if opts.TieToThisProcess {
+		paths, err := prepareStandIns(filepath.Join(cp.WorkDir, "bin"), opts.AssetsDir)
+		if err != nil {
+			return nil, err
+		}
+		cp.env.ControlPlane.Etcd.Path = paths["etcd"]
+		apiServer.Path = paths["kube-apiserver"]
+	}
+	onSpawnerThread(func() { cp.Config, err = cp.env.Start() })
+	if err != nil {
 		return nil, fmt.Errorf("starting etcd and kube-apiserver from %s: %w", opts.AssetsDir, err)
+	}
+	// envtest makes serving certificates for webhooks in a temporary folder
+	// of its own, unasked; metactl runs no webhook in the API server.
+	// Removed now, the folder cannot outlive a process killed later.
+	if err = os.RemoveAll(cp.env.WebhookInstallOptions.LocalServingCertDir); err != nil {
+		return nil, err
 	}
 	cp.KubeconfigPath = filepath.Join(cp.Dir, "kubeconfig")
 	if err = os.WriteFile(cp.KubeconfigPath, cp.env.KubeConfig, 0o600); err != nil {
 		return nil, err
 	}
-	if opts.GarbageCollector {
-		if err = cp.startControllerManager(); err != nil {
-			return nil, err
-		}
+	switch {
+	case opts.Cluster:
+		err = cp.startCluster()
+	case opts.GarbageCollector:
+		err = cp.startProcess("kube-controller-manager", append(controllerManagerFlags(cp.KubeconfigPath),
+			"--controllers=garbagecollector,namespace,clusterrole-aggregation")...)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return cp, nil
 }
 
-func (cp *ControlPlane) startControllerManager() error {
-	logFile, err := os.Create(filepath.Join(cp.Dir, "kube-controller-manager.log"))
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(filepath.Join(cp.AssetsDir, "kube-controller-manager"),
-		"--kubeconfig="+cp.KubeconfigPath,
-		"--controllers=garbagecollector,namespace,clusterrole-aggregation",
+// controllerManagerFlags are kube-controller-manager's flags but for the
+// controllers it runs.
+func controllerManagerFlags(kubeconfig string) []string {
+	return []string{
+		"--kubeconfig=" + kubeconfig,
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--secure-port=0",
@@ -121,19 +173,128 @@ func (cp *ControlPlane) startControllerManager() error {
 		"--kube-api-qps=1000",
 		"--kube-api-burst=2000",
 		"--v=1",
-	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Killed with this process even if it dies without calling Stop.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return fmt.Errorf("starting kube-controller-manager: %w", err)
 	}
-	cp.kcm, cp.kcmDone = cmd, make(chan struct{})
+}
+
+// startCluster starts kube-controller-manager with its default
+// controllers, kube-scheduler and kwok, and creates the node kwok
+// simulates; it returns once that node is Ready.
+func (cp *ControlPlane) startCluster() error {
+	// The root CA that the root-ca-cert-publisher puts in every namespace
+	// (kube-root-ca.crt), and the key envtest's API server verifies service
+	// account tokens with, for the token controller.
+	rootCA := filepath.Join(cp.WorkDir, "ca.crt")
+	if err := os.WriteFile(rootCA, cp.Config.CAData, 0o600); err != nil {
+		return err
+	}
+	saKey := filepath.Join(cp.env.ControlPlane.GetAPIServer().CertDir, "sa-signer.key")
+	if err := cp.startProcess("kube-controller-manager", append(controllerManagerFlags(cp.KubeconfigPath),
+		"--controllers=*",
+		"--service-account-private-key-file="+saKey,
+		"--root-ca-file="+rootCA,
+	)...); err != nil {
+		return err
+	}
+	if err := cp.startProcess("kube-scheduler",
+		"--kubeconfig="+cp.KubeconfigPath,
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port=0",
+		"--v=1",
+	); err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := kube.CoreV1().Nodes().Create(ctx, fakeNode(), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the node %s that kwok simulates: %w", FakeNodeName, err)
+	}
+	// The stages hack/testenv.sh put next to kwok (the node becomes Ready
+	// and renews its Lease; Pods become Running and Ready, Pods of Jobs
+	// Succeeded), and not ~/.kwok/kwok.yaml.
+	kwokConfig := filepath.Join(cp.AssetsDir, "kwok-stages.yaml")
+	if err := cp.startProcess("kwok",
+		"--kubeconfig="+cp.KubeconfigPath,
+		"--config="+kwokConfig,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector="+fakeNodeAnnotation+"=fake",
+		"--cidr=10.244.0.0/16",
+		"--node-ip=127.0.0.1",
+		"--node-lease-duration-seconds=40",
+	); err != nil {
+		return err
+	}
+	kwokDone := cp.procDone[len(cp.procDone)-1]
+	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-kwokDone:
+			return false, errors.New("kwok exited")
+		default:
+		}
+		node, err := kube.CoreV1().Nodes().Get(ctx, FakeNodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for kwok to make the node %s Ready (log: %s): %w", FakeNodeName, filepath.Join(cp.Dir, "kwok.log"), err)
+	}
+	return nil
+}
+
+// fakeNodeAnnotation marks the nodes kwok manages.
+const fakeNodeAnnotation = "kwok.x-k8s.io/node"
+
+func fakeNode() *corev1.Node {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        FakeNodeName,
+			Annotations: map[string]string{fakeNodeAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Labels: map[string]string{
+				"kubernetes.io/hostname": FakeNodeName,
+				"kubernetes.io/os":       "linux",
+				"kubernetes.io/arch":     runtime.GOARCH,
+				"type":                   "kwok",
+			},
+		},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+	}
+}
+
+// startProcess starts one of the assets with args, logging to
+// Dir/<name>.log, tied to this process (see StartTied).
+func (cp *ControlPlane) startProcess(name string, args ...string) error {
+	logFile, err := os.Create(filepath.Join(cp.Dir, name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(cp.AssetsDir, name), args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := StartTied(cmd); err != nil {
+		logFile.Close()
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	done := make(chan struct{})
+	cp.procs, cp.procDone = append(cp.procs, cmd), append(cp.procDone, done)
 	go func() {
 		_ = cmd.Wait()
 		logFile.Close()
-		close(cp.kcmDone)
+		close(done)
 	}()
 	return nil
 }
@@ -143,22 +304,16 @@ func (cp *ControlPlane) startControllerManager() error {
 func (cp *ControlPlane) Stop() error {
 	cp.stopOnce.Do(func() {
 		var errs []error
-		if cp.kcm != nil {
-			_ = cp.kcm.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-cp.kcmDone:
-			case <-time.After(10 * time.Second):
-				_ = cp.kcm.Process.Kill()
-				<-cp.kcmDone
-			}
-		}
+		// The API server's clients first: it then stops without waiting for
+		// their watches.
+		stopGroups(10*time.Second, cp.procs, cp.procDone)
 		if cp.env != nil {
 			if err := cp.env.Stop(); err != nil {
 				errs = append(errs, fmt.Errorf("stopping etcd and kube-apiserver: %w", err))
 			}
 		}
-		if cp.ownDir {
-			errs = append(errs, os.RemoveAll(cp.Dir))
+		if cp.WorkDir != "" {
+			errs = append(errs, os.RemoveAll(cp.WorkDir))
 		}
 		cp.stopErr = errors.Join(errs...)
 	})

@@ -26,10 +26,11 @@ import (
 // child with the greeting, read through a client built from that
 // kubeconfig), records every process dev started, sends SIGINT, and checks
 // that dev exits 0 in time and that none of those processes (etcd,
-// kube-apiserver, kube-controller-manager, the python3 hook) is left, nor
-// the API server's port.
+// kube-apiserver, kube-controller-manager, kube-scheduler, kwok, the
+// python3 hook) is left, nor the API server's port.
 func TestDevHelloWorld(t *testing.T) {
 	metactl := testenv.BuildMetactlWithDev(t)
+	statSources(t)
 	dir := t.TempDir()
 	cmd := exec.Command(metactl, "dev", "--example", "hello-world", "--dir", dir)
 	cmd.Dir = repo(t)
@@ -86,7 +87,7 @@ func TestDevHelloWorld(t *testing.T) {
 		seen = append(seen, fmt.Sprintf("%s(%d)", p.argv0, p.pid))
 	}
 	t.Logf("processes of metactl dev: %s", strings.Join(seen, " "))
-	for _, want := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "python"} {
+	for _, want := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "python"} {
 		found := false
 		for _, p := range started {
 			found = found || strings.HasPrefix(p.argv0, want)
