@@ -121,10 +121,16 @@ func applyExample(t *testing.T, file, hookURL string) string {
 // Cleanups run last-registered first, so register it after starting the
 // processes that should still run while the objects go.
 func deleteOnCleanup(t *testing.T, file string, args ...string) {
+	// A CRD is waited for: the next test applying it again while it is
+	// still terminating would find it deleted after all.
+	wait := "--wait=false"
+	if data, err := os.ReadFile(file); err == nil && strings.Contains(string(data), "kind: CustomResourceDefinition") {
+		wait = "--wait=true"
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		args := append([]string{"delete", "--ignore-not-found", "--wait=false", "-f", file}, args...)
+		args := append([]string{"delete", "--ignore-not-found", wait, "-f", file}, args...)
 		if out, err := env.Kubectl(ctx, args...); err != nil {
 			t.Errorf("cleanup: %v\n%s", err, out)
 		}
