@@ -273,7 +273,7 @@ func New(opts Options) (*Manager, error) {
 		informers:     informer.NewFactory(objects.ListerWatcher, informer.Options{Resync: opts.CacheResync}),
 		hooks:         hooks.NewClient(opts.Hooks),
 		credentials:   credentials,
-		events:        record.NewBroadcaster(),
+		events:        newEventBroadcaster(opts),
 		running:       map[string]*runningController{},
 		cleanups:      map[string]cleanupState{},
 	}
