@@ -12,7 +12,7 @@ for pid in $(pgrep -f "^$assets/(etcd|kube-apiserver|kube-controller-manager|kub
   ppid=$(ps -o ppid= -p "$pid" | tr -d ' ')
   parent=$(ps -o comm= -p "$ppid" 2>/dev/null)
   case "$parent" in
-    *.test|metactl|go) continue ;; # still owned
+    *.test|metactl|metactl-dev|go) continue ;; # still owned
   esac
   kill -9 "$pid" 2>/dev/null && killed=$((killed + 1))
 done
