@@ -146,6 +146,11 @@ func dev(ctx context.Context, out io.Writer, f *devFlags) error {
 	case <-ctx.Done():
 	case err := <-managerDone:
 		return err
+	case err := <-cp.Lost(runCtx, 2*time.Second):
+		say("the control plane is gone: %v; stopping", err)
+		cancelRun()
+		<-managerDone
+		return fmt.Errorf("the control plane is gone: %w", err)
 	}
 	cancelRun()
 	return <-managerDone

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/metactl/metactl/manifests"
@@ -68,6 +69,9 @@ type ControlPlane struct {
 	env      *envtest.Environment
 	procs    []*exec.Cmd // started by Start itself, in start order
 	procDone []chan struct{}
+	// stopping is set when Stop begins: processes exiting then are not
+	// lost (see Lost).
+	stopping atomic.Bool
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -302,6 +306,7 @@ func (cp *ControlPlane) startProcess(name string, args ...string) error {
 // Stop stops every process of the control plane and removes its temporary
 // folder. It is safe to call more than once and from several goroutines.
 func (cp *ControlPlane) Stop() error {
+	cp.stopping.Store(true)
 	cp.stopOnce.Do(func() {
 		var errs []error
 		// The API server's clients first: it then stops without waiting for

@@ -433,3 +433,35 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// TestDevStopsWhenItsControlPlaneDies: when a process of its cluster dies
+// (here kube-apiserver, killed from outside), metactl dev says so and
+// stops, with an error, instead of going on without a cluster.
+func TestDevStopsWhenItsControlPlaneDies(t *testing.T) {
+	d := startDev(t)
+	d.waitLine(t, 3*time.Minute, "metactl is running")
+	d.recordProcesses(t, clusterProcesses...)
+	killed := false
+	for _, p := range d.started {
+		if p.argv0 == "kube-apiserver" {
+			if err := syscall.Kill(p.pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			killed = true
+		}
+	}
+	if !killed {
+		t.Fatal("no kube-apiserver among the processes metactl dev started")
+	}
+	// Three missed checks, 2 s apart, then the stop.
+	d.waitLine(t, 20*time.Second, "the control plane is gone")
+	select {
+	case <-d.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("metactl dev still runs 20 s after saying its control plane is gone")
+	}
+	if d.err == nil {
+		t.Error("metactl dev exited 0 after losing its control plane, want an error")
+	}
+	d.checkNothingLeft(t)
+}
