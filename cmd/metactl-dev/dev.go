@@ -142,15 +142,24 @@ func dev(ctx context.Context, out io.Writer, f *devFlags) error {
 		defer stopHook()
 	}
 	say("metactl is running; Ctrl-C stops everything")
+	gone := func(err error) error {
+		say("the control plane is gone: %v; stopping", err)
+		return fmt.Errorf("the control plane is gone: %w", err)
+	}
 	select {
 	case <-ctx.Done():
 	case err := <-managerDone:
+		// metactl may fail first when its cluster goes away.
+		if err != nil && ctx.Err() == nil {
+			if readyErr := cp.Ready(ctx, 2*time.Second); readyErr != nil {
+				return errors.Join(gone(readyErr), err)
+			}
+		}
 		return err
 	case err := <-cp.Lost(runCtx, 2*time.Second):
-		say("the control plane is gone: %v; stopping", err)
 		cancelRun()
 		<-managerDone
-		return fmt.Errorf("the control plane is gone: %w", err)
+		return gone(err)
 	}
 	cancelRun()
 	return <-managerDone

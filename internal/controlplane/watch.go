@@ -9,6 +9,22 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
+// Ready asks kube-apiserver's /readyz once, waiting at most timeout, and
+// returns its error.
+func (cp *ControlPlane) Ready(ctx context.Context, timeout time.Duration) error {
+	client, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		return err
+	}
+	return readyz(ctx, client, timeout)
+}
+
+func readyz(ctx context.Context, client kubernetes.Interface, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+}
+
 // Lost returns a channel that receives, once, the first sign that the
 // control plane is gone while ctx lasts: a process it started itself
 // (kube-controller-manager, kube-scheduler, kwok) exited, or kube-apiserver
@@ -49,9 +65,7 @@ func (cp *ControlPlane) Lost(ctx context.Context, interval time.Duration) <-chan
 				return
 			case <-ticker.C:
 			}
-			checkCtx, cancel := context.WithTimeout(ctx, interval)
-			err := client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(checkCtx).Error()
-			cancel()
+			err := readyz(ctx, client, interval)
 			if err == nil || ctx.Err() != nil {
 				failures = 0
 				continue
