@@ -86,7 +86,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.warmup, "warmup", 100, "parents created and deleted by the limit client before any measurement")
 	flag.IntVar(&o.runs, "runs", 3, "rounds, each a limit run (the writer sweep) then a metactl run of create and update; medians over the rounds count")
 	flag.BoolVar(&o.countsOnly, "counts-only", false, "check counts and convergence only: no speed, CPU or memory target (for CI)")
-	flag.DurationVar(&o.quietWait, "quiet-wait", 3*time.Minute, "before each timed phase, wait up to this long for other work on the machine to use less than a quarter of a CPU (0: do not wait)")
+	flag.DurationVar(&o.quietWait, "quiet-wait", 30*time.Second, "before each timed phase, wait up to this long for other work on the machine to use less than a quarter of a CPU (0: do not wait)")
 	flag.DurationVar(&o.timeout, "timeout", 0, "longest wait for one phase to converge (default 10m + 0.5s per parent)")
 	flag.StringVar(&o.metactlBin, "metactl", "", "metactl binary to run (default: go build ./cmd/metactl into a temporary folder)")
 	flag.StringVar(&o.label, "label", "", "name of this run in output files (default n<N>[-slow<ms>ms])")
