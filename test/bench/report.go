@@ -374,11 +374,15 @@ func spread(xs []float64) string {
 
 // describe says how the phase's ratio came about.
 func (s *PhaseSummary) describe() string {
-	var rr []string
-	for _, x := range s.RoundRatios {
-		rr = append(rr, fmt.Sprintf("%.2f", x))
+	return fmt.Sprintf("metactl %s over limit %s; round by round %s", spread(s.MetactlSeconds), spread(s.LimitSeconds), joinFloats(s.RoundRatios))
+}
+
+func joinFloats(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.2f", x)
 	}
-	return fmt.Sprintf("metactl %s over limit %s; round by round %s", spread(s.MetactlSeconds), spread(s.LimitSeconds), strings.Join(rr, ", "))
+	return strings.Join(parts, ", ")
 }
 
 // evaluate turns the results into PASS/FAIL lines.
@@ -460,7 +464,7 @@ func (b *bench) evaluate() {
 		// The median over runs of create + update.
 		var sums []float64
 		for i := range min(len(r.MetactlRuns["create"]), len(r.MetactlRuns["update"])) {
-			sums = append(sums, r.MetactlRuns["create"][i].MetactlCPUSeconds+r.MetactlRuns["update"][i].MetactlCPUSeconds)
+			sums = append(sums, round3(r.MetactlRuns["create"][i].MetactlCPUSeconds+r.MetactlRuns["update"][i].MetactlCPUSeconds))
 		}
 		sort.Float64s(sums)
 		if len(sums) > 0 {
@@ -541,6 +545,9 @@ func formatCounts(m map[string]float64, n float64) string {
 	for _, k := range sortedKeys(m) {
 		parts = append(parts, fmt.Sprintf("%s %.2f", k, m[k]/n))
 	}
+	if len(parts) == 0 {
+		return "none"
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -603,7 +610,7 @@ func (b *bench) printReport() {
 			fmt.Printf("  metactl %s; runs: %s\n", spread(r.Summary[phase].MetactlSeconds), strings.Join(runs, "; "))
 		}
 		if sum := r.Summary[phase]; sum.Ratio > 0 {
-			fmt.Printf("  ratio of the medians %.2f; round by round %v\n", sum.Ratio, sum.RoundRatios)
+			fmt.Printf("  ratio of the medians %.2f; round by round %s\n", sum.Ratio, joinFloats(sum.RoundRatios))
 		}
 		if m != nil {
 			n := float64(m.Parents)
