@@ -97,30 +97,25 @@ func parallel(parent context.Context, n, workers int, f func(ctx context.Context
 	return parent.Err()
 }
 
-// limitPhases makes, with a client that has no rate limit and o.workers
+// limitPhases makes, with a client that has no rate limit and workers
 // goroutines, the same object writes metactl makes for n parents: create
 // (parent, 3 ConfigMaps, status), update (parent spec, 3 ConfigMaps,
 // status) and delete (3 ConfigMaps, parent). A parent counts as converged
-// when its last write returned.
-func (b *bench) limitPhases(ctx context.Context, ns string, n int, record bool) (map[string]*PhaseResult, error) {
+// when its last write returned. Nothing watches these parents and
+// ConfigMaps but the control plane itself (kube-controller-manager's
+// garbage collector watches every resource, in metactl's phases too).
+func (b *bench) limitPhases(ctx context.Context, ns string, n, workers int, record bool) (map[string]*PhaseResult, error) {
 	parents := make([]*unstructured.Unstructured, n)
 	children := make([][childrenPerParent]*unstructured.Unstructured, n)
 	out := map[string]*PhaseResult{}
-	if record && b.o.limitWatch {
-		// The same informers watch the limit as watch metactl's phases, so
-		// that the API server serves the same watchers in both.
-		t, err := startTracker(ctx, b.dyn, b.kube, ns, n)
-		if err != nil {
-			return nil, err
-		}
-		defer t.stop()
-	}
+	// issued counts the write requests the client sent in a phase.
+	var issued atomic.Int64
 	client := b.dyn.Resource(parentGVR).Namespace(ns)
 	cms := b.dyn.Resource(cmGVR).Namespace(ns)
 
 	phase := func(name string, f func(ctx context.Context, i int) error) error {
 		if record {
-			logf("limit %s: %d parents, %d workers", name, n, b.o.workers)
+			logf("limit %s: %d parents, %d writers", name, n, workers)
 		}
 		quiet := 0.0
 		if record {
@@ -133,8 +128,9 @@ func (b *bench) limitPhases(ctx context.Context, ns string, n int, record bool) 
 		if err != nil {
 			return err
 		}
+		issued.Store(0)
 		t0 := time.Now()
-		err = parallel(ctx, n, b.o.workers, func(ctx context.Context, i int) error {
+		err = parallel(ctx, n, workers, func(ctx context.Context, i int) error {
 			started[i] = time.Now()
 			if err := f(ctx, i); err != nil {
 				return fmt.Errorf("%s %s: %w", name, parentName(i), err)
@@ -147,7 +143,7 @@ func (b *bench) limitPhases(ctx context.Context, ns string, n int, record bool) 
 		}
 		end := time.Now()
 		if record {
-			r := &PhaseResult{Parents: n, Seconds: round3(end.Sub(t0).Seconds()), Converged: n, OthersAtStartCPUs: quiet}
+			r := &PhaseResult{Parents: n, Writers: workers, Seconds: round3(end.Sub(t0).Seconds()), Converged: n, OthersAtStartCPUs: quiet}
 			r.setLatencies(t0, started, done)
 			r.ProcessCPUSeconds = diffCPU(cpuOf(b.cpProcs), cpuBefore)
 			r.OtherCPUSeconds = others(machineBusy()-busyBefore, r.ProcessCPUSeconds, 0)
@@ -157,8 +153,12 @@ func (b *bench) limitPhases(ctx context.Context, ns string, n int, record bool) 
 			}
 			r.ServerWrites = diffBy(serverWrites(serverAfter), serverWrites(serverBefore))
 			r.ServerWatchEvents = watchEvents(serverAfter, serverBefore)
+			r.Counts = limitCountCheck(fmt.Sprintf("%d writers", workers), n, float64(issued.Load()), r.ServerWrites)
 			out[name] = r
-			logf("limit %s: %.2fs", name, r.Seconds)
+			logf("limit %s: %.2fs with %d writers", name, r.Seconds, workers)
+			if !r.Counts.Agree {
+				logf("limit %s: kube-apiserver counted %s, the client issued %.0f writes", name, formatCounts(r.Counts.Server, 1), r.Counts.Issued)
+			}
 		}
 		// Let the garbage collector and etcd catch up before the next phase.
 		select {
@@ -171,6 +171,7 @@ func (b *bench) limitPhases(ctx context.Context, ns string, n int, record bool) 
 
 	if err := phase("create", func(ctx context.Context, i int) error {
 		val := value("create", i)
+		issued.Add(1)
 		p, err := client.Create(ctx, parentObject(ns, "limit", i, val), metav1.CreateOptions{})
 		if err != nil {
 			return err
@@ -180,10 +181,12 @@ func (b *bench) limitPhases(ctx context.Context, ns string, n int, record bool) 
 			if err != nil {
 				return err
 			}
+			issued.Add(1)
 			if children[i][k], err = cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 				return err
 			}
 		}
+		issued.Add(1)
 		parents[i], err = client.UpdateStatus(ctx, setStatus(p, val), metav1.UpdateOptions{})
 		return err
 	}); err != nil {
@@ -193,6 +196,7 @@ func (b *bench) limitPhases(ctx context.Context, ns string, n int, record bool) 
 	if err := phase("update", func(ctx context.Context, i int) error {
 		val := value("update", i)
 		patch := fmt.Appendf(nil, `{"spec":{"value":%q}}`, val)
+		issued.Add(1)
 		p, err := client.Patch(ctx, parentName(i), types.MergePatchType, patch, metav1.PatchOptions{})
 		if err != nil {
 			return err
@@ -205,10 +209,12 @@ func (b *bench) limitPhases(ctx context.Context, ns string, n int, record bool) 
 			cm := children[i][k].DeepCopy()
 			cm.Object["data"] = want.Object["data"]
 			cm.SetAnnotations(want.GetAnnotations())
+			issued.Add(1)
 			if children[i][k], err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 				return err
 			}
 		}
+		issued.Add(1)
 		parents[i], err = client.UpdateStatus(ctx, setStatus(p, val), metav1.UpdateOptions{})
 		return err
 	}); err != nil {
@@ -218,10 +224,12 @@ func (b *bench) limitPhases(ctx context.Context, ns string, n int, record bool) 
 	background := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
 	if err := phase("delete", func(ctx context.Context, i int) error {
 		for k := range childrenPerParent {
+			issued.Add(1)
 			if err := cms.Delete(ctx, childName(parentName(i), k), background); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
 		}
+		issued.Add(1)
 		if err := client.Delete(ctx, parentName(i), background); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}

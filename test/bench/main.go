@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -59,9 +60,9 @@ type options struct {
 	phaseList      string
 	cachedChildren int
 	warmup         int
-	limitRuns      int
 	runs           int
-	limitWatch     bool
+	limitWriters   []int
+	countsOnly     bool
 	quietWait      time.Duration
 	timeout        time.Duration
 	metactlBin     string
@@ -76,16 +77,16 @@ func parseFlags() (options, error) {
 	var o options
 	flag.IntVar(&o.n, "n", 1000, "number of parents")
 	flag.IntVar(&o.slowHookMs, "slow-hook-ms", 0, "milliseconds the hook sleeps per call (0: answer at once)")
-	flag.IntVar(&o.workers, "workers", 16, "goroutines of the limit client and of the benchmark's own writes")
+	flag.IntVar(&o.workers, "workers", 16, "goroutines of the benchmark's own writes (parents in metactl's phases, warm-up, cache)")
+	writers := flag.String("limit-writers", "16,64,256", "writer goroutines of the limit client, comma-separated: each round runs the limit with each, and the fastest counts")
 	flag.StringVar(&o.out, "out", "", "results JSON file (default test/bench/results/<label>.json)")
 	flag.StringVar(&o.svg, "svg", "", "also write an SVG plot of parents converged over time here")
 	flag.StringVar(&o.phaseList, "phases", strings.Join(allPhases, ","), "phases to run, from "+strings.Join(allPhases, ",")+" (update and delete imply create)")
 	flag.IntVar(&o.cachedChildren, "cached-children", 10000, "orphan ConfigMaps created for the cache phase")
 	flag.IntVar(&o.warmup, "warmup", 100, "parents created and deleted by the limit client before any measurement")
-	flag.IntVar(&o.limitRuns, "limit-runs", 3, "runs of the limit phases; each phase's limit is the fastest run")
-	flag.BoolVar(&o.limitWatch, "limit-watch", true, "run the benchmark's informers (parents and ConfigMaps) during the limit phases too, as during metactl's")
-	flag.IntVar(&o.runs, "runs", 3, "runs of metactl's create and update phases; each phase's fastest run counts")
-	flag.DurationVar(&o.quietWait, "quiet-wait", 3*time.Minute, "before each timed phase, wait up to this long for other work on the machine to use less than a quarter of a CPU (0: do not wait)")
+	flag.IntVar(&o.runs, "runs", 3, "rounds, each a limit run (the writer sweep) then a metactl run of create and update; medians over the rounds count")
+	flag.BoolVar(&o.countsOnly, "counts-only", false, "check counts and convergence only: no speed, CPU or memory target (for CI)")
+	flag.DurationVar(&o.quietWait, "quiet-wait", 30*time.Second, "before each timed phase, wait up to this long for other work on the machine to use less than a quarter of a CPU (0: do not wait)")
 	flag.DurationVar(&o.timeout, "timeout", 0, "longest wait for one phase to converge (default 10m + 0.5s per parent)")
 	flag.StringVar(&o.metactlBin, "metactl", "", "metactl binary to run (default: go build ./cmd/metactl into a temporary folder)")
 	flag.StringVar(&o.label, "label", "", "name of this run in output files (default n<N>[-slow<ms>ms])")
@@ -95,8 +96,15 @@ func parseFlags() (options, error) {
 	if flag.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
-	if o.n < 1 || o.workers < 1 || o.limitRuns < 1 || o.runs < 1 {
-		return o, errors.New("-n, -workers, -runs and -limit-runs must be at least 1")
+	if o.n < 1 || o.workers < 1 || o.runs < 1 {
+		return o, errors.New("-n, -workers and -runs must be at least 1")
+	}
+	for _, w := range strings.Split(*writers, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(w))
+		if err != nil || v < 1 {
+			return o, fmt.Errorf("-limit-writers: %q is not a positive number", w)
+		}
+		o.limitWriters = append(o.limitWriters, v)
 	}
 	o.phases = map[string]bool{}
 	for _, p := range strings.Split(o.phaseList, ",") {
@@ -183,6 +191,10 @@ type bench struct {
 	tracker  *tracker
 	result   *Result
 	outDir   string
+	// Every run of each phase: the limit's (the fastest of the sweep, one
+	// per round) and metactl's; the result holds the median runs.
+	limitAll   map[string][]*PhaseResult
+	metactlAll map[string][]*PhaseResult
 }
 
 func run(ctx context.Context, o options) (err error) {
@@ -191,7 +203,7 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	b := &bench{o: o, root: root}
+	b := &bench{o: o, root: root, limitAll: map[string][]*PhaseResult{}, metactlAll: map[string][]*PhaseResult{}}
 	b.result = newResult(o)
 	b.result.Machine = machineInfo()
 	b.result.Source = sourceInfo(root)
@@ -274,38 +286,25 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 
-	// The limit, before metactl runs, so that nothing else competes.
 	if o.warmup > 0 {
 		logf("warm-up: %d parents through the limit client", min(o.warmup, o.n))
-		if _, err := b.limitPhases(ctx, nsWarmup, min(o.warmup, o.n), false); err != nil {
+		if _, err := b.limitPhases(ctx, nsWarmup, min(o.warmup, o.n), o.workers, false); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
-		}
-	}
-	if o.phases["limit"] {
-		// The machine may be shared: each phase's limit is the fastest of
-		// several runs.
-		for run := 1; run <= o.limitRuns; run++ {
-			logf("limit run %d of %d", run, o.limitRuns)
-			res, err := b.limitPhases(ctx, nsLimit, o.n, true)
-			if err != nil {
-				return fmt.Errorf("limit: %w", err)
-			}
-			for phase, r := range res {
-				b.result.LimitRuns[phase] = append(b.result.LimitRuns[phase], r.Seconds)
-				if best := b.result.Limit[phase]; best == nil || r.Seconds < best.Seconds {
-					b.result.Limit[phase] = r
-				}
-			}
 		}
 	}
 
 	if !o.phases["create"] && !o.phases["cache"] {
-		b.evaluate()
-		b.printReport()
-		return nil
+		for round := 1; round <= o.runs && o.phases["limit"]; round++ {
+			if err := b.limitRound(ctx, round); err != nil {
+				return err
+			}
+		}
+		return b.finish()
 	}
 
-	// metactl, its hook, and the benchmark's informers.
+	// metactl, its hook, and the benchmark's informers. metactl runs
+	// throughout; while the limit runs, its CompositeController is absent,
+	// so it watches no parent and no ConfigMap and is idle.
 	if b.hook, err = startHook(time.Duration(o.slowHookMs) * time.Millisecond); err != nil {
 		return err
 	}
@@ -323,9 +322,6 @@ func run(ctx context.Context, o options) (err error) {
 	defer b.metactl.stop()
 	b.result.MetactlPID = b.metactl.pid
 	b.result.MetactlArgs = b.metactl.args
-	if err := b.installController(ctx); err != nil {
-		return err
-	}
 	if _, err := b.metactl.settle(ctx, b.cpProcs); err != nil {
 		return err
 	}
@@ -335,21 +331,40 @@ func run(ctx context.Context, o options) (err error) {
 		b.result.MetactlIdleGoRuntime = s.goRuntime()
 	}
 
-	// create and update -runs times, each phase's fastest run counting;
-	// the parents and children are removed between runs (with the
-	// CompositeController, so that metactl does not recreate them), and
-	// the last run's parents are deleted by the delete phase.
-	for rep := 1; rep <= o.runs && o.phases["create"]; rep++ {
-		if rep > 1 {
-			if err := b.resetMetactl(ctx); err != nil {
+	// Rounds: the limit (every writer count of the sweep), then metactl's
+	// create and update, so that the machine's noise falls on both alike.
+	// Before each round after the first, the CompositeController is
+	// removed (so that metactl does not recreate anything) and the parents
+	// and children deleted directly; the last round's parents are deleted
+	// by metactl's delete phase.
+	installed := false
+	for round := 1; round <= o.runs; round++ {
+		if installed {
+			if err := b.removeController(ctx); err != nil {
+				return err
+			}
+			installed = false
+		}
+		if o.phases["limit"] {
+			if err := b.limitRound(ctx, round); err != nil {
 				return err
 			}
 		}
-		if err := b.metactlPhase(ctx, "create", rep); err != nil {
+		if !o.phases["create"] {
+			continue
+		}
+		if err := b.installController(ctx); err != nil {
+			return err
+		}
+		installed = true
+		if _, err := b.metactl.settle(ctx, b.cpProcs); err != nil {
+			return err
+		}
+		if err := b.metactlPhase(ctx, "create", round); err != nil {
 			return err
 		}
 		if o.phases["update"] {
-			if err := b.metactlPhase(ctx, "update", rep); err != nil {
+			if err := b.metactlPhase(ctx, "update", round); err != nil {
 				return err
 			}
 		}
@@ -362,15 +377,64 @@ func run(ctx context.Context, o options) (err error) {
 	st, _ = readProc(b.metactl.pid)
 	b.result.MetactlAfterPhases = st
 	if o.phases["cache"] && o.cachedChildren > 0 {
+		if !installed {
+			if err := b.installController(ctx); err != nil {
+				return err
+			}
+		}
 		if err := b.cachePhase(ctx); err != nil {
 			return err
 		}
 	}
 	st, _ = readProc(b.metactl.pid)
 	b.result.MetactlEnd = st
+	return b.finish()
+}
 
+// finish evaluates the targets, prints the report and fails when a target
+// failed.
+func (b *bench) finish() error {
 	b.evaluate()
 	b.printReport()
+	var failed []string
+	for _, t := range b.result.Targets {
+		if t.Status == "FAIL" {
+			failed = append(failed, t.Name)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d target(s) failed: %s", len(failed), strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// limitRound runs the limit once with each writer count of the sweep and
+// records, for each phase, the fastest.
+func (b *bench) limitRound(ctx context.Context, round int) error {
+	best := map[string]*PhaseResult{}
+	sweep := map[string]map[string]float64{}
+	for _, w := range b.o.limitWriters {
+		logf("limit round %d of %d: %d writers", round, b.o.runs, w)
+		res, err := b.limitPhases(ctx, nsLimit, b.o.n, w, true)
+		if err != nil {
+			return fmt.Errorf("limit: %w", err)
+		}
+		for phase, r := range res {
+			if sweep[phase] == nil {
+				sweep[phase] = map[string]float64{}
+			}
+			sweep[phase][strconv.Itoa(w)] = r.Seconds
+			r.Counts.Run = fmt.Sprintf("round %d, %d writers", round, w)
+			b.result.LimitCounts[phase] = append(b.result.LimitCounts[phase], r.Counts)
+			if cur := best[phase]; cur == nil || r.Seconds < cur.Seconds {
+				best[phase] = r
+			}
+		}
+	}
+	for phase, r := range best {
+		b.limitAll[phase] = append(b.limitAll[phase], r)
+		b.result.LimitRuns[phase] = append(b.result.LimitRuns[phase], LimitRun{Seconds: r.Seconds, Writers: r.Writers, Sweep: sweep[phase]})
+	}
 	return nil
 }
 

@@ -64,7 +64,8 @@ func (b *bench) metactlPhase(ctx context.Context, name string, rep int) error {
 	if name == "create" && rep == 1 && b.metactl.pprofURL != "" {
 		// Long enough to cover the phase; the limit says how long that is.
 		seconds := 20
-		if l := b.result.Limit["create"]; l != nil {
+		if ls := b.limitAll["create"]; len(ls) > 0 {
+			l := ls[len(ls)-1]
 			seconds = max(10, int(math.Ceil(3*l.Seconds)))
 			if b.o.slowHookMs > 0 {
 				seconds = max(seconds, int(math.Ceil(6*l.Seconds)))
@@ -175,21 +176,21 @@ wait:
 	r.ObjectWritesPerParent = round3(r.ObjectWritesTotal / float64(n))
 	r.APIWritesPerParent = round3(r.APIWrites / float64(n))
 	r.setLatencies(t0, started, converged)
-	if l := b.result.Limit[name]; l != nil && l.Seconds > 0 {
-		r.RatioToLimit = round3(r.Seconds / l.Seconds)
-	}
+	r.Counts = metactlCountCheck(fmt.Sprintf("run %d", rep), name, r)
 	apiWrites, _ := r.apiWritesPerParent(name)
 	b.result.MetactlRuns[name] = append(b.result.MetactlRuns[name], RunSummary{
 		APIWritesPerParent: apiWrites,
 		Seconds:            r.Seconds, MetactlCPUSeconds: r.MetactlCPUSeconds, HookCallsPerParent: r.HookCallsPerParent,
 		ObjectWritesPerParent: r.ObjectWritesPerParent, ServerWritesNotBenchPerParent: r.ServerWritesNotBenchPerParent,
 		OtherCPUSeconds: r.OtherCPUSeconds, OthersAtStartCPUs: r.OthersAtStartCPUs,
+		Counts: r.Counts,
 	})
-	if best := b.result.Metactl[name]; best == nil || r.Seconds < best.Seconds {
-		b.result.Metactl[name] = r
-	}
+	b.metactlAll[name] = append(b.metactlAll[name], r)
 	logf("metactl %s: converged in %.2fs (writes issued in %.2fs), %.2f hook calls and %.2f object writes per parent, %.2f CPU-s",
 		name, r.Seconds, r.WritesIssuedSeconds, r.HookCallsPerParent, r.ObjectWritesPerParent, r.MetactlCPUSeconds)
+	if !r.Counts.Agree {
+		logf("metactl %s: the counts disagree: %s", name, r.Counts.Problem)
+	}
 	if profileDone != nil {
 		logf("waiting for the CPU profile to finish")
 		select {
@@ -303,9 +304,9 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// resetMetactl removes the CompositeController, then every parent and
-// child of metactl's namespace, and installs the CompositeController again.
-func (b *bench) resetMetactl(ctx context.Context) error {
+// removeController removes the CompositeController, waits until metactl
+// stopped it, then deletes every parent and child of metactl's namespace.
+func (b *bench) removeController(ctx context.Context) error {
 	logf("reset: removing the CompositeController, the parents and the children")
 	if err := b.dyn.Resource(ccGVR).Delete(ctx, ccName, metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("deleting the CompositeController: %w", err)
@@ -365,8 +366,6 @@ func (b *bench) resetMetactl(ctx context.Context) error {
 	}
 	b.tracker.end()
 	sleep(ctx, 2*time.Second)
-	if _, err := b.metactl.settle(ctx, b.cpProcs); err != nil {
-		return err
-	}
-	return b.installController(ctx)
+	_, err = b.metactl.settle(ctx, b.cpProcs)
+	return err
 }

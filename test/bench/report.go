@@ -7,7 +7,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,7 +21,9 @@ type Result struct {
 	N              int      `json:"n"`
 	SlowHookMs     int      `json:"slowHookMs"`
 	Workers        int      `json:"workers"`
-	LimitWatch     bool     `json:"limitWatch"`
+	LimitWriters   []int    `json:"limitWriters"`
+	Runs           int      `json:"runs"`
+	CountsOnly     bool     `json:"countsOnly,omitempty"`
 	Phases         []string `json:"phases"`
 	CachedChildren int      `json:"cachedChildren"`
 	Machine        Machine  `json:"machine"`
@@ -27,15 +31,21 @@ type Result struct {
 	MetactlPID     int      `json:"metactlPid,omitempty"`
 	MetactlArgs    []string `json:"metactlArgs,omitempty"`
 
-	// Limit and Metactl hold the create, update and delete phases.
+	// Limit and Metactl hold the create, update and delete phases: the
+	// median run of each (for an even number of runs, the faster of the
+	// two middle ones).
 	Limit   map[string]*PhaseResult `json:"limit"`
 	Metactl map[string]*PhaseResult `json:"metactl"`
-	// LimitRuns are the seconds of every run of each limit phase; Limit
-	// holds the fastest.
-	LimitRuns map[string][]float64 `json:"limitRuns"`
-	// MetactlRuns summarise every run of each metactl phase; Metactl
-	// holds the fastest.
+	// LimitRuns are each round's limit of each phase: the fastest run of
+	// the writer sweep.
+	LimitRuns map[string][]LimitRun `json:"limitRuns"`
+	// MetactlRuns summarise every run of each metactl phase.
 	MetactlRuns map[string][]RunSummary `json:"metactlRuns"`
+	// Summary holds the medians and spreads that decide the targets.
+	Summary map[string]*PhaseSummary `json:"summary"`
+	// LimitCounts check every limit run (each writer count of each round)
+	// against kube-apiserver's count.
+	LimitCounts map[string][]countCheck `json:"limitCounts,omitempty"`
 
 	// metactl's process at moments of the run.
 	MetactlIdle ProcStats `json:"metactlIdle"`
@@ -63,6 +73,8 @@ type Result struct {
 type PhaseResult struct {
 	Parents   int `json:"parents"`
 	Converged int `json:"converged"`
+	// Writers is the limit client's goroutines.
+	Writers int `json:"writers,omitempty"`
 	// Seconds runs from the first write to the last parent converged.
 	Seconds      float64 `json:"seconds"`
 	RatioToLimit float64 `json:"ratioToLimit,omitempty"`
@@ -126,18 +138,42 @@ type PhaseResult struct {
 	MetactlHeapInuseBytes int64              `json:"metactlHeapInuseBytes,omitempty"`
 	// MetactlGoRuntime are Go runtime gauges of metactl once quiet.
 	MetactlGoRuntime map[string]float64 `json:"metactlGoRuntime,omitempty"`
+	// Counts compares the counts of independent witnesses.
+	Counts countCheck `json:"counts"`
+}
+
+// LimitRun is one round's limit of a phase.
+type LimitRun struct {
+	Seconds float64 `json:"seconds"`
+	Writers int     `json:"writers"`
+	// Sweep is the seconds of each writer count.
+	Sweep map[string]float64 `json:"sweep"`
+}
+
+// PhaseSummary is a phase's medians over the rounds and their spread.
+type PhaseSummary struct {
+	LimitSeconds   []float64 `json:"limitSeconds,omitempty"`
+	LimitMedian    float64   `json:"limitMedian,omitempty"`
+	MetactlSeconds []float64 `json:"metactlSeconds,omitempty"`
+	MetactlMedian  float64   `json:"metactlMedian,omitempty"`
+	// Ratio is the median of metactl's runs over the median of the
+	// limit's; RoundRatios are each round's metactl run over the same
+	// round's limit.
+	Ratio       float64   `json:"ratio,omitempty"`
+	RoundRatios []float64 `json:"roundRatios,omitempty"`
 }
 
 // RunSummary is one run of a metactl phase.
 type RunSummary struct {
-	Seconds                       float64 `json:"seconds"`
-	APIWritesPerParent            float64 `json:"apiWritesPerParent"`
-	MetactlCPUSeconds             float64 `json:"metactlCpuSeconds"`
-	HookCallsPerParent            float64 `json:"hookCallsPerParent"`
-	ObjectWritesPerParent         float64 `json:"objectWritesPerParent"`
-	ServerWritesNotBenchPerParent float64 `json:"serverWritesNotBenchPerParent"`
-	OtherCPUSeconds               float64 `json:"otherCpuSeconds"`
-	OthersAtStartCPUs             float64 `json:"othersAtStartCpus"`
+	Seconds                       float64    `json:"seconds"`
+	APIWritesPerParent            float64    `json:"apiWritesPerParent"`
+	MetactlCPUSeconds             float64    `json:"metactlCpuSeconds"`
+	HookCallsPerParent            float64    `json:"hookCallsPerParent"`
+	ObjectWritesPerParent         float64    `json:"objectWritesPerParent"`
+	ServerWritesNotBenchPerParent float64    `json:"serverWritesNotBenchPerParent"`
+	OtherCPUSeconds               float64    `json:"otherCpuSeconds"`
+	OthersAtStartCPUs             float64    `json:"othersAtStartCpus"`
+	Counts                        countCheck `json:"counts"`
 }
 
 // CacheResult is metactl's memory with orphan ConfigMaps cached.
@@ -170,9 +206,10 @@ type Target struct {
 }
 
 func newResult(o options) *Result {
-	r := &Result{Label: o.label, N: o.n, SlowHookMs: o.slowHookMs, Workers: o.workers, CachedChildren: o.cachedChildren, LimitWatch: o.limitWatch,
-		Limit: map[string]*PhaseResult{}, Metactl: map[string]*PhaseResult{}, LimitRuns: map[string][]float64{},
-		MetactlRuns: map[string][]RunSummary{}}
+	r := &Result{Label: o.label, N: o.n, SlowHookMs: o.slowHookMs, Workers: o.workers, CachedChildren: o.cachedChildren,
+		LimitWriters: o.limitWriters, Runs: o.runs, CountsOnly: o.countsOnly,
+		Limit: map[string]*PhaseResult{}, Metactl: map[string]*PhaseResult{}, LimitRuns: map[string][]LimitRun{},
+		MetactlRuns: map[string][]RunSummary{}, Summary: map[string]*PhaseSummary{}, LimitCounts: map[string][]countCheck{}}
 	for _, p := range allPhases {
 		if o.phases[p] {
 			r.Phases = append(r.Phases, p)
@@ -261,8 +298,96 @@ const (
 	targetN       = 1000
 )
 
+// summarize picks each phase's median runs and computes the medians,
+// their spread and the ratios that decide the targets.
+func (b *bench) summarize() {
+	r := b.result
+	for _, phase := range []string{"create", "update", "delete"} {
+		ls, ms := b.limitAll[phase], b.metactlAll[phase]
+		if len(ls) == 0 && len(ms) == 0 {
+			continue
+		}
+		sum := &PhaseSummary{}
+		for _, x := range ls {
+			sum.LimitSeconds = append(sum.LimitSeconds, x.Seconds)
+		}
+		for _, x := range ms {
+			sum.MetactlSeconds = append(sum.MetactlSeconds, x.Seconds)
+		}
+		sum.LimitMedian, sum.MetactlMedian = median(sum.LimitSeconds), median(sum.MetactlSeconds)
+		if l := medianRun(ls); l != nil {
+			r.Limit[phase] = l
+		}
+		if m := medianRun(ms); m != nil {
+			r.Metactl[phase] = m
+			if sum.LimitMedian > 0 {
+				sum.Ratio = round3(sum.MetactlMedian / sum.LimitMedian)
+				m.RatioToLimit = sum.Ratio
+			}
+		}
+		// Round by round: the metactl run that followed each limit run.
+		for i := range min(len(ls), len(ms)) {
+			if ls[i].Seconds > 0 {
+				sum.RoundRatios = append(sum.RoundRatios, round3(ms[i].Seconds/ls[i].Seconds))
+			}
+		}
+		r.Summary[phase] = sum
+	}
+}
+
+// median of xs (the mean of the two middle values for an even count).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return round3((s[len(s)/2-1] + s[len(s)/2]) / 2)
+}
+
+// medianRun is the run with the median seconds (for an even count, the
+// faster of the two middle ones).
+func medianRun(runs []*PhaseResult) *PhaseResult {
+	if len(runs) == 0 {
+		return nil
+	}
+	s := append([]*PhaseResult(nil), runs...)
+	sort.SliceStable(s, func(i, j int) bool { return s[i].Seconds < s[j].Seconds })
+	return s[(len(s)-1)/2]
+}
+
+// spread formats values as "median (min–max, ±x%)".
+func spread(xs []float64) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	lo, hi := slices.Min(xs), slices.Max(xs)
+	m := median(xs)
+	if len(xs) == 1 || m == 0 {
+		return fmt.Sprintf("%.2fs", m)
+	}
+	return fmt.Sprintf("%.2fs (%.2f–%.2f, ±%.0f%%)", m, lo, hi, 100*(hi-lo)/2/m)
+}
+
+// describe says how the phase's ratio came about.
+func (s *PhaseSummary) describe() string {
+	return fmt.Sprintf("metactl %s over limit %s; round by round %s", spread(s.MetactlSeconds), spread(s.LimitSeconds), joinFloats(s.RoundRatios))
+}
+
+func joinFloats(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(parts, ", ")
+}
+
 // evaluate turns the results into PASS/FAIL lines.
 func (b *bench) evaluate() {
+	b.summarize()
 	r := b.result
 	var ts []Target
 	add := func(name string, value, limit float64, unit string, ok bool, measured bool, detail string) {
@@ -277,19 +402,41 @@ func (b *bench) evaluate() {
 		}
 		ts = append(ts, t)
 	}
+	speed := func(name string, value, limit float64, unit string, ok, measured bool, detail string) {
+		if r.CountsOnly {
+			ts = append(ts, Target{Name: name, Status: "SKIP", Value: round3(value), Max: limit, Unit: unit, Detail: "-counts-only: no speed target"})
+			return
+		}
+		add(name, value, limit, unit, ok, measured, detail)
+	}
+	for _, phase := range []string{"create", "update", "delete"} {
+		if phase == "delete" && len(r.MetactlRuns[phase]) == 0 {
+			continue
+		}
+		checks := make([]countCheck, 0, len(r.MetactlRuns[phase]))
+		for _, x := range r.MetactlRuns[phase] {
+			checks = append(checks, x.Counts)
+		}
+		ts = append(ts, countsTarget(phase+" counts agree", checks, true))
+	}
+	for _, phase := range []string{"create", "update", "delete"} {
+		if checks := r.LimitCounts[phase]; len(checks) > 0 {
+			ts = append(ts, countsTarget("limit "+phase+" counts agree", checks, false))
+		}
+	}
 	for _, phase := range []string{"create", "update"} {
-		m, l := r.Metactl[phase], r.Limit[phase]
-		measured := m != nil && l != nil
+		sum := r.Summary[phase]
+		measured := sum != nil && sum.Ratio > 0
 		ratio := 0.0
 		detail := ""
 		if measured {
-			ratio = m.RatioToLimit
-			detail = fmt.Sprintf("metactl %.2fs, limit %.2fs", m.Seconds, l.Seconds)
+			ratio = sum.Ratio
+			detail = sum.describe()
 		}
 		if r.SlowHookMs == 0 {
-			add(fmt.Sprintf("%s convergence <= %.1fx limit", phase, fastRatio), ratio, fastRatio, "x", ratio <= fastRatio, measured, detail)
+			speed(fmt.Sprintf("%s convergence <= %.1fx limit (medians)", phase, fastRatio), ratio, fastRatio, "x", ratio <= fastRatio, measured, detail)
 		} else if phase == "create" {
-			add(fmt.Sprintf("create convergence with %dms hook <= %.0fx limit", r.SlowHookMs, float64(slowRatio)), ratio, slowRatio, "x", ratio <= slowRatio, measured, detail)
+			speed(fmt.Sprintf("create convergence with %dms hook <= %.0fx limit (medians)", r.SlowHookMs, float64(slowRatio)), ratio, slowRatio, "x", ratio <= slowRatio, measured, detail)
 		}
 	}
 	for _, phase := range []string{"create", "update", "delete"} {
@@ -317,19 +464,19 @@ func (b *bench) evaluate() {
 		// The median over runs of create + update.
 		var sums []float64
 		for i := range min(len(r.MetactlRuns["create"]), len(r.MetactlRuns["update"])) {
-			sums = append(sums, r.MetactlRuns["create"][i].MetactlCPUSeconds+r.MetactlRuns["update"][i].MetactlCPUSeconds)
+			sums = append(sums, round3(r.MetactlRuns["create"][i].MetactlCPUSeconds+r.MetactlRuns["update"][i].MetactlCPUSeconds))
 		}
 		sort.Float64s(sums)
 		if len(sums) > 0 {
 			r.CreateUpdateCPUSeconds = round3(sums[len(sums)/2])
 		}
-		cpuDetail = fmt.Sprintf("median of %d runs %v; fastest runs: create %.2fs, update %.2fs", len(sums), sums, c.cpu(), u.cpu())
+		cpuDetail = fmt.Sprintf("median of %d runs %v; median runs: create %.2fs, update %.2fs", len(sums), sums, c.cpu(), u.cpu())
 	}
 	atN := r.N == targetN
-	add(fmt.Sprintf("metactl CPU for create+update <= %d s at N=%d", maxCPUSeconds, targetN), r.CreateUpdateCPUSeconds, maxCPUSeconds, "s",
+	speed(fmt.Sprintf("metactl CPU for create+update <= %d s at N=%d", maxCPUSeconds, targetN), r.CreateUpdateCPUSeconds, maxCPUSeconds, "s",
 		r.CreateUpdateCPUSeconds <= maxCPUSeconds, atN && c != nil && u != nil, cpuDetail)
 	peak := r.MetactlAfterPhases.PeakRSSBytes
-	add(fmt.Sprintf("metactl peak RSS <= %d MiB at N=%d", maxPeakRSS>>20, targetN), float64(peak)/(1<<20), maxPeakRSS>>20, "MiB",
+	speed(fmt.Sprintf("metactl peak RSS <= %d MiB at N=%d", maxPeakRSS>>20, targetN), float64(peak)/(1<<20), maxPeakRSS>>20, "MiB",
 		peak <= maxPeakRSS, atN && peak > 0, peakRSSDetail(r))
 	if r.Cache != nil {
 		ts = append(ts, Target{Name: "bytes per cached object (RSS; heap in use)", Status: "INFO", Value: r.Cache.BytesPerObjectRSS, Unit: "B",
@@ -398,6 +545,9 @@ func formatCounts(m map[string]float64, n float64) string {
 	for _, k := range sortedKeys(m) {
 		parts = append(parts, fmt.Sprintf("%s %.2f", k, m[k]/n))
 	}
+	if len(parts) == 0 {
+		return "none"
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -405,6 +555,7 @@ func (b *bench) printReport() {
 	r := b.result
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(os.Stdout, "\nmetactl benchmark %s: N=%d, hook delay %dms, %d CPUs (%s), commit %s\n\n", r.Label, r.N, r.SlowHookMs, r.Machine.CPUs, r.Machine.CPUModel, r.Source.Commit)
+	fmt.Fprintf(os.Stdout, "Medians of %d rounds (limit: the fastest of %v writers in each; then metactl).\n\n", r.Runs, r.LimitWriters)
 	fmt.Fprintln(w, "phase\tlimit s\tmetactl s\tratio\thook calls/parent\tobject writes/parent\tAPI writes/parent\tmetactl CPU s\tp50 ms\tp99 ms\t")
 	for _, phase := range []string{"create", "update", "delete"} {
 		l, m := r.Limit[phase], r.Metactl[phase]
@@ -413,10 +564,10 @@ func (b *bench) printReport() {
 		}
 		cells := []string{phase, "-", "-", "-", "-", "-", "-", "-", "-", "-"}
 		if l != nil {
-			cells[1] = fmt.Sprintf("%.2f", l.Seconds)
+			cells[1] = fmt.Sprintf("%.2f", r.Summary[phase].LimitMedian)
 		}
 		if m != nil {
-			cells[2] = fmt.Sprintf("%.2f", m.Seconds)
+			cells[2] = fmt.Sprintf("%.2f", r.Summary[phase].MetactlMedian)
 			if m.RatioToLimit > 0 {
 				cells[3] = fmt.Sprintf("%.2f", m.RatioToLimit)
 			}
@@ -433,27 +584,48 @@ func (b *bench) printReport() {
 	_ = w.Flush()
 	fmt.Println()
 	for _, phase := range []string{"create", "update", "delete"} {
-		m := r.Metactl[phase]
-		if m == nil {
+		l, m := r.Limit[phase], r.Metactl[phase]
+		if l == nil && m == nil {
 			continue
 		}
-		var runs []string
-		for _, x := range r.MetactlRuns[phase] {
-			runs = append(runs, fmt.Sprintf("%.2fs (CPU %.2fs; others used %.2f CPUs before, %.2f CPU-s during)", x.Seconds, x.MetactlCPUSeconds, x.OthersAtStartCPUs, x.OtherCPUSeconds))
+		fmt.Printf("%s:\n", phase)
+		if lr := r.LimitRuns[phase]; len(lr) > 0 {
+			var runs []string
+			for _, x := range lr {
+				var sw []string
+				for _, w := range r.LimitWriters {
+					if v, ok := x.Sweep[strconv.Itoa(w)]; ok {
+						sw = append(sw, fmt.Sprintf("%d: %.2f", w, v))
+					}
+				}
+				runs = append(runs, fmt.Sprintf("%.2f (%s)", x.Seconds, strings.Join(sw, ", ")))
+			}
+			fmt.Printf("  limit   %s; rounds, best of the writer sweep: %s\n", spread(r.Summary[phase].LimitSeconds), strings.Join(runs, "; "))
 		}
-		fmt.Printf("%s: metactl runs %s (the fastest counts)\n", phase, strings.Join(runs, ", "))
-		fmt.Printf("%s: object writes %s\n", phase, formatCounts(m.ObjectWrites, float64(m.Parents)))
-		if m.APIMetricExported {
-			fmt.Printf("%s: API requests %s\n", phase, formatCounts(m.APIRequests, float64(m.Parents)))
+		if m != nil {
+			var runs []string
+			for _, x := range r.MetactlRuns[phase] {
+				runs = append(runs, fmt.Sprintf("%.2f (CPU %.2f; others %.2f CPUs before, %.2f CPU-s during)", x.Seconds, x.MetactlCPUSeconds, x.OthersAtStartCPUs, x.OtherCPUSeconds))
+			}
+			fmt.Printf("  metactl %s; runs: %s\n", spread(r.Summary[phase].MetactlSeconds), strings.Join(runs, "; "))
 		}
-		fmt.Printf("%s: kube-apiserver writes %s\n", phase, formatCounts(m.ServerWrites, float64(m.Parents)))
-		fmt.Printf("%s: hook calls %s (%d connections); syncs %s; queue adds %.2f, retries %.2f per parent\n", phase,
-			formatCounts(m.HookCallsByCode, float64(m.Parents)), m.HookConnections, formatCounts(m.Syncs, float64(m.Parents)), m.QueueAdds/float64(m.Parents), m.QueueRetries/float64(m.Parents))
-		fmt.Printf("%s: CPU seconds %s, metactl %.2f (%.2f until converged), others on the machine %.2f\n", phase, formatCounts(m.ProcessCPUSeconds, 1), m.MetactlCPUSeconds, m.MetactlCPUToConverged, m.OtherCPUSeconds)
-		if l := r.Limit[phase]; l != nil {
-			fmt.Printf("%s: limit runs %v s (the fastest counts)\n", phase, r.LimitRuns[phase])
-			fmt.Printf("%s: limit kube-apiserver writes %s\n", phase, formatCounts(l.ServerWrites, float64(l.Parents)))
-			fmt.Printf("%s: limit CPU seconds %s, others on the machine %.2f\n", phase, formatCounts(l.ProcessCPUSeconds, 1), l.OtherCPUSeconds)
+		if sum := r.Summary[phase]; sum.Ratio > 0 {
+			fmt.Printf("  ratio of the medians %.2f; round by round %s\n", sum.Ratio, joinFloats(sum.RoundRatios))
+		}
+		if m != nil {
+			n := float64(m.Parents)
+			fmt.Printf("  median metactl run, per parent: object writes %s\n", formatCounts(m.ObjectWrites, n))
+			if m.APIMetricExported {
+				fmt.Printf("    API requests %s\n", formatCounts(m.APIRequests, n))
+			}
+			fmt.Printf("    kube-apiserver writes %s\n", formatCounts(m.ServerWrites, n))
+			fmt.Printf("    hook calls %s (%d connections); syncs %s; queue adds %.2f, retries %.2f\n",
+				formatCounts(m.HookCallsByCode, n), m.HookConnections, formatCounts(m.Syncs, n), m.QueueAdds/n, m.QueueRetries/n)
+			fmt.Printf("    CPU seconds %s, metactl %.2f (%.2f until converged), others on the machine %.2f\n", formatCounts(m.ProcessCPUSeconds, 1), m.MetactlCPUSeconds, m.MetactlCPUToConverged, m.OtherCPUSeconds)
+		}
+		if l != nil {
+			fmt.Printf("  median limit run (%d writers), per parent: kube-apiserver writes %s\n", l.Writers, formatCounts(l.ServerWrites, float64(l.Parents)))
+			fmt.Printf("    CPU seconds %s, others on the machine %.2f\n", formatCounts(l.ProcessCPUSeconds, 1), l.OtherCPUSeconds)
 		}
 	}
 	fmt.Printf("metactl RSS: idle %s (anonymous %s, files %s), after phases %s, peak %s, end %s\n",
