@@ -270,3 +270,29 @@ func TestRetryDelayInsideTheSync(t *testing.T) {
 		t.Errorf("RetryDelay outside a loop's sync gave a delay")
 	}
 }
+
+// TestTooManyRequestsWaitsForRetryAfter: a sync failing with a hook's 429
+// is retried after its Retry-After, not after the backoff's shorter delay,
+// even beyond MaxRetryDelay; it does not count as a failure of the
+// backoff, so the next ordinary failure still gets the first delay.
+func TestTooManyRequestsWaitsForRetryAfter(t *testing.T) {
+	const retryAfter = 400 * time.Millisecond
+	tooMany := &hooks.StatusError{Code: http.StatusTooManyRequests, RetryAfter: retryAfter}
+	s := &script{results: []error{tooMany, errHook}}
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 10*time.Second)
+	l, logs := start(t, loop.Options{RateLimiter: limiter, MaxRetryDelay: 50 * time.Millisecond}, s.sync)
+	l.Add("ns/a")
+	calls := s.waitCalls(t, 3, 10*time.Second)
+	if gap := calls[1].Sub(calls[0]); gap < retryAfter {
+		t.Errorf("the sync after a 429 came %v after it, before its Retry-After %v", gap, retryAfter)
+	} else if gap > retryAfter+time.Second {
+		t.Errorf("the sync after a 429 came %v after it, long after its Retry-After %v", gap, retryAfter)
+	}
+	got := retries(logs, "Sync failed; retrying")
+	if len(got) != 1 || got[0].attempt != 1 || got[0].after != 10*time.Millisecond {
+		t.Errorf("logged %+v, want the failure after the 429 as attempt 1 after 10ms", got)
+	}
+	if later := retries(logs, "Hook asked to retry later"); len(later) != 1 || later[0].after != retryAfter {
+		t.Errorf("logged %+v, want one 429 retried after %v", later, retryAfter)
+	}
+}
