@@ -296,3 +296,35 @@ func TestTooManyRequestsWaitsForRetryAfter(t *testing.T) {
 		t.Errorf("logged %+v, want one 429 retried after %v", later, retryAfter)
 	}
 }
+
+// TestDocumentedBackoff pins what the README and --help say: by default a
+// failing sync is retried after 250ms, then 500ms, 1s, ... doubling up to
+// 2 minutes, never more.
+func TestDocumentedBackoff(t *testing.T) {
+	if loop.MaxRetryDelay != 2*time.Minute {
+		t.Errorf("MaxRetryDelay = %v, documented as 2m", loop.MaxRetryDelay)
+	}
+	limiter := loop.DefaultRateLimiter()
+	want := 250 * time.Millisecond
+	for i := range 20 {
+		if got := limiter.When("k"); got != want {
+			t.Fatalf("failure %d: delay %v, want %v", i+1, got, want)
+		}
+		want = min(2*want, 2*time.Minute)
+	}
+
+	// A loop built without a RateLimiter uses it.
+	s := &script{results: []error{errHook, errHook}}
+	l, logs := start(t, loop.Options{}, s.sync)
+	l.Add("ns/a")
+	calls := s.waitCalls(t, 3, 10*time.Second)
+	got := retries(logs, "Sync failed; retrying")
+	if len(got) != 2 || got[0].after != 250*time.Millisecond || got[1].after != 500*time.Millisecond {
+		t.Errorf("logged %+v, want retries after 250ms then 500ms", got)
+	}
+	for i, wait := range []time.Duration{250 * time.Millisecond, 500 * time.Millisecond} {
+		if gap := calls[i+1].Sub(calls[i]); gap < wait {
+			t.Errorf("retry %d came %v after the failure, before %v", i+1, gap, wait)
+		}
+	}
+}
