@@ -2,8 +2,9 @@
 # Runs every fuzz target of the module for FUZZTIME each (default 10s).
 # A failing input is written under the package's testdata/fuzz, where
 # `go test` replays it from then on, and fails this script. A fuzz run that
-# fails without writing an input (the fuzzing engine itself gave up, e.g. a
-# worker killed on a loaded machine) is reported as a warning only.
+# fails without writing an input (the target does not build, its seed corpus
+# fails, or the fuzzing engine itself gave up, e.g. a worker killed on a
+# loaded machine) fails it too: the target was not fuzzed for FUZZTIME.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 fuzztime=${FUZZTIME:-10s}
@@ -20,7 +21,8 @@ for file in $(grep -rl --include='*_test.go' '^func Fuzz' pkg internal); do
         comm -13 <(echo "$before") <(echo "$after") >&2
         status=1
       else
-        echo "fuzz: warning: $target stopped without a failing input (engine failure)" >&2
+        echo "fuzz: $target failed without writing a failing input (see its output above): not fuzzed for $fuzztime" >&2
+        status=1
       fi
     fi
   done

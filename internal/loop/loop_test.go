@@ -270,3 +270,61 @@ func TestRetryDelayInsideTheSync(t *testing.T) {
 		t.Errorf("RetryDelay outside a loop's sync gave a delay")
 	}
 }
+
+// TestTooManyRequestsWaitsForRetryAfter: a sync failing with a hook's 429
+// is retried after its Retry-After, not after the backoff's shorter delay,
+// even beyond MaxRetryDelay; it does not count as a failure of the
+// backoff, so the next ordinary failure still gets the first delay.
+func TestTooManyRequestsWaitsForRetryAfter(t *testing.T) {
+	const retryAfter = 400 * time.Millisecond
+	tooMany := &hooks.StatusError{Code: http.StatusTooManyRequests, RetryAfter: retryAfter}
+	s := &script{results: []error{tooMany, errHook}}
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 10*time.Second)
+	l, logs := start(t, loop.Options{RateLimiter: limiter, MaxRetryDelay: 50 * time.Millisecond}, s.sync)
+	l.Add("ns/a")
+	calls := s.waitCalls(t, 3, 10*time.Second)
+	if gap := calls[1].Sub(calls[0]); gap < retryAfter {
+		t.Errorf("the sync after a 429 came %v after it, before its Retry-After %v", gap, retryAfter)
+	} else if gap > retryAfter+time.Second {
+		t.Errorf("the sync after a 429 came %v after it, long after its Retry-After %v", gap, retryAfter)
+	}
+	got := retries(logs, "Sync failed; retrying")
+	if len(got) != 1 || got[0].attempt != 1 || got[0].after != 10*time.Millisecond {
+		t.Errorf("logged %+v, want the failure after the 429 as attempt 1 after 10ms", got)
+	}
+	if later := retries(logs, "Hook asked to retry later"); len(later) != 1 || later[0].after != retryAfter {
+		t.Errorf("logged %+v, want one 429 retried after %v", later, retryAfter)
+	}
+}
+
+// TestDocumentedBackoff pins what the README and --help say: by default a
+// failing sync is retried after 250ms, then 500ms, 1s, ... doubling up to
+// 2 minutes, never more.
+func TestDocumentedBackoff(t *testing.T) {
+	if loop.MaxRetryDelay != 2*time.Minute {
+		t.Errorf("MaxRetryDelay = %v, documented as 2m", loop.MaxRetryDelay)
+	}
+	limiter := loop.DefaultRateLimiter()
+	want := 250 * time.Millisecond
+	for i := range 20 {
+		if got := limiter.When("k"); got != want {
+			t.Fatalf("failure %d: delay %v, want %v", i+1, got, want)
+		}
+		want = min(2*want, 2*time.Minute)
+	}
+
+	// A loop built without a RateLimiter uses it.
+	s := &script{results: []error{errHook, errHook}}
+	l, logs := start(t, loop.Options{}, s.sync)
+	l.Add("ns/a")
+	calls := s.waitCalls(t, 3, 10*time.Second)
+	got := retries(logs, "Sync failed; retrying")
+	if len(got) != 2 || got[0].after != 250*time.Millisecond || got[1].after != 500*time.Millisecond {
+		t.Errorf("logged %+v, want retries after 250ms then 500ms", got)
+	}
+	for i, wait := range []time.Duration{250 * time.Millisecond, 500 * time.Millisecond} {
+		if gap := calls[i+1].Sub(calls[i]); gap < wait {
+			t.Errorf("retry %d came %v after the failure, before %v", i+1, gap, wait)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 // children and the orphans of its namespace.
 func (c *Controller) claimChildren(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector) (map[*children.Resource]children.Set, error) {
 	claimer := ownership.NewClaimer(parent, c.parent.GroupVersionKind(), selector, c.canAdopt(parent))
+	claimer.Controller = c.name
 	orphanNamespace := parent.GetNamespace() // "" for a cluster-scoped parent: every namespace
 	out := make(map[*children.Resource]children.Set, len(c.children.Resources))
 	var errs []error

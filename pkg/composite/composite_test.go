@@ -263,15 +263,45 @@ func TestFinalizeHook(t *testing.T) {
 	})
 }
 
+// TestResyncAfterSeconds: without events, only resyncAfterSeconds brings
+// the hook back, each time after the 0.2s it asks for: not sooner, and not
+// much later (an informer resync or a backoff would be seconds).
 func TestResyncAfterSeconds(t *testing.T) {
 	ns := env.CreateNamespace(t)
+	var mu sync.Mutex
+	var calls []time.Time
 	hook := newTestHook(t, func(req *syncRequest) any {
+		mu.Lock()
+		calls = append(calls, time.Now())
+		mu.Unlock()
 		return map[string]any{"children": []any{}, "resyncAfterSeconds": 0.2}
 	})
 	startController(t, compositeController(t, hook, thingsGVR, nil))
 	newThing(t, thingsGVR, ns, "p1", nil)
-	// Without events, only resyncAfterSeconds brings the hook back.
-	testenv.Eventually(t, 30*time.Second, "five hook calls", func(context.Context) (bool, error) { return hook.calls.Load() >= 5, nil })
+	times := func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Time(nil), calls...)
+	}
+	// The sync of the new parent may call the hook more than once (a
+	// second round to check the answer is settled, an event of metactl's
+	// own write); the resyncs follow its last call.
+	testenv.Eventually(t, 30*time.Second, "the first sync", func(context.Context) (bool, error) { return len(times()) >= 2, nil })
+	first := len(times())
+	for i, c := range times()[1:] {
+		if c.Sub(times()[i]) >= 100*time.Millisecond {
+			first = i + 1
+			break
+		}
+	}
+	// Five resyncs: 1s, and 2s more for a loaded machine.
+	testenv.Eventually(t, 3*time.Second, "five resyncs within about 5 x 0.2s", func(context.Context) (bool, error) { return len(times()) >= first+5, nil })
+	got := times()[first-1 : first+5]
+	for i := 1; i < len(got); i++ {
+		if gap := got[i].Sub(got[i-1]); gap < 190*time.Millisecond || gap > time.Second {
+			t.Errorf("resync %d came %v after the previous sync, want about 0.2s", i, gap.Round(time.Millisecond))
+		}
+	}
 }
 
 func TestStatusWrittenOnlyWhenChanged(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,13 +33,17 @@ type fixture struct {
 	resolver *related.Resolver
 	mu       sync.Mutex
 	enqueued []string
+	// calls counts the customize hook's calls.
+	calls atomic.Int64
 }
 
 // newFixture builds a Resolver whose customize hook (of customizeVersion,
 // nil for unset) answers rules, for hooks of syncVersion.
 func newFixture(t *testing.T, customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
 	t.Helper()
+	f := &fixture{}
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
 		_ = json.NewEncoder(w).Encode(map[string]any{"relatedResources": rules})
 	}))
 	t.Cleanup(server.Close)
@@ -51,7 +56,6 @@ func newFixture(t *testing.T, customizeVersion *v1alpha1.HookVersion, syncVersio
 		t.Fatal(err)
 	}
 	customize := &v1alpha1.Hook{Version: customizeVersion, Webhook: &v1alpha1.Webhook{URL: ptr.To(server.URL + "/customize")}}
-	f := &fixture{}
 	f.resolver = related.New(related.Options{
 		Controller: "test",
 		Object:     &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController", "metadata": map[string]any{"name": "test"}}},
@@ -68,6 +72,18 @@ func newFixture(t *testing.T, customizeVersion *v1alpha1.HookVersion, syncVersio
 	})
 	t.Cleanup(f.resolver.Close)
 	return f
+}
+
+func (f *fixture) timesEnqueued(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, k := range f.enqueued {
+		if k == key {
+			n++
+		}
+	}
+	return n
 }
 
 func (f *fixture) wasEnqueued(key string) bool {

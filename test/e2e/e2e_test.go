@@ -37,8 +37,12 @@ func TestHelloWorldPython(t *testing.T) {
 	t.Logf("%v: greets metactl", time.Since(began))
 
 	out, err := env.Kubectl(context.Background(), "get", "cc", "hello-world")
-	if err != nil || !strings.Contains(out, "True") {
-		t.Errorf("kubectl get cc hello-world: want READY True, got %v\n%s", err, out)
+	if err != nil {
+		t.Fatalf("kubectl get cc hello-world: %v\n%s", err, out)
+	}
+	row := tableRow(t, out)
+	if row["NAME"] != "hello-world" || row["READY"] != "True" || row["FAILING"] != "0" {
+		t.Errorf("kubectl get cc hello-world: want NAME hello-world, READY True, FAILING 0; got %q from\n%s", row, out)
 	}
 
 	kubectl(t, "delete", "-n", ns, "helloworld", "your-name", "--wait=false")
@@ -49,4 +53,36 @@ func TestHelloWorldPython(t *testing.T) {
 	if !strings.Contains(ex.metactl.Output(), "Stopped") {
 		t.Errorf("metactl run did not log its orderly stop")
 	}
+}
+
+// tableRow reads kubectl's table of one object: each column's value, by
+// its header, cut at the header's position (a value may be empty or hold
+// spaces).
+func tableRow(t *testing.T, out string) map[string]string {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want a header and one row, got:\n%s", out)
+	}
+	header, row := lines[0], lines[1]
+	var starts []int
+	for i := range header {
+		if header[i] != ' ' && (i == 0 || header[i-1] == ' ') {
+			starts = append(starts, i)
+		}
+	}
+	values := map[string]string{}
+	for i, start := range starts {
+		end := len(header)
+		if i+1 < len(starts) {
+			end = starts[i+1]
+		}
+		name := strings.TrimSpace(header[start:end])
+		if start >= len(row) {
+			values[name] = ""
+			continue
+		}
+		values[name] = strings.TrimSpace(row[start:min(end, len(row))])
+	}
+	return values
 }

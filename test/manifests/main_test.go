@@ -31,6 +31,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testenv.Main(m, testenv.Options{
+		// kube-controller-manager, whose clusterrole-aggregation controller
+		// fills metactl-controllers from the ClusterRoles labelled for it,
+		// as in a cluster.
+		GarbageCollector: true,
 		// The parent resource of the hello-world example, which the test
 		// runs under the ServiceAccount's permissions.
 		ExtraCRDPaths: []string{filepath.Join(root, "examples", "python", "hello-world", "crd.yaml")},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -111,51 +110,27 @@ func helloWorldRole(t *testing.T) *rbacv1.ClusterRole {
 	return nil
 }
 
-// aggregate does what kube-controller-manager's clusterrole-aggregation
-// controller does for one aggregated ClusterRole: its rules become those of
-// every ClusterRole its selectors match, by name order. It stands in for
-// that controller, which the test control plane does not run (see
-// internal/controlplane: kube-controller-manager runs, when at all, only
-// the garbagecollector and namespace controllers). Idempotent.
-func aggregate(ctx context.Context, name string) error {
-	roles := env.Kube.RbacV1().ClusterRoles()
-	aggregated, err := roles.Get(ctx, name, metav1.GetOptions{})
+// aggregatedRules returns the rules of the ClusterRole name, as
+// kube-controller-manager's clusterrole-aggregation controller wrote them.
+func aggregatedRules(ctx context.Context, name string) ([]rbacv1.PolicyRule, error) {
+	role, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if aggregated.AggregationRule == nil {
-		return fmt.Errorf("ClusterRole %s has no aggregationRule", name)
+	if role.AggregationRule == nil {
+		return nil, fmt.Errorf("ClusterRole %s has no aggregationRule", name)
 	}
-	var sources []rbacv1.ClusterRole
-	for _, s := range aggregated.AggregationRule.ClusterRoleSelectors {
-		selector, err := metav1.LabelSelectorAsSelector(&s)
-		if err != nil {
-			return err
-		}
-		list, err := roles.List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
-		if err != nil {
-			return err
-		}
-		sources = append(sources, list.Items...)
-	}
-	slices.SortFunc(sources, func(a, b rbacv1.ClusterRole) int { return strings.Compare(a.Name, b.Name) })
-	var rules []rbacv1.PolicyRule
-	for _, source := range sources {
-		if source.Name == name {
-			continue
-		}
-		for _, rule := range source.Rules {
-			if !slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool { return apiequality.Semantic.DeepEqual(r, rule) }) {
-				rules = append(rules, rule)
-			}
+	return role.Rules, nil
+}
+
+// holdsRules reports whether every rule of want is among have.
+func holdsRules(have, want []rbacv1.PolicyRule) bool {
+	for _, rule := range want {
+		if !slices.ContainsFunc(have, func(r rbacv1.PolicyRule) bool { return apiequality.Semantic.DeepEqual(r, rule) }) {
+			return false
 		}
 	}
-	if apiequality.Semantic.DeepEqual(rules, aggregated.Rules) {
-		return nil
-	}
-	aggregated.Rules = rules
-	_, err = roles.Update(ctx, aggregated, metav1.UpdateOptions{})
-	return err
+	return true
 }
 
 // TestServiceAccountPermissions applies the shipped RBAC and checks, as
@@ -252,16 +227,21 @@ func TestServiceAccountPermissions(t *testing.T) {
 		if err := env.Kube.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{}); err != nil {
 			t.Errorf("deleting ClusterRole %s: %v", role.Name, err)
 		}
-		if err := aggregate(ctx, "metactl-controllers"); err != nil {
-			t.Errorf("aggregating metactl-controllers: %v", err)
-		}
+		// The aggregation controller takes the rules away again.
+		testenv.Eventually(t, 30*time.Second, "metactl-controllers without the hello-world rules", func(ctx context.Context) (bool, error) {
+			rules, err := aggregatedRules(ctx, "metactl-controllers")
+			return err == nil && !holdsRules(rules, role.Rules), err
+		})
+	})
+	// kube-controller-manager's clusterrole-aggregation controller, not
+	// the test, copies the rules into metactl-controllers.
+	testenv.Eventually(t, 30*time.Second, "the hello-world ClusterRole aggregated into metactl-controllers by kube-controller-manager", func(ctx context.Context) (bool, error) {
+		rules, err := aggregatedRules(ctx, "metactl-controllers")
+		return err == nil && holdsRules(rules, role.Rules), err
 	})
 	last := helloWorld[len(helloWorld)-1]
 	last.allowed = true
-	testenv.Eventually(t, 30*time.Second, "the hello-world ClusterRole aggregated into metactl-controllers", func(ctx context.Context) (bool, error) {
-		if err := aggregate(ctx, "metactl-controllers"); err != nil {
-			return false, err
-		}
+	testenv.Eventually(t, 30*time.Second, "the aggregated rules to reach the authorizer", func(ctx context.Context) (bool, error) {
 		return allowed(ctx, client, last)
 	})
 	checkAccess(t, client, metactlItself)

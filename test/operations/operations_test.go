@@ -56,15 +56,18 @@ func metactlRun(t *testing.T, args ...string) (p *testenv.Process, metrics, heal
 	return testenv.StartProcess(t, testenv.BuildMetactl(t), args...), metrics, health
 }
 
-// scrape returns the samples of /metrics whose name starts with prefix,
-// summed by name plus labels.
-func scrape(t *testing.T, base string) map[string]float64 {
-	t.Helper()
+// scrape returns the samples of base's /metrics, by name plus labels, or
+// an error when they could not be read (a metactl that is not serving is
+// not one with empty metrics).
+func scrape(base string) (map[string]float64, error) {
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("scraping %s: %w", base, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scraping %s: %s", base, resp.Status)
+	}
 	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -79,7 +82,36 @@ func scrape(t *testing.T, base string) map[string]float64 {
 			out[line[:i]] = v
 		}
 	}
-	return out
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("scraping %s: %w", base, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("scraping %s: no samples", base)
+	}
+	return out, nil
+}
+
+// mustScrape is scrape for a metactl that must be serving: the test fails
+// when it is not.
+func mustScrape(t *testing.T, base string) map[string]float64 {
+	t.Helper()
+	samples, err := scrape(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return samples
+}
+
+// metricIs returns a condition for Eventually: the sum of the metric's
+// samples at base equals want; a failed scrape is the condition's error.
+func metricIs(base, name string, want float64) func(context.Context) (bool, error) {
+	return func(context.Context) (bool, error) {
+		samples, err := scrape(base)
+		if err != nil {
+			return false, err
+		}
+		return sum(samples, name) == want, nil
+	}
 }
 
 // sum adds the samples of a metric (any labels) whose labels contain all
@@ -185,11 +217,19 @@ func TestLeaderElection(t *testing.T) {
 
 	var leader, standby *testenv.Process
 	var leaderMetrics, standbyMetrics string
-	testenv.Eventually(t, 30*time.Second, "a leader", func(context.Context) (bool, error) {
+	testenv.Eventually(t, 30*time.Second, "a leader, and a standby serving its metrics", func(context.Context) (bool, error) {
+		aSamples, err := scrape(aMetrics)
+		if err != nil {
+			return false, err
+		}
+		bSamples, err := scrape(bMetrics)
+		if err != nil {
+			return false, err
+		}
 		switch {
-		case sum(scrape(t, aMetrics), "metactl_leader") == 1:
+		case sum(aSamples, "metactl_leader") == 1 && sum(bSamples, "metactl_leader") == 0:
 			leader, leaderMetrics, standby, standbyMetrics = a, aMetrics, b, bMetrics
-		case sum(scrape(t, bMetrics), "metactl_leader") == 1:
+		case sum(bSamples, "metactl_leader") == 1 && sum(aSamples, "metactl_leader") == 0:
 			leader, leaderMetrics, standby, standbyMetrics = b, bMetrics, a, aMetrics
 		}
 		return leader != nil, nil
@@ -200,10 +240,10 @@ func TestLeaderElection(t *testing.T) {
 	for i := range 5 {
 		waitChild(t, ns, fmt.Sprintf("p%d-child", i), 30*time.Second)
 	}
-	if n := sum(scrape(t, standbyMetrics), "metactl_hook_requests_total"); n != 0 {
+	if n := sum(mustScrape(t, standbyMetrics), "metactl_hook_requests_total"); n != 0 {
 		t.Errorf("the standby called hooks %v times", n)
 	}
-	if n := sum(scrape(t, leaderMetrics), "metactl_hook_requests_total"); n == 0 || calls.Load() == 0 {
+	if n := sum(mustScrape(t, leaderMetrics), "metactl_hook_requests_total"); n == 0 || calls.Load() == 0 {
 		t.Error("the leader called no hook")
 	}
 
@@ -214,9 +254,12 @@ func TestLeaderElection(t *testing.T) {
 	for i := 5; i < 10; i++ {
 		createParent(t, ns, fmt.Sprintf("p%d", i), "elected")
 	}
-	testenv.Eventually(t, 30*time.Second, "the standby to lead", func(context.Context) (bool, error) {
-		return sum(scrape(t, standbyMetrics), "metactl_leader") == 1, nil
-	})
+	// The standby takes the Lease once it has seen no renewal for the lease
+	// duration (4s): it notices the last renewal at most one retry period
+	// late and tries again every retry period, each up to 1.1s (500ms with
+	// client-go's jitter of 1.2); allow 1.5s more for a loaded machine.
+	takeover := 4*time.Second + 2*1100*time.Millisecond + 1500*time.Millisecond
+	testenv.Eventually(t, takeover-time.Since(killed), "the standby to lead within the lease duration", metricIs(standbyMetrics, "metactl_leader", 1))
 	t.Logf("took over %v after the kill (lease duration 4s)", time.Since(killed).Round(100*time.Millisecond))
 	for i := range 10 {
 		waitChild(t, ns, fmt.Sprintf("p%d-child", i), 30*time.Second)
@@ -295,7 +338,10 @@ func TestHealthAndMetrics(t *testing.T) {
 	waitChild(t, ns, "p1-child", 30*time.Second)
 	var before map[string]float64
 	testenv.Eventually(t, 30*time.Second, "the documented series", func(context.Context) (bool, error) {
-		before = scrape(t, metrics)
+		var err error
+		if before, err = scrape(metrics); err != nil {
+			return false, err
+		}
 		for _, name := range []string{
 			"metactl_hook_requests_total", "metactl_hook_duration_seconds_count", "metactl_syncs_total",
 			"metactl_sync_duration_seconds_count", "metactl_workqueue_depth", "metactl_workqueue_adds_total",
@@ -318,7 +364,10 @@ func TestHealthAndMetrics(t *testing.T) {
 	createParent(t, ns, "p2", "metered")
 	waitChild(t, ns, "p2-child", 30*time.Second)
 	testenv.Eventually(t, 30*time.Second, "counters moving", func(context.Context) (bool, error) {
-		after := scrape(t, metrics)
+		after, err := scrape(metrics)
+		if err != nil {
+			return false, err
+		}
 		return sum(after, "metactl_hook_requests_total", `controller="metered"`) > sum(before, "metactl_hook_requests_total", `controller="metered"`) &&
 			sum(after, "metactl_object_writes_total", `controller="metered"`, `verb="create"`) > sum(before, "metactl_object_writes_total", `controller="metered"`, `verb="create"`) &&
 			sum(after, "metactl_api_requests_total", `verb="POST"`) > sum(before, "metactl_api_requests_total", `verb="POST"`), nil
@@ -605,10 +654,12 @@ func TestHookOutageAndRecovery(t *testing.T) {
 			if err != nil || now.GetResourceVersion() != child.GetResourceVersion() {
 				t.Fatalf("the child changed or went away during the outage (err %v)", err)
 			}
-			if p, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Get(ctx(t), "p1", metav1.GetOptions{}); err == nil {
-				if v, _, _ := unstructured.NestedString(p.Object, "status", "value"); v != "before" {
-					t.Fatalf("the status changed to %q during the outage", v)
-				}
+			p, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Get(ctx(t), "p1", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, _, _ := unstructured.NestedString(p.Object, "status", "value"); v != "before" {
+				t.Fatalf("the status changed to %q during the outage", v)
 			}
 			if mode != "down" {
 				if len(during) < 3 || len(during) > 12 {
@@ -618,14 +669,21 @@ func TestHookOutageAndRecovery(t *testing.T) {
 				}
 			}
 
-			// Recovery: within one more backoff period (the last gap, at most
-			// doubled, well under the 2-minute cap).
+			// Recovery: within one more backoff period. The delays double
+			// from 250ms, so the next one is at most 250ms more than all the
+			// earlier ones together, which fit in the outage so far; where
+			// the calls were seen, it is also at most twice the last gap.
+			// Allow 2s more for the sync itself on a loaded machine.
 			h.mode.Store("ok")
 			if mode == "down" {
 				h.listen(t)
 			}
 			recovered := time.Now()
-			testenv.Eventually(t, 30*time.Second, "convergence after recovery", func(ctx context.Context) (bool, error) {
+			backoff := recovered.Sub(began) + 250*time.Millisecond
+			if len(during) >= 2 {
+				backoff = min(backoff, 2*during[len(during)-1].Sub(during[len(during)-2]))
+			}
+			testenv.Eventually(t, backoff+2*time.Second, "convergence within one backoff period after recovery", func(ctx context.Context) (bool, error) {
 				p, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Get(ctx, "p1", metav1.GetOptions{})
 				if err != nil {
 					return false, err
@@ -633,7 +691,7 @@ func TestHookOutageAndRecovery(t *testing.T) {
 				v, _, _ := unstructured.NestedString(p.Object, "status", "value")
 				return v == "after", nil
 			})
-			t.Logf("%s: converged %v after recovery", mode, time.Since(recovered).Round(100*time.Millisecond))
+			t.Logf("%s: converged %v after recovery (next backoff at most %v)", mode, time.Since(recovered).Round(100*time.Millisecond), backoff.Round(100*time.Millisecond))
 		})
 	}
 }

@@ -210,6 +210,9 @@ func topLevelFields(data []byte) (fields, error) {
 	prevComma := 0
 	var last *span
 	if i < len(data) && data[i] == '}' {
+		if skipSpace(data, i+1) != len(data) {
+			return f, fmt.Errorf("offset %d: data after the object", i+1)
+		}
 		return f, nil
 	}
 	for i < len(data) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/metactl/metactl/pkg/metrics"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -40,6 +41,11 @@ type Claimer struct {
 	parentRef metav1.OwnerReference
 	selector  labels.Selector
 	canAdopt  CanAdoptFunc
+
+	// Controller, when set, names the controller in
+	// metactl_object_writes_total, where each adoption and release is
+	// counted as a patch of target "ownership".
+	Controller string
 
 	checkOnce sync.Once
 	checkErr  error
@@ -106,7 +112,7 @@ func (c *Claimer) adopt(ctx context.Context, client dynamic.NamespaceableResourc
 		return nil, fmt.Errorf("cannot adopt %s: %w", describe(obj), c.checkErr)
 	}
 	refs := append(obj.GetOwnerReferences(), c.parentRef)
-	patched, err := patchOwners(ctx, client, obj, refs)
+	patched, err := c.patchOwners(ctx, client, obj, refs)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -124,7 +130,7 @@ func (c *Claimer) release(ctx context.Context, client dynamic.NamespaceableResou
 			refs = append(refs, ref)
 		}
 	}
-	_, err := patchOwners(ctx, client, obj, refs)
+	_, err := c.patchOwners(ctx, client, obj, refs)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -137,7 +143,7 @@ func (c *Claimer) release(ctx context.Context, client dynamic.NamespaceableResou
 
 // patchOwners replaces obj's ownerReferences, on the preconditions that
 // obj still has the same UID and resourceVersion.
-func patchOwners(ctx context.Context, client dynamic.NamespaceableResourceInterface, obj *unstructured.Unstructured, refs []metav1.OwnerReference) (*unstructured.Unstructured, error) {
+func (c *Claimer) patchOwners(ctx context.Context, client dynamic.NamespaceableResourceInterface, obj *unstructured.Unstructured, refs []metav1.OwnerReference) (*unstructured.Unstructured, error) {
 	if refs == nil {
 		refs = []metav1.OwnerReference{}
 	}
@@ -148,6 +154,9 @@ func patchOwners(ctx context.Context, client dynamic.NamespaceableResourceInterf
 	}})
 	if err != nil {
 		return nil, err
+	}
+	if c.Controller != "" {
+		metrics.ObjectWrites.WithLabelValues(c.Controller, "patch", "ownership").Inc()
 	}
 	return client.Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
 }

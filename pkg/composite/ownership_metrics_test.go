@@ -1,0 +1,54 @@
+package composite_test
+
+import (
+	"testing"
+
+	"github.com/metactl/metactl/pkg/metrics"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// TestAdoptionsAndReleasesAreCounted: adopting an orphan and releasing a
+// child that stopped matching are writes, counted as documented in
+// metactl_object_writes_total{verb="patch",target="ownership"}.
+func TestAdoptionsAndReleasesAreCounted(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook := newTestHook(t, valueHook)
+	cc := compositeController(t, hook, thingsGVR, nil)
+	startController(t, cc)
+	ownershipWrites := func() float64 {
+		return testutil.ToFloat64(metrics.ObjectWrites.WithLabelValues(cc.GetName(), "patch", "ownership"))
+	}
+	if n := ownershipWrites(); n != 0 {
+		t.Fatalf("%v ownership writes before any", n)
+	}
+
+	orphan := &unstructured.Unstructured{Object: configMapChild(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "p1"}}}, "p1-cm", map[string]any{"value": "old"})}
+	orphan.SetNamespace(ns)
+	if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Create(ctx(t), orphan, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	parent := newThing(t, thingsGVR, ns, "p1", map[string]any{"value": "new"})
+	adopted := waitFor(t, configMapsGVR, ns, "p1-cm", "adopted", func(o *unstructured.Unstructured) bool {
+		ref := metav1.GetControllerOf(o)
+		return ref != nil && ref.UID == parent.GetUID()
+	})
+	// The counter moves with the write, before the cache sees its result.
+	if n := ownershipWrites(); n < 1 {
+		t.Errorf("an adoption counted %v ownership writes, want 1", n)
+	}
+
+	hook.answer(func(req *syncRequest) any { return map[string]any{"children": []any{}} })
+	relabelled := adopted.DeepCopy()
+	relabelled.SetLabels(map[string]string{"parent": "someone-else"})
+	if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Update(ctx(t), relabelled, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, configMapsGVR, ns, "p1-cm", "released", func(o *unstructured.Unstructured) bool {
+		return o != nil && metav1.GetControllerOf(o) == nil
+	})
+	if n := ownershipWrites(); n < 2 {
+		t.Errorf("an adoption and a release counted %v ownership writes, want 2", n)
+	}
+}

@@ -1,0 +1,160 @@
+package informer
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func version(uid, rv string) metav1.Object {
+	return &metav1.ObjectMeta{UID: types.UID(uid), ResourceVersion: rv}
+}
+
+// TestEchoIsFilteredOnce: the event of a version the controller wrote is
+// not enqueued, once; another version of the same object, an object never
+// written, and a delete are.
+func TestEchoIsFilteredOnce(t *testing.T) {
+	e := NewEchoes()
+	e.Expect(version("u1", "5"))
+	if e.Filter("ns/a", version("u1", "5")) {
+		t.Error("the echo of a write was enqueued")
+	}
+	if !e.Filter("ns/a", version("u1", "5")) {
+		t.Error("the same version counted as an echo twice")
+	}
+	e.Expect(version("u1", "6"))
+	if !e.Filter("ns/a", version("u1", "7")) {
+		t.Error("a later version, written by someone else, was taken for an echo")
+	}
+	if !e.Filter("ns/a", version("u2", "6")) {
+		t.Error("another object with the written resourceVersion was taken for an echo")
+	}
+	if !e.Filter("ns/a", nil) {
+		t.Error("a delete was not enqueued")
+	}
+	if e.Filter("ns/a", version("u1", "6")) {
+		t.Error("the echo of the second write was enqueued")
+	}
+	if n := e.Len(); n != 0 {
+		t.Errorf("%d objects still expected after their echoes", n)
+	}
+}
+
+// TestExpectIgnoresIncompleteObjects: a write result without UID or
+// resourceVersion (a dry run, say) is not remembered.
+func TestExpectIgnoresIncompleteObjects(t *testing.T) {
+	e := NewEchoes()
+	e.Expect(nil)
+	e.Expect(version("", "5"))
+	e.Expect(version("u1", ""))
+	if n := e.Len(); n != 0 {
+		t.Errorf("%d objects expected, want 0", n)
+	}
+	if !e.Filter("ns/a", version("u1", "")) {
+		t.Error("an event without resourceVersion was taken for an echo")
+	}
+}
+
+// TestEventsDuringASyncAreJudgedAtEnd: events for a key being synced are
+// held (not enqueued); at End, echoes of the sync's writes need no new sync,
+// even when they arrived before the write's response was recorded, and
+// anything else does.
+func TestEventsDuringASyncAreJudgedAtEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		held   []metav1.Object // events while the sync runs, before its writes are recorded
+		writes []metav1.Object
+		resync bool
+	}{
+		{name: "no event", resync: false},
+		{name: "the echo before the response", held: []metav1.Object{version("u1", "5")}, writes: []metav1.Object{version("u1", "5")}, resync: false},
+		{name: "two echoes", held: []metav1.Object{version("u1", "5"), version("u2", "9")}, writes: []metav1.Object{version("u1", "5"), version("u2", "9")}, resync: false},
+		{name: "another change", held: []metav1.Object{version("u1", "4")}, writes: []metav1.Object{version("u1", "5")}, resync: true},
+		{name: "an echo and another change", held: []metav1.Object{version("u1", "5"), version("u3", "1")}, writes: []metav1.Object{version("u1", "5")}, resync: true},
+		{name: "a delete", held: []metav1.Object{nil}, resync: true},
+		{name: "the same echo twice", held: []metav1.Object{version("u1", "5"), version("u1", "5")}, writes: []metav1.Object{version("u1", "5")}, resync: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := NewEchoes()
+			e.Begin("ns/a")
+			for _, obj := range tc.held {
+				if obj == nil {
+					if e.Filter("ns/a", nil) {
+						t.Error("a delete during the sync was enqueued at once")
+					}
+					continue
+				}
+				if e.Filter("ns/a", obj) {
+					t.Errorf("an event during the sync was enqueued at once")
+				}
+			}
+			if !e.Filter("ns/other", version("u9", "1")) {
+				t.Error("an event of another key was held")
+			}
+			for _, w := range tc.writes {
+				e.Expect(w)
+			}
+			if got := e.End("ns/a"); got != tc.resync {
+				t.Errorf("End = %v, want %v", got, tc.resync)
+			}
+			// After End, events are judged at once again.
+			e.Expect(version("u1", "50"))
+			if e.Filter("ns/a", version("u1", "50")) {
+				t.Error("an echo after End was enqueued")
+			}
+			if !e.Filter("ns/a", version("u1", "51")) {
+				t.Error("a change after End was not enqueued")
+			}
+		})
+	}
+}
+
+// TestForgetDropsExpectedEchoes: once an object is forgotten (deleted), a
+// version of it that was expected is no longer an echo.
+func TestForgetDropsExpectedEchoes(t *testing.T) {
+	e := NewEchoes()
+	e.Expect(version("u1", "5"))
+	e.Expect(version("u2", "5"))
+	e.Forget("u1")
+	if n := e.Len(); n != 1 {
+		t.Errorf("%d objects expected after Forget, want 1", n)
+	}
+	if !e.Filter("ns/a", version("u1", "5")) {
+		t.Error("a forgotten write was taken for an echo")
+	}
+	if e.Filter("ns/b", version("u2", "5")) {
+		t.Error("Forget of one object dropped another's echo")
+	}
+}
+
+// TestEchoesExpire: an echo that never came (the informer re-listed past
+// it) is no echo after echoTTL, and is dropped from memory by later writes.
+func TestEchoesExpire(t *testing.T) {
+	e := NewEchoes()
+	e.Expect(version("old", "5"))
+	e.Expect(version("stale", "1"))
+	e.mu.Lock()
+	e.expected["old"]["5"] = time.Now().Add(-echoTTL - time.Second)
+	e.expected["stale"]["1"] = time.Now().Add(-echoTTL - time.Second)
+	e.mu.Unlock()
+	if !e.Filter("ns/a", version("old", "5")) {
+		t.Error("an expected echo older than echoTTL was still taken for an echo")
+	}
+	// Writes of other objects expire it: memory stays bounded by what was
+	// written in the last echoTTL.
+	for i := range 1024 {
+		e.Expect(version(fmt.Sprintf("u%d", i), "1"))
+	}
+	e.mu.Lock()
+	_, stale := e.expected["stale"]
+	e.mu.Unlock()
+	if stale {
+		t.Error("an expected echo older than echoTTL is still remembered after 1024 writes")
+	}
+	if n := e.Len(); n != 1024 {
+		t.Errorf("%d objects expected, want the 1024 recent ones", n)
+	}
+}
