@@ -31,4 +31,8 @@
 //
 // It prints a table of the samples and PASS/FAIL lines, and exits 1 on any
 // FAIL: a growth trend (see trend in report.go) or a failed convergence.
+// With -heap-profiles (the default) metactl also serves pprof on loopback,
+// and its heap profile is saved, after a garbage collection, when the
+// churn starts and once everything converged; the report prints the
+// `go tool pprof -diff_base` command that shows what its live heap gained.
 package main

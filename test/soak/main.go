@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -54,6 +55,7 @@ type options struct {
 	convergeWithin time.Duration
 	metactlBin     string
 	logPath        string
+	heapProfiles   bool
 }
 
 func parseFlags() (options, error) {
@@ -66,6 +68,7 @@ func parseFlags() (options, error) {
 	flag.DurationVar(&o.convergeWithin, "converge-within", 3*time.Minute, "after the churn, with the hook healthy, the longest wait for everything to converge (metactl's backoff is capped at 2 minutes)")
 	flag.StringVar(&o.metactlBin, "metactl", "", "metactl binary to run (default: go build ./cmd/metactl into a temporary folder)")
 	flag.StringVar(&o.logPath, "log", "", "metactl's log file (default: a file in the temporary folder, kept)")
+	flag.BoolVar(&o.heapProfiles, "heap-profiles", true, "run metactl with --pprof-addr on loopback and save its heap profile (after a GC) when the churn starts and once converged, next to its log, to see what grew")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", flag.Args())
@@ -169,7 +172,7 @@ func run(ctx context.Context, o options) (bool, error) {
 		return false, err
 	}
 	defer hook.stop()
-	m, err := startMetactl(ctx, bin, cp.KubeconfigPath, o.logPath)
+	m, err := startMetactl(ctx, bin, cp.KubeconfigPath, o.logPath, o.heapProfiles)
 	if err != nil {
 		return false, err
 	}
@@ -194,6 +197,7 @@ func run(ctx context.Context, o options) (bool, error) {
 	}
 	logf("warm-up converged; churn for %v at %.0f operations/s, hook failure rate %.2f", o.duration, o.opsPerSecond, o.failRate)
 
+	m.saveHeapProfile(ctx, "start")
 	hook.setFailRate(o.failRate)
 	if err := s.churnAndSample(ctx); err != nil {
 		return false, err
@@ -210,6 +214,7 @@ func run(ctx context.Context, o options) (bool, error) {
 	if err := s.sample(ctx); err != nil {
 		return false, err
 	}
+	m.saveHeapProfile(ctx, "end")
 	return s.report(left), nil
 }
 
@@ -219,9 +224,12 @@ type metactlProcess struct {
 	cmd        *exec.Cmd
 	pid        int
 	metricsURL string
+	pprofURL   string
 	done       chan struct{}
 	waitErr    error
 	log        *os.File
+	// heapProfiles are the files saveHeapProfile wrote.
+	heapProfiles []string
 }
 
 func freeAddr() (string, error) {
@@ -233,7 +241,7 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-func startMetactl(ctx context.Context, bin, kubeconfig, logPath string) (*metactlProcess, error) {
+func startMetactl(ctx context.Context, bin, kubeconfig, logPath string, pprof bool) (*metactlProcess, error) {
 	metricsAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -246,7 +254,16 @@ func startMetactl(ctx context.Context, bin, kubeconfig, logPath string) (*metact
 	if p.log, err = os.Create(logPath); err != nil {
 		return nil, err
 	}
-	p.cmd = exec.Command(bin, "run", "--kubeconfig", kubeconfig, "--metrics-addr", metricsAddr, "--health-addr", healthAddr)
+	args := []string{"run", "--kubeconfig", kubeconfig, "--metrics-addr", metricsAddr, "--health-addr", healthAddr}
+	if pprof {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--pprof-addr", addr)
+		p.pprofURL = "http://" + addr + "/debug/pprof"
+	}
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := controlplane.StartTied(p.cmd); err != nil {
 		p.log.Close()
@@ -303,6 +320,24 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
+}
+
+// saveHeapProfile saves metactl's heap profile, after a garbage
+// collection, as <log>.heap-<name>.pb.gz; a failure is logged, not fatal.
+func (p *metactlProcess) saveHeapProfile(ctx context.Context, name string) {
+	if p.pprofURL == "" {
+		return
+	}
+	path := strings.TrimSuffix(p.log.Name(), ".log") + ".heap-" + name + ".pb.gz"
+	body, err := get(ctx, p.pprofURL+"/heap?gc=1")
+	if err == nil {
+		err = os.WriteFile(path, body, 0o644)
+	}
+	if err != nil {
+		logf("saving metactl's heap profile: %v", err)
+		return
+	}
+	p.heapProfiles = append(p.heapProfiles, path)
 }
 
 // exited returns an error once metactl has stopped.
