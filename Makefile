@@ -56,6 +56,14 @@ bench: build testenv ## Benchmark against the API server's limit: N=1000, N=1000
 	hack/cleanup-testenv.sh; \
 	exit $$status
 
+.PHONY: soak
+soak: build testenv ## Run metactl for SOAK_DURATION (default 5m) under churn and hook faults; fail on growth of RSS, goroutines or fds, or on no convergence (not in CI).
+	@status=0; export KUBEBUILDER_ASSETS="$$(hack/testenv.sh)"; \
+	$(GO) build -o $(BIN)/soak ./test/soak && \
+	$(BIN)/soak -metactl $(BIN)/metactl -duration $${SOAK_DURATION:-5m} $(SOAK_FLAGS) || status=$$?; \
+	hack/cleanup-testenv.sh; \
+	exit $$status
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 10m; CI runs 10s).
 	FUZZTIME=$${FUZZTIME:-10m} hack/fuzz.sh

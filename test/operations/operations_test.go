@@ -499,6 +499,7 @@ func TestKilledDuringAWave(t *testing.T) {
 	if err := <-created; err != nil {
 		t.Fatal(err)
 	}
+	restarted := time.Now()
 	metactlRun(t)
 	testenv.Eventually(t, 2*time.Minute, "every parent's status", func(ctx context.Context) (bool, error) {
 		list, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "parent=wave"})
@@ -513,6 +514,7 @@ func TestKilledDuringAWave(t *testing.T) {
 		}
 		return done == parents, nil
 	})
+	t.Logf("every parent's status %v after the last restart", time.Since(restarted).Round(100*time.Millisecond))
 	list, err := env.Dynamic.Resource(secretsGVR).Namespace(ns).List(ctx(t), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -531,6 +533,7 @@ func TestKilledDuringAWave(t *testing.T) {
 			t.Errorf("p%03d has %d children, want 1", i, n)
 		}
 	}
+	t.Logf("%d children for %d parents", len(list.Items), parents)
 }
 
 // flakyHook is a hook on a fixed loopback port that can go down (nothing
@@ -807,6 +810,7 @@ func TestAPIServerOutage(t *testing.T) {
 		return time.Since(cut) >= 8*time.Second, nil
 	})
 	proxy.start(t)
+	back := time.Now()
 
 	testenv.Eventually(t, 2*time.Minute, "every parent's status", func(ctx context.Context) (bool, error) {
 		list, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
@@ -821,7 +825,9 @@ func TestAPIServerOutage(t *testing.T) {
 		}
 		return done == 200, nil
 	})
+	t.Logf("every parent's status %v after the API server came back", time.Since(back).Round(100*time.Millisecond))
 	after := children()
+	t.Logf("%d children for 200 parents; %d existed before the outage", len(after), len(before))
 	if len(after) != 200 {
 		t.Errorf("%d children for 200 parents", len(after))
 	}
