@@ -115,6 +115,10 @@ func RunStandIn() {
 		return
 	}
 	parent, _ := strconv.Atoi(os.Getenv(standInParentEnv))
+	// The parent-death signal is an attribute of the calling thread, and
+	// execve keeps the executing thread's: both must happen on one thread,
+	// or the signal is lost when the goroutine moves between them.
+	runtime.LockOSThread()
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0); err != nil {
 		fmt.Fprintf(os.Stderr, "%s stand-in: setting the parent-death signal: %v\n", name, err)
 		os.Exit(1)
