@@ -20,6 +20,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -464,4 +467,47 @@ func TestDevStopsWhenItsControlPlaneDies(t *testing.T) {
 		t.Error("metactl dev exited 0 after losing its control plane, want an error")
 	}
 	d.checkNothingLeft(t)
+}
+
+// TestDevWebsiteChildBecomesReady: in `metactl dev --example website`, the
+// sample Website's Deployment child reaches readyReplicas equal to its
+// replicas (Pods scheduled on the fake node and made Ready by kwok), and
+// the Website's status, which the hook reads from that child, says so.
+func TestDevWebsiteChildBecomesReady(t *testing.T) {
+	d := startDev(t, "--example", "website")
+	d.waitLine(t, 3*time.Minute, "metactl is running")
+	config, err := clientcmd.BuildConfigFromFlags("", filepath.Join(d.dir, "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := d.client(t)
+	websites := schema.GroupVersionResource{Group: "example.metactl.io", Version: "v1", Resource: "websites"}
+	testenv.Eventually(t, 2*time.Minute, "the Website's Deployment child to have 2 of 2 ready replicas, and the Website to report them", func(ctx context.Context) (bool, error) {
+		site, err := dyn.Resource(websites).Namespace("default").Get(ctx, "my-site", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		deps, err := kube.AppsV1().Deployments("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		var child *appsv1.Deployment
+		for i := range deps.Items {
+			if ref := metav1.GetControllerOf(&deps.Items[i]); ref != nil && ref.UID == site.GetUID() {
+				child = &deps.Items[i]
+			}
+		}
+		if child == nil {
+			return false, fmt.Errorf("no Deployment controlled by Website my-site yet")
+		}
+		ready, _, _ := unstructured.NestedInt64(site.Object, "status", "readyReplicas")
+		if child.Spec.Replicas == nil || *child.Spec.Replicas != 2 || child.Status.ReadyReplicas != 2 || ready != 2 {
+			return false, fmt.Errorf("Deployment %s: readyReplicas %d of %v; Website status.readyReplicas %d", child.Name, child.Status.ReadyReplicas, child.Spec.Replicas, ready)
+		}
+		return true, nil
+	})
 }
