@@ -37,7 +37,8 @@ func daemonJobHook(req *syncRequest) any {
 func TestHookActingOnItsOwnStatusConverges(t *testing.T) {
 	ns := env.CreateNamespace(t)
 	hook := newTestHook(t, daemonJobHook)
-	startController(t, compositeController(t, hook, thingsGVR, nil))
+	cc := compositeController(t, hook, thingsGVR, nil)
+	startController(t, cc)
 	newThing(t, thingsGVR, ns, "p1", nil)
 	waitFor(t, thingsGVR, ns, "p1", "status Complete", func(o *unstructured.Unstructured) bool {
 		return o != nil && statusField(o, "phase") == "Complete"
@@ -51,6 +52,10 @@ func TestHookActingOnItsOwnStatusConverges(t *testing.T) {
 		}
 		return created && err != nil, nil
 	})
+	// In one sync: not by a retry after the hook failed to settle.
+	if got := testutil.ToFloat64(metrics.UnsettledSyncs.WithLabelValues(cc.GetName())); got != 0 {
+		t.Errorf("unsettled syncs = %v, want 0: the hook was not given the status it asked for", got)
+	}
 }
 
 // stepHook moves status.step from "" to one to two and stays there.

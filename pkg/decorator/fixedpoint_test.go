@@ -50,6 +50,10 @@ func TestHookActingOnItsOwnLabelsConverges(t *testing.T) {
 	if got := h.calls.Load(); got < 3 {
 		t.Errorf("hook calls = %d, want at least 3 (one, two, two again)", got)
 	}
+	// In one sync: not by a retry after the hook failed to settle.
+	if got := testutil.ToFloat64(metrics.UnsettledSyncs.WithLabelValues(testName(t))); got != 0 {
+		t.Errorf("unsettled syncs = %v, want 0: the hook was not given the labels it asked for", got)
+	}
 }
 
 // statusStepHook moves status.step from none to one to two.
