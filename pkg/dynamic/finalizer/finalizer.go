@@ -39,30 +39,56 @@ func HeldByGarbageCollector(obj metav1.Object) bool {
 // Add adds name to obj's finalizers, unless it has it, and returns the
 // object as written (or obj unchanged).
 func Add(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, name string) (*unstructured.Unstructured, error) {
-	if Has(obj, name) {
+	finalizers, change := Added(obj, name)
+	if !change {
 		return obj, nil
 	}
-	return set(ctx, client, obj, append(slices.Clone(obj.GetFinalizers()), name))
+	return set(ctx, client, obj, finalizers)
 }
 
 // Remove removes name from obj's finalizers, if it has it, and returns the
 // object as written (or obj unchanged).
 func Remove(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, name string) (*unstructured.Unstructured, error) {
-	if !Has(obj, name) {
+	finalizers, change := Removed(obj, name)
+	if !change {
 		return obj, nil
 	}
-	return set(ctx, client, obj, slices.DeleteFunc(slices.Clone(obj.GetFinalizers()), func(f string) bool { return f == name }))
+	return set(ctx, client, obj, finalizers)
 }
 
-func set(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, finalizers []string) (*unstructured.Unstructured, error) {
+// Added returns obj's finalizers with name added, and false (and nil)
+// when obj has it already.
+func Added(obj metav1.Object, name string) ([]string, bool) {
+	if Has(obj, name) {
+		return nil, false
+	}
+	return append(slices.Clone(obj.GetFinalizers()), name), true
+}
+
+// Removed returns obj's finalizers without name, and false (and nil) when
+// obj does not have it.
+func Removed(obj metav1.Object, name string) ([]string, bool) {
+	if !Has(obj, name) {
+		return nil, false
+	}
+	return slices.DeleteFunc(slices.Clone(obj.GetFinalizers()), func(f string) bool { return f == name }), true
+}
+
+// Patch returns the JSON merge patch that makes finalizers obj's
+// finalizers, with obj's UID and resourceVersion as preconditions.
+func Patch(obj metav1.Object, finalizers []string) ([]byte, error) {
 	if finalizers == nil {
 		finalizers = []string{}
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+	return json.Marshal(map[string]any{"metadata": map[string]any{
 		"finalizers":      finalizers,
 		"uid":             obj.GetUID(),
 		"resourceVersion": obj.GetResourceVersion(),
 	}})
+}
+
+func set(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, finalizers []string) (*unstructured.Unstructured, error) {
+	patch, err := Patch(obj, finalizers)
 	if err != nil {
 		return nil, err
 	}
