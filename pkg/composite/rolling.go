@@ -64,15 +64,6 @@ type revision struct {
 	wants    map[*children.Resource]children.Set
 }
 
-// rollingResult is what one rollingSync wrote.
-type rollingResult struct {
-	*children.Result
-	revisionsWritten bool
-}
-
-// Wrote reports whether children or ControllerRevisions were written.
-func (r *rollingResult) Wrote() bool { return r.revisionsWritten || r.Result.Wrote() }
-
 // rollingSync syncs a parent with rolling child resources the way
 // metacontroller does, so that either can take over from the other: the
 // hook is called once per revision (the parent with that revision's
@@ -81,37 +72,36 @@ func (r *rollingResult) Wrote() bool { return r.revisionsWritten || r.Result.Wro
 // sync moves to the latest revision, in the order of the latest answer,
 // and only while every child already on it is there, updated and passes
 // the status checks. Every hook answer is checked, and the revisions are
-// written, before any child is. It returns the latest revision's answer,
-// its status carrying the Updated condition, and what it wrote.
-func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, observed map[*children.Resource]children.Set, related hooks.ObjectMap) (*hooks.CompositeSyncResponse, *rollingResult, error) {
-	hook := c.cc.Spec.Hooks.Sync
+// written, before any child is; the hook is called and the children are
+// written through r. It returns the latest revision's answer, its status
+// carrying the Updated condition (nil when nothing was written), and
+// whether it wrote children or ControllerRevisions.
+func (c *Controller) rollingSync(ctx context.Context, r *controller.Round, parent *unstructured.Unstructured, selector labels.Selector) (*hooks.CompositeSyncResponse, bool, error) {
+	version := *c.cc.Spec.Hooks.Sync.Version
+	observed := r.Observed()
 	revisions, duplicates, err := c.parentRevisions(ctx, parent, selector)
 	if err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
 	latest := revisions[0]
 	for _, rev := range revisions {
 		rev.answer = &hooks.CompositeSyncResponse{}
 		request := &hooks.CompositeSyncRequest{
-			Controller: c.object, Parent: rev.parent, Related: related,
-			Children: c.children.ObjectMap(observed, *hook.Version, c.parent.Namespaced),
+			Controller: c.object, Parent: rev.parent, Related: r.Related(),
+			Children: c.children.ObjectMap(observed, version, c.parent.Namespaced),
 		}
-		if err := c.hooks.Call(ctx, "sync", hook, request, rev.answer); err != nil {
-			return nil, nil, fmt.Errorf("revision %s: %w", rev.name, err)
-		}
-		c.answers.ReportUnknown(ctx, parent, "sync", rev.answer.UnknownFields)
-		if err := c.answers.CheckList(ctx, "sync", rev.answer.ChildrenAbsent, controller.Count(observed), rev.answer.UnknownFields); err != nil {
-			return nil, nil, fmt.Errorf("revision %s: %w", rev.name, err)
+		if err := r.Call(ctx, request, rev.answer); err != nil {
+			return nil, false, fmt.Errorf("revision %s: %w", rev.name, err)
 		}
 		if rev.wants, err = c.desiredChildren(parent, selector, rev.answer.Children); err != nil {
-			return nil, nil, fmt.Errorf("invalid sync hook response for revision %s: %w", rev.name, err)
+			return nil, false, fmt.Errorf("invalid sync hook response for revision %s: %w", rev.name, err)
 		}
 	}
 
 	owners, cond := c.rollOut(parent, revisions, observed)
 	status, err := withCondition(latest.answer.Status, cond)
 	if err != nil {
-		return nil, nil, fmt.Errorf("invalid sync hook response: %w", err)
+		return nil, false, fmt.Errorf("invalid sync hook response: %w", err)
 	}
 	// Revisions left with no children are forgotten; the latest stays.
 	live, gone := []*revision{latest}, duplicates
@@ -126,7 +116,7 @@ func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstr
 	// is written, so that a restart goes on from there.
 	revisionsWritten, err := c.writeRevisions(ctx, parent, selector, live, gone)
 	if err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
 
 	// Children of the latest revision get its answer; those of an older
@@ -145,7 +135,7 @@ func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstr
 		}
 		desired[res] = set
 	}
-	result, err := c.writer.Manage(ctx, parent, c.children.Resources, observed, desired)
+	childrenWritten, err := r.Write(ctx, desired)
 
 	response := *latest.answer
 	response.Status = status
@@ -163,7 +153,7 @@ func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstr
 		}
 	}
 	klog.FromContext(ctx).V(4).Info("Rolling update", "revisions", len(live), "reason", cond["reason"], "message", cond["message"])
-	return &response, &rollingResult{Result: result, revisionsWritten: revisionsWritten}, err
+	return &response, revisionsWritten || childrenWritten, err
 }
 
 // rollOut decides which revision each rolling child belongs to, moving at

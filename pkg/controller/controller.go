@@ -1,8 +1,34 @@
-// Package controller holds what every kind of metactl controller
-// (pkg/composite, pkg/decorator) shares with the process that runs it:
-// the Options it is built with, the error for an invalid spec, and the
-// bookkeeping of their informers (Watches), hook calls (HookCaller) and
-// failing objects (Failing).
+// Package controller is the reconciler engine of every kind of metactl
+// controller: an Engine runs one controller object, a kind (pkg/composite,
+// pkg/decorator) supplies only what differs (Kind, Sync).
+//
+// The path of one event:
+//
+//	informer event → ObjectHandler or DependentHandler (handlers.go) maps it
+//	to queue keys, skipping the echoes of the controller's own writes
+//	work queue (internal/loop: deduplicating, rate limited, one per
+//	controller) → Engine.sync (sync.go):
+//	   1. Kind.Target: the object from the cache; the finalizer decision
+//	      (add before the first sync / finalize / remove a stale one)
+//	   2. Kind.Observe: children and claims, or attachments
+//	   3. related objects: the customize hook (pkg/related)
+//	   4. rounds: the hook (HookCaller, the one caller of every hook), its
+//	      answer checked whole (Sync.Desired, Answers), the dependents
+//	      written (children.Writer); again with the object as the answer
+//	      leaves it until a fixed point (MaxRounds)
+//	   5. labels and annotations, then the status, through one client
+//	   6. the finalizer removed once the finalize hook is done
+//	   7. failure: SyncError Event, log, metric, retry (SyncFailed,
+//	      Failing); a hook that did not settle: Unsettled
+//
+// A failed hook call or an invalid answer writes nothing. The Engine
+// talks to the hooks (HookClient), the API server (ObjectWriter,
+// DependentWriter) and the cache (Kind) through small interfaces, so
+// that its rules are tested with fakes.
+//
+// The package also holds the Options a controller is built with, the
+// error for an invalid spec, and the bookkeeping of informers (Watches)
+// and failing objects (Failing).
 package controller
 
 import (
@@ -15,12 +41,14 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// Options are what a controller needs from the process around it; the
-// first five are shared by every controller of a process.
+// Options are what a controller needs from the process around it; all
+// but OnHealthChange and RateLimiter are shared by every controller of a
+// process.
 type Options struct {
 	// Client makes every uncached read and the writes Objects does not.
 	Client dynamic.Interface
-	// Objects creates, updates and deletes children.
+	// Objects creates, updates and deletes children, and patches the
+	// synced objects (finalizers, labels and annotations, status).
 	Objects *informer.RESTClient
 	// Resources maps the controller's resources.
 	Resources *discovery.ResourceMap
@@ -30,7 +58,8 @@ type Options struct {
 	Hooks *hooks.Client
 	// Recorder records Events on the objects the controller syncs.
 	Recorder record.EventRecorder
-	// Workers is the number of objects synced at once; default 32.
+	// Workers is the number of objects synced at once; 0 is
+	// internal/loop's default.
 	Workers int
 	// OnHealthChange, when set, is called when the hooks start or stop
 	// failing for their credentials.

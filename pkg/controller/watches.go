@@ -6,9 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
-	"github.com/metactl/metactl/pkg/hooks"
 )
 
 // Watches are the informers one controller holds: each acquired with its
@@ -51,32 +49,3 @@ func (w *Watches) Release() {
 	}
 	w.held = nil
 }
-
-// HookCaller calls one controller's hooks and remembers whether they last
-// failed for their credentials. Safe for concurrent use.
-type HookCaller struct {
-	// Hooks makes the calls.
-	Hooks *hooks.Client
-	// Controller names the controller in metrics and logs.
-	Controller string
-	// OnHealthChange, when set, is called when the hooks start or stop
-	// failing for their credentials.
-	OnHealthChange func()
-
-	health hooks.CredentialHealth
-}
-
-// Call calls hook, named name, with request and decodes its answer into
-// response.
-func (h *HookCaller) Call(ctx context.Context, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error {
-	err := h.Hooks.Call(ctx, h.Controller, name, hook, request, response)
-	if h.health.Record(err) && h.OnHealthChange != nil {
-		h.OnHealthChange()
-	}
-	return err
-}
-
-// CredentialError returns the error of the last call when it failed for
-// the hook's credentials (a missing Secret, a malformed CA bundle, ...),
-// else nil.
-func (h *HookCaller) CredentialError() error { return h.health.Err() }

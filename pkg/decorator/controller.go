@@ -2,30 +2,22 @@ package decorator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 
-	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
-	"github.com/metactl/metactl/pkg/metrics"
-	"github.com/metactl/metactl/pkg/related"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 )
 
 // AttachmentAnnotation marks the attachments of a DecoratorController, so
@@ -41,39 +33,18 @@ type Options = controller.Options
 // InvalidSpecError reports a controller object whose spec is invalid.
 type InvalidSpecError = controller.InvalidSpecError
 
-// Controller runs one DecoratorController.
+// Controller runs one DecoratorController: the controller.Engine runs it,
+// and Controller is its controller.Kind.
 type Controller struct {
+	*controller.Engine
+
 	name string
 	// object is the DecoratorController as the user wrote it; hooks get it.
 	object *unstructured.Unstructured
 	dc     *v1alpha1.DecoratorController
-	opts   Options
 
 	watched     []*watchedResource
 	attachments *children.Declared
-	finalizer   string
-	writer      *children.Writer
-	echoes      *informer.Echoes
-	loop        *loop.Loop
-	// hooks calls the hooks and remembers whether they last failed for
-	// their credentials.
-	hooks *controller.HookCaller
-	// watches holds the informers of the watched resources and of the
-	// attachments.
-	watches *controller.Watches
-	// related serves the customize hook; nil without one.
-	related *related.Resolver
-	// unsettled reports objects whose hook did not reach a fixed point.
-	unsettled *controller.Unsettled
-	// failing holds the objects whose last sync failed.
-	failing *controller.Failing
-	// answers reports unknown keys in answers and refuses those without
-	// attachments (see controller.AbsentAttachmentsAnnotation).
-	answers *controller.Answers
-
-	stop     chan struct{}
-	stopOnce sync.Once
-	resync   sync.WaitGroup
 }
 
 // watchedResource is one decorated resource and the rules selecting its
@@ -117,31 +88,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		return nil, &InvalidSpecError{Errs: errs}
 	}
 	v1alpha1.SetDefaults_DecoratorController(dc)
-	c := &Controller{
-		name:      dc.Name,
-		object:    object.DeepCopy(),
-		dc:        dc,
-		opts:      opts,
-		writer:    &children.Writer{Objects: opts.Objects, Controller: dc.Name, Recorder: opts.Recorder, Noun: "attachment"},
-		echoes:    informer.NewEchoes(),
-		hooks:     &controller.HookCaller{Hooks: opts.Hooks, Controller: dc.Name, OnHealthChange: opts.OnHealthChange},
-		unsettled: &controller.Unsettled{Controller: dc.Name, Kind: "decoratorcontroller", Recorder: opts.Recorder},
-		failing:   &controller.Failing{},
-		stop:      make(chan struct{}),
-	}
-	c.failing.Describe = c.describeKey
-	c.answers = &controller.Answers{
-		Kind: "decoratorcontroller", Resource: "DecoratorController", Controller: dc.Name,
-		List: "attachments", Annotation: controller.AbsentAttachmentsAnnotation,
-		Object: c.object, Recorder: opts.Recorder,
-		Current: func(ctx context.Context) (*unstructured.Unstructured, error) {
-			metrics.UncachedReads.WithLabelValues(dc.Name, "annotation").Inc()
-			return opts.Client.Resource(v1alpha1.DecoratorControllerResource).Get(ctx, dc.Name, metav1.GetOptions{})
-		},
-	}
-	if dc.Spec.Hooks.Finalize != nil {
-		c.finalizer = finalizerPrefix + dc.Name
-	}
+	c := &Controller{name: dc.Name, object: object.DeepCopy(), dc: dc}
 	byResource := map[string]*watchedResource{}
 	for i, rule := range dc.Spec.Resources {
 		path := field.NewPath("spec", "resources").Index(i)
@@ -172,6 +119,13 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		declared = append(declared, &children.Resource{Resource: res, Method: rule.UpdateStrategy.Method})
 	}
 	c.attachments = children.NewDeclared(declared)
+	c.Engine = controller.NewEngine(controller.Config{
+		Kind: "DecoratorController", Resource: v1alpha1.DecoratorControllerResource, Object: c.object,
+		Hooks: *dc.Spec.Hooks, Finalizer: finalizerPrefix + dc.Name,
+		List: "attachments", Annotation: controller.AbsentAttachmentsAnnotation, Noun: "attachment",
+		ResyncPeriodSeconds: dc.Spec.ResyncPeriodSeconds, Describe: c.describeKey,
+		Log: []any{"resources", len(c.watched), "attachments", len(c.attachments.Resources)},
+	}, opts, c)
 	return c, nil
 }
 
@@ -225,115 +179,51 @@ func matchAnnotations(sel v1alpha1.AnnotationSelector, annotations map[string]st
 	return true
 }
 
-// HookCredentialError returns the error of the last hook call when it
-// failed for the hook's credentials (a missing Secret, a malformed CA
-// bundle, ...), else nil.
-func (c *Controller) HookCredentialError() error { return c.hooks.CredentialError() }
-
-// Failing returns the set of objects whose last sync failed.
-func (c *Controller) Failing() *controller.Failing { return c.failing }
-
-// Access lists what the controller must be allowed to do: read and update
-// decorated objects (and their status), and manage attachments.
-func (c *Controller) Access() []children.Access {
-	var access []children.Access
-	for _, w := range c.watched {
-		access = append(access, children.Access{Resource: w.Resource, Verbs: children.OwnerVerbs})
-		if w.HasStatus {
-			access = append(access, children.Access{Resource: w.Resource, Subresource: "status", Verbs: []string{"patch"}})
-		}
-	}
-	for _, a := range c.attachments.Resources {
-		access = append(access, children.Access{Resource: a.Resource, Verbs: children.ChildVerbs})
-	}
-	return access
-}
-
-// Name returns the DecoratorController's name.
-func (c *Controller) Name() string { return c.name }
-
-// Start starts the informers and workers and returns once the caches are
-// synced, or with ctx's error.
-func (c *Controller) Start(ctx context.Context) error {
-	logger := klog.FromContext(ctx).WithValues("decoratorcontroller", c.name)
-	c.loop = loop.New(loop.Options{Name: c.name, Workers: c.opts.Workers, RateLimiter: c.opts.RateLimiter}, c.failing.Track(c.sync))
-	c.watches = controller.NewWatches(c.opts.Informers)
+// Watch acquires the informers of the watched resources and of the
+// attachments (controller.Kind).
+func (c *Controller) Watch(w *controller.Watches) error {
 	var err error
-	for i, w := range c.watched {
-		if w.informer, err = c.watches.Watch(w.GroupVersionResource(), c.objectHandler(i, w)); err != nil {
+	for i, res := range c.watched {
+		concerns := func(obj metav1.Object) bool {
+			return res.selects(obj) || finalizer.Has(obj, finalizerPrefix+c.name)
+		}
+		key := func(obj metav1.Object) string { return objectKey(i, obj) }
+		if res.informer, err = w.Watch(res.GroupVersionResource(), c.ObjectHandler(key, concerns, res.ignoreStatus, nil)); err != nil {
 			return err
 		}
 	}
+	owners := controller.Owners{Keys: c.ownerKeys}
 	for _, res := range c.attachments.Resources {
-		if res.Informer, err = c.watches.Watch(res.GroupVersionResource(), c.attachmentHandler()); err != nil {
+		if res.Informer, err = w.Watch(res.GroupVersionResource(), c.DependentHandler(owners)); err != nil {
 			return err
 		}
 	}
-	if !c.watches.WaitForSync(ctx) {
-		return fmt.Errorf("waiting for caches of decoratorcontroller %s: %w", c.name, ctx.Err())
-	}
-	if hook := c.dc.Spec.Hooks.Customize; hook != nil {
-		c.related = related.New(related.Options{
-			Controller: c.name, Object: c.object, Customize: hook, Version: *c.dc.Spec.Hooks.Sync.Version,
-			Hooks: c.opts.Hooks, Resources: c.opts.Resources, Informers: c.opts.Informers, Enqueue: c.loop.Add,
-		})
-	}
-	c.loop.Start(klog.NewContext(ctx, logger))
-	if p := c.dc.Spec.ResyncPeriodSeconds; p != nil {
-		c.resync.Add(1)
-		go func() {
-			defer c.resync.Done()
-			wait.Until(c.enqueueAll, time.Duration(*p)*time.Second, c.stop)
-		}()
-	}
-	logger.Info("Started decoratorcontroller", "resources", len(c.watched), "attachments", len(c.attachments.Resources))
 	return nil
 }
 
-// Stop stops taking work, waits for in-flight syncs and releases the
-// informers. It is idempotent.
-func (c *Controller) Stop() {
-	c.stopOnce.Do(func() {
-		close(c.stop)
-		c.resync.Wait()
-		if c.loop != nil {
-			c.loop.Stop()
-		}
-		if c.related != nil {
-			c.related.Close()
-		}
-		if c.watches != nil {
-			c.watches.Release()
-		}
-	})
-}
-
-// Cleanup stops the controller's syncs and removes its finalizer from every
-// object that carries it; for a deleted DecoratorController, whose objects
-// would otherwise wait for a finalize hook that is never called again. It
-// reads the objects uncached, so that none that got the finalizer a moment
-// ago is missed. A resource the server no longer serves has no objects left
-// to clean. Other failures are *finalizer.RemainingError, one per resource.
-// Call Stop afterwards.
-func (c *Controller) Cleanup(ctx context.Context) error {
-	if c.loop != nil {
-		c.loop.Stop()
-	}
-	var errs []error
-	for _, w := range c.watched {
-		metrics.UncachedReads.WithLabelValues(c.name, "cleanup").Inc()
-		errs = append(errs, finalizer.RemoveFromAll(ctx, c.opts.Client, w.GroupVersionResource(), finalizerPrefix+c.name))
-	}
-	return errors.Join(errs...)
-}
-
-func (c *Controller) enqueueAll() {
+// Keys returns the key of every object of the watched resources in the
+// cache (controller.Kind).
+func (c *Controller) Keys() []string {
+	var keys []string
 	for i, w := range c.watched {
 		for _, obj := range w.informer.ListMeta("", nil) {
-			c.loop.Add(objectKey(i, obj))
+			keys = append(keys, objectKey(i, obj))
 		}
 	}
+	return keys
 }
+
+// Resources returns the watched resources (controller.Kind).
+func (c *Controller) Resources() []*discovery.Resource {
+	out := make([]*discovery.Resource, len(c.watched))
+	for i, w := range c.watched {
+		out[i] = w.Resource
+	}
+	return out
+}
+
+// Dependents returns the attachment resources (controller.Kind).
+func (c *Controller) Dependents() *children.Declared { return c.attachments }
 
 // objectKey names a decorated object in the queue: the index of its
 // watched resource, then namespace/name.

@@ -22,10 +22,16 @@ import (
 
 var namespacesResource = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
+// Caller calls a controller's hooks. The controller's own caller (see
+// controller.HookCaller), so that the customize hook's calls count as the
+// sync hook's do: in metrics, and in the credential errors the controller
+// object reports.
+type Caller interface {
+	Call(ctx context.Context, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error
+}
+
 // Options configure a Resolver.
 type Options struct {
-	// Controller names the controller in hook calls and metrics.
-	Controller string
 	// Object is the controller object as the user wrote it; hooks get it.
 	Object *unstructured.Unstructured
 	// Customize is the customize hook. Its own version sets the namespace
@@ -33,8 +39,9 @@ type Options struct {
 	Customize *v1alpha1.Hook
 	// Version is the version of the hooks that receive the related
 	// objects (sync, finalize): it keys the objects in their requests.
-	Version   v1alpha1.HookVersion
-	Hooks     *hooks.Client
+	Version v1alpha1.HookVersion
+	// Hooks calls the customize hook.
+	Hooks     Caller
 	Resources *discovery.ResourceMap
 	Informers *informer.Factory
 	// Enqueue asks for a sync of a parent, by its queue key.
@@ -46,13 +53,14 @@ type Resolver struct {
 	opts Options
 
 	mu        sync.Mutex
-	answers   map[string]answer                                  // customize answers by parent UID
+	answers   map[string]answer                                  // customize answers by queue key
 	declared  map[schema.GroupVersionResource]map[string][]*rule // index: resource → parent key → rules
 	informers map[schema.GroupVersionResource]*informer.Informer
 	closed    bool
 }
 
-// answer is one cached customize answer, for one parent UID and generation.
+// answer is one cached customize answer of a parent, valid for its UID and
+// generation.
 type answer struct {
 	uid        types.UID
 	generation int64
@@ -155,7 +163,7 @@ func (r *Resolver) declarations(ctx context.Context, key string, parent *unstruc
 	}
 	response := &hooks.CustomizeResponse{}
 	request := &hooks.CustomizeRequest{Controller: r.opts.Object, Parent: parent}
-	if err := r.opts.Hooks.Call(ctx, r.opts.Controller, "customize", r.opts.Customize, request, response); err != nil {
+	if err := r.opts.Hooks.Call(ctx, "customize", r.opts.Customize, request, response); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
@@ -57,13 +58,12 @@ func newFixture(t *testing.T, customizeVersion *v1alpha1.HookVersion, syncVersio
 	}
 	customize := &v1alpha1.Hook{Version: customizeVersion, Webhook: &v1alpha1.Webhook{URL: ptr.To(server.URL + "/customize")}}
 	f.resolver = related.New(related.Options{
-		Controller: "test",
-		Object:     &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController", "metadata": map[string]any{"name": "test"}}},
-		Customize:  customize,
-		Version:    syncVersion,
-		Hooks:      hooks.NewClient(hooks.Options{}),
-		Resources:  resources,
-		Informers:  informer.NewFactory(objects.ListerWatcher, informer.Options{}),
+		Object:    &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController", "metadata": map[string]any{"name": "test"}}},
+		Customize: customize,
+		Version:   syncVersion,
+		Hooks:     &controller.HookCaller{Hooks: hooks.NewClient(hooks.Options{}), Controller: "test"},
+		Resources: resources,
+		Informers: informer.NewFactory(objects.ListerWatcher, informer.Options{}),
 		Enqueue: func(key string) {
 			f.mu.Lock()
 			defer f.mu.Unlock()

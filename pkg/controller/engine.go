@@ -1,0 +1,346 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/children"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/finalizer"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/metrics"
+	"github.com/metactl/metactl/pkg/related"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+)
+
+// Kind is what one kind of controller (pkg/composite, pkg/decorator)
+// supplies to the Engine: where its objects are, what each observes, and
+// how its hooks are asked and answer. Everything else, from the work queue
+// to the status write, is the Engine's.
+type Kind interface {
+	// Watch acquires the kind's informers on w, with the handlers the
+	// Engine makes (ObjectHandler, DependentHandler).
+	Watch(w *Watches) error
+	// Keys returns the queue key of every object in the cache, for the
+	// periodic resync.
+	Keys() []string
+	// Target returns the object queued as key, from the cache; false when
+	// it is gone (or key is not one the kind made).
+	Target(key string) (*Target, bool)
+	// Resources are the resources of the objects the controller syncs.
+	Resources() []*discovery.Resource
+	// Dependents are the declared resources of the objects' children
+	// (attachments).
+	Dependents() *children.Declared
+	// Observe gathers what the hook is given of t besides the object: its
+	// children and claims (composite) or attachments (decorator); the
+	// error fails the sync before any hook call. The returned Sync builds
+	// the requests and reads the answers of this sync.
+	Observe(ctx context.Context, t *Target) (Sync, map[*children.Resource]children.Set, error)
+}
+
+// Target is one object to sync, as the Kind found it.
+type Target struct {
+	// Object is the object from the cache; the Engine replaces it with a
+	// copy carrying the metadata of its own writes.
+	Object *unstructured.Unstructured
+	// Resource is the object's resource.
+	Resource *discovery.Resource
+	// Selected is false for an object the controller no longer selects:
+	// it is finalized if it carries the finalizer, else left alone.
+	Selected bool
+	// IgnoreStatusChanges: a status the hook asks for does not call it
+	// again (its write's watch event would not either).
+	IgnoreStatusChanges bool
+	// Log are the key/value pairs naming the object in logs.
+	Log []any
+
+	// Finalizing and Manage are set by the Engine before Observe:
+	// whether the finalize hook is called, and whether the dependents are
+	// written (not while the garbage collector holds them).
+	Finalizing, Manage bool
+}
+
+// Sync is one sync of one object, as its Kind reads and writes hook
+// requests and answers.
+type Sync interface {
+	// Request returns the request of a hook call that gives the hook the
+	// object as seen, its dependents and related objects, and the
+	// response to decode the answer into.
+	Request(seen *unstructured.Unstructured, dependents, related hooks.ObjectMap, finalizing bool) (request any, response hooks.Response)
+	// Read returns what the Engine reads of a decoded response.
+	Read(response hooks.Response) Answer
+	// Desired checks the dependents of an answer, whole, and returns them
+	// complete (owner reference, namespace, labels), ready to write.
+	Desired(response hooks.Response) (map[*children.Resource]children.Set, error)
+}
+
+// Stepper is a Sync that makes its rounds' hook calls and writes itself:
+// composite's rolling updates call the hook once per revision. A round of
+// a Stepper that wrote ends the sync, and its writes are not expected as
+// echoes: their watch events start the next sync.
+type Stepper interface {
+	Sync
+	// Step calls the hook (through r) with the object as seen, checks the
+	// answers whole, and writes (through r). It returns the answer, nil
+	// when nothing was written, and whether it wrote.
+	Step(ctx context.Context, r *Round, seen *unstructured.Unstructured) (hooks.Response, bool, error)
+}
+
+// Answer is what the Engine reads of a sync (finalize) hook's answer.
+type Answer struct {
+	// Unknown are the answer's unknown top-level keys.
+	Unknown []hooks.UnknownField
+	// ListAbsent: the answer has no list of children (attachments).
+	ListAbsent bool
+	// Status is the status the answer asks for; nil leaves the status.
+	Status map[string]any
+	// Labels and Annotations to set on the object; a nil value removes
+	// the key.
+	Labels, Annotations map[string]*string
+	// ResyncAfterSeconds > 0 asks for another sync after that delay.
+	ResyncAfterSeconds float64
+	// Finalized lets the finalizer be removed.
+	Finalized bool
+}
+
+// Config is what an Engine is told of its controller object.
+type Config struct {
+	// Kind is the controller's kind as users write it
+	// ("CompositeController").
+	Kind string
+	// Resource is the controller objects' resource, to read the object
+	// uncached.
+	Resource schema.GroupVersionResource
+	// Object is the controller object as the user wrote it; hooks get it.
+	Object *unstructured.Unstructured
+	// Hooks are the controller's defaulted hooks.
+	Hooks v1alpha1.Hooks
+	// Finalizer is the finalizer the controller puts on its objects while
+	// it has a finalize hook.
+	Finalizer string
+	// List is the answers' list ("children") and Annotation the
+	// annotation that chooses how its absence is read (see Answers).
+	List, Annotation string
+	// Noun is what Events and logs call a dependent: "child" (the
+	// default) or "attachment".
+	Noun string
+	// ResyncPeriodSeconds, when set, syncs every object again at that
+	// period.
+	ResyncPeriodSeconds *int32
+	// Describe names an object by its queue key in the controller's
+	// status; nil uses the key.
+	Describe func(key string) string
+	// Log are key/value pairs for the start-up log line.
+	Log []any
+}
+
+// HookClient makes the hook calls; *hooks.Client is one.
+type HookClient interface {
+	Call(ctx context.Context, controller, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error
+}
+
+// ObjectWriter patches the synced objects (finalizers, labels and
+// annotations, status) and returns their metadata as written.
+type ObjectWriter interface {
+	Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error)
+}
+
+// DependentWriter writes an object's children (attachments);
+// *children.Writer is one.
+type DependentWriter interface {
+	Manage(ctx context.Context, parent *unstructured.Unstructured, resources []*children.Resource, observed, desired map[*children.Resource]children.Set) (*children.Result, error)
+}
+
+// queue is the work queue, as the Engine uses it; *loop.Loop is one.
+type queue interface {
+	Add(key string)
+	AddAfter(key string, delay time.Duration)
+}
+
+// Engine runs one controller of any kind: its informers, work queue and
+// workers, and the sync of each object (see sync.go). Safe for concurrent
+// use; Stop waits for in-flight syncs.
+type Engine struct {
+	cfg  Config
+	opts Options
+	kind Kind
+	name string
+	// kindName names the kind in Events, logs and errors
+	// ("compositecontroller").
+	kindName string
+
+	// The seams: hooks, writes and the queue.
+	hooks      *HookCaller
+	objects    ObjectWriter
+	dependents DependentWriter
+	queue      queue
+
+	// echoes are this controller's own writes, whose watch events need no
+	// sync: the sync that wrote them already acted on their result.
+	echoes *informer.Echoes
+	// unsettled reports objects whose hook did not reach a fixed point.
+	unsettled *Unsettled
+	// failing holds the objects whose last sync failed.
+	failing *Failing
+	// answers reports unknown keys in answers and refuses those without
+	// their list.
+	answers *Answers
+	// related serves the customize hook; nil without one.
+	related *related.Resolver
+
+	watches  *Watches
+	loop     *loop.Loop
+	stop     chan struct{} // closed by Stop
+	stopOnce sync.Once
+	resync   sync.WaitGroup
+}
+
+// NewEngine returns the Engine of the controller cfg describes, with kind
+// supplying what its kind does. Nothing runs until Start.
+func NewEngine(cfg Config, opts Options, kind Kind) *Engine {
+	name := cfg.Object.GetName()
+	kindName := strings.ToLower(cfg.Kind)
+	e := &Engine{
+		cfg: cfg, opts: opts, kind: kind, name: name, kindName: kindName,
+		hooks:      &HookCaller{Hooks: opts.Hooks, Controller: name, OnHealthChange: opts.OnHealthChange},
+		objects:    restObjects{opts.Objects},
+		dependents: &children.Writer{Objects: opts.Objects, Controller: name, Recorder: opts.Recorder, Noun: cfg.Noun},
+		echoes:     informer.NewEchoes(),
+		unsettled:  &Unsettled{Controller: name, Kind: kindName, Recorder: opts.Recorder},
+		failing:    &Failing{Describe: cfg.Describe},
+		stop:       make(chan struct{}),
+	}
+	e.answers = &Answers{
+		Kind: kindName, Resource: cfg.Kind, Controller: name,
+		List: cfg.List, Annotation: cfg.Annotation,
+		Object: cfg.Object, Recorder: opts.Recorder,
+		Current: func(ctx context.Context) (*unstructured.Unstructured, error) {
+			metrics.UncachedReads.WithLabelValues(name, "annotation").Inc()
+			return opts.Client.Resource(cfg.Resource).Get(ctx, name, metav1.GetOptions{})
+		},
+	}
+	return e
+}
+
+// restObjects adapts informer.RESTClient's Patch to ObjectWriter.
+type restObjects struct{ client *informer.RESTClient }
+
+func (r restObjects) Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error) {
+	patched, err := r.client.Patch(ctx, gvr, namespace, name, pt, data, subresources...)
+	if err != nil {
+		return nil, err
+	}
+	return patched, nil
+}
+
+// Name returns the controller's name.
+func (e *Engine) Name() string { return e.name }
+
+// HookCredentialError returns the error of the last hook call (sync,
+// finalize or customize) when it failed for the hook's credentials (a
+// missing Secret, a malformed CA bundle, ...), else nil.
+func (e *Engine) HookCredentialError() error { return e.hooks.CredentialError() }
+
+// Failing returns the set of objects whose last sync failed.
+func (e *Engine) Failing() *Failing { return e.failing }
+
+// Access lists what the controller must be allowed to do: read and update
+// its objects (and their status), and manage their dependents.
+func (e *Engine) Access() []children.Access {
+	var access []children.Access
+	for _, res := range e.kind.Resources() {
+		access = append(access, children.Access{Resource: res, Verbs: children.OwnerVerbs})
+		if res.HasStatus {
+			access = append(access, children.Access{Resource: res, Subresource: "status", Verbs: []string{"patch"}})
+		}
+	}
+	for _, res := range e.kind.Dependents().Resources {
+		access = append(access, children.Access{Resource: res.Resource, Verbs: children.ChildVerbs})
+	}
+	return access
+}
+
+// Start starts the informers and workers and returns once the caches are
+// synced, or with ctx's error. The controller runs until Stop.
+func (e *Engine) Start(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues(e.kindName, e.name)
+	e.loop = loop.New(loop.Options{Name: e.name, Workers: e.opts.Workers, RateLimiter: e.opts.RateLimiter}, e.failing.Track(e.sync))
+	e.queue = e.loop
+	e.watches = NewWatches(e.opts.Informers)
+	if err := e.kind.Watch(e.watches); err != nil {
+		return err
+	}
+	if !e.watches.WaitForSync(ctx) {
+		return fmt.Errorf("waiting for caches of %s %s: %w", e.kindName, e.name, ctx.Err())
+	}
+	if hook := e.cfg.Hooks.Customize; hook != nil {
+		e.related = related.New(related.Options{
+			Object: e.cfg.Object, Customize: hook, Version: *e.cfg.Hooks.Sync.Version,
+			Hooks: e.hooks, Resources: e.opts.Resources, Informers: e.opts.Informers, Enqueue: e.loop.Add,
+		})
+	}
+	e.loop.Start(klog.NewContext(ctx, logger))
+	if p := e.cfg.ResyncPeriodSeconds; p != nil {
+		e.resync.Add(1)
+		go func() {
+			defer e.resync.Done()
+			wait.Until(func() {
+				for _, key := range e.kind.Keys() {
+					e.queue.Add(key)
+				}
+			}, time.Duration(*p)*time.Second, e.stop)
+		}()
+	}
+	logger.Info("Started "+e.kindName, e.cfg.Log...)
+	return nil
+}
+
+// Stop stops taking work, waits for in-flight syncs to finish, and releases
+// the informers. It is idempotent.
+func (e *Engine) Stop() {
+	e.stopOnce.Do(func() {
+		close(e.stop)
+		e.resync.Wait()
+		if e.loop != nil {
+			e.loop.Stop()
+		}
+		if e.related != nil {
+			e.related.Close()
+		}
+		if e.watches != nil {
+			e.watches.Release()
+		}
+	})
+}
+
+// Cleanup stops the controller's syncs and removes its finalizer from every
+// object that carries it; for a deleted controller object, whose objects
+// would otherwise wait for a finalize hook that is never called again. It
+// reads the objects uncached, so that none that got the finalizer a moment
+// ago is missed. A resource the server no longer serves has no objects left
+// to clean. Other failures are *finalizer.RemainingError, one per resource.
+// Call Stop afterwards.
+func (e *Engine) Cleanup(ctx context.Context) error {
+	if e.loop != nil {
+		e.loop.Stop()
+	}
+	var errs []error
+	for _, res := range e.kind.Resources() {
+		metrics.UncachedReads.WithLabelValues(e.name, "cleanup").Inc()
+		errs = append(errs, finalizer.RemoveFromAll(ctx, e.opts.Client, res.GroupVersionResource(), e.cfg.Finalizer))
+	}
+	return errors.Join(errs...)
+}
