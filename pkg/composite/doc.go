@@ -1,36 +1,37 @@
-// Package composite runs one CompositeController: for every parent object it
-// calls the sync hook with the parent and its children, and makes the
-// children and the parent's status what the hook returns.
+// Package composite runs one CompositeController: for every parent object
+// the sync hook is called with the parent and its children, and the
+// children and the parent's status become what the hook returns.
 //
-// The path of one event, top to bottom:
+// The engine, controller.Engine, runs it: queue and workers, the finalizer
+// decision, the hook rounds until a fixed point, the status write and
+// failure reporting are its (see pkg/controller for the path of one
+// event). Controller is the engine's controller.Kind and supplies what is
+// a CompositeController's own:
 //
-//	informer event (parent or child)  → handlers.go maps it to parent keys
-//	work queue (deduplicating, rate limited, one per controller)
-//	worker → Controller.sync(key)      → sync.go, in the order the spec gives:
-//	   1. read the parent from the cache; skip if gone or not selected
-//	   2. claim its children: owned ones from the owner-UID index, orphans
-//	      matching its selector adopted after an uncached re-read of the parent
-//	   3. call the sync (or finalize) hook
-//	   4. validate the response: declared resources, namespaces, selector;
-//	      report unknown keys (UnknownAnswerField Event); refuse a sync
-//	      answer without children while there are some, unless the
-//	      controller carries controller.AbsentChildrenAnnotation=empty
-//	   5. manage children per update strategy: create, apply, delete
-//	   3-5 again, with the children as written and the parent with the
-//	      status the answer asked for, until an answer asks for no write
-//	      (a fixed point; controller.MaxRounds)
-//	   6. write the status when it changed; add or remove the finalizer
-//	   7. requeue after resyncAfterSeconds, or with backoff when the hook
-//	      did not settle
+//	controller.go  New: the spec checked and resolved; Watch: informers of
+//	               parents, children and ControllerRevisions
+//	handlers.go    a child's event → its owner's key (ownerKeys), or, for
+//	               an orphan, the parents whose selector matches it
+//	               (enqueueCandidates)
+//	sync.go        Target: the parent from the cache, selected or not;
+//	               Observe: its child selector and children; the sync
+//	               request, and the answer read (status with
+//	               observedGeneration)
+//	claim.go       the children: owned ones, and matching orphans adopted
+//	               after an uncached re-read of the parent; an answer's
+//	               children checked (declared resources, namespaces,
+//	               selector labels)
+//	rolling.go     rolling child resources: one hook call per revision,
+//	               ControllerRevisions written before any child, one child
+//	               moved to the latest revision per sync
 //
 // A failed hook call or an invalid response changes nothing: no child is
 // created, updated or deleted, and the status stays as it was. (A later
 // call of the same sync that fails leaves what the calls before it asked
 // for in force: their children are written, and the last valid answer's
-// status.) The parent
-// gets a SyncError Event, the log gets a line naming the parent and the
-// cause, and the key is retried with exponential backoff (or after the
-// hook's Retry-After).
+// status.) The parent gets a SyncError Event, the log gets a line naming
+// the parent and the cause, and the key is retried with exponential
+// backoff (or after the hook's Retry-After).
 //
 // A Controller is safe for concurrent use; Stop waits for in-flight syncs.
 package composite

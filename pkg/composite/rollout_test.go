@@ -89,3 +89,17 @@ func TestRollOutMovesOneChildAtATime(t *testing.T) {
 		})
 	}
 }
+
+// TestWithFieldsRefusesAPatchItCannotRead: withFields' error is not dead:
+// a stored revision whose parentPatch holds a non-object where a field
+// path goes cannot give the hook its parent.
+func TestWithFieldsRefusesAPatchItCannotRead(t *testing.T) {
+	parent := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"template": "t"}}}
+	if _, err := withFields(parent, map[string]any{"spec": "x"}, []string{"spec.template"}); err == nil {
+		t.Error("no error for a parentPatch whose spec is a string")
+	}
+	out, err := withFields(parent, map[string]any{"spec": map[string]any{"template": "u"}}, []string{"spec.template"})
+	if err != nil || out.Object["spec"].(map[string]any)["template"] != "u" {
+		t.Errorf("withFields = %v, %v; want spec.template u", out, err)
+	}
+}

@@ -24,7 +24,7 @@ type selectorEntry struct {
 
 // selectorOf returns parent's child selector, or nil when it has none that
 // is valid (the sync reports why). With generateSelector, orphans' events
-// need no selector (enqueueOwnerOrCandidates compares the UID label).
+// need no selector (enqueueCandidates compares the UID label).
 func (c *Controller) selectorOf(parent *informer.Object) labels.Selector {
 	s := &c.selectors
 	s.mu.Lock()

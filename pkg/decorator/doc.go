@@ -2,27 +2,24 @@
 // objects of any resource, selected by label and annotation selectors, with
 // the labels, annotations, status and attachments its sync hook returns.
 //
-// The path of one event mirrors pkg/composite:
+// The engine, controller.Engine, runs it as it runs a CompositeController
+// (see pkg/controller for the path of one event); Controller is its
+// controller.Kind and supplies what is a DecoratorController's own:
 //
-//	informer event (decorated object or attachment) → handlers.go maps it to
-//	the decorated object's key → work queue (internal/loop) → sync.go:
-//	   1. read the object from the cache; finalize it if it is being deleted
-//	      or no longer selected (and carries our finalizer), else skip
-//	   2. its attachments: objects it controls that carry the annotation
-//	      metacontroller.k8s.io/decorator-controller: <name>, from the
-//	      owner-UID index (attachments are never adopted)
-//	   3. call the sync (or finalize) hook; check its attachments; report
-//	      unknown keys; refuse a sync answer without attachments while
-//	      there are some, unless the controller carries
-//	      controller.AbsentAttachmentsAnnotation=empty
-//	   4. write attachments per update strategy (pkg/dynamic/children)
-//	   3-4 again, with the attachments as written and the object with the
-//	      labels, annotations and status the answer asked for, until an
-//	      answer asks for no write (a fixed point; controller.MaxRounds)
-//	   5. patch changed labels and annotations (null removes a key)
-//	   6. replace the status when the hook returned one and it changed
-//	   7. remove the finalizer on finalized; requeue after resyncAfterSeconds,
-//	      or with backoff when the hook did not settle
+//	controller.go  New: the spec checked and resolved, the watched
+//	               resources and their selectors; Watch: informers of the
+//	               watched resources (objects selected or carrying the
+//	               finalizer concern it) and of the attachments; queue keys
+//	               name the watched resource and the object
+//	handlers.go    an attachment's event → its owner's key, when the
+//	               attachment carries metacontroller.k8s.io/
+//	               decorator-controller: <name>
+//	sync.go        Target: the object from the cache; Observe: its
+//	               attachments, the objects it controls that carry the
+//	               annotation, from the owner-UID index (attachments are
+//	               never adopted); the sync request, the answer read
+//	               (labels and annotations, null removing a key; a null
+//	               status leaves it), the attachments checked and marked
 //
 // A failed hook call or an invalid answer changes nothing and leaves a
 // SyncError Event on the object. Cleanup removes this controller's

@@ -13,25 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 )
 
 // PatchFunc patches the object name (or its subresources) and returns it
-// as written. A dynamic client's Patch, and informer.RESTClient's, adapt to
-// it.
+// as written: a client's Patch for one resource and namespace, such as
+// the engine's object client (pkg/controller).
 type PatchFunc func(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error)
-
-// DynamicPatch adapts client's Patch; what it returns is an
-// *unstructured.Unstructured.
-func DynamicPatch(client dynamic.ResourceInterface) PatchFunc {
-	return func(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error) {
-		patched, err := client.Patch(ctx, name, pt, data, metav1.PatchOptions{}, subresources...)
-		if err != nil {
-			return nil, err
-		}
-		return patched, nil
-	}
-}
 
 // Replace makes want the whole status of obj, unless obj already has it
 // (compared semantically), in which case it writes nothing and returns
