@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -53,13 +52,8 @@ type Controller struct {
 // not serve. The controller does nothing until Start.
 func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (*Controller, error) {
 	cc := &v1alpha1.CompositeController{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(object.Object, cc); err != nil {
-		return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}}
-	}
-	errs := v1alpha1.ValidateCompositeController(cc)
-	errs = append(errs, controller.ValidateAbsentListAnnotation(object.GetAnnotations(), controller.AbsentChildrenAnnotation)...)
-	if len(errs) > 0 {
-		return nil, &InvalidSpecError{Errs: errs}
+	if err := controller.DecodeSpec(object, cc, v1alpha1.ValidateCompositeController, controller.AbsentChildrenAnnotation); err != nil {
+		return nil, err
 	}
 	v1alpha1.SetDefaults_CompositeController(cc)
 

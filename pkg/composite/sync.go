@@ -65,13 +65,12 @@ type parentSync struct {
 }
 
 func (s *parentSync) Request(seen *unstructured.Unstructured, dependents, related hooks.ObjectMap, finalizing bool) (any, hooks.Response) {
-	return &hooks.CompositeSyncRequest{
-		Controller: s.c.object,
-		Parent:     seen,
-		Children:   dependents,
-		Related:    related,
-		Finalizing: finalizing,
-	}, &hooks.CompositeSyncResponse{}
+	return s.c.request(seen, dependents, related, finalizing), &hooks.CompositeSyncResponse{}
+}
+
+// request is the request of a sync (finalize) hook call.
+func (c *Controller) request(parent *unstructured.Unstructured, observed, related hooks.ObjectMap, finalizing bool) *hooks.CompositeSyncRequest {
+	return &hooks.CompositeSyncRequest{Controller: c.object, Parent: parent, Children: observed, Related: related, Finalizing: finalizing}
 }
 
 // Read reads an answer; its status gets observedGeneration, the parent's
@@ -81,13 +80,8 @@ func (s *parentSync) Read(response hooks.Response) controller.Answer {
 	status := make(map[string]any, len(r.Status)+1)
 	maps.Copy(status, r.Status)
 	status["observedGeneration"] = s.parent.GetGeneration()
-	return controller.Answer{
-		Unknown:            r.UnknownFields,
-		ListAbsent:         r.ChildrenAbsent,
-		Status:             status,
-		ResyncAfterSeconds: r.ResyncAfterSeconds,
-		Finalized:          r.Finalized,
-	}
+	return controller.Answer{Unknown: r.UnknownFields, ListAbsent: r.ChildrenAbsent, Status: status,
+		ResyncAfterSeconds: r.ResyncAfterSeconds, Finalized: r.Finalized}
 }
 
 func (s *parentSync) Desired(response hooks.Response) (map[*children.Resource]children.Set, error) {

@@ -35,6 +35,8 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
@@ -73,3 +75,20 @@ type Options struct {
 type InvalidSpecError struct{ Errs field.ErrorList }
 
 func (e *InvalidSpecError) Error() string { return e.Errs.ToAggregate().Error() }
+
+// DecodeSpec decodes a controller object into spec (a
+// *v1alpha1.CompositeController, say), checks it with validate and checks
+// its annotation that chooses how answers without their list are read
+// (see ValidateAbsentListAnnotation). Any problem is an
+// *InvalidSpecError. The spec is not defaulted.
+func DecodeSpec[T any](object *unstructured.Unstructured, spec *T, validate func(*T) field.ErrorList, annotation string) error {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(object.Object, spec); err != nil {
+		return &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}}
+	}
+	errs := validate(spec)
+	errs = append(errs, ValidateAbsentListAnnotation(object.GetAnnotations(), annotation)...)
+	if len(errs) > 0 {
+		return &InvalidSpecError{Errs: errs}
+	}
+	return nil
+}

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/cache"
 )
@@ -29,9 +28,6 @@ const finalizerPrefix = "metacontroller.io/decoratorcontroller-"
 
 // Options are what a Controller needs from the process around it.
 type Options = controller.Options
-
-// InvalidSpecError reports a controller object whose spec is invalid.
-type InvalidSpecError = controller.InvalidSpecError
 
 // Controller runs one DecoratorController: the controller.Engine runs it,
 // and Controller is its controller.Kind.
@@ -75,17 +71,12 @@ func (w *watchedResource) selects(obj metav1.Object) bool {
 }
 
 // New validates the DecoratorController object and resolves its resources.
-// It returns an *InvalidSpecError for an invalid spec and an error
+// It returns a *controller.InvalidSpecError for an invalid spec and an error
 // satisfying discovery.IsNotFound for a resource the server does not serve.
 func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (*Controller, error) {
 	dc := &v1alpha1.DecoratorController{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(object.Object, dc); err != nil {
-		return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}}
-	}
-	errs := v1alpha1.ValidateDecoratorController(dc)
-	errs = append(errs, controller.ValidateAbsentListAnnotation(object.GetAnnotations(), controller.AbsentAttachmentsAnnotation)...)
-	if len(errs) > 0 {
-		return nil, &InvalidSpecError{Errs: errs}
+	if err := controller.DecodeSpec(object, dc, v1alpha1.ValidateDecoratorController, controller.AbsentAttachmentsAnnotation); err != nil {
+		return nil, err
 	}
 	v1alpha1.SetDefaults_DecoratorController(dc)
 	c := &Controller{name: dc.Name, object: object.DeepCopy(), dc: dc}
@@ -98,7 +89,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		}
 		sel, err := newSelector(rule)
 		if err != nil {
-			return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(path, rule.Resource, err.Error())}}
+			return nil, &controller.InvalidSpecError{Errs: field.ErrorList{field.Invalid(path, rule.Resource, err.Error())}}
 		}
 		key := res.APIVersion + "/" + res.Name
 		w := byResource[key]
