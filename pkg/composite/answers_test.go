@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/controllertest"
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/composite"
@@ -16,27 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 )
-
-// eventMessage returns the message of the first Event with reason on the
-// named object whose message contains substr, waiting for it.
-func eventMessage(t *testing.T, namespace, objName, reason, substr string) string {
-	t.Helper()
-	var msg string
-	testenv.Eventually(t, 30*time.Second, "a "+reason+" Event on "+objName+" containing "+substr, func(ctx context.Context) (bool, error) {
-		events, err := env.Kube.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + objName})
-		if err != nil {
-			return false, err
-		}
-		for _, e := range events.Items {
-			if e.Reason == reason && strings.Contains(e.Message, substr) {
-				msg = e.Message
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return msg
-}
 
 // TestAnswerWithoutChildrenIsRefused establishes a child and a status, then
 // makes the hook answer without a children list while the parent changes:
@@ -72,7 +52,7 @@ func TestAnswerWithoutChildrenIsRefused(t *testing.T) {
 			hook.answer(tc.answer)
 			calls := hook.calls.Load()
 			setSpec(t, thingsGVR, ns, "p1", map[string]any{"value": "changed"})
-			msg := eventMessage(t, ns, "p1", "SyncError", `answers "children": []`)
+			msg := controllertest.EventMessage(t, env, ns, "p1", "SyncError", `answers "children": []`)
 			for _, want := range []string{
 				"compositecontroller " + cc.GetName() + `: sync hook answer refused: it has no "children" list`,
 				"would delete all its children (1)",
@@ -86,7 +66,7 @@ func TestAnswerWithoutChildrenIsRefused(t *testing.T) {
 				t.Errorf("SyncError %q names the controller %d times, want once", msg, n)
 			}
 			if tc.typo {
-				unknown := eventMessage(t, ns, "p1", "UnknownAnswerField", `"childern"`)
+				unknown := controllertest.EventMessage(t, env, ns, "p1", "UnknownAnswerField", `"childern"`)
 				want := "compositecontroller " + cc.GetName() + `: the sync hook answered with unknown key "childern" (did you mean "children"?)`
 				if !strings.HasPrefix(unknown, want) {
 					t.Errorf("UnknownAnswerField %q, want it to start with %q", unknown, want)
@@ -155,7 +135,7 @@ func TestAbsentChildrenAnnotation(t *testing.T) {
 	setSpec(t, thingsGVR, ns, "p1", map[string]any{"value": "gone"})
 	waitFor(t, configMapsGVR, ns, "p1-cm", "deleted", gone)
 	waitFor(t, thingsGVR, ns, "p1", "status", func(o *unstructured.Unstructured) bool { return statusField(o, "value") == "gone" })
-	eventMessage(t, ns, "p1", "UnknownAnswerField", `"childern" (did you mean "children"?)`)
+	controllertest.EventMessage(t, env, ns, "p1", "UnknownAnswerField", `"childern" (did you mean "children"?)`)
 }
 
 // TestAbsentChildrenAnnotationAddedLater: the annotation counts from the
@@ -186,7 +166,7 @@ func TestAbsentChildrenAnnotationAddedLater(t *testing.T) {
 	if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Create(ctx(t), &unstructured.Unstructured{Object: orphan}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventMessage(t, ns, "p1", "SyncError", "sync hook answer refused")
+	controllertest.EventMessage(t, env, ns, "p1", "SyncError", "sync hook answer refused")
 	if _, err := get(t, configMapsGVR, ns, "p1-orphan"); err != nil {
 		t.Fatalf("the child is gone after a refused answer: %v", err)
 	}
@@ -231,7 +211,7 @@ func TestHookCrashIsReported(t *testing.T) {
 		}
 	})
 	setSpec(t, thingsGVR, ns, "p1", map[string]any{"value": "changed"})
-	msg := eventMessage(t, ns, "p1", "SyncError", "closed the connection")
+	msg := controllertest.EventMessage(t, env, ns, "p1", "SyncError", "closed the connection")
 	want := "compositecontroller " + cc.GetName() + ": sync hook " + hook.server.URL + "/sync: the hook closed the connection without answering (did it crash?) (retrying in "
 	if !strings.HasPrefix(msg, want) {
 		t.Errorf("SyncError %q, want one starting %q", msg, want)
@@ -253,7 +233,7 @@ func TestRollingAnswerWithoutChildrenIsRefused(t *testing.T) {
 	})
 	calls := hook.calls.Load()
 	setSpec(t, thingsGVR, ns, "p1", map[string]any{"version": "v2"})
-	eventMessage(t, ns, "p1", "SyncError", `sync hook answer refused: it has no "children" list`)
+	controllertest.EventMessage(t, env, ns, "p1", "SyncError", `sync hook answer refused: it has no "children" list`)
 	testenv.Eventually(t, 30*time.Second, "retries", func(context.Context) (bool, error) { return hook.calls.Load() >= calls+4, nil })
 	v, after := versions(t, ns)
 	if countVersion(v, "v1") != 3 {
@@ -282,7 +262,7 @@ func TestLaterRoundWithoutChildrenIsRefused(t *testing.T) {
 	})
 	startController(t, compositeController(t, hook, thingsGVR, nil))
 	newThing(t, thingsGVR, ns, "p1", nil)
-	eventMessage(t, ns, "p1", "SyncError", "sync hook answer refused")
+	controllertest.EventMessage(t, env, ns, "p1", "SyncError", "sync hook answer refused")
 	waitFor(t, thingsGVR, ns, "p1", "the first answer's status", func(o *unstructured.Unstructured) bool { return statusField(o, "phase") == "one" })
 	calls := hook.calls.Load()
 	testenv.Eventually(t, 30*time.Second, "retries", func(context.Context) (bool, error) { return hook.calls.Load() >= calls+2, nil })

@@ -2,12 +2,11 @@ package composite_test
 
 import (
 	"fmt"
-	"github.com/metactl/metactl/pkg/metrics"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/controllertest"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -148,7 +147,7 @@ func TestChildWriteWarningIsReported(t *testing.T) {
 	// The update that puts back the field the server drops changes
 	// nothing (same resourceVersion): it does not call the hook again, so
 	// every sync settles.
-	if got := testutil.ToFloat64(metrics.UnsettledSyncs.WithLabelValues(testLabel(t))); got != 0 {
+	if got := controllertest.Unsettled(testLabel(t)); got != 0 {
 		t.Errorf("unsettled syncs = %v, want 0", got)
 	}
 }

@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/controllertest"
 	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/metrics"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -313,7 +312,7 @@ func TestStatusWrittenOnlyWhenChanged(t *testing.T) {
 	startController(t, cc)
 	newThing(t, thingsGVR, ns, "p1", nil)
 	writes := func() float64 {
-		return testutil.ToFloat64(metrics.ObjectWrites.WithLabelValues(cc.GetName(), "patch", "status"))
+		return controllertest.Writes(cc.GetName(), "patch", "status")
 	}
 	waitFor(t, thingsGVR, ns, "p1", "status", func(o *unstructured.Unstructured) bool { return statusField(o, "constant") == "yes" })
 	calls := hook.calls.Load()
@@ -563,7 +562,7 @@ func TestCreateCostsTheMinimum(t *testing.T) {
 	cc := compositeController(t, hook, thingsGVR, nil)
 	startController(t, cc)
 	writes := func(verb, target string) float64 {
-		return testutil.ToFloat64(metrics.ObjectWrites.WithLabelValues(cc.GetName(), verb, target))
+		return controllertest.Writes(cc.GetName(), verb, target)
 	}
 	checkWrites := func(phase string, creates, updates, statuses float64) {
 		t.Helper()

@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/controllertest"
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/composite"
 	"github.com/metactl/metactl/pkg/controller"
-	"github.com/metactl/metactl/pkg/metrics"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -53,7 +52,7 @@ func TestHookActingOnItsOwnStatusConverges(t *testing.T) {
 		return created && err != nil, nil
 	})
 	// In one sync: not by a retry after the hook failed to settle.
-	if got := testutil.ToFloat64(metrics.UnsettledSyncs.WithLabelValues(cc.GetName())); got != 0 {
+	if got := controllertest.Unsettled(cc.GetName()); got != 0 {
 		t.Errorf("unsettled syncs = %v, want 0: the hook was not given the status it asked for", got)
 	}
 }
@@ -79,7 +78,7 @@ func TestStatusOnlyAnswersSettle(t *testing.T) {
 	if got := hook.calls.Load(); got != 3 {
 		t.Errorf("hook calls = %d, want 3 (one, two, and two again: the fixed point)", got)
 	}
-	if got := testutil.ToFloat64(metrics.ObjectWrites.WithLabelValues(cc.GetName(), "patch", "status")); got != 1 {
+	if got := controllertest.Writes(cc.GetName(), "patch", "status"); got != 1 {
 		t.Errorf("status writes = %v, want 1 (the status of the fixed point)", got)
 	}
 }
@@ -155,7 +154,7 @@ func TestUnsettledHookGoesThroughTheRateLimiter(t *testing.T) {
 	if got := hook.calls.Load(); got != want {
 		t.Errorf("hook calls = %d, want %d (two syncs of %d calls)", got, want, controller.MaxRounds)
 	}
-	if got := testutil.ToFloat64(metrics.UnsettledSyncs.WithLabelValues(cc.GetName())); got != 2 {
+	if got := controllertest.Unsettled(cc.GetName()); got != 2 {
 		t.Errorf("metactl_syncs_unsettled_total = %v, want 2", got)
 	}
 	waitFor(t, thingsGVR, ns, "p1", "the last answer's status", func(o *unstructured.Unstructured) bool {
@@ -173,7 +172,7 @@ func TestRollingRoundsEndAtAWrite(t *testing.T) {
 	cc := rollingController(t, hook, "RollingInPlace")
 	startController(t, cc)
 	syncs := func(result string) float64 {
-		return testutil.ToFloat64(metrics.Syncs.WithLabelValues(cc.GetName(), result))
+		return controllertest.Syncs(cc.GetName(), result)
 	}
 	newThing(t, thingsGVR, ns, "p1", map[string]any{"replicas": 0, "version": "v1"})
 	// The first sync writes the revision and the status; the second is

@@ -3,7 +3,6 @@ package composite_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,20 +10,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/metactl/metactl/internal/controllertest"
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/composite"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -47,31 +42,18 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{GarbageCollector: true, ExtraCRDPaths: []string{"testdata/crds"}}, &env)
 }
 
-// shared builds, once, what a manager shares among controllers.
+// shared sets resources, informers, objects and recorder: what a manager
+// shares among controllers.
 var sharedOnce sync.Once
 
 func shared(t *testing.T) {
 	sharedOnce.Do(func() {
-		resources = discovery.NewResourceMap(env.Kube.Discovery(), discovery.Options{})
-		if err := resources.Refresh(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		if objects, err = informer.NewRESTClient(env.Config, nil); err != nil {
-			t.Fatal(err)
-		}
-		informers = informer.NewFactory(objects.ListerWatcher, informer.Options{})
-		broadcaster := record.NewBroadcaster()
-		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: env.Kube.CoreV1().Events("")})
-		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "metactl-test"})
+		s := controllertest.Get(t, env)
+		resources, informers, objects, recorder = s.Resources, s.Informers, s.Objects, s.Recorder
 	})
 }
 
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return c
-}
+func ctx(t *testing.T) context.Context { return controllertest.Context(t) }
 
 // syncRequest is what a test hook reads from a sync request.
 type syncRequest struct {
@@ -247,20 +229,7 @@ func get(t *testing.T, gvr schema.GroupVersionResource, namespace, name string) 
 // waitFor polls the object until check passes.
 func waitFor(t *testing.T, gvr schema.GroupVersionResource, namespace, name, what string, check func(obj *unstructured.Unstructured) bool) *unstructured.Unstructured {
 	t.Helper()
-	var last *unstructured.Unstructured
-	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%s %s/%s: %s", gvr.Resource, namespace, name, what), func(ctx context.Context) (bool, error) {
-		obj, err := env.Dynamic.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			last = nil // what is returned is what passed the check
-			return check(nil), nil
-		}
-		if err != nil {
-			return false, err
-		}
-		last = obj
-		return check(obj), nil
-	})
-	return last
+	return controllertest.WaitFor(t, env, gvr, namespace, name, what, check)
 }
 
 func exists(obj *unstructured.Unstructured) bool { return obj != nil }
@@ -278,22 +247,11 @@ func statusField(obj *unstructured.Unstructured, field string) any {
 	return v
 }
 
-// eventually waits for an Event with reason on the named object whose
+// waitForEvent waits for an Event with reason on the named object whose
 // message contains substr.
 func waitForEvent(t *testing.T, namespace, objName, reason, substr string) {
 	t.Helper()
-	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("a %s Event on %s containing %q", reason, objName, substr), func(ctx context.Context) (bool, error) {
-		events, err := env.Kube.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + objName})
-		if err != nil {
-			return false, err
-		}
-		for _, e := range events.Items {
-			if e.Reason == reason && strings.Contains(e.Message, substr) {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	controllertest.EventMessage(t, env, namespace, objName, reason, substr)
 }
 
 // setSpec merge-patches the parent's spec.

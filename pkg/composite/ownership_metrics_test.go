@@ -3,8 +3,7 @@ package composite_test
 import (
 	"testing"
 
-	"github.com/metactl/metactl/pkg/metrics"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/metactl/metactl/internal/controllertest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -18,7 +17,7 @@ func TestAdoptionsAndReleasesAreCounted(t *testing.T) {
 	cc := compositeController(t, hook, thingsGVR, nil)
 	startController(t, cc)
 	ownershipWrites := func() float64 {
-		return testutil.ToFloat64(metrics.ObjectWrites.WithLabelValues(cc.GetName(), "patch", "ownership"))
+		return controllertest.Writes(cc.GetName(), "patch", "ownership")
 	}
 	if n := ownershipWrites(); n != 0 {
 		t.Fatalf("%v ownership writes before any", n)

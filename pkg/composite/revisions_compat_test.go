@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/controllertest"
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/composite"
-	"github.com/metactl/metactl/pkg/metrics"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -185,7 +184,7 @@ func objectWritesBy(controller string) map[string]float64 {
 	out := map[string]float64{}
 	for _, verb := range []string{"create", "update", "patch", "delete"} {
 		for _, target := range []string{"child", "status", "finalizer", "ownership", "revision"} {
-			if n := testutil.ToFloat64(metrics.ObjectWrites.WithLabelValues(controller, verb, target)); n != 0 {
+			if n := controllertest.Writes(controller, verb, target); n != 0 {
 				out[verb+" "+target] = n
 			}
 		}
@@ -200,7 +199,7 @@ func objectWritesBy(controller string) map[string]float64 {
 func settleSyncs(t *testing.T, controller string, hook *testHook, min, perSync map[string]int) {
 	t.Helper()
 	syncs := func(result string) int {
-		return int(testutil.ToFloat64(metrics.Syncs.WithLabelValues(controller, result)))
+		return int(controllertest.Syncs(controller, result))
 	}
 	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("syncs %v, all ended", min), func(context.Context) (bool, error) {
 		calls := map[string]int{}

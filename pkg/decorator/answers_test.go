@@ -6,33 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/controllertest"
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/controller"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 )
-
-// eventMessage waits for an Event with reason on the named object whose
-// message contains substr, and returns its message.
-func eventMessage(t *testing.T, ns, objName, reason, substr string) string {
-	t.Helper()
-	var msg string
-	testenv.Eventually(t, 30*time.Second, "a "+reason+" Event on "+objName+" containing "+substr, func(ctx context.Context) (bool, error) {
-		events, err := env.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + objName})
-		if err != nil {
-			return false, err
-		}
-		for _, e := range events.Items {
-			if e.Reason == reason && strings.Contains(e.Message, substr) {
-				msg = e.Message
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return msg
-}
 
 // secretAttachment is a desired Secret attachment of obj.
 func secretAttachment(obj *unstructured.Unstructured) map[string]any {
@@ -84,12 +64,12 @@ func TestAnswerWithoutAttachmentsIsRefused(t *testing.T) {
 		return map[string]any{"labels": map[string]any{"decorated": "changed"}, "attachment": []any{secretAttachment(req.Object)}}
 	})
 	poke(t, ns, "1")
-	msg := eventMessage(t, ns, "target", "SyncError", `answers "attachments": []`)
+	msg := controllertest.EventMessage(t, env, ns, "target", "SyncError", `answers "attachments": []`)
 	want := "decoratorcontroller " + testName(t) + `: sync hook answer refused: it has no "attachments" list (it has "attachment" (did you mean "attachments"?))`
 	if !strings.HasPrefix(msg, want) || !strings.Contains(msg, controller.AbsentAttachmentsAnnotation+"=empty") {
 		t.Errorf("SyncError %q, want it to start with %q and name the annotation", msg, want)
 	}
-	unknown := eventMessage(t, ns, "target", "UnknownAnswerField", `"attachment"`)
+	unknown := controllertest.EventMessage(t, env, ns, "target", "UnknownAnswerField", `"attachment"`)
 	if want := "decoratorcontroller " + testName(t) + `: the sync hook answered with unknown key "attachment" (did you mean "attachments"?)`; !strings.HasPrefix(unknown, want) {
 		t.Errorf("UnknownAnswerField %q, want it to start with %q", unknown, want)
 	}

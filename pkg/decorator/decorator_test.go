@@ -3,7 +3,6 @@ package decorator_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,19 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/controllertest"
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/decorator"
-	"github.com/metactl/metactl/pkg/dynamic/discovery"
-	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -41,19 +35,10 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{ExtraCRDPaths: []string{"../composite/testdata/crds"}}, &env)
 }
 
-var (
-	sharedOnce sync.Once
+// recorder records Events from component metactl-test.
+var recorder record.EventRecorder
 
-	informers *informer.Factory
-	objects   *informer.RESTClient
-	recorder  record.EventRecorder
-)
-
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return c
-}
+func ctx(t *testing.T) context.Context { return controllertest.Context(t) }
 
 // request is what a test hook reads from a decorator sync request.
 type request struct {
@@ -110,21 +95,8 @@ func testName(t *testing.T) string {
 // the object first.
 func start(t *testing.T, resources []any, attachments []any, hooksSpec map[string]any, edit ...func(*unstructured.Unstructured)) *decorator.Controller {
 	t.Helper()
-	sharedOnce.Do(func() {
-		rm := discovery.NewResourceMap(env.Kube.Discovery(), discovery.Options{})
-		if err := rm.Refresh(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		resourcesMap = rm
-		var err error
-		if objects, err = informer.NewRESTClient(env.Config, nil); err != nil {
-			t.Fatal(err)
-		}
-		informers = informer.NewFactory(objects.ListerWatcher, informer.Options{})
-		b := record.NewBroadcaster()
-		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: env.Kube.CoreV1().Events("")})
-		recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "metactl-test"})
-	})
+	shared := controllertest.Get(t, env)
+	recorder = shared.Recorder
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metacontroller.k8s.io/v1alpha1",
 		"kind":       "DecoratorController",
@@ -134,8 +106,8 @@ func start(t *testing.T, resources []any, attachments []any, hooksSpec map[strin
 	for _, e := range edit {
 		e(obj)
 	}
-	c, err := decorator.New(ctx(t), obj, decorator.Options{Client: env.Dynamic, Objects: objects, Resources: resourcesMap, Informers: informers,
-		Hooks: hooks.NewClient(hooks.Options{}), Recorder: recorder, Workers: 4})
+	c, err := decorator.New(ctx(t), obj, decorator.Options{Client: env.Dynamic, Objects: shared.Objects, Resources: shared.Resources, Informers: shared.Informers,
+		Hooks: hooks.NewClient(hooks.Options{}), Recorder: shared.Recorder, Workers: 4})
 	if err != nil {
 		t.Fatalf("decorator.New: %v", err)
 	}
@@ -145,8 +117,6 @@ func start(t *testing.T, resources []any, attachments []any, hooksSpec map[strin
 	t.Cleanup(c.Stop)
 	return c
 }
-
-var resourcesMap *discovery.ResourceMap
 
 func syncHook(h *hook) map[string]any {
 	return map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": h.URL + "/sync", "timeout": "2s"}}}
@@ -167,20 +137,7 @@ func createConfigMap(t *testing.T, ns, name string, labels, annotations map[stri
 
 func waitFor(t *testing.T, gvr schema.GroupVersionResource, ns, name, what string, check func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
 	t.Helper()
-	var last *unstructured.Unstructured
-	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%s %s/%s: %s", gvr.Resource, ns, name, what), func(ctx context.Context) (bool, error) {
-		obj, err := env.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			last = nil // what is returned is what passed the check
-			return check(nil), nil
-		}
-		if err != nil {
-			return false, err
-		}
-		last = obj
-		return check(obj), nil
-	})
-	return last
+	return controllertest.WaitFor(t, env, gvr, ns, name, what, check)
 }
 
 func strp(s string) *string { return &s }

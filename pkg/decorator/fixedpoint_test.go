@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/controllertest"
 	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/metrics"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -51,7 +50,7 @@ func TestHookActingOnItsOwnLabelsConverges(t *testing.T) {
 		t.Errorf("hook calls = %d, want at least 3 (one, two, two again)", got)
 	}
 	// In one sync: not by a retry after the hook failed to settle.
-	if got := testutil.ToFloat64(metrics.UnsettledSyncs.WithLabelValues(testName(t))); got != 0 {
+	if got := controllertest.Unsettled(testName(t)); got != 0 {
 		t.Errorf("unsettled syncs = %v, want 0: the hook was not given the labels it asked for", got)
 	}
 }
@@ -143,9 +142,9 @@ func TestNullStatusLeavesStatusWrittenByOthers(t *testing.T) {
 		return o != nil && o.GetLabels()["labelled"] == "yes"
 	})
 	testenv.Eventually(t, 10*time.Second, "the labelling sync to end", func(context.Context) (bool, error) {
-		return testutil.ToFloat64(metrics.Syncs.WithLabelValues(name, "success")) >= 1, nil
+		return controllertest.Syncs(name, "success") >= 1, nil
 	})
-	if got := testutil.ToFloat64(metrics.ObjectWrites.WithLabelValues(name, "patch", "status")); got != 0 {
+	if got := controllertest.Writes(name, "patch", "status"); got != 0 {
 		t.Errorf("status writes = %v, want 0 for answers whose status is null", got)
 	}
 	got, err := env.Dynamic.Resource(clusterThingsGVR).Get(ctx(t), name, metav1.GetOptions{})
