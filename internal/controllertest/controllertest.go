@@ -28,6 +28,17 @@ import (
 	"k8s.io/client-go/tools/record"
 )
 
+// Request is what a test hook reads of a sync (finalize) request of
+// either kind: the parent and children of a CompositeController's, the
+// object and attachments of a DecoratorController's.
+type Request struct {
+	Parent      *unstructured.Unstructured                       `json:"parent"`
+	Children    map[string]map[string]*unstructured.Unstructured `json:"children"`
+	Object      *unstructured.Unstructured                       `json:"object"`
+	Attachments map[string]map[string]*unstructured.Unstructured `json:"attachments"`
+	Finalizing  bool                                             `json:"finalizing"`
+}
+
 // Shared is what a process shares among its controllers.
 type Shared struct {
 	Resources *discovery.ResourceMap

@@ -56,11 +56,7 @@ func shared(t *testing.T) {
 func ctx(t *testing.T) context.Context { return controllertest.Context(t) }
 
 // syncRequest is what a test hook reads from a sync request.
-type syncRequest struct {
-	Parent     *unstructured.Unstructured                       `json:"parent"`
-	Children   map[string]map[string]*unstructured.Unstructured `json:"children"`
-	Finalizing bool                                             `json:"finalizing"`
-}
+type syncRequest = controllertest.Request
 
 // testHook is an in-process hook whose answer a test sets and changes.
 type testHook struct {

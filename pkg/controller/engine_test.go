@@ -294,6 +294,18 @@ func newFixture(t *testing.T, obj *unstructured.Unstructured, finalize bool, ans
 	return f
 }
 
+// wrote checks that the sync wrote one status, of countChildren's with
+// children, and childWrites children.
+func (f *fixture) wrote(t *testing.T, children float64, childWrites int) {
+	t.Helper()
+	if got := f.objects.statusPatches(); len(got) != 1 || got[0]["children"] != children {
+		t.Errorf("status writes %v, want one of children: %v", got, children)
+	}
+	if f.dependents.writes != childWrites {
+		t.Errorf("%d child writes, want %d", f.dependents.writes, childWrites)
+	}
+}
+
 func (f *fixture) sync(t *testing.T) error {
 	t.Helper()
 	_, err := f.e.sync(context.Background(), "ns/p")
@@ -332,12 +344,7 @@ func TestRoundsReachTheFixedPoint(t *testing.T) {
 	if n := f.hooks.count(); n != 3 {
 		t.Errorf("%d hook calls, want 3", n)
 	}
-	if got := f.objects.statusPatches(); len(got) != 1 || got[0]["children"] != float64(1) {
-		t.Errorf("status writes %v, want one of children: 1", got)
-	}
-	if f.dependents.writes != 1 {
-		t.Errorf("%d child writes, want 1", f.dependents.writes)
-	}
+	f.wrote(t, 1, 1)
 }
 
 // TestRoundsGiveTheHookTheObjectAsAnswered: the second call sees the
@@ -472,12 +479,7 @@ func TestLaterFailureKeepsEarlierAnswers(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "hook down") {
 		t.Fatalf("err = %v", err)
 	}
-	if got := f.objects.statusPatches(); len(got) != 1 || got[0]["children"] != float64(0) {
-		t.Errorf("status writes %v, want the first answer's", got)
-	}
-	if f.dependents.writes != 1 {
-		t.Errorf("%d child writes, want the first answer's 1", f.dependents.writes)
-	}
+	f.wrote(t, 0, 1) // the first answer's
 }
 
 // TestChildWriteFailureStillWritesStatus: a failed child write ends the

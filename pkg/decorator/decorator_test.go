@@ -41,11 +41,7 @@ var recorder record.EventRecorder
 func ctx(t *testing.T) context.Context { return controllertest.Context(t) }
 
 // request is what a test hook reads from a decorator sync request.
-type request struct {
-	Object      *unstructured.Unstructured                       `json:"object"`
-	Attachments map[string]map[string]*unstructured.Unstructured `json:"attachments"`
-	Finalizing  bool                                             `json:"finalizing"`
-}
+type request = controllertest.Request
 
 type hook struct {
 	*httptest.Server
