@@ -171,11 +171,11 @@ func (e *Engine) setFinalizer(ctx context.Context, t *Target, add bool) error {
 	if err != nil {
 		return err
 	}
-	metrics.ObjectWrites.WithLabelValues(e.name, "patch", "finalizer").Inc()
 	written, err := e.objects.Patch(ctx, t.Resource.GroupVersionResource(), obj.GetNamespace(), obj.GetName(), types.MergePatchType, patch)
 	if err != nil {
 		return fmt.Errorf("setting finalizers %v: %w", want, err)
 	}
+	metrics.ObjectWrites.WithLabelValues(e.name, "patch", "finalizer").Inc()
 	e.echoes.Expect(written)
 	t.Object = withMetadata(obj, written)
 	klog.FromContext(ctx).V(4).Info("Set finalizers", "finalizers", written.GetFinalizers())
