@@ -1,4 +1,4 @@
-package informer
+package echo
 
 import (
 	"fmt"
@@ -38,7 +38,7 @@ func TestEchoIsFilteredOnce(t *testing.T) {
 	if e.Filter("ns/a", version("u1", "6")) {
 		t.Error("the echo of the second write was enqueued")
 	}
-	if n := e.Len(); n != 0 {
+	if n := expectedObjects(e); n != 0 {
 		t.Errorf("%d objects still expected after their echoes", n)
 	}
 }
@@ -50,7 +50,7 @@ func TestExpectIgnoresIncompleteObjects(t *testing.T) {
 	e.Expect(nil)
 	e.Expect(version("", "5"))
 	e.Expect(version("u1", ""))
-	if n := e.Len(); n != 0 {
+	if n := expectedObjects(e); n != 0 {
 		t.Errorf("%d objects expected, want 0", n)
 	}
 	if !e.Filter("ns/a", version("u1", "")) {
@@ -119,7 +119,7 @@ func TestForgetDropsExpectedEchoes(t *testing.T) {
 	e.Expect(version("u1", "5"))
 	e.Expect(version("u2", "5"))
 	e.Forget("u1")
-	if n := e.Len(); n != 1 {
+	if n := expectedObjects(e); n != 1 {
 		t.Errorf("%d objects expected after Forget, want 1", n)
 	}
 	if !e.Filter("ns/a", version("u1", "5")) {
@@ -154,7 +154,14 @@ func TestEchoesExpire(t *testing.T) {
 	if stale {
 		t.Error("an expected echo older than echoTTL is still remembered after 1024 writes")
 	}
-	if n := e.Len(); n != 1024 {
+	if n := expectedObjects(e); n != 1024 {
 		t.Errorf("%d objects expected, want the 1024 recent ones", n)
 	}
+}
+
+// expectedObjects returns the number of objects with expected echoes.
+func expectedObjects(e *Echoes) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.expected)
 }

@@ -1,4 +1,4 @@
-package informer
+package echo
 
 import (
 	"sync"
@@ -24,7 +24,8 @@ const echoTTL = 2 * time.Minute
 // not an echo.
 //
 // An object version (UID and resourceVersion) counts as an echo at most
-// once. Echoes is safe for concurrent use.
+// once. The package doc states the guarantees. Echoes is safe for
+// concurrent use.
 type Echoes struct {
 	mu       sync.Mutex
 	expected map[types.UID]map[string]time.Time
@@ -127,13 +128,6 @@ func (e *Echoes) Forget(uid types.UID) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.expected, uid)
-}
-
-// Len returns the number of objects with expected echoes; for tests.
-func (e *Echoes) Len() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.expected)
 }
 
 func (e *Echoes) expireLocked(now time.Time) {
