@@ -102,7 +102,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		cc:        cc,
 		opts:      opts,
 		writer:    &children.Writer{Objects: opts.Objects, Controller: cc.Name, Recorder: opts.Recorder},
-		echoes:    echo.NewEchoes(),
+		echoes:    echo.New(),
 		hooks:     &controller.HookCaller{Hooks: opts.Hooks, Controller: cc.Name, OnHealthChange: opts.OnHealthChange},
 		unsettled: &controller.Unsettled{Controller: cc.Name, Kind: "compositecontroller", Recorder: opts.Recorder},
 		failing:   &controller.Failing{},

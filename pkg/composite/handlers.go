@@ -76,7 +76,7 @@ func (c *Controller) childHandler() cache.ResourceEventHandler {
 // counts), unless it is the echo of this controller's own write; see
 // echo.Echoes.
 func (c *Controller) enqueueFor(key string, obj metav1.Object) {
-	if c.echoes.Filter(key, obj) {
+	if c.echoes.ShouldEnqueue(key, obj) {
 		c.loop.Add(key)
 	}
 }

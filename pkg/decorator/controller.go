@@ -124,7 +124,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		dc:        dc,
 		opts:      opts,
 		writer:    &children.Writer{Objects: opts.Objects, Controller: dc.Name, Recorder: opts.Recorder, Noun: "attachment"},
-		echoes:    echo.NewEchoes(),
+		echoes:    echo.New(),
 		hooks:     &controller.HookCaller{Hooks: opts.Hooks, Controller: dc.Name, OnHealthChange: opts.OnHealthChange},
 		unsettled: &controller.Unsettled{Controller: dc.Name, Kind: "decoratorcontroller", Recorder: opts.Recorder},
 		failing:   &controller.Failing{},

@@ -95,7 +95,7 @@ func (c *Controller) attachmentHandler() cache.ResourceEventHandler {
 // counts), unless it is the echo of this controller's own write; see
 // echo.Echoes.
 func (c *Controller) enqueueFor(key string, obj metav1.Object) {
-	if c.echoes.Filter(key, obj) {
+	if c.echoes.ShouldEnqueue(key, obj) {
 		c.loop.Add(key)
 	}
 }

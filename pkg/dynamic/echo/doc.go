@@ -4,7 +4,7 @@
 //
 // An Echoes is the bookkeeping of one controller. Its caller records each
 // object a write returned (Expect), brackets each sync of a queue key with
-// Begin and End, and passes every watch event through Filter. It
+// Begin and End, and passes every watch event through ShouldEnqueue. It
 // guarantees:
 //
 //   - No change is lost. An event is dropped only if it is an echo: its

@@ -41,8 +41,8 @@ type heldEvent struct {
 	any bool
 }
 
-// NewEchoes returns an empty Echoes.
-func NewEchoes() *Echoes {
+// New returns an empty Echoes.
+func New() *Echoes {
 	return &Echoes{expected: map[types.UID]map[string]time.Time{}, inflight: map[string][]heldEvent{}}
 }
 
@@ -68,10 +68,11 @@ func (e *Echoes) End(key string) (resync bool) {
 	return resync
 }
 
-// Filter reports whether an event about obj (nil for one that always
-// counts, such as a delete) should enqueue key now: not when it is an echo,
-// and not while key is being synced (the event is then held for End).
-func (e *Echoes) Filter(key string, obj metav1.Object) bool {
+// ShouldEnqueue takes an event about obj (nil for one that always counts,
+// such as a delete) for key, and reports whether key should be enqueued
+// now: false for an echo, which it consumes, and false while key is being
+// synced, when it holds the event for End to judge; true otherwise.
+func (e *Echoes) ShouldEnqueue(key string, obj metav1.Object) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if held, ok := e.inflight[key]; ok {
