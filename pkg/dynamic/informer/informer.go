@@ -23,6 +23,11 @@ const (
 	allNamespaces = "*"
 )
 
+// ListerWatcherFunc returns what lists and watches one resource in every
+// namespace. Its lists are ObjectLists and its watch events carry *Object.
+// objectclient.Client's ListerWatcher is one.
+type ListerWatcherFunc func(gvr schema.GroupVersionResource) cache.ListerWatcher
+
 // Options configure a Factory.
 type Options struct {
 	// Resync is the informers' resync period; 0 disables resyncs.
@@ -46,7 +51,7 @@ type shared struct {
 }
 
 // NewFactory returns a Factory whose informers list and watch through
-// listerWatcher (NewRESTListerWatcher).
+// listerWatcher.
 func NewFactory(listerWatcher ListerWatcherFunc, opts Options) *Factory {
 	return &Factory{listerWatcher: listerWatcher, opts: opts, running: map[schema.GroupVersionResource]*shared{}}
 }
@@ -83,8 +88,7 @@ func (f *Factory) release(gvr schema.GroupVersionResource, s *shared) {
 	}
 }
 
-// Running returns the resources whose informers run now; for tests and
-// metrics.
+// Running returns the resources whose informers run now; for tests.
 func (f *Factory) Running() []schema.GroupVersionResource {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -63,7 +63,7 @@ func dynamicListerWatcher(client dynamic.Interface) ListerWatcherFunc {
 				if err != nil {
 					return nil, err
 				}
-				out := &objectList{}
+				out := &ObjectList{}
 				out.ResourceVersion = list.GetResourceVersion()
 				for i := range list.Items {
 					o, err := toObject(&list.Items[i])
