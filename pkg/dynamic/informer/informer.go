@@ -88,17 +88,6 @@ func (f *Factory) release(gvr schema.GroupVersionResource, s *shared) {
 	}
 }
 
-// Running returns the resources whose informers run now; for tests.
-func (f *Factory) Running() []schema.GroupVersionResource {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]schema.GroupVersionResource, 0, len(f.running))
-	for gvr := range f.running {
-		out = append(out, gvr)
-	}
-	return out
-}
-
 // Counts returns the number of cached objects of each running informer,
 // by resource; for metrics.
 func (f *Factory) Counts() map[string]int {
@@ -264,9 +253,6 @@ func objects(objs []any, selector labels.Selector) []*Object {
 	}
 	return out
 }
-
-// Len returns the number of cached objects.
-func (i *Informer) Len() int { return len(i.shared.informer.GetIndexer().ListKeys()) }
 
 // decodeAll decodes cached objects; one that does not decode is reported
 // and left out.
