@@ -9,17 +9,17 @@
 //
 //   - No change is lost. An event is dropped only if it is an echo: its
 //     object's UID and resourceVersion are those of a write recorded by
-//     Expect less than two minutes before. Each recorded version is the echo
-//     of at most one event. An event without an object (a delete) is never
-//     an echo.
+//     Expect less than two minutes before the event is judged. Each recorded
+//     version is the echo of at most one event. An event without an object
+//     (a delete) is never an echo.
 //   - An event that arrives while its key is being synced (between Begin and
 //     End) is not enqueued then: it is held, and End, which runs after the
 //     sync has recorded its writes, reports whether any held event was not
 //     an echo, that is whether the key needs another sync. So an echo that
 //     arrives before the response to its write is still recognised.
-//   - Memory is bounded by the writes of the last two minutes: an expected
-//     version is forgotten when its echo arrives, when Forget drops its
-//     object, or, at the latest, two minutes after it was recorded.
+//   - Memory stays bounded: an expected version is forgotten when its echo
+//     arrives, when Forget drops its object, or, once it is older than two
+//     minutes, at the next sweep (one every 1024 recorded writes).
 //
 // A key's Begin and End must not overlap another Begin of the same key,
 // which a work queue ensures by handing a key to one worker at a time. Keys

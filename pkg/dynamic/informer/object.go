@@ -16,8 +16,8 @@ import (
 // parsed (so that handlers, indexes and selectors read it without decoding
 // anything), and everything else kept as the JSON the API server sent. A
 // decoded object (unstructured.Unstructured) costs about three times the
-// memory of its JSON; objects are decoded when a controller reads them
-// (Unstructured), not when they enter the cache.
+// memory of its JSON; the rest of an object is decoded when a controller
+// reads it (Unstructured), not when it enters the cache.
 //
 // An Object is immutable once built: its body is never written, and
 // DeepCopyObject shares it.
