@@ -8,9 +8,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// echoTTL bounds how long an expected echo is remembered; an echo that
-// never arrives (the informer re-listed past it) is forgotten after it.
+// echoTTL bounds how long an expected echo counts: an echo that never
+// arrives (the informer re-listed past it) counts no more after it, and is
+// forgotten at the next sweep.
 const echoTTL = 2 * time.Minute
+
+// sweepEvery is how many recorded writes pass between two sweeps of expired
+// echoes.
+const sweepEvery = 1024
 
 // Echoes remembers the writes a controller made so that the watch events
 // they cause, their echoes, can be told apart from changes by others. A
@@ -100,7 +105,7 @@ func (e *Echoes) Expect(obj metav1.Object) {
 		e.expected[obj.GetUID()] = versions
 	}
 	versions[obj.GetResourceVersion()] = now
-	if e.writes++; e.writes%1024 == 0 {
+	if e.writes++; e.writes%sweepEvery == 0 {
 		e.expireLocked(now)
 	}
 }
@@ -131,6 +136,8 @@ func (e *Echoes) Forget(uid types.UID) {
 	delete(e.expected, uid)
 }
 
+// expireLocked forgets the expected echoes older than echoTTL. e.mu must be
+// held.
 func (e *Echoes) expireLocked(now time.Time) {
 	for uid, versions := range e.expected {
 		for rv, at := range versions {
