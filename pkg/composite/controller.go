@@ -12,6 +12,7 @@ import (
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/echo"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/metrics"
@@ -47,7 +48,7 @@ type Controller struct {
 	writer         *children.Writer
 	// echoes are this controller's own writes, whose watch events need no
 	// sync: the sync that wrote them already acted on their result.
-	echoes *informer.Echoes
+	echoes *echo.Echoes
 	// selectors are the parents' child selectors, for orphans' events.
 	selectors selectorCache
 	// hooks calls the hooks and remembers whether they last failed for
@@ -101,7 +102,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		cc:        cc,
 		opts:      opts,
 		writer:    &children.Writer{Objects: opts.Objects, Controller: cc.Name, Recorder: opts.Recorder},
-		echoes:    informer.NewEchoes(),
+		echoes:    echo.New(),
 		hooks:     &controller.HookCaller{Hooks: opts.Hooks, Controller: cc.Name, OnHealthChange: opts.OnHealthChange},
 		unsettled: &controller.Unsettled{Controller: cc.Name, Kind: "compositecontroller", Recorder: opts.Recorder},
 		failing:   &controller.Failing{},

@@ -17,6 +17,7 @@ import (
 	"github.com/metactl/metactl/pkg/composite"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/hooks"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,7 +33,7 @@ var (
 	env       *testenv.Environment
 	resources *discovery.ResourceMap
 	informers *informer.Factory
-	objects   *informer.RESTClient
+	objects   *objectclient.Client
 	recorder  record.EventRecorder
 
 	thingsGVR        = schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "things"}
@@ -57,7 +58,7 @@ func shared(t *testing.T) {
 			t.Fatal(err)
 		}
 		var err error
-		if objects, err = informer.NewRESTClient(env.Config, nil); err != nil {
+		if objects, err = objectclient.New(env.Config, nil); err != nil {
 			t.Fatal(err)
 		}
 		informers = informer.NewFactory(objects.ListerWatcher, informer.Options{})

@@ -8,6 +8,7 @@ package controller
 import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/hooks"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/dynamic"
@@ -21,7 +22,7 @@ type Options struct {
 	// Client makes every uncached read and the writes Objects does not.
 	Client dynamic.Interface
 	// Objects creates, updates and deletes children.
-	Objects *informer.RESTClient
+	Objects *objectclient.Client
 	// Resources maps the controller's resources.
 	Resources *discovery.ResourceMap
 	// Informers shares watches among controllers.

@@ -14,6 +14,7 @@ import (
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/echo"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/metrics"
@@ -53,7 +54,7 @@ type Controller struct {
 	attachments *children.Declared
 	finalizer   string
 	writer      *children.Writer
-	echoes      *informer.Echoes
+	echoes      *echo.Echoes
 	loop        *loop.Loop
 	// hooks calls the hooks and remembers whether they last failed for
 	// their credentials.
@@ -123,7 +124,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		dc:        dc,
 		opts:      opts,
 		writer:    &children.Writer{Objects: opts.Objects, Controller: dc.Name, Recorder: opts.Recorder, Noun: "attachment"},
-		echoes:    informer.NewEchoes(),
+		echoes:    echo.New(),
 		hooks:     &controller.HookCaller{Hooks: opts.Hooks, Controller: dc.Name, OnHealthChange: opts.OnHealthChange},
 		unsettled: &controller.Unsettled{Controller: dc.Name, Kind: "decoratorcontroller", Recorder: opts.Recorder},
 		failing:   &controller.Failing{},

@@ -16,6 +16,7 @@ import (
 	"github.com/metactl/metactl/pkg/decorator"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/hooks"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,7 +46,7 @@ var (
 	sharedOnce sync.Once
 
 	informers *informer.Factory
-	objects   *informer.RESTClient
+	objects   *objectclient.Client
 	recorder  record.EventRecorder
 )
 
@@ -117,7 +118,7 @@ func start(t *testing.T, resources []any, attachments []any, hooksSpec map[strin
 		}
 		resourcesMap = rm
 		var err error
-		if objects, err = informer.NewRESTClient(env.Config, nil); err != nil {
+		if objects, err = objectclient.New(env.Config, nil); err != nil {
 			t.Fatal(err)
 		}
 		informers = informer.NewFactory(objects.ListerWatcher, informer.Options{})

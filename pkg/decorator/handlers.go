@@ -93,9 +93,9 @@ func (c *Controller) attachmentHandler() cache.ResourceEventHandler {
 
 // enqueueFor enqueues key for an event about obj (nil: an event that always
 // counts), unless it is the echo of this controller's own write; see
-// informer.Echoes.
+// echo.Echoes.
 func (c *Controller) enqueueFor(key string, obj metav1.Object) {
-	if c.echoes.Filter(key, obj) {
+	if c.echoes.ShouldEnqueue(key, obj) {
 		c.loop.Add(key)
 	}
 }

@@ -17,8 +17,9 @@ import (
 )
 
 // PatchFunc patches the object name (or its subresources) and returns it
-// as written. A dynamic client's Patch, and informer.RESTClient's, adapt to
-// it.
+// as written. DynamicPatch adapts a dynamic client's Patch to it; an
+// objectclient.Client's Patch fits it in a closure that supplies the
+// resource and namespace.
 type PatchFunc func(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error)
 
 // DynamicPatch adapts client's Patch; what it returns is an
