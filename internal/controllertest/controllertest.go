@@ -16,6 +16,7 @@ import (
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/metrics"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -42,7 +43,7 @@ type Request struct {
 // Shared is what a process shares among its controllers.
 type Shared struct {
 	Resources *discovery.ResourceMap
-	Objects   *informer.RESTClient
+	Objects   *objectclient.Client
 	Informers *informer.Factory
 	// Recorder records Events through the API server, from component
 	// metactl-test.
@@ -63,7 +64,7 @@ func Get(t testing.TB, env *testenv.Environment) Shared {
 		if err = shared.Resources.Refresh(context.Background()); err != nil {
 			return
 		}
-		if shared.Objects, err = informer.NewRESTClient(env.Config, nil); err != nil {
+		if shared.Objects, err = objectclient.New(env.Config, nil); err != nil {
 			return
 		}
 		shared.Informers = informer.NewFactory(shared.Objects.ListerWatcher, informer.Options{})

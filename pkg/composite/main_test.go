@@ -16,6 +16,7 @@ import (
 	"github.com/metactl/metactl/pkg/composite"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/hooks"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -27,7 +28,7 @@ var (
 	env       *testenv.Environment
 	resources *discovery.ResourceMap
 	informers *informer.Factory
-	objects   *informer.RESTClient
+	objects   *objectclient.Client
 	recorder  record.EventRecorder
 
 	thingsGVR        = schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "things"}

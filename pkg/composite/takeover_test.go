@@ -14,7 +14,7 @@ import (
 
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/composite"
-	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -133,7 +133,7 @@ func TestTakeOverFromMetacontrollerWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := informer.NewRESTClient(cfg, nil)
+	objs, err := objectclient.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

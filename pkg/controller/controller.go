@@ -34,6 +34,7 @@ package controller
 import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/hooks"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,7 +52,7 @@ type Options struct {
 	Client dynamic.Interface
 	// Objects creates, updates and deletes children, and patches the
 	// synced objects (finalizers, labels and annotations, status).
-	Objects *informer.RESTClient
+	Objects *objectclient.Client
 	// Resources maps the controller's resources.
 	Resources *discovery.ResourceMap
 	// Informers shares watches among controllers.

@@ -12,8 +12,9 @@ import (
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/echo"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
-	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
 	"github.com/metactl/metactl/pkg/related"
@@ -190,7 +191,7 @@ type Engine struct {
 
 	// echoes are this controller's own writes, whose watch events need no
 	// sync: the sync that wrote them already acted on their result.
-	echoes *informer.Echoes
+	echoes *echo.Echoes
 	// unsettled reports objects whose hook did not reach a fixed point.
 	unsettled *Unsettled
 	// failing holds the objects whose last sync failed.
@@ -218,7 +219,7 @@ func NewEngine(cfg Config, opts Options, kind Kind) *Engine {
 		hooks:      &HookCaller{Hooks: opts.Hooks, Controller: name, OnHealthChange: opts.OnHealthChange},
 		objects:    restObjects{opts.Objects},
 		dependents: &children.Writer{Objects: opts.Objects, Controller: name, Recorder: opts.Recorder, Noun: cfg.Noun},
-		echoes:     informer.NewEchoes(),
+		echoes:     echo.New(),
 		unsettled:  &Unsettled{Controller: name, Kind: kindName, Recorder: opts.Recorder},
 		failing:    &Failing{Describe: cfg.Describe},
 		stop:       make(chan struct{}),
@@ -235,8 +236,8 @@ func NewEngine(cfg Config, opts Options, kind Kind) *Engine {
 	return e
 }
 
-// restObjects adapts informer.RESTClient's Patch to ObjectWriter.
-type restObjects struct{ client *informer.RESTClient }
+// restObjects adapts objectclient.Client's Patch to ObjectWriter.
+type restObjects struct{ client *objectclient.Client }
 
 func (r restObjects) Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error) {
 	patched, err := r.client.Patch(ctx, gvr, namespace, name, pt, data, subresources...)

@@ -11,9 +11,9 @@ func (e *Engine) Enqueue(key string) { e.queue.Add(key) }
 
 // EnqueueFor queues key for an event about obj (nil: an event that always
 // counts), unless it is the echo of this controller's own write; see
-// informer.Echoes.
+// echo.Echoes.
 func (e *Engine) EnqueueFor(key string, obj metav1.Object) {
-	if e.echoes.Filter(key, obj) {
+	if e.echoes.ShouldEnqueue(key, obj) {
 		e.queue.Add(key)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -49,7 +50,8 @@ import (
 type Options struct {
 	// Config reaches the API server; its QPS and Burst bound every request.
 	Config *rest.Config
-	// Workers is the number of objects each controller syncs at once.
+	// Workers is the most objects each controller syncs at once; 0 means
+	// loop.DefaultWorkers.
 	Workers int
 	// DiscoveryInterval is the period of discovery refreshes.
 	DiscoveryInterval time.Duration
@@ -166,7 +168,7 @@ type Manager struct {
 	client dynamic.Interface
 	// objects lists, watches, creates and updates objects as
 	// informer.Objects.
-	objects *informer.RESTClient
+	objects *objectclient.Client
 	// httpClient is shared by every API client the manager builds.
 	httpClient *http.Client
 	// The typed clients metactl needs, and no others: a full clientset
@@ -209,9 +211,6 @@ func New(opts Options) (*Manager, error) {
 	if opts.Config == nil {
 		return nil, errors.New("manager: Options.Config is required")
 	}
-	if opts.Workers <= 0 {
-		opts.Workers = 32
-	}
 	if opts.CleanupTimeout <= 0 {
 		opts.CleanupTimeout = DefaultCleanupTimeout
 	}
@@ -231,7 +230,7 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the dynamic client: %w", err)
 	}
-	objects, err := informer.NewRESTClient(opts.Config, httpClient)
+	objects, err := objectclient.New(opts.Config, httpClient)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/related"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,7 +53,7 @@ func newFixture(t *testing.T, customizeVersion *v1alpha1.HookVersion, syncVersio
 	if err := resources.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	objects, err := informer.NewRESTClient(env.Config, nil)
+	objects, err := objectclient.New(env.Config, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

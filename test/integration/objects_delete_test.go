@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -14,21 +14,21 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// TestRESTClientDeleteAndWarnings deletes through informer.RESTClient with
+// TestRESTClientDeleteAndWarnings deletes through objectclient.Client with
 // a UID precondition, as children are deleted, and checks that a write
-// under informer.WithWarnings gets the API server's own warning for an
+// under objectclient.WithWarnings gets the API server's own warning for an
 // unknown field, which kube-apiserver sends for a request that does not
 // ask for strict field validation.
 func TestRESTClientDeleteAndWarnings(t *testing.T) {
 	ctx := context.Background()
-	c, err := informer.NewRESTClient(env.Config, nil)
+	c, err := objectclient.New(env.Config, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	name := "delete-" + rand.String(6)
 	var warnings []string
-	wctx := informer.WithWarnings(ctx, func(text string) { warnings = append(warnings, text) })
+	wctx := objectclient.WithWarnings(ctx, func(text string) { warnings = append(warnings, text) })
 	created, err := c.Create(wctx, gvr, "default", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"`+name+`"},"dat":{"k":"v"}}`))
 	if err != nil {
 		t.Fatal(err)

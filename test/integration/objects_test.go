@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -15,11 +16,11 @@ import (
 )
 
 // TestRESTClientWritesAndDecodesAsTheDynamicClient creates and updates a
-// ConfigMap through informer.RESTClient and checks its answers against what
+// ConfigMap through objectclient.Client and checks its answers against what
 // client-go's dynamic client reads, and that server errors keep their type.
 func TestRESTClientWritesAndDecodesAsTheDynamicClient(t *testing.T) {
 	ctx := context.Background()
-	c, err := informer.NewRESTClient(env.Config, nil)
+	c, err := objectclient.New(env.Config, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

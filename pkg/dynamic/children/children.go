@@ -14,6 +14,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/apply"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/metrics"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,7 +62,7 @@ type Writer struct {
 	// Objects creates, updates and deletes children; its answers cost a
 	// parse of their metadata where client-go's dynamic client decodes
 	// them whole.
-	Objects *informer.RESTClient
+	Objects *objectclient.Client
 	// Controller names the controller in metrics and logs.
 	Controller string
 	// Concurrency bounds the writes in flight for one Manage call; default 8.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/metactl/metactl/pkg/dynamic/apply"
-	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -98,11 +98,11 @@ func childName(parent, obj *unstructured.Unstructured) string {
 }
 
 // collectWarnings returns a context under which the writes of
-// informer.RESTClient hand the API server's warnings to the returned
+// objectclient.Client hand the API server's warnings to the returned
 // function's result: call it once the write returned.
 func collectWarnings(ctx context.Context) (context.Context, func() []string) {
 	var warnings []string
-	ctx = informer.WithWarnings(ctx, func(text string) { warnings = append(warnings, text) })
+	ctx = objectclient.WithWarnings(ctx, func(text string) { warnings = append(warnings, text) })
 	return ctx, func() []string { return warnings }
 }
 

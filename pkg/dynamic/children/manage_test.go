@@ -10,7 +10,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/apply"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
-	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -41,7 +41,7 @@ func newManageFixture(t *testing.T, method v1alpha1.ChildUpdateMethod) *manageFi
 	if err != nil {
 		t.Fatal(err)
 	}
-	objects, err := informer.NewRESTClient(env.Config, nil)
+	objects, err := objectclient.New(env.Config, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

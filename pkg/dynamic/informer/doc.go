@@ -1,11 +1,14 @@
-// Package informer shares dynamic informers among metactl's controllers.
+// Package informer is metactl's cache of objects of any resource: informers
+// shared among controllers, and the objects they hold.
 //
 // A Factory holds at most one running informer per GroupVersionResource.
 // Controllers Acquire a handle for each resource they watch and Release it
 // when they stop; the informer starts on the first Acquire and stops when
 // the last handle is released, so resources are watched only while some
 // controller needs them, and a controller restarting does not disturb the
-// others sharing its informers.
+// others sharing its informers. A Factory does not talk to the API server
+// itself: its informers list and watch through the ListerWatcherFunc it is
+// given (objectclient.Client's ListerWatcher in metactl).
 //
 // Every informer indexes its objects by the UID of their controller owner
 // and keeps an index of orphans (objects without a controller owner) by
@@ -14,18 +17,26 @@
 // cached object.
 //
 // The cache holds each object as an Object: its metadata parsed, the rest
-// as the JSON the API server sent, without metadata.managedFields (metactl
-// does not read them, and they are often the largest part of an object).
-// That is about a third of the memory of a decoded object, and no decoding
-// on the watch path: event handlers, indexes and selectors read the parsed
-// metadata, and an object is decoded only when a controller reads it. Get,
-// List, OwnedBy and Orphans return decoded objects that the caller owns;
-// GetMeta and ListMeta return the cached Objects, which must not be
+// kept as the JSON the API server sent, without metadata.managedFields
+// (metactl does not read them, and they are often the largest part of an
+// object). That is about a third of the memory of a decoded object. On the
+// watch path an object costs a scan of its JSON and the decoding of its
+// metadata, nothing more: event handlers, indexes and selectors read the
+// parsed metadata, and the rest of an object is decoded only when a
+// controller reads it. Get, List, OwnedBy and Orphans return decoded
+// objects, new on every call, that the caller owns; an object that does
+// not decode is reported (utilruntime.HandleError) and left out. GetMeta,
+// ListMeta and OwnedByMeta return the cached Objects, which must not be
 // modified.
 //
 // Metadata goes through metav1.ObjectMeta: what it does not know is not
 // kept, and timestamps come back as kube-apiserver writes them (RFC 3339,
 // seconds, UTC), which is what kube-apiserver sends in the first place.
 //
-// Factory and Informer are safe for concurrent use.
+// ObjectOf and OnlyStatusChanged help event handlers read the Objects
+// their events carry.
+//
+// Factory and Informer are safe for concurrent use, and so is reading an
+// Object (nothing writes one once it is built). The package
+// imports nothing of metactl but pkg/dynamic/internal/jsonscan.
 package informer

@@ -23,6 +23,11 @@ const (
 	allNamespaces = "*"
 )
 
+// ListerWatcherFunc returns what lists and watches one resource in every
+// namespace. Its lists are ObjectLists and its watch events carry *Object.
+// objectclient.Client's ListerWatcher is one.
+type ListerWatcherFunc func(gvr schema.GroupVersionResource) cache.ListerWatcher
+
 // Options configure a Factory.
 type Options struct {
 	// Resync is the informers' resync period; 0 disables resyncs.
@@ -46,7 +51,7 @@ type shared struct {
 }
 
 // NewFactory returns a Factory whose informers list and watch through
-// listerWatcher (NewRESTListerWatcher).
+// listerWatcher.
 func NewFactory(listerWatcher ListerWatcherFunc, opts Options) *Factory {
 	return &Factory{listerWatcher: listerWatcher, opts: opts, running: map[schema.GroupVersionResource]*shared{}}
 }
@@ -81,18 +86,6 @@ func (f *Factory) release(gvr schema.GroupVersionResource, s *shared) {
 			delete(f.running, gvr)
 		}
 	}
-}
-
-// Running returns the resources whose informers run now; for tests and
-// metrics.
-func (f *Factory) Running() []schema.GroupVersionResource {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]schema.GroupVersionResource, 0, len(f.running))
-	for gvr := range f.running {
-		out = append(out, gvr)
-	}
-	return out
 }
 
 // Counts returns the number of cached objects of each running informer,
@@ -260,9 +253,6 @@ func objects(objs []any, selector labels.Selector) []*Object {
 	}
 	return out
 }
-
-// Len returns the number of cached objects.
-func (i *Informer) Len() int { return len(i.shared.informer.GetIndexer().ListKeys()) }
 
 // decodeAll decodes cached objects; one that does not decode is reported
 // and left out.

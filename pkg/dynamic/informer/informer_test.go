@@ -63,7 +63,7 @@ func dynamicListerWatcher(client dynamic.Interface) ListerWatcherFunc {
 				if err != nil {
 					return nil, err
 				}
-				out := &objectList{}
+				out := &ObjectList{}
 				out.ResourceVersion = list.GetResourceVersion()
 				for i := range list.Items {
 					o, err := toObject(&list.Items[i])
@@ -119,12 +119,12 @@ func TestSharedAndReferenceCounted(t *testing.T) {
 	if a.shared != b.shared {
 		t.Fatal("two acquisitions of one resource got different informers")
 	}
-	if got := len(f.Running()); got != 1 {
+	if got := runningInformers(f); got != 1 {
 		t.Fatalf("running informers = %d, want 1", got)
 	}
 	a.Release()
 	a.Release() // idempotent
-	if got := len(f.Running()); got != 1 {
+	if got := runningInformers(f); got != 1 {
 		t.Fatalf("after one release, running informers = %d, want 1", got)
 	}
 	select {
@@ -133,7 +133,7 @@ func TestSharedAndReferenceCounted(t *testing.T) {
 	default:
 	}
 	b.Release()
-	if got := len(f.Running()); got != 0 {
+	if got := runningInformers(f); got != 0 {
 		t.Fatalf("after the last release, running informers = %d, want 0", got)
 	}
 	select {
@@ -190,9 +190,16 @@ func TestIndexesAndTransform(t *testing.T) {
 	if obj.GetManagedFields() != nil {
 		t.Error("managedFields kept in the cache")
 	}
-	if i.Len() != 5 {
-		t.Errorf("Len = %d", i.Len())
+	if n := len(i.ListMeta("", nil)); n != 5 {
+		t.Errorf("%d objects cached, want 5", n)
 	}
+}
+
+// runningInformers returns the number of informers f runs.
+func runningInformers(f *Factory) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.running)
 }
 
 func equal(a, b []string) bool {

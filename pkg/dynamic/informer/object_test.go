@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/metactl/metactl/pkg/dynamic/internal/jsonscan"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -52,7 +53,7 @@ func TestObjectDecodesAsTheDynamicClientDoes(t *testing.T) {
 			if o.ManagedFields != nil {
 				t.Error("managedFields kept")
 			}
-			if f, err := topLevelFields(o.body); err != nil || f.metadata.start != 0 || strings.Contains(string(o.body), "managedFields") {
+			if f, err := jsonscan.TopLevel(o.body); err != nil || f.Metadata.Start != 0 || strings.Contains(string(o.body), "managedFields") {
 				t.Errorf("body keeps metadata, or is broken (%v): %s", err, o.body)
 			}
 		})
@@ -91,7 +92,7 @@ func TestObjectList(t *testing.T) {
 	data := `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"77","continue":"abc"},"items":[` +
 		`{"metadata":{"name":"a","namespace":"n","creationTimestamp":"2026-11-26T03:30:00Z"},"data":{"k":"]"}},` +
 		` {"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"b","namespace":"n","creationTimestamp":"2026-11-26T03:30:00Z"}} ]}`
-	l, err := newObjectList([]byte(data))
+	l, err := NewObjectList([]byte(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestObjectList(t *testing.T) {
 		t.Errorf("item = %v", u.Object)
 	}
 	for _, empty := range []string{`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`, `{"kind":"ConfigMapList","items":null}`} {
-		if l, err := newObjectList([]byte(empty)); err != nil || len(l.Items) != 0 {
+		if l, err := NewObjectList([]byte(empty)); err != nil || len(l.Items) != 0 {
 			t.Errorf("%s: %v, %v", empty, l, err)
 		}
 	}
@@ -126,25 +127,6 @@ func TestObjectRejectsBrokenJSON(t *testing.T) {
 		if _, err := NewObject([]byte(data)); err == nil {
 			t.Errorf("NewObject(%q) accepted it", data)
 		}
-	}
-}
-
-func TestObjectCodecDecodesStatus(t *testing.T) {
-	data := []byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old","reason":"Expired","code":410}`)
-	obj, _, err := objectCodec{}.Decode(data, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	status, ok := obj.(*metav1.Status)
-	if !ok || status.Code != 410 || status.Reason != metav1.StatusReasonExpired {
-		t.Errorf("decoded %#v", obj)
-	}
-	// A custom resource of kind Status is an object like any other.
-	custom := []byte(`{"kind":"Status","apiVersion":"example.com/v1","metadata":{"name":"s","resourceVersion":"3"},"spec":{}}`)
-	if obj, _, err := (objectCodec{}).Decode(custom, nil, nil); err != nil {
-		t.Error(err)
-	} else if o, ok := obj.(*Object); !ok || o.Name != "s" {
-		t.Errorf("a custom resource of kind Status decoded as %#v", obj)
 	}
 }
 
@@ -189,28 +171,4 @@ func FuzzNewObject(f *testing.F) {
 			t.Errorf("name %q/%q, want %q/%q", u.GetNamespace(), u.GetName(), direct.GetNamespace(), direct.GetName())
 		}
 	})
-}
-
-func TestWatchEventCodec(t *testing.T) {
-	data := []byte(`{"type":"MODIFIED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"9"},"data":{"type":"x"}}}`)
-	var event metav1.WatchEvent
-	got, _, err := watchEventCodec{}.Decode(data, nil, &event)
-	if err != nil || got != &event {
-		t.Fatalf("Decode = %v, %v", got, err)
-	}
-	if event.Type != "MODIFIED" {
-		t.Errorf("type = %q", event.Type)
-	}
-	obj, _, err := objectCodec{}.Decode(event.Object.Raw, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o := obj.(*Object); o.Name != "a" || o.ResourceVersion != "9" || o.Kind != "ConfigMap" {
-		t.Errorf("object = %+v", o)
-	}
-	for _, bad := range []string{`{"type":"ADDED"}`, `{"type":"ADDED","object":`, `[]`} {
-		if _, _, err := (watchEventCodec{}).Decode([]byte(bad), nil, &metav1.WatchEvent{}); err == nil {
-			t.Errorf("Decode(%s) accepted it", bad)
-		}
-	}
 }

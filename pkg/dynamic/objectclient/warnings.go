@@ -1,4 +1,4 @@
-package informer
+package objectclient
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 // warningsKey is the context key of WithWarnings' handler.
 type warningsKey struct{}
 
-// WithWarnings returns a context under which the RESTClient's writes
+// WithWarnings returns a context under which the Client's writes
 // (Create, Update, Patch, Delete) hand each warning the API server returns
 // (an unknown or duplicate field, a deprecated API, ...) to handle, instead
 // of logging it as client-go does by default. It attributes a warning to

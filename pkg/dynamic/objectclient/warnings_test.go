@@ -1,4 +1,4 @@
-package informer
+package objectclient
 
 import (
 	"context"
@@ -8,8 +8,11 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 )
+
+var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
 // A write made under WithWarnings hands the response's warnings to its
 // handler, and only that write: the warnings of two concurrent writes are
@@ -22,7 +25,7 @@ func TestWithWarningsAttributesWarningsToTheWrite(t *testing.T) {
 		_, _ = w.Write([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns"}}`))
 	}))
 	defer server.Close()
-	c, err := NewRESTClient(&rest.Config{Host: server.URL}, nil)
+	c, err := New(&rest.Config{Host: server.URL}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

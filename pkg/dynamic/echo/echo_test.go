@@ -1,4 +1,4 @@
-package informer
+package echo
 
 import (
 	"fmt"
@@ -17,28 +17,28 @@ func version(uid, rv string) metav1.Object {
 // not enqueued, once; another version of the same object, an object never
 // written, and a delete are.
 func TestEchoIsFilteredOnce(t *testing.T) {
-	e := NewEchoes()
+	e := New()
 	e.Expect(version("u1", "5"))
-	if e.Filter("ns/a", version("u1", "5")) {
+	if e.ShouldEnqueue("ns/a", version("u1", "5")) {
 		t.Error("the echo of a write was enqueued")
 	}
-	if !e.Filter("ns/a", version("u1", "5")) {
+	if !e.ShouldEnqueue("ns/a", version("u1", "5")) {
 		t.Error("the same version counted as an echo twice")
 	}
 	e.Expect(version("u1", "6"))
-	if !e.Filter("ns/a", version("u1", "7")) {
+	if !e.ShouldEnqueue("ns/a", version("u1", "7")) {
 		t.Error("a later version, written by someone else, was taken for an echo")
 	}
-	if !e.Filter("ns/a", version("u2", "6")) {
+	if !e.ShouldEnqueue("ns/a", version("u2", "6")) {
 		t.Error("another object with the written resourceVersion was taken for an echo")
 	}
-	if !e.Filter("ns/a", nil) {
+	if !e.ShouldEnqueue("ns/a", nil) {
 		t.Error("a delete was not enqueued")
 	}
-	if e.Filter("ns/a", version("u1", "6")) {
+	if e.ShouldEnqueue("ns/a", version("u1", "6")) {
 		t.Error("the echo of the second write was enqueued")
 	}
-	if n := e.Len(); n != 0 {
+	if n := expectedObjects(e); n != 0 {
 		t.Errorf("%d objects still expected after their echoes", n)
 	}
 }
@@ -46,14 +46,14 @@ func TestEchoIsFilteredOnce(t *testing.T) {
 // TestExpectIgnoresIncompleteObjects: a write result without UID or
 // resourceVersion (a dry run, say) is not remembered.
 func TestExpectIgnoresIncompleteObjects(t *testing.T) {
-	e := NewEchoes()
+	e := New()
 	e.Expect(nil)
 	e.Expect(version("", "5"))
 	e.Expect(version("u1", ""))
-	if n := e.Len(); n != 0 {
+	if n := expectedObjects(e); n != 0 {
 		t.Errorf("%d objects expected, want 0", n)
 	}
-	if !e.Filter("ns/a", version("u1", "")) {
+	if !e.ShouldEnqueue("ns/a", version("u1", "")) {
 		t.Error("an event without resourceVersion was taken for an echo")
 	}
 }
@@ -78,20 +78,20 @@ func TestEventsDuringASyncAreJudgedAtEnd(t *testing.T) {
 		{name: "the same echo twice", held: []metav1.Object{version("u1", "5"), version("u1", "5")}, writes: []metav1.Object{version("u1", "5")}, resync: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := NewEchoes()
+			e := New()
 			e.Begin("ns/a")
 			for _, obj := range tc.held {
 				if obj == nil {
-					if e.Filter("ns/a", nil) {
+					if e.ShouldEnqueue("ns/a", nil) {
 						t.Error("a delete during the sync was enqueued at once")
 					}
 					continue
 				}
-				if e.Filter("ns/a", obj) {
+				if e.ShouldEnqueue("ns/a", obj) {
 					t.Errorf("an event during the sync was enqueued at once")
 				}
 			}
-			if !e.Filter("ns/other", version("u9", "1")) {
+			if !e.ShouldEnqueue("ns/other", version("u9", "1")) {
 				t.Error("an event of another key was held")
 			}
 			for _, w := range tc.writes {
@@ -102,10 +102,10 @@ func TestEventsDuringASyncAreJudgedAtEnd(t *testing.T) {
 			}
 			// After End, events are judged at once again.
 			e.Expect(version("u1", "50"))
-			if e.Filter("ns/a", version("u1", "50")) {
+			if e.ShouldEnqueue("ns/a", version("u1", "50")) {
 				t.Error("an echo after End was enqueued")
 			}
-			if !e.Filter("ns/a", version("u1", "51")) {
+			if !e.ShouldEnqueue("ns/a", version("u1", "51")) {
 				t.Error("a change after End was not enqueued")
 			}
 		})
@@ -115,17 +115,17 @@ func TestEventsDuringASyncAreJudgedAtEnd(t *testing.T) {
 // TestForgetDropsExpectedEchoes: once an object is forgotten (deleted), a
 // version of it that was expected is no longer an echo.
 func TestForgetDropsExpectedEchoes(t *testing.T) {
-	e := NewEchoes()
+	e := New()
 	e.Expect(version("u1", "5"))
 	e.Expect(version("u2", "5"))
 	e.Forget("u1")
-	if n := e.Len(); n != 1 {
+	if n := expectedObjects(e); n != 1 {
 		t.Errorf("%d objects expected after Forget, want 1", n)
 	}
-	if !e.Filter("ns/a", version("u1", "5")) {
+	if !e.ShouldEnqueue("ns/a", version("u1", "5")) {
 		t.Error("a forgotten write was taken for an echo")
 	}
-	if e.Filter("ns/b", version("u2", "5")) {
+	if e.ShouldEnqueue("ns/b", version("u2", "5")) {
 		t.Error("Forget of one object dropped another's echo")
 	}
 }
@@ -133,14 +133,14 @@ func TestForgetDropsExpectedEchoes(t *testing.T) {
 // TestEchoesExpire: an echo that never came (the informer re-listed past
 // it) is no echo after echoTTL, and is dropped from memory by later writes.
 func TestEchoesExpire(t *testing.T) {
-	e := NewEchoes()
+	e := New()
 	e.Expect(version("old", "5"))
 	e.Expect(version("stale", "1"))
 	e.mu.Lock()
 	e.expected["old"]["5"] = time.Now().Add(-echoTTL - time.Second)
 	e.expected["stale"]["1"] = time.Now().Add(-echoTTL - time.Second)
 	e.mu.Unlock()
-	if !e.Filter("ns/a", version("old", "5")) {
+	if !e.ShouldEnqueue("ns/a", version("old", "5")) {
 		t.Error("an expected echo older than echoTTL was still taken for an echo")
 	}
 	// Writes of other objects expire it: memory stays bounded by what was
@@ -154,7 +154,14 @@ func TestEchoesExpire(t *testing.T) {
 	if stale {
 		t.Error("an expected echo older than echoTTL is still remembered after 1024 writes")
 	}
-	if n := e.Len(); n != 1024 {
+	if n := expectedObjects(e); n != 1024 {
 		t.Errorf("%d objects expected, want the 1024 recent ones", n)
 	}
+}
+
+// expectedObjects returns the number of objects with expected echoes.
+func expectedObjects(e *Echoes) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.expected)
 }

@@ -1,4 +1,4 @@
-package informer
+package echo
 
 import (
 	"sync"
@@ -8,9 +8,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// echoTTL bounds how long an expected echo is remembered; an echo that
-// never arrives (the informer re-listed past it) is forgotten after it.
+// echoTTL bounds how long an expected echo counts: an echo that never
+// arrives (the informer re-listed past it) counts no more after it, and is
+// forgotten at the next sweep.
 const echoTTL = 2 * time.Minute
+
+// sweepEvery is how many recorded writes pass between two sweeps of expired
+// echoes.
+const sweepEvery = 1024
 
 // Echoes remembers the writes a controller made so that the watch events
 // they cause, their echoes, can be told apart from changes by others. A
@@ -24,7 +29,8 @@ const echoTTL = 2 * time.Minute
 // not an echo.
 //
 // An object version (UID and resourceVersion) counts as an echo at most
-// once. Echoes is safe for concurrent use.
+// once. The package doc states the guarantees. Echoes is safe for
+// concurrent use.
 type Echoes struct {
 	mu       sync.Mutex
 	expected map[types.UID]map[string]time.Time
@@ -40,8 +46,8 @@ type heldEvent struct {
 	any bool
 }
 
-// NewEchoes returns an empty Echoes.
-func NewEchoes() *Echoes {
+// New returns an empty Echoes.
+func New() *Echoes {
 	return &Echoes{expected: map[types.UID]map[string]time.Time{}, inflight: map[string][]heldEvent{}}
 }
 
@@ -67,10 +73,11 @@ func (e *Echoes) End(key string) (resync bool) {
 	return resync
 }
 
-// Filter reports whether an event about obj (nil for one that always
-// counts, such as a delete) should enqueue key now: not when it is an echo,
-// and not while key is being synced (the event is then held for End).
-func (e *Echoes) Filter(key string, obj metav1.Object) bool {
+// ShouldEnqueue takes an event about obj (nil for one that always counts,
+// such as a delete) for key, and reports whether key should be enqueued
+// now: false for an echo, which it consumes, and false while key is being
+// synced, when it holds the event for End to judge; true otherwise.
+func (e *Echoes) ShouldEnqueue(key string, obj metav1.Object) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if held, ok := e.inflight[key]; ok {
@@ -98,7 +105,7 @@ func (e *Echoes) Expect(obj metav1.Object) {
 		e.expected[obj.GetUID()] = versions
 	}
 	versions[obj.GetResourceVersion()] = now
-	if e.writes++; e.writes%1024 == 0 {
+	if e.writes++; e.writes%sweepEvery == 0 {
 		e.expireLocked(now)
 	}
 }
@@ -129,13 +136,8 @@ func (e *Echoes) Forget(uid types.UID) {
 	delete(e.expected, uid)
 }
 
-// Len returns the number of objects with expected echoes; for tests.
-func (e *Echoes) Len() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.expected)
-}
-
+// expireLocked forgets the expected echoes older than echoTTL. e.mu must be
+// held.
 func (e *Echoes) expireLocked(now time.Time) {
 	for uid, versions := range e.expected {
 		for rv, at := range versions {

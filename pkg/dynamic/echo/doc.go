@@ -1,0 +1,28 @@
+// Package echo tells the watch events a controller's own writes cause (their
+// echoes) apart from changes made by anyone else, so that a controller does
+// not sync an object again only because it wrote it.
+//
+// An Echoes is the bookkeeping of one controller. Its caller records each
+// object a write returned (Expect), brackets each sync of a queue key with
+// Begin and End, and passes every watch event through ShouldEnqueue. It
+// guarantees:
+//
+//   - No change is lost. An event is dropped only if it is an echo: its
+//     object's UID and resourceVersion are those of a write recorded by
+//     Expect less than two minutes before the event is judged. Each recorded
+//     version is the echo of at most one event. An event without an object
+//     (a delete) is never an echo.
+//   - An event that arrives while its key is being synced (between Begin and
+//     End) is not enqueued then: it is held, and End, which runs after the
+//     sync has recorded its writes, reports whether any held event was not
+//     an echo, that is whether the key needs another sync. So an echo that
+//     arrives before the response to its write is still recognised.
+//   - Memory stays bounded: an expected version is forgotten when its echo
+//     arrives, when Forget drops its object, or, once it is older than two
+//     minutes, at the next sweep (one every 1024 recorded writes).
+//
+// A key's Begin and End must not overlap another Begin of the same key,
+// which a work queue ensures by handing a key to one worker at a time. Keys
+// are opaque strings (a controller's queue keys). Echoes is safe for
+// concurrent use.
+package echo

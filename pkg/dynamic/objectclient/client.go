@@ -1,0 +1,145 @@
+package objectclient
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/metactl/metactl/pkg/dynamic/informer"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Client lists, watches and writes objects of any resource through the API
+// server's REST API, as informer.Objects; the package doc says what it
+// guarantees. Safe for concurrent use.
+type Client struct {
+	client *rest.RESTClient
+}
+
+// New returns a Client that talks to the server of cfg through httpClient
+// (nil: one built from cfg).
+func New(cfg *rest.Config, httpClient *http.Client) (*Client, error) {
+	if httpClient == nil {
+		var err error
+		if httpClient, err = rest.HTTPClientFor(cfg); err != nil {
+			return nil, fmt.Errorf("building the objects' HTTP client: %w", err)
+		}
+	}
+	c := rest.CopyConfig(cfg)
+	c.APIPath = ""
+	c.GroupVersion = &schema.GroupVersion{}
+	c.ContentType = runtime.ContentTypeJSON
+	c.AcceptContentTypes = runtime.ContentTypeJSON
+	c.NegotiatedSerializer = objectSerializer{}
+	client, err := rest.RESTClientForConfigAndClient(c, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("building the objects' REST client: %w", err)
+	}
+	return &Client{client: client}, nil
+}
+
+// ListerWatcher lists and watches gvr in every namespace; it is an
+// informer.ListerWatcherFunc.
+func (c *Client) ListerWatcher(gvr schema.GroupVersionResource) cache.ListerWatcher {
+	path := resourcePath(gvr)
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			data, err := body(c.client.Get().AbsPath(path...).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx))
+			if err != nil {
+				return nil, err
+			}
+			list, err := informer.NewObjectList(data)
+			if err != nil {
+				return nil, fmt.Errorf("decoding the list of %s: %w", gvr, err)
+			}
+			return list, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.Watch = true
+			return c.client.Get().AbsPath(path...).VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
+		},
+	}
+}
+
+// Create creates an object of gvr in namespace ("" when cluster-scoped)
+// from its JSON, and returns it as the server stored it. Errors from the
+// server are *errors.StatusError, as from client-go's clients.
+func (c *Client) Create(ctx context.Context, gvr schema.GroupVersionResource, namespace string, body []byte) (*informer.Object, error) {
+	return c.write(ctx, c.client.Post().AbsPath(objectPath(gvr, namespace, "")...), body, runtime.ContentTypeJSON)
+}
+
+// Update replaces the object name of gvr in namespace with body, and returns
+// it as the server stored it.
+func (c *Client) Update(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, body []byte) (*informer.Object, error) {
+	return c.write(ctx, c.client.Put().AbsPath(objectPath(gvr, namespace, name)...), body, runtime.ContentTypeJSON)
+}
+
+// Patch patches the object name of gvr in namespace, or its subresource
+// (status, say), and returns it as the server stored it.
+func (c *Client) Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte, subresources ...string) (*informer.Object, error) {
+	path := append(objectPath(gvr, namespace, name), subresources...)
+	return c.write(ctx, c.client.Patch(pt).AbsPath(path...), data, string(pt))
+}
+
+// Delete deletes the object name of gvr in namespace with opts. Errors from
+// the server are *errors.StatusError.
+func (c *Client) Delete(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions) error {
+	// The client's codec encodes nothing: the options are encoded here,
+	// as client-go's dynamic client sends them.
+	opts.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "DeleteOptions"}
+	data, err := utiljson.Marshal(&opts)
+	if err != nil {
+		return fmt.Errorf("encoding the delete options: %w", err)
+	}
+	req := c.client.Delete().AbsPath(objectPath(gvr, namespace, name)...)
+	return withWarnings(ctx, req).SetHeader("Content-Type", runtime.ContentTypeJSON).Body(data).Do(ctx).Error()
+}
+
+func (c *Client) write(ctx context.Context, req *rest.Request, data []byte, contentType string) (*informer.Object, error) {
+	data, err := body(withWarnings(ctx, req).SetHeader("Content-Type", contentType).Body(data).Do(ctx))
+	if err != nil {
+		return nil, err
+	}
+	obj, err := informer.NewObject(data)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the server's answer: %w", err)
+	}
+	return obj, nil
+}
+
+// body returns the body of a successful response, or the server's error:
+// a *errors.StatusError with the server's message and causes (Raw alone
+// would keep only the HTTP status).
+func body(res rest.Result) ([]byte, error) {
+	if err := res.Error(); err != nil {
+		return nil, err
+	}
+	return res.Raw()
+}
+
+// objectPath is the path of the object name of gvr in namespace, or of the
+// collection when name is "".
+func objectPath(gvr schema.GroupVersionResource, namespace, name string) []string {
+	path := []string{"/apis", gvr.Group, gvr.Version}
+	if gvr.Group == "" {
+		path = []string{"/api", gvr.Version}
+	}
+	if namespace != "" {
+		path = append(path, "namespaces", namespace)
+	}
+	path = append(path, gvr.Resource)
+	if name != "" {
+		path = append(path, name)
+	}
+	return path
+}
+
+// resourcePath is the path of a resource in every namespace.
+func resourcePath(gvr schema.GroupVersionResource) []string { return objectPath(gvr, "", "") }
