@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Options are what a Controller needs from the process around it.
@@ -34,13 +35,13 @@ type Controller struct {
 	cc   *v1alpha1.CompositeController
 	opts Options
 
-	parent         *discovery.Resource
-	parentSelector labels.Selector // nil: every parent
-	children       *children.Declared
+	parent *discovery.Resource
+	// parents is the parent resource as the engine syncs it.
+	parents  *controller.Synced
+	children *children.Declared
 	// selectors are the parents' child selectors, for orphans' events.
 	selectors selectorCache
 
-	parentInformer *informer.Informer
 	// revisions watches ControllerRevisions, for parents with rolling
 	// child resources; nil without any.
 	revisions *informer.Informer
@@ -63,10 +64,13 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 	if c.parent, err = opts.Resources.Get(ctx, pr.APIVersion, pr.Resource); err != nil {
 		return nil, fmt.Errorf("spec.parentResource: %w", err)
 	}
+	c.parents = &controller.Synced{Resource: c.parent, IgnoreStatusChanges: c.ignoreStatusChanges(), Noun: "parent"}
 	if pr.LabelSelector != nil {
-		if c.parentSelector, err = metav1.LabelSelectorAsSelector(pr.LabelSelector); err != nil {
+		selector, err := metav1.LabelSelectorAsSelector(pr.LabelSelector)
+		if err != nil {
 			return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec", "parentResource", "labelSelector"), "", err.Error())}}
 		}
+		c.parents.Selects = func(parent metav1.Object) bool { return selector.Matches(labels.Set(parent.GetLabels())) }
 	}
 	var declared []*children.Resource
 	for i, rule := range cc.Spec.ChildResources {
@@ -107,7 +111,8 @@ func (c *Controller) rolling() bool {
 // child resources, ControllerRevisions (controller.Kind).
 func (c *Controller) Watch(w *controller.Watches) error {
 	var err error
-	if c.parentInformer, err = w.Watch(c.parent.GroupVersionResource(), c.ObjectHandler(parentKey, nil, c.ignoreStatusChanges(), func(parent metav1.Object) { c.forgetSelector(parent.GetUID()) })); err != nil {
+	forget := func(parent metav1.Object) { c.forgetSelector(parent.GetUID()) }
+	if c.parents.Informer, err = w.Watch(c.parent.GroupVersionResource(), c.ObjectHandler(parentKey, nil, c.ignoreStatusChanges(), forget)); err != nil {
 		return err
 	}
 	owners := controller.Owners{Keys: c.ownerKeys, Orphan: c.enqueueCandidates}
@@ -127,14 +132,20 @@ func (c *Controller) Watch(w *controller.Watches) error {
 // Keys returns the key of every parent in the cache (controller.Kind).
 func (c *Controller) Keys() []string {
 	var keys []string
-	for _, parent := range c.parentInformer.ListMeta("", nil) {
+	for _, parent := range c.parents.Informer.ListMeta("", nil) {
 		keys = append(keys, parentKey(parent))
 	}
 	return keys
 }
 
-// Resources returns the parent resource (controller.Kind).
-func (c *Controller) Resources() []*discovery.Resource { return []*discovery.Resource{c.parent} }
+// Synced returns the parent resource (controller.Kind).
+func (c *Controller) Synced() []*controller.Synced { return []*controller.Synced{c.parents} }
+
+// Locate names the parent queued as key (controller.Kind).
+func (c *Controller) Locate(key string) (*controller.Synced, string, string, bool) {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	return c.parents, namespace, name, err == nil
+}
 
 // Dependents returns the child resources (controller.Kind).
 func (c *Controller) Dependents() *children.Declared { return c.children }

@@ -8,13 +8,14 @@
 // event). Controller is the engine's controller.Kind and supplies what is
 // a CompositeController's own:
 //
-//	controller.go  New: the spec checked and resolved; Watch: informers of
-//	               parents, children and ControllerRevisions
+//	controller.go  New: the spec checked and resolved, the parent resource
+//	               (controller.Synced) with its label selector; Watch:
+//	               informers of parents, children and ControllerRevisions;
+//	               Locate: a queue key is the parent's namespace/name
 //	handlers.go    a child's event → its owner's key (ownerKeys), or, for
 //	               an orphan, the parents whose selector matches it
 //	               (enqueueCandidates)
-//	sync.go        Target: the parent from the cache, selected or not;
-//	               Observe: its child selector and children; the sync
+//	sync.go        Observe: the parent's child selector and children; the sync
 //	               request, and the answer read (status with
 //	               observedGeneration)
 //	claim.go       the children: owned ones, and matching orphans adopted

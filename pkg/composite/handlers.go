@@ -38,7 +38,7 @@ func (c *Controller) enqueueCandidates(orphan metav1.Object) {
 		if !ok {
 			return
 		}
-		for _, parent := range c.parentInformer.ListMeta(namespace, nil) {
+		for _, parent := range c.parents.Informer.ListMeta(namespace, nil) {
 			if string(parent.UID) == uid {
 				c.Enqueue(parentKey(parent))
 				return
@@ -46,7 +46,7 @@ func (c *Controller) enqueueCandidates(orphan metav1.Object) {
 		}
 		return
 	}
-	for _, parent := range c.parentInformer.ListMeta(namespace, nil) {
+	for _, parent := range c.parents.Informer.ListMeta(namespace, nil) {
 		if selector := c.selectorOf(parent); selector != nil && selector.Matches(childLabels) {
 			c.Enqueue(parentKey(parent))
 		}

@@ -13,29 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 )
-
-// Target returns the parent queued as key, from the cache
-// (controller.Kind).
-func (c *Controller) Target(key string) (*controller.Target, bool) {
-	namespace, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return nil, false // not a key we made
-	}
-	parent, ok := c.parentInformer.Get(namespace, name)
-	if !ok {
-		return nil, false
-	}
-	return &controller.Target{
-		Object:              parent,
-		Resource:            c.parent,
-		Selected:            c.parentSelector == nil || c.parentSelector.Matches(labels.Set(parent.GetLabels())),
-		IgnoreStatusChanges: c.ignoreStatusChanges(),
-		Log:                 []any{"parent", klog.KObj(parent)},
-	}, true
-}
 
 // Observe returns the parent's children: the owned ones, and the orphans
 // it adopts (controller.Kind). With rolling child resources, the sync

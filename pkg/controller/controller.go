@@ -8,7 +8,8 @@
 //	to queue keys, skipping the echoes of the controller's own writes
 //	work queue (internal/loop: deduplicating, rate limited, one per
 //	controller) → Engine.sync (sync.go):
-//	   1. Kind.Target: the object from the cache; the finalizer decision
+//	   1. the object from the cache (Kind.Locate names its Synced resource);
+//	      the finalizer decision
 //	      (add before the first sync / finalize / remove a stale one)
 //	   2. Kind.Observe: children and claims, or attachments
 //	   3. related objects: the customize hook (pkg/related)

@@ -14,6 +14,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/echo"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
@@ -37,11 +38,11 @@ type Kind interface {
 	// Keys returns the queue key of every object in the cache, for the
 	// periodic resync.
 	Keys() []string
-	// Target returns the object queued as key, from the cache; false when
-	// it is gone (or key is not one the kind made).
-	Target(key string) (*Target, bool)
-	// Resources are the resources of the objects the controller syncs.
-	Resources() []*discovery.Resource
+	// Synced are the resources whose objects the controller syncs.
+	Synced() []*Synced
+	// Locate names the object queued as key: its resource, namespace and
+	// name; false for a key the kind did not make.
+	Locate(key string) (res *Synced, namespace, name string, ok bool)
 	// Dependents are the declared resources of the objects' children
 	// (attachments).
 	Dependents() *children.Declared
@@ -52,26 +53,65 @@ type Kind interface {
 	Observe(ctx context.Context, t *Target) (Sync, map[*children.Resource]children.Set, error)
 }
 
-// Target is one object to sync, as the Kind found it.
+// Synced is a resource whose objects a controller syncs (a
+// CompositeController's parent resource; each of a DecoratorController's
+// resources), as its Kind watches it.
+type Synced struct {
+	*discovery.Resource
+	// Informer is the resource's informer, set by Kind.Watch.
+	Informer *informer.Informer
+	// Selects reports whether the controller selects an object (nil:
+	// every object). An object no longer selected is finalized if it
+	// carries the finalizer, else left alone.
+	Selects func(obj metav1.Object) bool
+	// IgnoreStatusChanges: a status the hook asks for does not call it
+	// again (its write's watch event would not either).
+	IgnoreStatusChanges bool
+	// Noun names an object of the resource in logs ("parent").
+	Noun string
+
+	// cache, when set, is read instead of Informer (tests' fakes).
+	cache objectCache
+}
+
+// objectCache is how the Engine reads the objects it syncs;
+// *informer.Informer is one.
+type objectCache interface {
+	Get(namespace, name string) (*unstructured.Unstructured, bool)
+}
+
+// Target is one object to sync.
 type Target struct {
 	// Object is the object from the cache; the Engine replaces it with a
 	// copy carrying the metadata of its own writes.
 	Object *unstructured.Unstructured
 	// Resource is the object's resource.
-	Resource *discovery.Resource
-	// Selected is false for an object the controller no longer selects:
-	// it is finalized if it carries the finalizer, else left alone.
+	Resource *Synced
+	// Selected: the controller selects the object (Synced.Selects).
 	Selected bool
-	// IgnoreStatusChanges: a status the hook asks for does not call it
-	// again (its write's watch event would not either).
-	IgnoreStatusChanges bool
-	// Log are the key/value pairs naming the object in logs.
-	Log []any
 
 	// Finalizing and Manage are set by the Engine before Observe:
 	// whether the finalize hook is called, and whether the dependents are
 	// written (not while the garbage collector holds them).
 	Finalizing, Manage bool
+}
+
+// target returns the object queued as key, from the cache; false when it
+// is gone (or key is not one the Kind made).
+func (e *Engine) target(key string) (*Target, bool) {
+	res, namespace, name, ok := e.kind.Locate(key)
+	if !ok {
+		return nil, false
+	}
+	var cache objectCache = res.Informer
+	if res.cache != nil {
+		cache = res.cache
+	}
+	obj, ok := cache.Get(namespace, name)
+	if !ok {
+		return nil, false
+	}
+	return &Target{Object: obj, Resource: res, Selected: res.Selects == nil || res.Selects(obj)}, true
 }
 
 // Sync is one sync of one object, as its Kind reads and writes hook
@@ -262,10 +302,10 @@ func (e *Engine) Failing() *Failing { return e.failing }
 // its objects (and their status), and manage their dependents.
 func (e *Engine) Access() []children.Access {
 	var access []children.Access
-	for _, res := range e.kind.Resources() {
-		access = append(access, children.Access{Resource: res, Verbs: children.OwnerVerbs})
+	for _, res := range e.kind.Synced() {
+		access = append(access, children.Access{Resource: res.Resource, Verbs: children.OwnerVerbs})
 		if res.HasStatus {
-			access = append(access, children.Access{Resource: res, Subresource: "status", Verbs: []string{"patch"}})
+			access = append(access, children.Access{Resource: res.Resource, Subresource: "status", Verbs: []string{"patch"}})
 		}
 	}
 	for _, res := range e.kind.Dependents().Resources {
@@ -339,7 +379,7 @@ func (e *Engine) Cleanup(ctx context.Context) error {
 		e.loop.Stop()
 	}
 	var errs []error
-	for _, res := range e.kind.Resources() {
+	for _, res := range e.kind.Synced() {
 		metrics.UncachedReads.WithLabelValues(e.name, "cleanup").Inc()
 		errs = append(errs, finalizer.RemoveFromAll(ctx, e.opts.Client, res.GroupVersionResource(), e.cfg.Finalizer))
 	}

@@ -30,10 +30,7 @@ import (
 
 const testFinalizer = "metacontroller.io/testcontroller-test"
 
-var (
-	thingsResource = &discovery.Resource{APIVersion: "example.com/v1", Name: "things", Kind: "Thing", Namespaced: true, HasStatus: true}
-	childResource  = &children.Resource{Resource: &discovery.Resource{APIVersion: "v1", Name: "configmaps", Kind: "ConfigMap", Namespaced: true}}
-)
+var childResource = &children.Resource{Resource: &discovery.Resource{APIVersion: "v1", Name: "configmaps", Kind: "ConfigMap", Namespaced: true}}
 
 // fakeKind serves one object, "ns/p", whose observed children are set by
 // the test.
@@ -46,18 +43,31 @@ type fakeKind struct {
 	desiredErr error
 }
 
-func (k *fakeKind) Watch(*Watches) error             { return nil }
-func (k *fakeKind) Keys() []string                   { return []string{"ns/p"} }
-func (k *fakeKind) Resources() []*discovery.Resource { return []*discovery.Resource{thingsResource} }
+func (k *fakeKind) Watch(*Watches) error { return nil }
+func (k *fakeKind) Keys() []string       { return []string{"ns/p"} }
 func (k *fakeKind) Dependents() *children.Declared {
 	return children.NewDeclared([]*children.Resource{childResource})
 }
 
-func (k *fakeKind) Target(key string) (*Target, bool) {
-	if k.obj == nil || key != "ns/p" {
+// Synced is the resource of things, cached by the kind itself.
+func (k *fakeKind) Synced() []*Synced {
+	return []*Synced{{
+		Resource: &discovery.Resource{APIVersion: "example.com/v1", Name: "things", Kind: "Thing", Namespaced: true, HasStatus: true},
+		Selects:  func(metav1.Object) bool { return k.selected }, IgnoreStatusChanges: k.ignore, Noun: "thing", cache: k,
+	}}
+}
+
+func (k *fakeKind) Locate(key string) (*Synced, string, string, bool) {
+	namespace, name, ok := strings.Cut(key, "/")
+	return k.Synced()[0], namespace, name, ok
+}
+
+// Get serves "ns/p", a copy of obj.
+func (k *fakeKind) Get(namespace, name string) (*unstructured.Unstructured, bool) {
+	if k.obj == nil || namespace != "ns" || name != "p" {
 		return nil, false
 	}
-	return &Target{Object: k.obj.DeepCopy(), Resource: thingsResource, Selected: k.selected, IgnoreStatusChanges: k.ignore}, true
+	return k.obj.DeepCopy(), true
 }
 
 func (k *fakeKind) Observe(_ context.Context, t *Target) (Sync, map[*children.Resource]children.Set, error) {

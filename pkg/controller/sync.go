@@ -46,7 +46,7 @@ func (e *Engine) sync(ctx context.Context, key string) (time.Duration, error) {
 
 	// 1. The object, from the cache. A parent that is gone takes its
 	// children with it through garbage collection.
-	t, ok := e.kind.Target(key)
+	t, ok := e.target(key)
 	if !ok {
 		if e.related != nil {
 			e.related.Forget(key)
@@ -54,7 +54,7 @@ func (e *Engine) sync(ctx context.Context, key string) (time.Duration, error) {
 		e.unsettled.Settled(key)
 		return 0, nil
 	}
-	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues(t.Log...))
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues(t.Resource.Noun, klog.KObj(t.Object), "kind", t.Resource.Kind))
 	if done, err := e.decideFinalizer(ctx, t); done || err != nil {
 		if done {
 			e.unsettled.Settled(key)
@@ -316,7 +316,7 @@ func (e *Engine) rounds(ctx context.Context, r *Round) roundsResult {
 			out.err = err
 			return out
 		}
-		sameStatus := !statusChanged || r.t.IgnoreStatusChanges
+		sameStatus := !statusChanged || r.t.Resource.IgnoreStatusChanges
 		if !wrote && !metadataChanged && sameStatus {
 			out.settled = true
 			return out

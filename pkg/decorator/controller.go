@@ -9,9 +9,7 @@ import (
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/children"
-	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
-	"github.com/metactl/metactl/pkg/dynamic/informer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -45,13 +43,11 @@ type Controller struct {
 
 // watchedResource is one decorated resource and the rules selecting its
 // objects; an object is selected when any rule matches it.
+// Its IgnoreStatusChanges is true when every rule of the resource ignores
+// status-only changes, this controller's own status writes included.
 type watchedResource struct {
-	*discovery.Resource
-	rules    []selector
-	informer *informer.Informer
-	// ignoreStatus is true when every rule of the resource ignores
-	// status-only changes, this controller's own status writes included.
-	ignoreStatus bool
+	*controller.Synced
+	rules []selector
 }
 
 // selector is one resource rule's label and annotation selectors; both must
@@ -94,12 +90,13 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		key := res.APIVersion + "/" + res.Name
 		w := byResource[key]
 		if w == nil {
-			w = &watchedResource{Resource: res, ignoreStatus: true}
+			w = &watchedResource{Synced: &controller.Synced{Resource: res, IgnoreStatusChanges: true, Noun: "object"}}
+			w.Selects = w.selects
 			byResource[key] = w
 			c.watched = append(c.watched, w)
 		}
 		w.rules = append(w.rules, sel)
-		w.ignoreStatus = w.ignoreStatus && rule.IgnoreStatusChanges != nil && *rule.IgnoreStatusChanges
+		w.IgnoreStatusChanges = w.IgnoreStatusChanges && rule.IgnoreStatusChanges != nil && *rule.IgnoreStatusChanges
 	}
 	var declared []*children.Resource
 	for i, rule := range dc.Spec.Attachments {
@@ -179,7 +176,7 @@ func (c *Controller) Watch(w *controller.Watches) error {
 			return res.selects(obj) || finalizer.Has(obj, finalizerPrefix+c.name)
 		}
 		key := func(obj metav1.Object) string { return objectKey(i, obj) }
-		if res.informer, err = w.Watch(res.GroupVersionResource(), c.ObjectHandler(key, concerns, res.ignoreStatus, nil)); err != nil {
+		if res.Informer, err = w.Watch(res.GroupVersionResource(), c.ObjectHandler(key, concerns, res.IgnoreStatusChanges, nil)); err != nil {
 			return err
 		}
 	}
@@ -197,20 +194,29 @@ func (c *Controller) Watch(w *controller.Watches) error {
 func (c *Controller) Keys() []string {
 	var keys []string
 	for i, w := range c.watched {
-		for _, obj := range w.informer.ListMeta("", nil) {
+		for _, obj := range w.Informer.ListMeta("", nil) {
 			keys = append(keys, objectKey(i, obj))
 		}
 	}
 	return keys
 }
 
-// Resources returns the watched resources (controller.Kind).
-func (c *Controller) Resources() []*discovery.Resource {
-	out := make([]*discovery.Resource, len(c.watched))
+// Synced returns the watched resources (controller.Kind).
+func (c *Controller) Synced() []*controller.Synced {
+	out := make([]*controller.Synced, len(c.watched))
 	for i, w := range c.watched {
-		out[i] = w.Resource
+		out[i] = w.Synced
 	}
 	return out
+}
+
+// Locate names the object queued as key (controller.Kind).
+func (c *Controller) Locate(key string) (*controller.Synced, string, string, bool) {
+	index, namespace, name, err := splitKey(key)
+	if err != nil || index >= len(c.watched) {
+		return nil, "", "", false
+	}
+	return c.watched[index].Synced, namespace, name, true
 }
 
 // Dependents returns the attachment resources (controller.Kind).

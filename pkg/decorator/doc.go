@@ -7,15 +7,15 @@
 // controller.Kind and supplies what is a DecoratorController's own:
 //
 //	controller.go  New: the spec checked and resolved, the watched
-//	               resources and their selectors; Watch: informers of the
-//	               watched resources (objects selected or carrying the
-//	               finalizer concern it) and of the attachments; queue keys
-//	               name the watched resource and the object
+//	               resources (controller.Synced) and their selectors;
+//	               Watch: informers of the watched resources (objects
+//	               selected or carrying the finalizer concern it) and of
+//	               the attachments; Locate: queue keys name the watched
+//	               resource and the object
 //	handlers.go    an attachment's event → its owner's key, when the
 //	               attachment carries metacontroller.k8s.io/
 //	               decorator-controller: <name>
-//	sync.go        Target: the object from the cache; Observe: its
-//	               attachments, the objects it controls that carry the
+//	sync.go        Observe: the object's attachments, the objects it controls that carry the
 //	               annotation, from the owner-UID index (attachments are
 //	               never adopted); the sync request, the answer read
 //	               (labels and annotations, null removing a key; a null

@@ -10,29 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/klog/v2"
 )
-
-// Target returns the decorated object queued as key, from the cache
-// (controller.Kind).
-func (c *Controller) Target(key string) (*controller.Target, bool) {
-	index, namespace, name, err := splitKey(key)
-	if err != nil || index >= len(c.watched) {
-		return nil, false // not a key we made
-	}
-	w := c.watched[index]
-	obj, ok := w.informer.Get(namespace, name)
-	if !ok {
-		return nil, false
-	}
-	return &controller.Target{
-		Object:              obj,
-		Resource:            w.Resource,
-		Selected:            w.selects(obj),
-		IgnoreStatusChanges: w.ignoreStatus,
-		Log:                 []any{"object", klog.KObj(obj), "kind", w.Kind},
-	}, true
-}
 
 // Observe returns the object's attachments: ours, by owner UID and
 // annotation; attachments are never adopted (controller.Kind).
