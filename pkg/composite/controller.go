@@ -15,6 +15,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/metrics"
+	"github.com/metactl/metactl/pkg/rbac"
 	"github.com/metactl/metactl/pkg/related"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -168,13 +169,13 @@ func (c *Controller) rolling() bool {
 
 // Access lists what the controller must be allowed to do: read and update
 // parents (and their status), and manage children.
-func (c *Controller) Access() []children.Access {
-	access := []children.Access{{Resource: c.parent, Verbs: children.OwnerVerbs}}
+func (c *Controller) Access() []rbac.Access {
+	access := []rbac.Access{{Resource: c.parent, Verbs: rbac.OwnerVerbs}}
 	if c.parent.HasStatus {
-		access = append(access, children.Access{Resource: c.parent, Subresource: "status", Verbs: []string{"patch"}})
+		access = append(access, rbac.Access{Resource: c.parent, Subresource: "status", Verbs: rbac.StatusVerbs})
 	}
 	for _, child := range c.children.Resources {
-		access = append(access, children.Access{Resource: child.Resource, Verbs: children.ChildVerbs})
+		access = append(access, rbac.Access{Resource: child.Resource, Verbs: rbac.ChildVerbs})
 	}
 	return access
 }

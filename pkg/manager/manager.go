@@ -15,13 +15,12 @@ import (
 	"github.com/metactl/metactl/pkg/composite"
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/decorator"
-	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
-	authorizationv1 "k8s.io/api/authorization/v1"
+	"github.com/metactl/metactl/pkg/rbac"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,7 +101,7 @@ type runner interface {
 	// HookCredentialError says why the hooks' credentials failed, if they did.
 	HookCredentialError() error
 	// Access lists what the controller must be allowed to do.
-	Access() []children.Access
+	Access() []rbac.Access
 	// Failing holds the objects whose last sync failed.
 	Failing() *controller.Failing
 }
@@ -511,7 +510,7 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	case err != nil:
 		return 0, err
 	}
-	if denied, err := m.denied(ctx, c.Access()); err != nil {
+	if denied, err := rbac.Denied(ctx, m.authorization.SelfSubjectAccessReviews(), c.Access()); err != nil {
 		return 0, err
 	} else if len(denied) > 0 {
 		msg := "metactl may not " + strings.Join(denied, "; ") + " (grant it through the aggregated ClusterRole metactl-controllers)"
@@ -542,40 +541,6 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 func (m *Manager) healthChanged(kindName string, obj *unstructured.Unstructured) func() {
 	key := kindName + "/" + obj.GetName()
 	return func() { m.loop.Add(key) }
-}
-
-// denied checks, with SelfSubjectAccessReviews, what a controller needs,
-// and returns what metactl may not do ("list configmaps", ...), so that a
-// controller lacking permissions says so instead of waiting for caches
-// that never sync.
-func (m *Manager) denied(ctx context.Context, access []children.Access) ([]string, error) {
-	var out []string
-	seen := map[string]bool{}
-	for _, a := range access {
-		gvr := a.Resource.GroupVersionResource()
-		for _, verb := range a.Verbs {
-			what := verb + " " + gvr.GroupResource().String()
-			if a.Subresource != "" {
-				what += "/" + a.Subresource
-			}
-			if seen[what] {
-				continue
-			}
-			seen[what] = true
-			review, err := m.authorization.SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource, Subresource: a.Subresource,
-				}},
-			}, metav1.CreateOptions{})
-			if err != nil {
-				return nil, fmt.Errorf("checking permissions: %w", err)
-			}
-			if !review.Status.Allowed {
-				out = append(out, what)
-			}
-		}
-	}
-	return out, nil
 }
 
 // hasFinalizeHook reports whether a controller object declares a finalize

@@ -32,20 +32,6 @@ type Resource struct {
 	Informer *informer.Informer
 }
 
-// Access is what a controller must be allowed to do with one resource.
-type Access struct {
-	Resource    *discovery.Resource
-	Subresource string
-	Verbs       []string
-}
-
-// The verbs a controller needs on the objects it owns children for, and on
-// children.
-var (
-	OwnerVerbs = []string{"get", "list", "watch", "update", "patch"}
-	ChildVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
-)
-
 // Set holds the children of one resource by Key.
 type Set map[string]*unstructured.Unstructured
 
