@@ -20,8 +20,9 @@ import (
 type runner interface {
 	Start(ctx context.Context) error
 	Stop()
-	// Cleanup removes the controller's finalizer from every object; it
-	// reports what it could not remove as *finalizer.RemainingError.
+	// Cleanup stops the controller's syncs and removes its finalizer from
+	// every object; it reports what it could not remove as
+	// *finalizer.RemainingError.
 	Cleanup(ctx context.Context) error
 	// HookCredentialError says why the hooks' credentials failed, if they did.
 	HookCredentialError() error

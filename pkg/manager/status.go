@@ -45,7 +45,7 @@ func (f *failingStatus) wait(now time.Time) time.Duration {
 	return max(0, f.shownAt.Add(FailingStatusInterval).Sub(now))
 }
 
-// onChange returns the callback that queues the controller object, once
+// onFailingChange returns the callback that queues the controller object, once
 // until its reconcile, when the set of failing objects changes: at once
 // when nothing changed on the status for FailingStatusInterval, else when
 // that interval has passed.
