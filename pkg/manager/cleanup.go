@@ -139,7 +139,7 @@ func (m *Manager) tryCleanup(ctx context.Context, k *kind, name string, obj *uns
 // Other failures are cleanup's.
 func (m *Manager) cleanupWithoutController(ctx context.Context, k *kind, obj *unstructured.Unstructured) error {
 	return m.cleanup(ctx, k, obj.GetName(), obj, obj.GetUID(), func(ctx context.Context) error {
-		c, err := k.build(ctx, m, obj)
+		c, err := m.build(ctx, k, obj)
 		var invalid *controller.InvalidSpecError
 		switch {
 		case errors.As(err, &invalid) || discovery.IsNotFound(err):

@@ -37,7 +37,7 @@ type kind struct {
 	name     string // CompositeController, DecoratorController
 	resource schema.GroupVersionResource
 	// build validates the object and resolves its resources.
-	build func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (runner, error)
+	build func(ctx context.Context, obj *unstructured.Unstructured, opts controller.Options) (runner, error)
 	// informer watches the controller objects of this kind.
 	informer *informer.Informer
 }
@@ -46,10 +46,8 @@ var kinds = []*kind{
 	{
 		name:     "CompositeController",
 		resource: v1alpha1.CompositeControllerResource,
-		build: func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (runner, error) {
-			c, err := composite.New(ctx, obj, composite.Options{Client: m.client, Objects: m.objects, Resources: m.resources, Informers: m.informers,
-				Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged("CompositeController", obj),
-				RateLimiter: loop.NewRateLimiter(m.opts.MaxRetryDelay)})
+		build: func(ctx context.Context, obj *unstructured.Unstructured, opts controller.Options) (runner, error) {
+			c, err := composite.New(ctx, obj, opts)
 			if err != nil {
 				return nil, err
 			}
@@ -60,16 +58,23 @@ var kinds = []*kind{
 	{
 		name:     "DecoratorController",
 		resource: v1alpha1.DecoratorControllerResource,
-		build: func(ctx context.Context, m *Manager, obj *unstructured.Unstructured) (runner, error) {
-			c, err := decorator.New(ctx, obj, decorator.Options{Client: m.client, Objects: m.objects, Resources: m.resources, Informers: m.informers,
-				Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged("DecoratorController", obj),
-				RateLimiter: loop.NewRateLimiter(m.opts.MaxRetryDelay)})
+		build: func(ctx context.Context, obj *unstructured.Unstructured, opts controller.Options) (runner, error) {
+			c, err := decorator.New(ctx, obj, opts)
 			if err != nil {
 				return nil, err
 			}
 			return c, nil
 		},
 	},
+}
+
+// build builds the controller of obj, a controller object of kind k, on
+// the manager's shared clients, cache and hook client; it does not start
+// it.
+func (m *Manager) build(ctx context.Context, k *kind, obj *unstructured.Unstructured) (runner, error) {
+	return k.build(ctx, obj, controller.Options{Client: m.client, Objects: m.objects, Resources: m.resources, Informers: m.informers,
+		Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged(k.name, obj),
+		RateLimiter: loop.NewRateLimiter(m.opts.MaxRetryDelay)})
 }
 
 // logIgnoredFields logs the fields of a valid CompositeController object

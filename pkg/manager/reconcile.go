@@ -105,7 +105,7 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		}
 	}
 
-	c, err := k.build(ctx, m, obj)
+	c, err := m.build(ctx, k, obj)
 	var invalid *controller.InvalidSpecError
 	switch {
 	case errors.As(err, &invalid):
