@@ -67,7 +67,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default $KUBECONFIG, else ~/.kube/config, else the in-cluster config")
-	fs.IntVar(&f.workers, "workers", 32, "parents each controller syncs at once; hook calls of different parents run concurrently, so a slow hook needs more")
+	fs.IntVar(&f.workers, "workers", loop.DefaultWorkers, "most parents each controller syncs at once (a goroutine each, none while idle); hook calls of different parents run concurrently, so a slow hook needs more")
 	fs.Float32Var(&f.clientQPS, "client-qps", 2000, "sustained requests per second to the API server, shared by all controllers; above what one API server sustains, so the server's own priority and fairness sets the pace")
 	fs.IntVar(&f.clientBurst, "client-burst", 4000, "requests allowed in a burst above --client-qps")
 	fs.DurationVar(&f.discoveryInterval, "discovery-interval", 30*time.Second, "how often to refresh the API server's resource list")

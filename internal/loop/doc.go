@@ -1,13 +1,13 @@
 // Package loop runs a controller's reconcile loop: a deduplicating,
-// rate-limited work queue of object keys and a fixed number of workers that
-// call a sync function for each key, in the processNextWorkItem idiom of
-// client-go's sample-controller.
+// rate-limited work queue of object keys, each synced by a call of a sync
+// function on a goroutine of its own, at most Options.Workers at once, in
+// the processNextWorkItem idiom of client-go's sample-controller.
 //
-// Guarantees: a key is never synced by two workers at once; a key added
+// Guarantees: a key is never synced twice at once; a key added
 // while it is being synced is synced again afterwards, once however many
 // times it was added; a key whose sync fails is retried with the rate
-// limiter's backoff (capped at Options.MaxRetryDelay), or after the delay a
-// hook asked for with 429 Retry-After, and the log line of the failure says
+// limiter's backoff (capped at Options.MaxRetryDelay), or after the delay
+// its error asks for (a DelayedRetry: a hook's 429 Retry-After), and the log line of the failure says
 // after how long and which attempt in a row failed; a success resets the
 // backoff. RetryDelay tells a failing sync, before it returns, when it will
 // be retried (for its Event). Conflicts (the object changed under the sync)

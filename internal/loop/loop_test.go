@@ -328,3 +328,64 @@ func TestDocumentedBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkersBoundsSyncsInFlight: with Workers 3 and 10 keys whose syncs
+// block, exactly 3 run at once; the others start as those end, and every
+// key is synced.
+func TestWorkersBoundsSyncsInFlight(t *testing.T) {
+	const workers, keys = 3, 10
+	var (
+		mu                sync.Mutex
+		inFlight, maxSeen int
+		done              int
+	)
+	release := make(chan struct{})
+	l := loop.New(loop.Options{Name: t.Name(), Workers: workers}, func(ctx context.Context, key string) (time.Duration, error) {
+		mu.Lock()
+		inFlight++
+		maxSeen = max(maxSeen, inFlight)
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		inFlight--
+		done++
+		mu.Unlock()
+		return 0, nil
+	})
+	for i := range keys {
+		l.Add(string(rune('a' + i)))
+	}
+	l.Start(context.Background())
+	t.Cleanup(l.Stop)
+	snapshot := func() (int, int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return inFlight, maxSeen, done
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for n, _, _ := snapshot(); n < workers; n, _, _ = snapshot() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d syncs in flight after 5s, want %d", n, workers)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	for _, _, d := snapshot(); d < keys; _, _, d = snapshot() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d keys synced after 5s", d, keys)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, m, _ := snapshot(); m != workers {
+		t.Errorf("at most %d syncs ran at once, want %d", m, workers)
+	}
+}
+
+// TestDefaultWorkers pins the documented default.
+func TestDefaultWorkers(t *testing.T) {
+	if loop.DefaultWorkers != 256 {
+		t.Errorf("DefaultWorkers = %d, documented as 256", loop.DefaultWorkers)
+	}
+}
+
+var _ loop.DelayedRetry = (*hooks.StatusError)(nil)

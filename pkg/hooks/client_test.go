@@ -216,8 +216,8 @@ func TestCallStatusError(t *testing.T) {
 	if IsUnreachable(err) {
 		t.Error("IsUnreachable(500) = true")
 	}
-	if _, ok := RetryAfter(err); ok {
-		t.Error("RetryAfter(500) ok")
+	if _, ok := se.RetryAfterDelay(); ok {
+		t.Error("RetryAfterDelay of a 500 ok")
 	}
 }
 
@@ -263,9 +263,9 @@ func TestCallRetryAfter(t *testing.T) {
 			if !errors.As(err, &se) || se.Code != http.StatusTooManyRequests {
 				t.Fatalf("err = %v, want a 429 StatusError", err)
 			}
-			d, ok := RetryAfter(err)
+			d, ok := se.RetryAfterDelay()
 			if d != tc.want || ok != tc.ok {
-				t.Errorf("RetryAfter = %s, %v; want %s, %v", d, ok, tc.want, tc.ok)
+				t.Errorf("RetryAfterDelay = %s, %v; want %s, %v", d, ok, tc.want, tc.ok)
 			}
 			if se.RetryAfter != tc.want {
 				t.Errorf("StatusError.RetryAfter = %s", se.RetryAfter)

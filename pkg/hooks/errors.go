@@ -178,12 +178,12 @@ func IsUnreachable(err error) bool {
 	return errors.As(err, &u)
 }
 
-// RetryAfter returns the delay a hook asked for with HTTP 429 and a valid
-// Retry-After header, and whether there is one.
-func RetryAfter(err error) (time.Duration, bool) {
-	var s *StatusError
-	if errors.As(err, &s) && s.Code == http.StatusTooManyRequests && s.RetryAfter > 0 {
-		return s.RetryAfter, true
+// RetryAfterDelay returns the delay of a 429 with a valid Retry-After
+// header, and whether e is one. (It makes e an internal/loop.DelayedRetry:
+// the loop then retries the sync after that delay, not its backoff.)
+func (e *StatusError) RetryAfterDelay() (time.Duration, bool) {
+	if e.Code == http.StatusTooManyRequests && e.RetryAfter > 0 {
+		return e.RetryAfter, true
 	}
 	return 0, false
 }

@@ -26,7 +26,8 @@ import (
 type Options struct {
 	// Config reaches the API server; its QPS and Burst bound every request.
 	Config *rest.Config
-	// Workers is the number of objects each controller syncs at once.
+	// Workers is the most objects each controller syncs at once; 0 means
+	// loop.DefaultWorkers.
 	Workers int
 	// DiscoveryInterval is the period of discovery refreshes.
 	DiscoveryInterval time.Duration
@@ -82,9 +83,6 @@ type Manager struct {
 func New(opts Options) (*Manager, error) {
 	if opts.Config == nil {
 		return nil, errors.New("manager: Options.Config is required")
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = 32
 	}
 	if opts.CleanupTimeout <= 0 {
 		opts.CleanupTimeout = DefaultCleanupTimeout
