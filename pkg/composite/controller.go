@@ -16,6 +16,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/metrics"
+	"github.com/metactl/metactl/pkg/rbac"
 	"github.com/metactl/metactl/pkg/related"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -168,13 +170,13 @@ func (c *Controller) rolling() bool {
 
 // Access lists what the controller must be allowed to do: read and update
 // parents (and their status), and manage children.
-func (c *Controller) Access() []children.Access {
-	access := []children.Access{{Resource: c.parent, Verbs: children.OwnerVerbs}}
+func (c *Controller) Access() []rbac.Access {
+	access := []rbac.Access{{Resource: c.parent, Verbs: rbac.OwnerVerbs}}
 	if c.parent.HasStatus {
-		access = append(access, children.Access{Resource: c.parent, Subresource: "status", Verbs: []string{"patch"}})
+		access = append(access, rbac.Access{Resource: c.parent, Subresource: "status", Verbs: rbac.StatusVerbs})
 	}
 	for _, child := range c.children.Resources {
-		access = append(access, children.Access{Resource: child.Resource, Verbs: children.ChildVerbs})
+		access = append(access, rbac.Access{Resource: child.Resource, Verbs: rbac.ChildVerbs})
 	}
 	return access
 }
@@ -266,8 +268,5 @@ func (c *Controller) enqueueAllParents() {
 }
 
 func parentKey(namespace, name string) string {
-	if namespace == "" {
-		return name
-	}
-	return namespace + "/" + name
+	return cache.NewObjectName(namespace, name).String()
 }

@@ -94,7 +94,7 @@ func (c *Controller) rollingSync(ctx context.Context, parent *unstructured.Unstr
 		rev.answer = &hooks.CompositeSyncResponse{}
 		request := &hooks.CompositeSyncRequest{
 			Controller: c.object, Parent: rev.parent, Related: related,
-			Children: c.children.ObjectMap(observed, *hook.Version, c.parent.Namespaced),
+			Children: hooks.ObjectMapOf(*hook.Version, c.parent.Namespaced, c.children.Resources, observed),
 		}
 		if err := c.hooks.Call(ctx, "sync", hook, request, rev.answer); err != nil {
 			return nil, nil, fmt.Errorf("revision %s: %w", rev.name, err)

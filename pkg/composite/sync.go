@@ -157,7 +157,7 @@ func (c *Controller) hookAndChildren(ctx context.Context, parent *unstructured.U
 		request := &hooks.CompositeSyncRequest{
 			Controller: c.object,
 			Parent:     seen,
-			Children:   c.children.ObjectMap(observed, *hook.Version, c.parent.Namespaced),
+			Children:   hooks.ObjectMapOf(*hook.Version, c.parent.Namespaced, c.children.Resources, observed),
 			Related:    related,
 			Finalizing: finalizing,
 		}

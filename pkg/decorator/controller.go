@@ -18,6 +18,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/metrics"
+	"github.com/metactl/metactl/pkg/rbac"
 	"github.com/metactl/metactl/pkg/related"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -236,16 +237,16 @@ func (c *Controller) Failing() *controller.Failing { return c.failing }
 
 // Access lists what the controller must be allowed to do: read and update
 // decorated objects (and their status), and manage attachments.
-func (c *Controller) Access() []children.Access {
-	var access []children.Access
+func (c *Controller) Access() []rbac.Access {
+	var access []rbac.Access
 	for _, w := range c.watched {
-		access = append(access, children.Access{Resource: w.Resource, Verbs: children.OwnerVerbs})
+		access = append(access, rbac.Access{Resource: w.Resource, Verbs: rbac.OwnerVerbs})
 		if w.HasStatus {
-			access = append(access, children.Access{Resource: w.Resource, Subresource: "status", Verbs: []string{"patch"}})
+			access = append(access, rbac.Access{Resource: w.Resource, Subresource: "status", Verbs: rbac.StatusVerbs})
 		}
 	}
 	for _, a := range c.attachments.Resources {
-		access = append(access, children.Access{Resource: a.Resource, Verbs: children.ChildVerbs})
+		access = append(access, rbac.Access{Resource: a.Resource, Verbs: rbac.ChildVerbs})
 	}
 	return access
 }

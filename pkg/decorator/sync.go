@@ -109,7 +109,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		request := &hooks.DecoratorSyncRequest{
 			Controller:  c.object,
 			Object:      seen,
-			Attachments: c.attachments.ObjectMap(observed, *hook.Version, w.Namespaced),
+			Attachments: hooks.ObjectMapOf(*hook.Version, w.Namespaced, c.attachments.Resources, observed),
 			Related:     relatedObjects,
 			Finalizing:  finalizing,
 		}
