@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
 )
 
 // ResyncAnnotation is the annotation `metactl resync` sets, to the time of
@@ -86,7 +87,7 @@ func resync(ctx context.Context, cmd *cobra.Command, kubeconfig, namespace, arg 
 	target := name
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 		ri = client.Resource(mapping.Resource).Namespace(namespace)
-		target = namespace + "/" + name
+		target = cache.NewObjectName(namespace, name).String()
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
 		ResyncAnnotation: time.Now().UTC().Format(time.RFC3339Nano),

@@ -20,7 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // Options configure a control plane.
@@ -47,6 +49,16 @@ type Options struct {
 	// Dir receives the kubeconfig and logs; default the temporary folder
 	// that Stop removes.
 	Dir string
+}
+
+// LogToKlog sends controller-runtime's log, which envtest logs through, to
+// klog, unless the program set a logger for it before (the first one set
+// stays). Without a logger, controller-runtime prints a warning with a
+// goroutine stack at its first log line 30 seconds or more after the
+// program started: the first thing `metactl dev` showed, after it built the
+// control-plane binaries. Start calls it; a program may call it earlier.
+func LogToKlog() {
+	ctrllog.SetLogger(klog.Background())
 }
 
 // FakeNodeName is the name of the node that kwok simulates (Options.Cluster).
@@ -77,8 +89,10 @@ type ControlPlane struct {
 }
 
 // Start starts the control plane and installs metactl's CRDs and the extra
-// ones. On error nothing is left running.
+// ones. On error nothing is left running. envtest's logs go to klog (see
+// LogToKlog).
 func Start(opts Options) (_ *ControlPlane, err error) {
+	LogToKlog()
 	if opts.AssetsDir == "" {
 		if opts.AssetsDir, err = AssetsDir(); err != nil {
 			return nil, err

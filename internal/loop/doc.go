@@ -1,7 +1,8 @@
 // Package loop runs a controller's reconcile loop: a deduplicating,
 // rate-limited work queue of object keys, each synced by a call of a sync
-// function on a goroutine of its own, at most Options.Workers at once, in
-// the processNextWorkItem idiom of client-go's sample-controller.
+// function, at most Options.Workers at once, on worker goroutines started
+// when there is work and ended when idle, in the processNextWorkItem idiom
+// of client-go's sample-controller.
 //
 // Guarantees: a key is never synced twice at once; a key added
 // while it is being synced is synced again afterwards, once however many

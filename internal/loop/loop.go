@@ -24,9 +24,9 @@ type Options struct {
 	// controller's name).
 	Name string
 	// Workers is the most keys synced at once; default DefaultWorkers.
-	// A sync runs on a goroutine of its own, started when a key is taken
-	// from the queue, so an idle loop holds no worker goroutines and a
-	// large limit costs nothing until there is work for it.
+	// Worker goroutines are started when keys wait and end when idle, so
+	// an idle loop holds none and a large limit costs nothing until there
+	// is work for it.
 	Workers int
 	// RateLimiter spaces the retries of failing keys; default
 	// NewRateLimiter(MaxRetryDelay).
@@ -77,9 +77,18 @@ type Loop struct {
 	queue workqueue.TypedRateLimitingInterface[string]
 	// slots holds a token per sync in flight; it has Workers of them.
 	slots chan struct{}
-	// running counts the dispatcher and the syncs in flight.
+	// handoff passes a key to an idle worker; unbuffered, so a send
+	// succeeds only when one is waiting.
+	handoff chan string
+	// done is closed when the dispatcher has stopped: idle workers exit.
+	done chan struct{}
+	// running counts the dispatcher and the workers.
 	running sync.WaitGroup
 }
+
+// workerIdleTimeout is how long a worker waits for another key before it
+// exits.
+const workerIdleTimeout = 5 * time.Second
 
 // New returns a Loop that calls sync for each key; nothing runs until Start.
 // Keys may be added before Start.
@@ -91,9 +100,11 @@ func New(opts Options, sync SyncFunc) *Loop {
 		opts.RateLimiter = NewRateLimiter(opts.MaxRetryDelay)
 	}
 	return &Loop{
-		opts:  opts,
-		sync:  sync,
-		slots: make(chan struct{}, opts.Workers),
+		opts:    opts,
+		sync:    sync,
+		slots:   make(chan struct{}, opts.Workers),
+		handoff: make(chan string),
+		done:    make(chan struct{}),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: opts.Name}),
 	}
@@ -105,15 +116,18 @@ func (l *Loop) Add(key string) { l.queue.Add(key) }
 // AddAfter queues key after delay.
 func (l *Loop) AddAfter(key string, delay time.Duration) { l.queue.AddAfter(key, delay) }
 
-// Start starts taking keys from the queue: each key taken is synced on a
-// goroutine of its own, at most Options.Workers at once. Syncs run with
-// ctx's values but not its cancellation: Stop ends the loop, after its
-// in-flight syncs. Start must be called once.
+// Start starts taking keys from the queue, at most Options.Workers syncs at
+// once. A key is handed to an idle worker goroutine, or to a new one when
+// none is idle; a worker idle for workerIdleTimeout exits, so an idle loop
+// holds no worker (and a worker keeps the stack it grew for the next
+// sync). Syncs run with ctx's values but not its cancellation: Stop ends
+// the loop, after its in-flight syncs. Start must be called once.
 func (l *Loop) Start(ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
 	l.running.Add(1)
 	go func() {
 		defer l.running.Done()
+		defer close(l.done)
 		defer utilruntime.HandleCrash()
 		for l.dispatchNextWorkItem(ctx) {
 		}
@@ -127,8 +141,8 @@ func (l *Loop) Stop() {
 	l.running.Wait()
 }
 
-// dispatchNextWorkItem waits for a free slot and a key, and syncs the key
-// on a goroutine of its own. It returns false once the queue is shut down.
+// dispatchNextWorkItem waits for a free slot and a key, and hands the key
+// to a worker. It returns false once the queue is shut down.
 func (l *Loop) dispatchNextWorkItem(ctx context.Context) bool {
 	l.slots <- struct{}{}
 	key, quit := l.queue.Get()
@@ -136,14 +150,34 @@ func (l *Loop) dispatchNextWorkItem(ctx context.Context) bool {
 		<-l.slots
 		return false
 	}
-	l.running.Add(1)
-	go func() {
-		defer l.running.Done()
-		defer func() { <-l.slots }()
-		defer utilruntime.HandleCrash()
-		l.processNextWorkItem(ctx, key)
-	}()
+	select {
+	case l.handoff <- key:
+	default:
+		l.running.Add(1)
+		go l.worker(ctx, key)
+	}
 	return true
+}
+
+// worker syncs key, then the keys handed to it, until it has been idle for
+// workerIdleTimeout or the dispatcher has stopped.
+func (l *Loop) worker(ctx context.Context, key string) {
+	defer l.running.Done()
+	defer utilruntime.HandleCrash()
+	idle := time.NewTimer(workerIdleTimeout)
+	defer idle.Stop()
+	for {
+		l.processNextWorkItem(ctx, key)
+		<-l.slots
+		idle.Reset(workerIdleTimeout)
+		select {
+		case key = <-l.handoff:
+		case <-idle.C:
+			return
+		case <-l.done:
+			return
+		}
+	}
 }
 
 // processNextWorkItem syncs key, taken from the queue, and queues it again

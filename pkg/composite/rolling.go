@@ -86,7 +86,7 @@ func (c *Controller) rollingSync(ctx context.Context, r *controller.Round, paren
 	latest := revisions[0]
 	for _, rev := range revisions {
 		rev.answer = &hooks.CompositeSyncResponse{}
-		request := c.request(rev.parent, c.children.ObjectMap(observed, version, c.parent.Namespaced), r.Related(), false)
+		request := c.request(rev.parent, hooks.ObjectMapOf(version, c.parent.Namespaced, c.children.Resources, observed), r.Related(), false)
 		if err := r.Call(ctx, request, rev.answer); err != nil {
 			return nil, false, fmt.Errorf("revision %s: %w", rev.name, err)
 		}

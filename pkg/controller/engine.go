@@ -18,6 +18,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
+	"github.com/metactl/metactl/pkg/rbac"
 	"github.com/metactl/metactl/pkg/related"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -300,16 +301,16 @@ func (e *Engine) Failing() *Failing { return e.failing }
 
 // Access lists what the controller must be allowed to do: read and update
 // its objects (and their status), and manage their dependents.
-func (e *Engine) Access() []children.Access {
-	var access []children.Access
+func (e *Engine) Access() []rbac.Access {
+	var access []rbac.Access
 	for _, res := range e.kind.Synced() {
-		access = append(access, children.Access{Resource: res.Resource, Verbs: children.OwnerVerbs})
+		access = append(access, rbac.Access{Resource: res.Resource, Verbs: rbac.OwnerVerbs})
 		if res.HasStatus {
-			access = append(access, children.Access{Resource: res.Resource, Subresource: "status", Verbs: []string{"patch"}})
+			access = append(access, rbac.Access{Resource: res.Resource, Subresource: "status", Verbs: rbac.StatusVerbs})
 		}
 	}
 	for _, res := range e.kind.Dependents().Resources {
-		access = append(access, children.Access{Resource: res.Resource, Verbs: children.ChildVerbs})
+		access = append(access, rbac.Access{Resource: res.Resource, Verbs: rbac.ChildVerbs})
 	}
 	return access
 }

@@ -233,7 +233,7 @@ func (r *Round) Write(ctx context.Context, desired map[*children.Resource]childr
 // answer checked whole, then the dependents written, their echoes
 // expected.
 func (r *Round) step(ctx context.Context, seen *unstructured.Unstructured) (hooks.Response, bool, error) {
-	dependents := r.e.kind.Dependents().ObjectMap(r.observed, *r.hook.Version, r.t.Resource.Namespaced)
+	dependents := hooks.ObjectMapOf(*r.hook.Version, r.t.Resource.Namespaced, r.e.kind.Dependents().Resources, r.observed)
 	request, response := r.sync.Request(seen, dependents, r.related, r.t.Finalizing)
 	if err := r.Call(ctx, request, response); err != nil {
 		return nil, false, err

@@ -210,7 +210,7 @@ func (s *WatchingCredentialSource) get(ctx context.Context, ref objectRef) (any,
 	if err := w.waitSynced(ctx); err != nil {
 		return nil, fmt.Errorf("reading %s: %w", ref, err)
 	}
-	obj, exists, err := w.informer.GetStore().GetByKey(ref.namespace + "/" + ref.name)
+	obj, exists, err := w.informer.GetStore().GetByKey(cache.NewObjectName(ref.namespace, ref.name).String())
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", ref, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"bytes"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
@@ -76,6 +77,23 @@ func (m ObjectMap) EnsureKey(apiVersion, kind string) map[string]*unstructured.U
 // there under the same keys. m must not be nil.
 func (m ObjectMap) Insert(version v1alpha1.HookVersion, parentNamespaced bool, obj *unstructured.Unstructured) {
 	m.EnsureKey(obj.GetAPIVersion(), obj.GetKind())[ObjectKey(version, parentNamespaced, obj)] = obj
+}
+
+// ObjectMapOf returns the ObjectMap of a request's observed objects: an
+// entry for each of resources, even one without objects, holding its
+// objects in observed, keyed as Insert keys them.
+func ObjectMapOf[R interface {
+	comparable
+	GroupVersionKind() schema.GroupVersionKind
+}, S ~map[string]*unstructured.Unstructured](version v1alpha1.HookVersion, parentNamespaced bool, resources []R, observed map[R]S) ObjectMap {
+	m := make(ObjectMap, len(resources))
+	for _, res := range resources {
+		m.EnsureKey(res.GroupVersionKind().ToAPIVersionAndKind())
+		for _, obj := range observed[res] {
+			m.Insert(version, parentNamespaced, obj)
+		}
+	}
+	return m
 }
 
 // MarshalJSON encodes m with sorted keys; a nil ObjectMap and nil inner maps

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
@@ -123,5 +124,34 @@ func TestObjectMapEscapesKeys(t *testing.T) {
 	plain, _ := json.Marshal(map[string]map[string]any{"ConfigMap.v1": {"we<ird\"\u00e9": nil}})
 	if string(got) != string(plain) {
 		t.Errorf("got %s, encoding/json gives %s", got, plain)
+	}
+}
+
+// resource is a declared resource for ObjectMapOf.
+type resource struct{ apiVersion, kind string }
+
+func (r *resource) GroupVersionKind() schema.GroupVersionKind {
+	return schema.FromAPIVersionAndKind(r.apiVersion, r.kind)
+}
+
+func TestObjectMapOf(t *testing.T) {
+	configMaps, things, pods := &resource{"v1", "ConfigMap"}, &resource{"ctl.example.com/v1", "Thing"}, &resource{"v1", "Pod"}
+	cm := newObject("v1", "ConfigMap", "ns", "a")
+	thing := newObject("ctl.example.com/v1", "Thing", "ns", "t")
+	undeclared := newObject("v1", "Secret", "ns", "s")
+	observed := map[*resource]map[string]*unstructured.Unstructured{
+		configMaps: {"ns/a": cm},
+		things:     {"ns/t": thing},
+		// Objects of a resource that is not declared are not sent.
+		{"v1", "Secret"}: {"ns/s": undeclared},
+	}
+	got := ObjectMapOf(v1alpha1.HookVersionV1, true, []*resource{configMaps, things, pods}, observed)
+	want := ObjectMap{
+		"ConfigMap.v1":             {"a": cm},
+		"Thing.ctl.example.com/v1": {"t": thing},
+		"Pod.v1":                   {}, // declared, no objects: still sent
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ObjectMapOf (-want +got):\n%s", diff)
 	}
 }

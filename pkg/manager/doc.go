@@ -1,20 +1,25 @@
-// Package manager runs metactl: it watches CompositeController objects and
-// runs one controller per object, restarting only that controller when its
-// spec changes and stopping it when the object is deleted; the process
-// itself never restarts for either.
+// Package manager runs metactl: it watches CompositeController and
+// DecoratorController objects and runs one controller per object,
+// restarting only that controller when its spec changes and stopping it
+// when the object is deleted; the process itself never restarts for
+// either.
 //
-// The manager owns what is shared by every controller: the API client (its
-// QPS and burst), discovery, the informer factory, the hook client, the
-// Event recorder and the metrics registry. It reports each controller's
-// state on its object: status.observedGeneration and a Ready condition that
-// is True once the controller runs with synced caches, or False with a
-// reason (InvalidSpec, UnknownResource, ...) and a message saying what is
-// wrong. A controller waiting for an unknown resource starts as soon as
-// discovery sees it. While a controller runs, status.failingObjects counts
-// its objects whose last sync failed and a Synced condition names a few of
-// them with an error, so that `kubectl get cc` shows a controller that runs
-// (Ready=True) but fails for its parents; these change on the object at
-// most once per FailingStatusInterval, however many syncs fail.
+// The manager owns what is shared by every controller: the API server's
+// clients (one HTTP client and one QPS and burst budget for all), discovery
+// (refreshed at once when a CRD changes), the informer factory, the hook
+// client and the credentials its hooks use, and the Event recorder; it
+// registers metactl's metrics (pkg/metrics). Before it starts a controller
+// it checks, with pkg/rbac, that metactl may do what the controller needs.
+// It reports each controller's state on its object: status.observedGeneration
+// and a Ready condition that is True once the controller runs with synced
+// caches, or False with a reason (InvalidSpec, UnknownResource, Forbidden,
+// HookAuthError, ...) and a message saying what is wrong. A controller
+// waiting for an unknown resource starts as soon as discovery sees it.
+// While a controller runs, status.failingObjects counts its objects whose
+// last sync failed and a Synced condition names a few of them with an
+// error, so that `kubectl get cc` shows a controller that runs (Ready=True)
+// but fails for its parents; these change on the object at most once per
+// FailingStatusInterval, however many syncs fail.
 //
 // Deleting a controller object with a finalize hook waits until the
 // manager has removed the controller's finalizer from its parents. It never
@@ -23,5 +28,23 @@
 // Options.CleanupTimeout with a Warning Event saying what may be left.
 //
 // Run returns when its context ends, after every controller has finished
-// its in-flight syncs.
+// its in-flight syncs. Under leader election (Options.LeaderElection) only
+// the replica holding the Lease runs controllers, and Run returns at once,
+// with ErrLeadershipLost, when this replica loses it.
+//
+// Where things are:
+//
+//   - manager.go: Options, New and Run, which watches the controller
+//     objects and feeds the manager's queue.
+//   - clients.go: the API server's clients.
+//   - crds.go: the CRD watch that refreshes discovery.
+//   - kinds.go: the two kinds of controller object and how a controller is
+//     built for each (pkg/composite, pkg/decorator).
+//   - reconcile.go: one controller object's reconcile: start, restart on a
+//     new generation, stop.
+//   - status.go: the object's Ready and Synced conditions and failing
+//     objects.
+//   - cleanup.go: removing a deleted controller's finalizer from its parents.
+//   - events.go: the Event broadcaster and its spam filter.
+//   - leader.go: leader election.
 package manager

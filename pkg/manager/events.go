@@ -3,7 +3,10 @@ package manager
 import (
 	"strings"
 
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -30,4 +33,12 @@ func spamKeyByReason(e *corev1.Event) string {
 		string(e.InvolvedObject.UID), e.InvolvedObject.APIVersion,
 		e.Type, e.Reason,
 	}, "\x00")
+}
+
+// eventScheme lets the recorder reference our own kinds; unstructured
+// objects carry their own apiVersion and kind.
+func eventScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
 }

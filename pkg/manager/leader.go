@@ -54,7 +54,7 @@ func (m *Manager) runElected(ctx context.Context, le *LeaderElection) error {
 	if le.RetryPeriod <= 0 {
 		le.RetryPeriod = 2 * time.Second
 	}
-	logger := klog.FromContext(ctx).WithValues("lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
+	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(le.Namespace, le.Name), "identity", le.Identity)
 
 	var (
 		leading  atomic.Bool

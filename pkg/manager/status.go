@@ -45,7 +45,7 @@ func (f *failingStatus) wait(now time.Time) time.Duration {
 	return max(0, f.shownAt.Add(FailingStatusInterval).Sub(now))
 }
 
-// onChange returns the callback that queues the controller object, once
+// onFailingChange returns the callback that queues the controller object, once
 // until its reconcile, when the set of failing objects changes: at once
 // when nothing changed on the status for FailingStatusInterval, else when
 // that interval has passed.
@@ -90,7 +90,7 @@ func (m *Manager) setRunning(ctx context.Context, k *kind, obj *unstructured.Uns
 	now := time.Now()
 	summary, wait := r.failing.next(r.controller.Failing(), now)
 	if wait > 0 {
-		m.loop.AddAfter(queueKey(k, obj.GetName()), wait)
+		m.loop.AddAfter(queueKey(k.name, obj.GetName()), wait)
 	}
 	ready := metav1.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRunning, Message: runningMessage}
 	if summary.Count > 0 {

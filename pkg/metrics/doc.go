@@ -1,6 +1,9 @@
 // Package metrics defines metactl's Prometheus metrics, all prefixed
-// metactl_, in one registry. Reconcilers record through the small recorder
-// types here; pkg/manager serves the registry over HTTP.
+// metactl_, in one registry (Registry). Reconcilers record directly on the
+// exported metric vectors (Syncs, ObjectWrites, ...); the hook client
+// records through ObserveHookCall; the count of cached objects is read at
+// each scrape from the function SetInformerCounter sets. pkg/manager calls
+// Register, and cmd/metactl serves Registry over HTTP at /metrics.
 //
 // Register also installs client-go's work-queue metrics provider, so the
 // queues of every controller (depth, adds, retries, latency) are counted

@@ -24,8 +24,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 )
 
@@ -154,10 +152,6 @@ func main() {
 	// like a test binary, this process keeps its control plane while
 	// tests run elsewhere on the machine.
 	_ = os.WriteFile("/proc/self/comm", []byte("bench.test"), 0)
-
-	// envtest logs through controller-runtime, which otherwise complains
-	// with a stack trace that no logger is set.
-	ctrllog.SetLogger(klog.NewKlogr())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err = run(ctx, o)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -22,9 +23,11 @@ import (
 // TestDevWithoutExample: `metactl dev` without --example gives a cluster
 // with the metacontroller CRDs, no controller of its own, and metactl
 // running: a CompositeController the user applies, with a hook on this
-// machine, runs at once.
+// machine, runs at once. Its log (at -v=1 here) holds envtest's lines,
+// through klog, and never controller-runtime's warning, with a goroutine
+// stack, that no logger was set.
 func TestDevWithoutExample(t *testing.T) {
-	d := startDev(t)
+	d := startDev(t, "-v=1")
 	d.waitLine(t, 3*time.Minute, "metactl is running")
 	d.recordProcesses(t, clusterProcesses...)
 	config, err := clientcmd.BuildConfigFromFlags("", filepath.Join(d.dir, "kubeconfig"))
@@ -104,4 +107,11 @@ func TestDevWithoutExample(t *testing.T) {
 		t.Fatal("metactl dev did not exit within a minute of SIGINT")
 	}
 	d.checkNothingLeft(t)
+	stderr := d.stderr.String()
+	if !strings.Contains(stderr, "starting control plane") {
+		t.Error("metactl dev -v=1 did not log envtest's \"starting control plane\": controller-runtime's log does not reach klog")
+	}
+	if i := strings.Index(stderr, "log.SetLogger("); i >= 0 {
+		t.Errorf("metactl dev printed controller-runtime's warning that no logger was set:\n%s", stderr[i:min(len(stderr), i+2000)])
+	}
 }

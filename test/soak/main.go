@@ -26,8 +26,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 )
 
@@ -90,7 +88,6 @@ func main() {
 	// hack/cleanup-testenv.sh leaves alone control planes whose owner is
 	// named like a test binary.
 	_ = os.WriteFile("/proc/self/comm", []byte("soak.test"), 0)
-	ctrllog.SetLogger(klog.NewKlogr())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	passed, err := run(ctx, o)

@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -32,30 +33,12 @@ type Resource struct {
 	Informer *informer.Informer
 }
 
-// Access is what a controller must be allowed to do with one resource.
-type Access struct {
-	Resource    *discovery.Resource
-	Subresource string
-	Verbs       []string
-}
-
-// The verbs a controller needs on the objects it owns children for, and on
-// children.
-var (
-	OwnerVerbs = []string{"get", "list", "watch", "update", "patch"}
-	ChildVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
-)
-
 // Set holds the children of one resource by Key.
 type Set map[string]*unstructured.Unstructured
 
-// Key names an object within its resource: namespace/name, or name.
-func Key(obj metav1.Object) string {
-	if ns := obj.GetNamespace(); ns != "" {
-		return ns + "/" + obj.GetName()
-	}
-	return obj.GetName()
-}
+// Key names an object within its resource as client-go's cache keys it:
+// namespace/name, or name for a cluster-scoped object.
+func Key(obj metav1.Object) string { return cache.MetaObjectToName(obj).String() }
 
 // Writer writes children for one controller.
 type Writer struct {

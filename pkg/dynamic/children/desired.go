@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
-	"github.com/metactl/metactl/pkg/hooks"
 	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -38,19 +36,6 @@ func NewDeclared(resources []*Resource) *Declared {
 // nil.
 func (d *Declared) ForObject(obj *unstructured.Unstructured) *Resource {
 	return d.byKind[obj.GetAPIVersion()+"/"+obj.GetKind()]
-}
-
-// ObjectMap builds a hook request's map of observed objects: a key for
-// every declared resource, even when it has no objects.
-func (d *Declared) ObjectMap(observed map[*Resource]Set, version v1alpha1.HookVersion, ownerNamespaced bool) hooks.ObjectMap {
-	m := hooks.ObjectMap{}
-	for _, res := range d.Resources {
-		m.EnsureKey(res.APIVersion, res.Kind)
-		for _, obj := range observed[res] {
-			m.Insert(version, ownerNamespaced, obj)
-		}
-	}
-	return m
 }
 
 // Desired checks the objects a hook asked for (field names the list in

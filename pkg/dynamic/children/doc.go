@@ -3,6 +3,10 @@
 // desired objects of each declared resource, it creates what is missing,
 // deletes what is no longer desired, and updates the rest as the resource's
 // update strategy says, with the three-way merge of pkg/dynamic/apply.
+// Before that, Declared.Desired checks what a hook asked for against the
+// controller's declared resources, the whole answer before anything is
+// written, and makes the objects ready to write. Set keys an object by
+// Key, namespace/name as client-go's cache keys it.
 //
 // Writes of one call run concurrently (up to Writer.Concurrency at a time);
 // their order is not defined. A failed write does not stop the others; all

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -175,7 +176,7 @@ func RemoveFromAll(ctx context.Context, client dynamic.Interface, resource schem
 				return err
 			})
 			if err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("%s/%s: %w", obj.GetNamespace(), obj.GetName(), err))
+				errs = append(errs, fmt.Errorf("%s: %w", cache.MetaObjectToName(obj), err))
 			}
 		}
 		if list.GetContinue() == "" {

@@ -184,11 +184,7 @@ func (i *Informer) Get(namespace, name string) (*unstructured.Unstructured, bool
 
 // GetMeta returns the cached object namespace/name without decoding it.
 func (i *Informer) GetMeta(namespace, name string) (*Object, bool) {
-	key := name
-	if namespace != "" {
-		key = namespace + "/" + name
-	}
-	obj, ok, err := i.shared.informer.GetIndexer().GetByKey(key)
+	obj, ok, err := i.shared.informer.GetIndexer().GetByKey(cache.NewObjectName(namespace, name).String())
 	if err != nil || !ok {
 		return nil, false
 	}

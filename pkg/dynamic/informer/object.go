@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Object is how the cache holds an object of any resource: its metadata
@@ -99,10 +100,7 @@ func (o *Object) Unstructured() (*unstructured.Unstructured, error) {
 }
 
 func (o *Object) key() string {
-	if o.Namespace == "" {
-		return o.Name
-	}
-	return o.Namespace + "/" + o.Name
+	return cache.NewObjectName(o.Namespace, o.Name).String()
 }
 
 // ObjectList is a list response, its items parsed as Objects: what a

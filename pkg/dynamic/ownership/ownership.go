@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 )
@@ -162,8 +163,5 @@ func (c *Claimer) patchOwners(ctx context.Context, client dynamic.NamespaceableR
 }
 
 func describe(obj *unstructured.Unstructured) string {
-	if ns := obj.GetNamespace(); ns != "" {
-		return obj.GetKind() + " " + ns + "/" + obj.GetName()
-	}
-	return obj.GetKind() + " " + obj.GetName()
+	return obj.GetKind() + " " + cache.MetaObjectToName(obj).String()
 }

@@ -1,0 +1,79 @@
+package manager
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
+	"github.com/metactl/metactl/pkg/metrics"
+	clientdiscovery "k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// clients are the API server's clients the manager builds. They share one
+// HTTP client and one rate limiter, so that Options.Config's QPS and Burst
+// bound every request metactl makes, and metrics.InstrumentTransport counts
+// each request.
+type clients struct {
+	// httpClient is shared by every client.
+	httpClient *http.Client
+	client     dynamic.Interface
+	// objects lists, watches, creates and updates objects as
+	// informer.Objects.
+	objects   *objectclient.Client
+	discovery *clientdiscovery.DiscoveryClient
+	// metadata reads objects' metadata only (the CRDs, see
+	// refreshDiscoveryOnCRDChanges).
+	metadata metadata.Interface
+	// The typed clients metactl needs, and no others: a full clientset
+	// would link every API group's client code into the binary.
+	core          typedcorev1.CoreV1Interface
+	coordination  coordinationv1client.CoordinationV1Interface
+	authorization authorizationv1client.AuthorizationV1Interface
+}
+
+// newClients builds the clients from a copy of config.
+func newClients(config *rest.Config) (clients, error) {
+	config = rest.CopyConfig(config)
+	config.Wrap(metrics.InstrumentTransport)
+	if config.RateLimiter == nil && config.QPS > 0 {
+		// One budget for every client built below: each would otherwise
+		// get a token bucket of its own.
+		config.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(config.QPS, config.Burst)
+	}
+	var (
+		c   clients
+		err error
+	)
+	if c.httpClient, err = rest.HTTPClientFor(config); err != nil {
+		return c, fmt.Errorf("building the API server's HTTP client: %w", err)
+	}
+	if c.client, err = dynamic.NewForConfigAndClient(config, c.httpClient); err != nil {
+		return c, fmt.Errorf("building the dynamic client: %w", err)
+	}
+	if c.objects, err = objectclient.New(config, c.httpClient); err != nil {
+		return c, err
+	}
+	if c.discovery, err = clientdiscovery.NewDiscoveryClientForConfigAndClient(config, c.httpClient); err != nil {
+		return c, fmt.Errorf("building the discovery client: %w", err)
+	}
+	if c.metadata, err = metadata.NewForConfigAndClient(config, c.httpClient); err != nil {
+		return c, fmt.Errorf("building the metadata client: %w", err)
+	}
+	if c.core, err = typedcorev1.NewForConfigAndClient(config, c.httpClient); err != nil {
+		return c, fmt.Errorf("building the core/v1 client: %w", err)
+	}
+	if c.coordination, err = coordinationv1client.NewForConfigAndClient(config, c.httpClient); err != nil {
+		return c, fmt.Errorf("building the coordination/v1 client: %w", err)
+	}
+	if c.authorization, err = authorizationv1client.NewForConfigAndClient(config, c.httpClient); err != nil {
+		return c, fmt.Errorf("building the authorization/v1 client: %w", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,51 @@
+package manager
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// refreshDiscoveryOnCRDChanges watches CRDs: one created or established
+// changes what discovery serves. Bursts of CRD events coalesce into one
+// refresh at a time.
+func (m *Manager) refreshDiscoveryOnCRDChanges(ctx context.Context) (stop func(), err error) {
+	// Metadata only: CRD schemas can be large, and any change of a CRD,
+	// its status included, bumps its metadata's resourceVersion.
+	crds := metadatainformer.NewFilteredMetadataInformer(m.metadata, crdResource, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	requests := make(chan struct{}, 1)
+	request := func(any) {
+		select {
+		case requests <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := crds.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    request,
+		UpdateFunc: func(_, obj any) { request(obj) },
+		DeleteFunc: request,
+	}); err != nil {
+		return nil, err
+	}
+	stopInformer := make(chan struct{})
+	go crds.Run(stopInformer)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-requests:
+				if err := m.resources.Refresh(ctx); err != nil {
+					klog.FromContext(ctx).V(2).Info("Refreshing discovery after a CRD change", "err", err)
+				}
+			}
+		}
+	}()
+	return func() { close(stopInformer) }, nil
+}

@@ -1,0 +1,101 @@
+package manager
+
+import (
+	"context"
+
+	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/composite"
+	"github.com/metactl/metactl/pkg/controller"
+	"github.com/metactl/metactl/pkg/decorator"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/rbac"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+)
+
+// runner is what the manager runs for one controller object.
+type runner interface {
+	Start(ctx context.Context) error
+	Stop()
+	// Cleanup stops the controller's syncs and removes its finalizer from
+	// every object; it reports what it could not remove as
+	// *finalizer.RemainingError.
+	Cleanup(ctx context.Context) error
+	// HookCredentialError says why the hooks' credentials failed, if they did.
+	HookCredentialError() error
+	// Access lists what the controller must be allowed to do.
+	Access() []rbac.Access
+	// Failing holds the objects whose last sync failed.
+	Failing() *controller.Failing
+}
+
+// kind is one kind of controller object the manager runs.
+type kind struct {
+	name     string // CompositeController, DecoratorController
+	resource schema.GroupVersionResource
+	// build validates the object and resolves its resources.
+	build func(ctx context.Context, obj *unstructured.Unstructured, opts controller.Options) (runner, error)
+	// informer watches the controller objects of this kind.
+	informer *informer.Informer
+}
+
+var kinds = []*kind{
+	{
+		name:     "CompositeController",
+		resource: v1alpha1.CompositeControllerResource,
+		build: func(ctx context.Context, obj *unstructured.Unstructured, opts controller.Options) (runner, error) {
+			c, err := composite.New(ctx, obj, opts)
+			if err != nil {
+				return nil, err
+			}
+			logIgnoredFields(ctx, obj)
+			return c, nil
+		},
+	},
+	{
+		name:     "DecoratorController",
+		resource: v1alpha1.DecoratorControllerResource,
+		build: func(ctx context.Context, obj *unstructured.Unstructured, opts controller.Options) (runner, error) {
+			c, err := decorator.New(ctx, obj, opts)
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		},
+	},
+}
+
+// build builds the controller of obj, a controller object of kind k, on
+// the manager's shared clients, cache and hook client; it does not start
+// it.
+func (m *Manager) build(ctx context.Context, k *kind, obj *unstructured.Unstructured) (runner, error) {
+	return k.build(ctx, obj, controller.Options{Client: m.client, Objects: m.objects, Resources: m.resources, Informers: m.informers,
+		Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged(k.name, obj),
+		RateLimiter: loop.NewRateLimiter(m.opts.MaxRetryDelay)})
+}
+
+// logIgnoredFields logs the fields of a valid CompositeController object
+// that metactl accepts and does not act on, as metacontroller does not.
+func logIgnoredFields(ctx context.Context, obj *unstructured.Unstructured) {
+	var cc v1alpha1.CompositeController
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &cc) != nil {
+		return
+	}
+	if ignored := cc.Spec.IgnoredFields(); len(ignored) > 0 {
+		klog.FromContext(ctx).Info("Ignoring fields that metacontroller accepts and never acts on", "fields", ignored)
+	}
+}
+
+// hasFinalizeHook reports whether a controller object declares a finalize
+// hook (the same field for both kinds).
+func hasFinalizeHook(obj *unstructured.Unstructured) bool {
+	_, found, _ := unstructured.NestedMap(obj.Object, "spec", "hooks", "finalize")
+	return found
+}
+
+// queueKey names a controller object in the manager's queue: its kind,
+// then its name (controller objects are cluster-scoped).
+func queueKey(kindName, name string) string { return kindName + "/" + name }

@@ -1,0 +1,174 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/controller"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/finalizer"
+	"github.com/metactl/metactl/pkg/metrics"
+	"github.com/metactl/metactl/pkg/rbac"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// runningController is the controller the manager runs for one controller
+// object, and the object's UID and generation it was built from.
+type runningController struct {
+	uid        types.UID
+	generation int64
+	controller runner
+	// failing throttles the writes of its failing objects to its status.
+	failing *failingStatus
+}
+
+// enqueueAll queues every controller object, to be reconciled again.
+func (m *Manager) enqueueAll() {
+	for _, k := range m.kinds {
+		for _, obj := range k.informer.ListMeta("", nil) {
+			m.loop.Add(queueKey(k.name, obj.GetName()))
+		}
+	}
+}
+
+// reconcile makes the running controller of one controller object match
+// the object: started, restarted on a new generation, or stopped (after
+// cleaning up its finalizers when the object is deleted).
+func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, error) {
+	kindName, name, _ := strings.Cut(key, "/")
+	var k *kind
+	for _, candidate := range m.kinds {
+		if candidate.name == kindName {
+			k = candidate
+		}
+	}
+	if k == nil {
+		return 0, nil
+	}
+	logger := klog.FromContext(ctx).WithValues(strings.ToLower(k.name), name)
+	ctx = klog.NewContext(ctx, logger)
+	obj, exists := k.informer.Get("", name)
+	deleting := exists && obj.GetDeletionTimestamp() != nil
+
+	m.mu.Lock()
+	current := m.running[key]
+	m.mu.Unlock()
+	if current != nil && exists && !deleting && current.uid == obj.GetUID() && current.generation == obj.GetGeneration() {
+		return 0, m.setRunning(ctx, k, obj, current)
+	}
+	if current != nil {
+		if deleting || !exists {
+			if err := m.cleanup(ctx, k, name, obj, current.uid, current.controller.Cleanup); err != nil {
+				return 0, err
+			}
+		}
+		logger.Info("Stopping controller", "generation", current.generation)
+		current.controller.Stop()
+		metrics.ControllerReady.DeleteLabelValues(k.name, name)
+		m.mu.Lock()
+		delete(m.running, key)
+		m.mu.Unlock()
+		if exists && !deleting {
+			m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start generation %d", current.generation, obj.GetGeneration())
+		}
+	}
+	if !exists {
+		m.forgetCleanup(key)
+		return 0, nil
+	}
+	if deleting {
+		if current == nil && finalizer.Has(obj, CleanupFinalizer) {
+			if err := m.cleanupWithoutController(ctx, k, obj); err != nil {
+				return 0, err
+			}
+		}
+		_, err := finalizer.Remove(ctx, m.client.Resource(k.resource), obj, CleanupFinalizer)
+		if apierrors.IsNotFound(err) {
+			err = nil
+		}
+		return 0, err
+	}
+	if hasFinalizeHook(obj) {
+		if _, err := finalizer.Add(ctx, m.client.Resource(k.resource), obj, CleanupFinalizer); err != nil {
+			return 0, fmt.Errorf("adding finalizer %s: %w", CleanupFinalizer, err)
+		}
+	}
+
+	c, err := m.build(ctx, k, obj)
+	var invalid *controller.InvalidSpecError
+	switch {
+	case errors.As(err, &invalid):
+		m.recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, err.Error())
+		return 0, m.setReady(ctx, k, obj, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())
+	case discovery.IsNotFound(err):
+		m.recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.ReasonUnknownResource, err.Error())
+		if err := m.setReady(ctx, k, obj, metav1.ConditionFalse, v1alpha1.ReasonUnknownResource, err.Error()); err != nil {
+			return 0, err
+		}
+		// A change in discovery requeues it at once (a CRD being
+		// established triggers one); retries with backoff are the fallback.
+		return 0, loop.ErrWaiting
+	case err != nil:
+		return 0, err
+	}
+	if denied, err := rbac.Denied(ctx, m.authorization.SelfSubjectAccessReviews(), c.Access()); err != nil {
+		return 0, err
+	} else if len(denied) > 0 {
+		msg := "metactl may not " + strings.Join(denied, "; ") + " (grant it through the aggregated ClusterRole metactl-controllers)"
+		m.recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.ReasonForbidden, msg)
+		if err := m.setReady(ctx, k, obj, metav1.ConditionFalse, v1alpha1.ReasonForbidden, msg); err != nil {
+			return 0, err
+		}
+		return 0, loop.ErrWaiting // RBAC is not watched: retried with backoff
+	}
+	started := &runningController{uid: obj.GetUID(), generation: obj.GetGeneration(), controller: c, failing: &failingStatus{}}
+	c.Failing().OnChange(m.onFailingChange(key, started.failing))
+	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := c.Start(startCtx); err != nil {
+		c.Stop()
+		return 0, fmt.Errorf("starting: %w", err)
+	}
+	m.mu.Lock()
+	m.running[key] = started
+	m.mu.Unlock()
+	metrics.ControllerReady.WithLabelValues(k.name, name).Set(1)
+	m.recorder.Eventf(obj, corev1.EventTypeNormal, "Started", "started generation %d", obj.GetGeneration())
+	return 0, m.setRunning(ctx, k, obj, started)
+}
+
+// healthChanged returns a callback that re-reconciles a controller object,
+// to update its Ready condition.
+func (m *Manager) healthChanged(kindName string, obj *unstructured.Unstructured) func() {
+	key := queueKey(kindName, obj.GetName())
+	return func() { m.loop.Add(key) }
+}
+
+// stopAll stops every running controller, all at once, and returns when
+// their in-flight syncs have finished.
+func (m *Manager) stopAll() {
+	m.mu.Lock()
+	running := m.running
+	m.running = map[string]*runningController{}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range running {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.controller.Stop()
+		}()
+	}
+	wg.Wait()
+}
