@@ -9,7 +9,7 @@ import (
 )
 
 func TestRunnersReuseIdleGoroutines(t *testing.T) {
-	p := &runnerPool{tasks: make(chan func())}
+	p := newRunnerPool(4)
 	var wg sync.WaitGroup
 	ids := make(chan int64, 2)
 	run := func() {
@@ -48,4 +48,36 @@ func goroutineID() int64 {
 	var id int64
 	fmt.Sscanf(string(buf), "goroutine %d ", &id)
 	return id
+}
+
+// TestRunnersBoundWritesInFlight: with a limit of 2, a third function
+// waits until one of the first two returns.
+func TestRunnersBoundWritesInFlight(t *testing.T) {
+	p := newRunnerPool(2)
+	release := make(chan struct{})
+	started := make(chan int, 3)
+	for i := range 2 {
+		p.run(func() { started <- i; <-release })
+	}
+	<-started
+	<-started
+	third := make(chan struct{})
+	go func() {
+		p.run(func() { started <- 2 })
+		close(third)
+	}()
+	select {
+	case <-third:
+		t.Fatal("a third function was started while two ran, limit 2")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-third:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the third function did not start after the first two returned")
+	}
+	if got := <-started; got != 2 {
+		t.Errorf("started %d, want the third", got)
+	}
 }
