@@ -2,7 +2,11 @@
 // rate-limited work queue of object keys, each synced by a call of a sync
 // function, at most Options.Workers at once, on worker goroutines started
 // when there is work and ended when idle, in the processNextWorkItem idiom
-// of client-go's sample-controller.
+// of client-go's sample-controller. Of those syncs, at most Options.Active
+// run at once outside loop.WhileWaiting, the mark of a wait on a hook: a
+// slow hook is waited on by many syncs at once, while syncs that decode and
+// write stay few (a sync resuming from a wait goes before a new one), so a
+// fast hook with a busy API server does not pile up syncs in memory.
 //
 // Guarantees: a key is never synced twice at once; a key added
 // while it is being synced is synced again afterwards, once however many

@@ -23,11 +23,18 @@ type Options struct {
 	// Name labels the queue's metrics and the sync metrics (the
 	// controller's name).
 	Name string
-	// Workers is the most keys synced at once; default DefaultWorkers.
-	// Worker goroutines are started when keys wait and end when idle, so
-	// an idle loop holds none and a large limit costs nothing until there
-	// is work for it.
+	// Workers is the most keys synced at once, counting the syncs that
+	// wait on a hook (see WhileWaiting); default DefaultWorkers. Worker
+	// goroutines are started when keys wait and end when idle, so an idle
+	// loop holds none and a large limit costs nothing until there is work
+	// for it.
 	Workers int
+	// Active is the most of those syncs that run at once outside
+	// WhileWaiting: decoding, checking answers, writing; default
+	// DefaultActive, and never more than Workers. A sync that returns from
+	// a wait is resumed before a new sync starts, so syncs pile up only
+	// where the wait is long (a slow hook) and not behind the API server.
+	Active int
 	// RateLimiter spaces the retries of failing keys; default
 	// NewRateLimiter(MaxRetryDelay).
 	RateLimiter workqueue.TypedRateLimiter[string]
@@ -46,6 +53,11 @@ type Options struct {
 // protected by the client's rate limit and its own priority and fairness,
 // not by this number.
 const DefaultWorkers = 256
+
+// DefaultActive is the default of Options.Active: the syncs that run at
+// once when none waits on its hook, as many as the fixed workers of
+// earlier versions.
+const DefaultActive = 32
 
 // MaxRetryDelay is the default cap of the backoff of a failing key: a hook
 // that recovers is called again within this long.
@@ -77,6 +89,8 @@ type Loop struct {
 	queue workqueue.TypedRateLimitingInterface[string]
 	// slots holds a token per sync in flight; it has Workers of them.
 	slots chan struct{}
+	// active gives Options.Active turns to run outside WhileWaiting.
+	active *gate
 	// handoff passes a key to an idle worker; unbuffered, so a send
 	// succeeds only when one is waiting.
 	handoff chan string
@@ -96,10 +110,15 @@ func New(opts Options, sync SyncFunc) *Loop {
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
 	}
+	if opts.Active <= 0 {
+		opts.Active = DefaultActive
+	}
+	opts.Active = min(opts.Active, opts.Workers)
 	if opts.RateLimiter == nil {
 		opts.RateLimiter = NewRateLimiter(opts.MaxRetryDelay)
 	}
 	return &Loop{
+		active:  &gate{free: opts.Active},
 		opts:    opts,
 		sync:    sync,
 		slots:   make(chan struct{}, opts.Workers),
@@ -141,8 +160,9 @@ func (l *Loop) Stop() {
 	l.running.Wait()
 }
 
-// dispatchNextWorkItem waits for a free slot and a key, and hands the key
-// to a worker. It returns false once the queue is shut down.
+// dispatchNextWorkItem waits for a free slot and a key, then for a turn to
+// run (after every sync resuming from a wait), and hands the key to a
+// worker. It returns false once the queue is shut down.
 func (l *Loop) dispatchNextWorkItem(ctx context.Context) bool {
 	l.slots <- struct{}{}
 	key, quit := l.queue.Get()
@@ -150,6 +170,7 @@ func (l *Loop) dispatchNextWorkItem(ctx context.Context) bool {
 		<-l.slots
 		return false
 	}
+	l.active.acquire(false)
 	select {
 	case l.handoff <- key:
 	default:
@@ -168,6 +189,7 @@ func (l *Loop) worker(ctx context.Context, key string) {
 	defer idle.Stop()
 	for {
 		l.processNextWorkItem(ctx, key)
+		l.active.release()
 		<-l.slots
 		idle.Reset(workerIdleTimeout)
 		select {
@@ -187,7 +209,9 @@ func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
 
 	retry := &retryState{loop: l, key: key}
 	start := time.Now()
-	requeueAfter, err := l.sync(context.WithValue(ctx, retryStateKey{}, retry), key)
+	syncCtx := context.WithValue(ctx, retryStateKey{}, retry)
+	syncCtx = context.WithValue(syncCtx, waitStateKey{}, &waitState{gate: l.active})
+	requeueAfter, err := l.sync(syncCtx, key)
 	metrics.SyncDuration.WithLabelValues(l.opts.Name).Observe(time.Since(start).Seconds())
 	logger := klog.FromContext(ctx)
 	switch {
@@ -303,4 +327,98 @@ func retryAfter(err error) (time.Duration, bool) {
 		return d.RetryAfterDelay()
 	}
 	return 0, false
+}
+
+// WhileWaiting runs wait, which waits on something outside the process (a
+// hook's answer), from within a SyncFunc called by a Loop (ctx is the one
+// it got, or derived from it): while wait runs, the sync gives up its turn
+// to run (Options.Active), so another can start; when wait returns, the
+// sync waits for a turn, ahead of any sync not yet started. Nested or
+// concurrent calls in one sync give up one turn. Outside a Loop's sync,
+// WhileWaiting just calls wait.
+func WhileWaiting(ctx context.Context, wait func()) {
+	s, ok := ctx.Value(waitStateKey{}).(*waitState)
+	if !ok {
+		wait()
+		return
+	}
+	s.enter()
+	defer s.exit()
+	wait()
+}
+
+type waitStateKey struct{}
+
+// waitState is one sync's waits: it holds its turn while none runs.
+type waitState struct {
+	gate *gate
+
+	mu      sync.Mutex
+	waiting int
+}
+
+func (s *waitState) enter() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waiting++
+	if s.waiting == 1 {
+		s.gate.release()
+	}
+}
+
+func (s *waitState) exit() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waiting--
+	if s.waiting == 0 {
+		s.gate.acquire(true)
+	}
+}
+
+// gate is a semaphore of turns to run in which syncs resuming from a wait
+// (first) come before syncs about to start, and each kind is served in
+// order of arrival.
+type gate struct {
+	mu   sync.Mutex
+	free int
+	// resuming and starting are the waiters, as channels closed to give
+	// them a turn.
+	resuming, starting []chan struct{}
+}
+
+// acquire takes a turn, waiting for one if none is free; resuming says
+// whether the caller resumes from a wait.
+func (g *gate) acquire(resuming bool) {
+	g.mu.Lock()
+	if g.free > 0 && len(g.resuming) == 0 && (resuming || len(g.starting) == 0) {
+		g.free--
+		g.mu.Unlock()
+		return
+	}
+	turn := make(chan struct{})
+	if resuming {
+		g.resuming = append(g.resuming, turn)
+	} else {
+		g.starting = append(g.starting, turn)
+	}
+	g.mu.Unlock()
+	<-turn
+}
+
+// release gives a turn back: to the first resuming waiter, else the first
+// starting one, else to the free turns.
+func (g *gate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var turn chan struct{}
+	switch {
+	case len(g.resuming) > 0:
+		turn, g.resuming = g.resuming[0], g.resuming[1:]
+	case len(g.starting) > 0:
+		turn, g.starting = g.starting[0], g.starting[1:]
+	default:
+		g.free++
+		return
+	}
+	close(turn)
 }

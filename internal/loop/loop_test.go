@@ -389,3 +389,62 @@ func TestDefaultWorkers(t *testing.T) {
 }
 
 var _ loop.DelayedRetry = (*hooks.StatusError)(nil)
+
+// TestWaitingSyncsGiveUpTheirTurn: with Active 1, syncs waiting in
+// WhileWaiting do not hold the one turn (three wait at once), and outside
+// their waits they never run two at once.
+func TestWaitingSyncsGiveUpTheirTurn(t *testing.T) {
+	const keys = 3
+	var (
+		mu                 sync.Mutex
+		waiting, running   int
+		maxRunning, synced int
+	)
+	release := make(chan struct{})
+	step := func(d *int, by int) {
+		mu.Lock()
+		defer mu.Unlock()
+		*d += by
+		if running > maxRunning {
+			maxRunning = running
+		}
+	}
+	l := loop.New(loop.Options{Name: t.Name(), Workers: keys, Active: 1}, func(ctx context.Context, key string) (time.Duration, error) {
+		step(&running, 1)
+		step(&running, -1)
+		loop.WhileWaiting(ctx, func() {
+			step(&waiting, 1)
+			<-release
+			step(&waiting, -1)
+		})
+		step(&running, 1)
+		time.Sleep(time.Millisecond) // give an overlap a chance to show
+		step(&running, -1)
+		step(&synced, 1)
+		return 0, nil
+	})
+	for i := range keys {
+		l.Add(string(rune('a' + i)))
+	}
+	l.Start(context.Background())
+	t.Cleanup(l.Stop)
+	read := func(v *int) int { mu.Lock(); defer mu.Unlock(); return *v }
+	poll(t, 5*time.Second, func() bool { return read(&waiting) == keys }, "three syncs waiting at once with one turn")
+	close(release)
+	poll(t, 5*time.Second, func() bool { return read(&synced) == keys }, "every sync done")
+	if m := read(&maxRunning); m != 1 {
+		t.Errorf("%d syncs ran at once outside their waits, Active 1", m)
+	}
+}
+
+// poll waits, up to timeout, for cond.
+func poll(t *testing.T, timeout time.Duration, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", timeout, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

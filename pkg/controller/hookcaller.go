@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/hooks"
 )
@@ -22,9 +23,14 @@ type HookCaller struct {
 }
 
 // Call calls hook, named name ("sync", "finalize", "customize"), with
-// request and decodes its answer into response.
+// request and decodes its answer into response. Within a sync of the
+// controller's loop, the call is a loop.WhileWaiting: other syncs run
+// while it waits on the hook.
 func (h *HookCaller) Call(ctx context.Context, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error {
-	err := h.Hooks.Call(ctx, h.Controller, name, hook, request, response)
+	var err error
+	loop.WhileWaiting(ctx, func() {
+		err = h.Hooks.Call(ctx, h.Controller, name, hook, request, response)
+	})
 	if h.health.Record(err) && h.OnHealthChange != nil {
 		h.OnHealthChange()
 	}
