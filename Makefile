@@ -56,6 +56,20 @@ bench: build testenv ## Benchmark against the API server's limit: N=1000, N=1000
 	hack/cleanup-testenv.sh; \
 	exit $$status
 
+.PHONY: bench-scale
+bench-scale: build testenv ## Benchmark N=1000, 2500, 5000 and 10000 parents, one round each, and plot metactl's CPU and memory against N into docs/bench-growth.svg (about 30 min). Fails if any run fails a target.
+	@status=0; export KUBEBUILDER_ASSETS="$$(hack/testenv.sh)"; \
+	$(GO) build -o $(BIN)/bench ./test/bench || status=2; \
+	for n in 1000 2500 5000 10000; do \
+		[ $$status = 0 ] || [ $$status = 1 ] || break; \
+		$(BIN)/bench -metactl $(BIN)/metactl -n $$n -runs 1 -label scale-n$$n -svg docs/bench-scale-n$$n.svg $(BENCH_FLAGS); rc=$$?; \
+		[ $$rc = 0 ] || status=$$rc; \
+	done; \
+	[ $$status = 0 ] || [ $$status = 1 ] && $(BIN)/bench -svg docs/bench-growth.svg \
+		-growth-from test/bench/results/scale-n1000.json,test/bench/results/scale-n2500.json,test/bench/results/scale-n5000.json,test/bench/results/scale-n10000.json || status=2; \
+	hack/cleanup-testenv.sh; \
+	exit $$status
+
 .PHONY: soak
 soak: build testenv ## Run metactl for SOAK_DURATION (default 5m) under churn and hook faults; fail on growth of RSS, goroutines or fds, or on no convergence (not in CI).
 	@status=0; export KUBEBUILDER_ASSETS="$$(hack/testenv.sh)"; \

@@ -54,6 +54,7 @@ type options struct {
 	workers        int
 	out            string
 	svg            string
+	growthFrom     string
 	phases         map[string]bool
 	phaseList      string
 	cachedChildren int
@@ -89,6 +90,7 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.metactlBin, "metactl", "", "metactl binary to run (default: go build ./cmd/metactl into a temporary folder)")
 	flag.StringVar(&o.label, "label", "", "name of this run in output files (default n<N>[-slow<ms>ms])")
 	flag.StringVar(&o.plotFrom, "plot-from", "", "only draw -svg from this results JSON file of an earlier run")
+	flag.StringVar(&o.growthFrom, "growth-from", "", "only draw -svg of metactl's CPU and peak RSS against N from these results JSON files of earlier runs (comma-separated, default hook)")
 	flag.BoolVar(&o.profile, "profile", true, "collect a CPU profile of metactl during the create phase when metactl run has --pprof-addr")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -139,6 +141,17 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
+	}
+	if o.growthFrom != "" {
+		if o.svg == "" {
+			fmt.Fprintln(os.Stderr, "bench: -growth-from needs -svg")
+			os.Exit(2)
+		}
+		if err := plotGrowth(strings.Split(o.growthFrom, ","), o.svg); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if o.plotFrom != "" {
 		if err := replot(o.plotFrom, o.svg); err != nil {

@@ -290,12 +290,18 @@ var benchWrite = map[string]string{"create": "POST benchparents", "update": "PAT
 // gone, and the garbage collector deletes its children).
 var maxHookCallsPerParent = map[string]float64{"create": 3, "update": 2, "delete": 0}
 
+// The targets (issue 15). The convergence ratios hold at every N; CPU
+// and peak RSS are targets at targetN with the default hook, and peak RSS
+// at scaleN too. With a slow hook, CPU and RSS are reported, not judged:
+// the target there is that the hook's latency is hidden by concurrency.
 const (
-	fastRatio     = 1.3
-	slowRatio     = 3
-	maxCPUSeconds = 5
-	maxPeakRSS    = 60 << 20
-	targetN       = 1000
+	fastRatio       = 1.2
+	slowRatio       = 1.3
+	maxCPUSeconds   = 5
+	maxPeakRSS      = 60 << 20
+	targetN         = 1000
+	scaleN          = 10000
+	maxScalePeakRSS = 150 << 20
 )
 
 // summarize picks each phase's median runs and computes the medians,
@@ -435,8 +441,8 @@ func (b *bench) evaluate() {
 		}
 		if r.SlowHookMs == 0 {
 			speed(fmt.Sprintf("%s convergence <= %.1fx limit (medians)", phase, fastRatio), ratio, fastRatio, "x", ratio <= fastRatio, measured, detail)
-		} else if phase == "create" {
-			speed(fmt.Sprintf("create convergence with %dms hook <= %.0fx limit (medians)", r.SlowHookMs, float64(slowRatio)), ratio, slowRatio, "x", ratio <= slowRatio, measured, detail)
+		} else {
+			speed(fmt.Sprintf("%s convergence with %dms hook <= %.1fx limit (medians)", phase, r.SlowHookMs, slowRatio), ratio, slowRatio, "x", ratio <= slowRatio, measured, detail)
 		}
 	}
 	for _, phase := range []string{"create", "update", "delete"} {
@@ -472,12 +478,23 @@ func (b *bench) evaluate() {
 		}
 		cpuDetail = fmt.Sprintf("median of %d runs %v; median runs: create %.2fs, update %.2fs", len(sums), sums, c.cpu(), u.cpu())
 	}
-	atN := r.N == targetN
-	speed(fmt.Sprintf("metactl CPU for create+update <= %d s at N=%d", maxCPUSeconds, targetN), r.CreateUpdateCPUSeconds, maxCPUSeconds, "s",
-		r.CreateUpdateCPUSeconds <= maxCPUSeconds, atN && c != nil && u != nil, cpuDetail)
 	peak := r.MetactlAfterPhases.PeakRSSBytes
-	speed(fmt.Sprintf("metactl peak RSS <= %d MiB at N=%d", maxPeakRSS>>20, targetN), float64(peak)/(1<<20), maxPeakRSS>>20, "MiB",
-		peak <= maxPeakRSS, atN && peak > 0, peakRSSDetail(r))
+	switch {
+	case r.SlowHookMs > 0:
+		ts = append(ts,
+			Target{Name: "metactl CPU for create+update (slow hook: reported, not judged)", Status: "INFO", Value: r.CreateUpdateCPUSeconds, Unit: "s", Detail: cpuDetail},
+			Target{Name: "metactl peak RSS (slow hook: reported, not judged)", Status: "INFO", Value: round3(float64(peak) / (1 << 20)), Unit: "MiB", Detail: peakRSSDetail(r)})
+	case r.N == scaleN:
+		ts = append(ts, Target{Name: "metactl CPU for create+update", Status: "INFO", Value: r.CreateUpdateCPUSeconds, Unit: "s", Detail: cpuDetail})
+		speed(fmt.Sprintf("metactl peak RSS <= %d MiB at N=%d", maxScalePeakRSS>>20, scaleN), float64(peak)/(1<<20), maxScalePeakRSS>>20, "MiB",
+			peak <= maxScalePeakRSS, peak > 0, peakRSSDetail(r))
+	default:
+		atN := r.N == targetN
+		speed(fmt.Sprintf("metactl CPU for create+update <= %d s at N=%d", maxCPUSeconds, targetN), r.CreateUpdateCPUSeconds, maxCPUSeconds, "s",
+			r.CreateUpdateCPUSeconds <= maxCPUSeconds, atN && c != nil && u != nil, cpuDetail)
+		speed(fmt.Sprintf("metactl peak RSS <= %d MiB at N=%d", maxPeakRSS>>20, targetN), float64(peak)/(1<<20), maxPeakRSS>>20, "MiB",
+			peak <= maxPeakRSS, atN && peak > 0, peakRSSDetail(r))
+	}
 	if r.Cache != nil {
 		ts = append(ts, Target{Name: "bytes per cached object (RSS; heap in use)", Status: "INFO", Value: r.Cache.BytesPerObjectRSS, Unit: "B",
 			Detail: fmt.Sprintf("RSS %s -> %s, heap in use %.0f B/object, with %d ConfigMaps", mib(r.Cache.RSSBeforeBytes), mib(r.Cache.RSSAfterBytes), r.Cache.BytesPerObjectHeap, r.Cache.Objects)})
