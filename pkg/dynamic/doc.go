@@ -8,10 +8,19 @@
 //   - objectclient: the client that lists, watches and writes objects, as
 //     the cache's Objects.
 //   - echo: which watch events are the echoes of a controller's own writes.
-//   - ownership (claiming children), apply (the three-way merge), children,
-//     finalizer and status: the writes a sync makes.
+//   - ownership: which objects are a parent's children; adopting and
+//     releasing them.
+//   - apply: the three-way merge that updates a child.
+//   - children: a hook's children (attachments) checked and written, per
+//     update strategy.
+//   - finalizer: adding and removing a controller's finalizer.
+//   - status: replacing an object's status.
+//   - internal/jsonscan: the JSON scanner informer and objectclient share.
 //
-// Of metactl, informer imports only internal/jsonscan (the JSON scanner it
-// shares with objectclient); objectclient imports informer and
-// internal/jsonscan; echo and apply import nothing.
+// Of metactl, informer imports only internal/jsonscan; objectclient imports
+// informer and internal/jsonscan; children imports apply, discovery,
+// informer and objectclient (and internal/redact, pkg/metrics and the API
+// types); status imports apply; ownership imports pkg/metrics; discovery
+// imports internal/editdistance; apply, echo, finalizer and jsonscan import
+// nothing. None imports the hook protocol or a controller.
 package dynamic

@@ -8,9 +8,10 @@
 // written, and makes the objects ready to write. Set keys an object by
 // Key, namespace/name as client-go's cache keys it.
 //
-// Writes of one call run concurrently (up to Writer.Concurrency at a time);
-// their order is not defined. A failed write does not stop the others; all
-// failures are returned joined. Nothing is written for an object whose
+// Writes of one call run concurrently (up to Writer.Concurrency at a time,
+// and at most MaxWritesInFlight in the whole process, over every call of
+// every controller); their order is not defined. A failed write does not
+// stop the others; all failures are returned joined. Nothing is written for an object whose
 // desired state equals its observed state. Deletes carry the observed UID
 // as a precondition and propagate in the background.
 //

@@ -21,13 +21,15 @@
 // (metactl does not read them, and they are often the largest part of an
 // object). That is about a third of the memory of a decoded object. On the
 // watch path an object costs a scan of its JSON and the decoding of its
-// metadata, nothing more: event handlers, indexes and selectors read the
-// parsed metadata, and the rest of an object is decoded only when a
-// controller reads it. Get, List, OwnedBy and Orphans return decoded
-// objects, new on every call, that the caller owns; an object that does
-// not decode is reported (utilruntime.HandleError) and left out. GetMeta,
-// ListMeta and OwnedByMeta return the cached Objects, which must not be
-// modified.
+// metadata: indexes, and event handlers that map an object to queue keys,
+// read the parsed metadata. The rest of an object is decoded only when
+// something reads it: a controller's sync, or a handler that needs more
+// than metadata (OnlyStatusChanged, for one, decodes both versions of an
+// update whose metadata is unchanged). Get, List, OwnedBy and Orphans
+// return decoded objects, new on every call, that the caller owns; an
+// object that does not decode is reported (utilruntime.HandleError) and
+// left out. GetMeta, ListMeta and OwnedByMeta return the cached Objects,
+// which must not be modified.
 //
 // Metadata goes through metav1.ObjectMeta: what it does not know is not
 // kept, and timestamps come back as kube-apiserver writes them (RFC 3339,
