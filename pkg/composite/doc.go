@@ -15,13 +15,18 @@
 //	handlers.go    a child's event → its owner's key (ownerKeys), or, for
 //	               an orphan, the parents whose selector matches it
 //	               (enqueueCandidates)
+//	selectors.go   each parent's child selector cached per generation, for
+//	               orphans' events
+//	parent.go      a parent's child selector (childSelector), and the
+//	               finalizer's name
 //	sync.go        Observe: the parent's child selector and children; the sync
 //	               request, and the answer read (status with
-//	               observedGeneration)
+//	               observedGeneration); canAdopt, the uncached re-read of
+//	               the parent before an adoption
 //	claim.go       the children: owned ones, and matching orphans adopted
-//	               after an uncached re-read of the parent; an answer's
-//	               children checked (declared resources, namespaces,
-//	               selector labels)
+//	               (claimChildren); an answer's children checked (declared
+//	               resources, namespaces, selector labels) and completed
+//	               (desiredChildren)
 //	rolling.go     rolling child resources: one hook call per revision,
 //	               ControllerRevisions written before any child, one child
 //	               moved to the latest revision per sync

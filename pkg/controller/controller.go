@@ -7,7 +7,8 @@
 //	informer event → ObjectHandler or DependentHandler (handlers.go) maps it
 //	to queue keys, skipping the echoes of the controller's own writes
 //	work queue (internal/loop: deduplicating, rate limited, one per
-//	controller) → Engine.sync (sync.go):
+//	controller; syncs on worker goroutines started while keys wait, at
+//	most Options.Workers at once) → Engine.sync (sync.go):
 //	   1. the object from the cache (Kind.Locate names its Synced resource);
 //	      the finalizer decision
 //	      (add before the first sync / finalize / remove a stale one)
@@ -19,10 +20,14 @@
 //	      leaves it until a fixed point (MaxRounds)
 //	   5. labels and annotations, then the status, through one client
 //	   6. the finalizer removed once the finalize hook is done
-//	   7. failure: SyncError Event, log, metric, retry (SyncFailed,
-//	      Failing); a hook that did not settle: Unsettled
+//	   7. a later sync: the delay resyncAfterSeconds asks for, returned
+//	      to the work queue; with backoff when the hook did not settle
+//	      (Unsettled)
+//	   failure: SyncError Event (SyncFailed), log, metric and retry with
+//	   backoff (internal/loop), the object counted as failing (Failing)
 //
-// A failed hook call or an invalid answer writes nothing. The Engine
+// A failed first hook call or an invalid first answer writes nothing; a
+// later round that fails leaves what the rounds before it wrote. The Engine
 // talks to the hooks (HookClient), the API server (ObjectWriter,
 // DependentWriter) and the cache (Kind) through small interfaces, so
 // that its rules are tested with fakes.
@@ -62,8 +67,8 @@ type Options struct {
 	Hooks *hooks.Client
 	// Recorder records Events on the objects the controller syncs.
 	Recorder record.EventRecorder
-	// Workers is the number of objects synced at once; 0 is
-	// internal/loop's default.
+	// Workers is the most objects synced at once; 0 is internal/loop's
+	// default (loop.DefaultWorkers).
 	Workers int
 	// OnHealthChange, when set, is called when the hooks start or stop
 	// failing for their credentials.

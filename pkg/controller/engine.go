@@ -183,8 +183,9 @@ func (e *Engine) Access() []rbac.Access {
 	return access
 }
 
-// Start starts the informers and workers and returns once the caches are
-// synced, or with ctx's error. The controller runs until Stop.
+// Start starts the informers and the work queue (whose workers start as
+// keys wait) and returns once the caches are synced, or with ctx's error.
+// The controller runs until Stop.
 func (e *Engine) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues(e.kindName, e.name)
 	e.loop = loop.New(loop.Options{Name: e.name, Workers: e.opts.Workers, RateLimiter: e.opts.RateLimiter}, e.failing.Track(e.sync))
