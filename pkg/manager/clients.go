@@ -24,7 +24,7 @@ type clients struct {
 	// httpClient is shared by every client.
 	httpClient *http.Client
 	client     dynamic.Interface
-	// objects lists, watches, creates and updates objects as
+	// objects lists and watches objects for the cache and writes them, as
 	// informer.Objects.
 	objects   *objectclient.Client
 	discovery *clientdiscovery.DiscoveryClient

@@ -1,9 +1,14 @@
 // Package metrics defines metactl's Prometheus metrics, all prefixed
-// metactl_, in one registry (Registry). Reconcilers record directly on the
-// exported metric vectors (Syncs, ObjectWrites, ...); the hook client
-// records through ObserveHookCall; the count of cached objects is read at
-// each scrape from the function SetInformerCounter sets. pkg/manager calls
-// Register, and cmd/metactl serves Registry over HTTP at /metrics.
+// metactl_, in one registry (Registry). Their users record directly on the
+// exported metric vectors: the work queue (internal/loop) Syncs and
+// SyncDuration; the engine (pkg/controller), pkg/composite and the
+// packages that write (pkg/dynamic/children, pkg/dynamic/ownership)
+// ObjectWrites, UncachedReads and UnsettledSyncs; pkg/manager
+// ControllerReady and Leader. The hook client records through
+// ObserveHookCall, which pkg/manager gives it as its Observer; the count
+// of cached objects is read at each scrape from the function
+// SetInformerCounter sets. pkg/manager calls Register, and cmd/metactl
+// serves Registry over HTTP at /metrics.
 //
 // Register also installs client-go's work-queue metrics provider, so the
 // queues of every controller (depth, adds, retries, latency) are counted

@@ -1,10 +1,10 @@
 // Package related serves a controller's customize hook: it asks the hook
 // which related objects a parent (or decorated object) wants, caches the
-// answer per (UID, generation), selects those objects from shared informers
-// and delivers them keyed like children. It also maps a change of a
-// related object back to exactly the parents whose declarations select it,
-// through an index by resource, without calling the customize hook inside
-// an event handler.
+// answer by the object's queue key while its UID and generation stay the
+// same, selects those objects from shared informers and delivers them
+// keyed like children. It also maps a change of a related object back to
+// exactly the parents whose declarations select it, through an index by
+// resource, without calling the customize hook inside an event handler.
 //
 // Namespace rules, set by the customize hook's own version: under v1 a
 // namespaced parent sees related objects of its own namespace only (a

@@ -153,7 +153,7 @@ func (r *Resolver) Close() {
 }
 
 // declarations returns the customize answer for parent, from the cache when
-// the parent's generation has not changed.
+// the parent's UID and generation have not changed.
 func (r *Resolver) declarations(ctx context.Context, key string, parent *unstructured.Unstructured) ([]v1alpha1.RelatedResourceRule, error) {
 	r.mu.Lock()
 	cached, ok := r.answers[key]
