@@ -74,8 +74,8 @@ type revision struct {
 // the status checks. Every hook answer is checked, and the revisions are
 // written, before any child is; the hook is called and the children are
 // written through r. It returns the latest revision's answer, its status
-// carrying the Updated condition (nil when nothing was written), and
-// whether it wrote children or ControllerRevisions.
+// carrying the Updated condition (nil when it failed before writing any
+// child), and whether it wrote children or ControllerRevisions.
 func (c *Controller) rollingSync(ctx context.Context, r *controller.Round, parent *unstructured.Unstructured, selector labels.Selector) (*hooks.CompositeSyncResponse, bool, error) {
 	version := *c.cc.Spec.Hooks.Sync.Version
 	observed := r.Observed()
