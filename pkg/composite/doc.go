@@ -32,7 +32,8 @@
 //	               moved to the latest revision per sync
 //
 // A failed hook call or an invalid response changes nothing: no child is
-// created, updated or deleted, and the status stays as it was. (A later
+// created, updated or deleted, and the status stays as it was (adoptions
+// and releases, made before the hook is called, stand). (A later
 // call of the same sync that fails leaves what the calls before it asked
 // for in force: their children are written, and the last valid answer's
 // status.) The parent gets a SyncError Event, the log gets a line naming
