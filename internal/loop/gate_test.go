@@ -51,3 +51,49 @@ func TestGateServesResumingFirst(t *testing.T) {
 		t.Errorf("%d turns free after all returned, want 1", g.free)
 	}
 }
+
+// TestWindowAdapts: the window opens by one for each resume that found a
+// turn free, up to max, and closes by a quarter for each that waited,
+// down to min.
+func TestWindowAdapts(t *testing.T) {
+	w := newWindow(4, 10)
+	if w.limit != 4 {
+		t.Fatalf("limit %d at start, want min 4", w.limit)
+	}
+	for range 20 {
+		w.resumed(false)
+	}
+	if w.limit != 10 {
+		t.Errorf("limit %d after 20 free resumes, want max 10", w.limit)
+	}
+	w.resumed(true)
+	if w.limit != 8 {
+		t.Errorf("limit %d after a waited resume from 10, want 8", w.limit)
+	}
+	for range 10 {
+		w.resumed(true)
+	}
+	if w.limit != 4 {
+		t.Errorf("limit %d after many waited resumes, want min 4", w.limit)
+	}
+}
+
+// TestWindowBoundsInFlight: acquire waits while the limit is reached and
+// goes on when a sync is released or the window opens.
+func TestWindowBoundsInFlight(t *testing.T) {
+	w := newWindow(1, 2)
+	w.acquire()
+	got := make(chan struct{})
+	go func() { w.acquire(); close(got) }()
+	select {
+	case <-got:
+		t.Fatal("a second sync got in with limit 1")
+	case <-time.After(50 * time.Millisecond):
+	}
+	w.resumed(false) // opens to 2
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the window opened but the waiting sync did not get in")
+	}
+}

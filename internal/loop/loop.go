@@ -24,10 +24,12 @@ type Options struct {
 	// controller's name).
 	Name string
 	// Workers is the most keys synced at once, counting the syncs that
-	// wait on a hook (see WhileWaiting); default DefaultWorkers. Worker
-	// goroutines are started when keys wait and end when idle, so an idle
-	// loop holds none and a large limit costs nothing until there is work
-	// for it.
+	// wait on a hook (see WhileWaiting); default DefaultWorkers. The
+	// syncs in flight are bounded by a window that adapts between Active
+	// and Workers (see window): it opens while syncs come back from their
+	// hooks to free turns (a slow hook), and closes when they must queue
+	// for a turn. Worker goroutines are started when keys wait and end
+	// when idle, so an idle loop holds none.
 	Workers int
 	// Active is the most of those syncs that run at once outside
 	// WhileWaiting: decoding, checking answers, writing; default
@@ -44,14 +46,12 @@ type Options struct {
 	MaxRetryDelay time.Duration
 }
 
-// DefaultWorkers is the default of Options.Workers. A sync spends most of
-// its time waiting, on its hook and on the API server, not computing: a
-// hook that takes 100ms, called by 256 syncs at once, answers 2,560 calls
-// a second, more than one API server takes the writes of, so the API
-// server, not the hook's latency, sets the pace (a fixed 32 made
-// 1,000 new parents wait 9.4s for such a hook alone). The API server is
-// protected by the client's rate limit and its own priority and fairness,
-// not by this number.
+// DefaultWorkers is the default of Options.Workers. A sync with a slow
+// hook spends most of its time waiting on it: a hook that takes 100ms,
+// called by 256 syncs at once, answers 2,560 calls a second, more than one
+// API server takes the writes of, so the API server, not the hook's
+// latency, sets the pace (a fixed 32 made 1,000 new parents wait 9.4s for
+// such a hook alone). With a fast hook the window stays near Active.
 const DefaultWorkers = 256
 
 // DefaultActive is the default of Options.Active: the syncs that run at
@@ -87,8 +87,8 @@ type Loop struct {
 	opts  Options
 	sync  SyncFunc
 	queue workqueue.TypedRateLimitingInterface[string]
-	// slots holds a token per sync in flight; it has Workers of them.
-	slots chan struct{}
+	// slots bounds the syncs in flight.
+	slots *window
 	// active gives Options.Active turns to run outside WhileWaiting.
 	active *gate
 	// handoff passes a key to an idle worker; unbuffered, so a send
@@ -119,9 +119,9 @@ func New(opts Options, sync SyncFunc) *Loop {
 	}
 	return &Loop{
 		active:  &gate{free: opts.Active},
+		slots:   newWindow(opts.Active, opts.Workers),
 		opts:    opts,
 		sync:    sync,
-		slots:   make(chan struct{}, opts.Workers),
 		handoff: make(chan string),
 		done:    make(chan struct{}),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
@@ -164,10 +164,10 @@ func (l *Loop) Stop() {
 // run (after every sync resuming from a wait), and hands the key to a
 // worker. It returns false once the queue is shut down.
 func (l *Loop) dispatchNextWorkItem(ctx context.Context) bool {
-	l.slots <- struct{}{}
+	l.slots.acquire()
 	key, quit := l.queue.Get()
 	if quit {
-		<-l.slots
+		l.slots.release()
 		return false
 	}
 	l.active.acquire(false)
@@ -190,7 +190,7 @@ func (l *Loop) worker(ctx context.Context, key string) {
 	for {
 		l.processNextWorkItem(ctx, key)
 		l.active.release()
-		<-l.slots
+		l.slots.release()
 		idle.Reset(workerIdleTimeout)
 		select {
 		case key = <-l.handoff:
@@ -210,7 +210,7 @@ func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
 	retry := &retryState{loop: l, key: key}
 	start := time.Now()
 	syncCtx := context.WithValue(ctx, retryStateKey{}, retry)
-	syncCtx = context.WithValue(syncCtx, waitStateKey{}, &waitState{gate: l.active})
+	syncCtx = context.WithValue(syncCtx, waitStateKey{}, &waitState{gate: l.active, window: l.slots})
 	requeueAfter, err := l.sync(syncCtx, key)
 	metrics.SyncDuration.WithLabelValues(l.opts.Name).Observe(time.Since(start).Seconds())
 	logger := klog.FromContext(ctx)
@@ -351,7 +351,8 @@ type waitStateKey struct{}
 
 // waitState is one sync's waits: it holds its turn while none runs.
 type waitState struct {
-	gate *gate
+	gate   *gate
+	window *window
 
 	mu      sync.Mutex
 	waiting int
@@ -371,7 +372,7 @@ func (s *waitState) exit() {
 	defer s.mu.Unlock()
 	s.waiting--
 	if s.waiting == 0 {
-		s.gate.acquire(true)
+		s.window.resumed(s.gate.acquire(true))
 	}
 }
 
@@ -387,13 +388,13 @@ type gate struct {
 }
 
 // acquire takes a turn, waiting for one if none is free; resuming says
-// whether the caller resumes from a wait.
-func (g *gate) acquire(resuming bool) {
+// whether the caller resumes from a wait. It reports whether it waited.
+func (g *gate) acquire(resuming bool) (waited bool) {
 	g.mu.Lock()
 	if g.free > 0 && len(g.resuming) == 0 && (resuming || len(g.starting) == 0) {
 		g.free--
 		g.mu.Unlock()
-		return
+		return false
 	}
 	turn := make(chan struct{})
 	if resuming {
@@ -403,6 +404,7 @@ func (g *gate) acquire(resuming bool) {
 	}
 	g.mu.Unlock()
 	<-turn
+	return true
 }
 
 // release gives a turn back: to the first resuming waiter, else the first
@@ -421,4 +423,60 @@ func (g *gate) release() {
 		return
 	}
 	close(turn)
+}
+
+// window bounds the syncs in flight by a limit that adapts between min
+// (Options.Active) and max (Options.Workers): a sync that resumes from a
+// wait and finds a turn free raises the limit by one, for more syncs
+// could wait at once without delaying anyone; one that must wait for its
+// turn lowers it by a quarter, for then syncs pile up with their answers
+// in memory and more of them would not go faster. A slow hook so opens
+// the window to max within a few of its calls, while a fast hook keeps it
+// near min.
+type window struct {
+	mu       sync.Mutex
+	cond     sync.Cond
+	min, max int
+	limit    int
+	inFlight int
+}
+
+func newWindow(min, max int) *window {
+	w := &window{min: min, max: max, limit: min}
+	w.cond.L = &w.mu
+	return w
+}
+
+// acquire waits until fewer syncs than the limit are in flight, and counts
+// one more.
+func (w *window) acquire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.inFlight >= w.limit {
+		w.cond.Wait()
+	}
+	w.inFlight++
+}
+
+// release counts a sync less in flight.
+func (w *window) release() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.inFlight--
+	w.cond.Signal()
+}
+
+// resumed adapts the limit to a sync that resumed from a wait, after
+// waiting for its turn (waited) or not.
+func (w *window) resumed(waited bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if waited {
+		w.limit = max(w.min, w.limit-w.limit/4)
+		return
+	}
+	if w.limit < w.max {
+		w.limit++
+		w.cond.Signal()
+	}
 }

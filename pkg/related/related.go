@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
@@ -106,18 +107,11 @@ func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured
 	// A resource declared for the first time has a new informer: wait for
 	// its first list, so that the hook never sees a partial set; but not
 	// forever (a resource metactl may not list never syncs).
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for _, rl := range rules {
-		inf := r.informerFor(rl.res.GroupVersionResource())
-		if inf != nil && !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-			return nil, fmt.Errorf("waiting for the cache of %s: %w", rl.res.GroupVersionResource(), ctx.Err())
-		}
-		if rl.namespaces != nil {
-			if ns := r.informerFor(namespacesResource); ns != nil && !cache.WaitForCacheSync(ctx.Done(), ns.HasSynced) {
-				return nil, fmt.Errorf("waiting for the cache of namespaces: %w", ctx.Err())
-			}
-		}
+	// The wait is a loop.WhileWaiting: other syncs run meanwhile.
+	var waitErr error
+	loop.WhileWaiting(ctx, func() { waitErr = r.waitForCaches(ctx, rules) })
+	if waitErr != nil {
+		return nil, waitErr
 	}
 
 	out := hooks.ObjectMap{}
@@ -385,4 +379,23 @@ func (r *Resolver) namespaceChanged() {
 	for _, key := range keys {
 		r.opts.Enqueue(key)
 	}
+}
+
+// waitForCaches waits, up to 30 seconds, until the informers of rules
+// (and of namespaces, for rules that select namespaces) have listed.
+func (r *Resolver) waitForCaches(ctx context.Context, rules []*rule) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, rl := range rules {
+		inf := r.informerFor(rl.res.GroupVersionResource())
+		if inf != nil && !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return fmt.Errorf("waiting for the cache of %s: %w", rl.res.GroupVersionResource(), ctx.Err())
+		}
+		if rl.namespaces != nil {
+			if ns := r.informerFor(namespacesResource); ns != nil && !cache.WaitForCacheSync(ctx.Done(), ns.HasSynced) {
+				return fmt.Errorf("waiting for the cache of namespaces: %w", ctx.Err())
+			}
+		}
+	}
+	return nil
 }
