@@ -7,9 +7,9 @@
 // slow hook is waited on by many syncs at once, while syncs that decode and
 // write stay few (a sync resuming from a wait goes before a new one). The
 // syncs in flight are bounded by a window between Active and Workers that
-// opens while syncs come back from their waits to free turns and closes
-// when they must queue, so a fast hook with a busy API server does not
-// pile up syncs in memory.
+// opens while syncs wait longer on their hooks than for a turn when they
+// come back, and closes otherwise, so a fast hook with a busy API server
+// does not pile up syncs in memory.
 //
 // Guarantees: a key is never synced twice at once; a key added
 // while it is being synced is synced again afterwards, once however many

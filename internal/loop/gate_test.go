@@ -52,26 +52,26 @@ func TestGateServesResumingFirst(t *testing.T) {
 	}
 }
 
-// TestWindowAdapts: the window opens by one for each resume that found a
-// turn free, up to max, and closes by a quarter for each that waited,
-// down to min.
+// TestWindowAdapts: the window opens by one for each resume that waited
+// less for its turn than on its hook, up to max, and closes by a quarter
+// for each that waited as long or longer, down to min.
 func TestWindowAdapts(t *testing.T) {
 	w := newWindow(4, 10)
 	if w.limit != 4 {
 		t.Fatalf("limit %d at start, want min 4", w.limit)
 	}
 	for range 20 {
-		w.resumed(false)
+		w.resumed(time.Millisecond, 100*time.Millisecond)
 	}
 	if w.limit != 10 {
 		t.Errorf("limit %d after 20 free resumes, want max 10", w.limit)
 	}
-	w.resumed(true)
+	w.resumed(10*time.Millisecond, time.Millisecond)
 	if w.limit != 8 {
 		t.Errorf("limit %d after a waited resume from 10, want 8", w.limit)
 	}
 	for range 10 {
-		w.resumed(true)
+		w.resumed(time.Millisecond, time.Millisecond)
 	}
 	if w.limit != 4 {
 		t.Errorf("limit %d after many waited resumes, want min 4", w.limit)
@@ -90,7 +90,7 @@ func TestWindowBoundsInFlight(t *testing.T) {
 		t.Fatal("a second sync got in with limit 1")
 	case <-time.After(50 * time.Millisecond):
 	}
-	w.resumed(false) // opens to 2
+	w.resumed(0, time.Millisecond) // opens to 2
 	select {
 	case <-got:
 	case <-time.After(5 * time.Second):

@@ -26,9 +26,9 @@ type Options struct {
 	// Workers is the most keys synced at once, counting the syncs that
 	// wait on a hook (see WhileWaiting); default DefaultWorkers. The
 	// syncs in flight are bounded by a window that adapts between Active
-	// and Workers (see window): it opens while syncs come back from their
-	// hooks to free turns (a slow hook), and closes when they must queue
-	// for a turn. Worker goroutines are started when keys wait and end
+	// and Workers (see window): it opens while syncs wait longer on their
+	// hooks than for a turn when they come back (a slow hook), and closes
+	// when they wait longer for the turn. Worker goroutines are started when keys wait and end
 	// when idle, so an idle loop holds none.
 	Workers int
 	// Active is the most of those syncs that run at once outside
@@ -356,6 +356,8 @@ type waitState struct {
 
 	mu      sync.Mutex
 	waiting int
+	// since is when the sync last gave up its turn.
+	since time.Time
 }
 
 func (s *waitState) enter() {
@@ -363,6 +365,7 @@ func (s *waitState) enter() {
 	defer s.mu.Unlock()
 	s.waiting++
 	if s.waiting == 1 {
+		s.since = time.Now()
 		s.gate.release()
 	}
 }
@@ -372,7 +375,9 @@ func (s *waitState) exit() {
 	defer s.mu.Unlock()
 	s.waiting--
 	if s.waiting == 0 {
-		s.window.resumed(s.gate.acquire(true))
+		resumed := time.Now()
+		s.gate.acquire(true)
+		s.window.resumed(time.Since(resumed), resumed.Sub(s.since))
 	}
 }
 
@@ -388,13 +393,13 @@ type gate struct {
 }
 
 // acquire takes a turn, waiting for one if none is free; resuming says
-// whether the caller resumes from a wait. It reports whether it waited.
-func (g *gate) acquire(resuming bool) (waited bool) {
+// whether the caller resumes from a wait.
+func (g *gate) acquire(resuming bool) {
 	g.mu.Lock()
 	if g.free > 0 && len(g.resuming) == 0 && (resuming || len(g.starting) == 0) {
 		g.free--
 		g.mu.Unlock()
-		return false
+		return
 	}
 	turn := make(chan struct{})
 	if resuming {
@@ -404,7 +409,6 @@ func (g *gate) acquire(resuming bool) (waited bool) {
 	}
 	g.mu.Unlock()
 	<-turn
-	return true
 }
 
 // release gives a turn back: to the first resuming waiter, else the first
@@ -426,13 +430,14 @@ func (g *gate) release() {
 }
 
 // window bounds the syncs in flight by a limit that adapts between min
-// (Options.Active) and max (Options.Workers): a sync that resumes from a
-// wait and finds a turn free raises the limit by one, for more syncs
-// could wait at once without delaying anyone; one that must wait for its
-// turn lowers it by a quarter, for then syncs pile up with their answers
-// in memory and more of them would not go faster. A slow hook so opens
-// the window to max within a few of its calls, while a fast hook keeps it
-// near min.
+// (Options.Active) and max (Options.Workers), judged each time a sync
+// resumes from a wait: when it waited on its hook longer than it then
+// waited for a turn, the hook's latency is what holds syncs up, and one
+// more sync in flight can hide it, so the limit rises by one; otherwise
+// turns are the bottleneck (the API server, the CPU), more syncs would
+// only queue with their answers in memory, and the limit falls by a
+// quarter. A slow hook so opens the window to max within a few of its
+// calls, while a fast hook keeps it near min.
 type window struct {
 	mu       sync.Mutex
 	cond     sync.Cond
@@ -466,12 +471,12 @@ func (w *window) release() {
 	w.cond.Signal()
 }
 
-// resumed adapts the limit to a sync that resumed from a wait, after
-// waiting for its turn (waited) or not.
-func (w *window) resumed(waited bool) {
+// resumed adapts the limit to a sync that waited turnWait for its turn
+// after a wait of hookWait.
+func (w *window) resumed(turnWait, hookWait time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if waited {
+	if turnWait >= hookWait {
 		w.limit = max(w.min, w.limit-w.limit/4)
 		return
 	}

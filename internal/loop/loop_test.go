@@ -391,9 +391,9 @@ func TestDefaultWorkers(t *testing.T) {
 var _ loop.DelayedRetry = (*hooks.StatusError)(nil)
 
 // TestWaitingSyncsGiveUpTheirTurn: with Active 1, syncs waiting in
-// WhileWaiting do not hold the one turn, and each sync that resumed from
-// a wait without waiting for its turn lets one more sync in: three wait
-// at once. Outside their waits they never run two at once.
+// WhileWaiting do not hold the one turn, and each sync that waited on its
+// hook longer than it then waited for its turn lets one more sync in:
+// three wait at once. Outside their waits they never run two at once.
 func TestWaitingSyncsGiveUpTheirTurn(t *testing.T) {
 	const keys = 3
 	var (
@@ -413,7 +413,9 @@ func TestWaitingSyncsGiveUpTheirTurn(t *testing.T) {
 	l := loop.New(loop.Options{Name: t.Name(), Workers: keys, Active: 1}, func(ctx context.Context, key string) (time.Duration, error) {
 		step(&running, 1)
 		step(&running, -1)
-		loop.WhileWaiting(ctx, func() {}) // a quick hook: opens the window by one
+		// A hook that keeps the sync waiting longer than for its turn
+		// (free): the window opens by one.
+		loop.WhileWaiting(ctx, func() { time.Sleep(20 * time.Millisecond) })
 		loop.WhileWaiting(ctx, func() {
 			step(&waiting, 1)
 			<-release
