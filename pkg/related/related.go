@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -281,19 +280,13 @@ func (r *Resolver) selectObjects(rl *rule, inf *informer.Informer) []*unstructur
 	} else {
 		candidates = inf.ListMeta(rl.namespace, rl.labels)
 	}
-	var out []*unstructured.Unstructured
+	matched := candidates[:0:0]
 	for _, obj := range candidates {
-		if !r.matches(rl, obj) {
-			continue
+		if r.matches(rl, obj) {
+			matched = append(matched, obj)
 		}
-		u, err := obj.Unstructured()
-		if err != nil {
-			utilruntime.HandleError(err)
-			continue
-		}
-		out = append(out, u)
 	}
-	return out
+	return informer.DecodeAll(matched)
 }
 
 // matches reports whether a rule selects obj.

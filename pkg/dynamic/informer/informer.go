@@ -195,7 +195,7 @@ func (i *Informer) GetMeta(namespace, name string) (*Object, bool) {
 // OwnedBy returns the cached objects whose controller owner has uid,
 // decoded.
 func (i *Informer) OwnedBy(uid types.UID) []*unstructured.Unstructured {
-	return decodeAll(i.OwnedByMeta(uid))
+	return DecodeAll(i.OwnedByMeta(uid))
 }
 
 // OwnedByMeta is OwnedBy without decoding.
@@ -219,13 +219,13 @@ func (i *Informer) Orphans(namespace string, selector labels.Selector) []*unstru
 	if err != nil {
 		return nil
 	}
-	return decodeAll(objects(objs, selector))
+	return DecodeAll(objects(objs, selector))
 }
 
 // List returns the cached objects in namespace ("" for all) that match
 // selector (nil for all), decoded. Only the objects that match are decoded.
 func (i *Informer) List(namespace string, selector labels.Selector) []*unstructured.Unstructured {
-	return decodeAll(i.ListMeta(namespace, selector))
+	return DecodeAll(i.ListMeta(namespace, selector))
 }
 
 // ListMeta is List without decoding.
@@ -250,9 +250,9 @@ func objects(objs []any, selector labels.Selector) []*Object {
 	return out
 }
 
-// decodeAll decodes cached objects; one that does not decode is reported
-// and left out.
-func decodeAll(objs []*Object) []*unstructured.Unstructured {
+// DecodeAll decodes cached objects into objects the caller owns; one that
+// does not decode is reported (utilruntime.HandleError) and left out.
+func DecodeAll(objs []*Object) []*unstructured.Unstructured {
 	out := make([]*unstructured.Unstructured, 0, len(objs))
 	for _, o := range objs {
 		u, err := o.Unstructured()
