@@ -326,13 +326,13 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	defer b.metactl.stop()
-	b.result.MetactlPID = b.metactl.pid
-	b.result.MetactlArgs = b.metactl.args
+	defer b.metactl.Stop()
+	b.result.MetactlPID = b.metactl.PID
+	b.result.MetactlArgs = b.metactl.Args
 	if _, err := b.metactl.settle(ctx, b.cpProcs); err != nil {
 		return err
 	}
-	st, _ := readProc(b.metactl.pid)
+	st, _ := readProc(b.metactl.PID)
 	b.result.MetactlIdle = st
 	if s, err := b.metactl.scrape(ctx); err == nil {
 		b.result.MetactlIdleGoRuntime = s.goRuntime()
@@ -381,7 +381,7 @@ func run(ctx context.Context, o options) (err error) {
 			return err
 		}
 	}
-	st, _ = readProc(b.metactl.pid)
+	st, _ = readProc(b.metactl.PID)
 	b.result.MetactlAfterPhases = st
 	if o.phases["cache"] && o.cachedChildren > 0 {
 		if !installed {
@@ -393,7 +393,7 @@ func run(ctx context.Context, o options) (err error) {
 			return err
 		}
 	}
-	st, _ = readProc(b.metactl.pid)
+	st, _ = readProc(b.metactl.PID)
 	b.result.MetactlEnd = st
 	return b.finish()
 }

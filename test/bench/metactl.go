@@ -5,148 +5,33 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"strings"
-	"syscall"
 	"time"
 
+	"github.com/metactl/metactl/test/internal/metactlrun"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// metactlProcess is `metactl run`, started with default flags apart from
-// where it finds the cluster and where it serves metrics and health.
+// metactlProcess is `metactl run` (see metactlrun), with what the
+// benchmark reads of it.
 type metactlProcess struct {
-	cmd        *exec.Cmd
-	pid        int
-	args       []string
-	metricsURL string
-	healthURL  string
-	pprofURL   string
-	done       chan struct{}
-	waitErr    error
-	log        *os.File
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	*metactlrun.Process
 }
 
 func startMetactl(ctx context.Context, bin, kubeconfig, logPath string, profile bool) (*metactlProcess, error) {
-	metricsAddr, err := freeAddr()
+	p, err := metactlrun.Start(ctx, metactlrun.Options{Bin: bin, Kubeconfig: kubeconfig, LogPath: logPath, Pprof: profile, Logf: logf})
 	if err != nil {
 		return nil, err
 	}
-	healthAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	args := []string{"run", "--kubeconfig", kubeconfig, "--metrics-addr", metricsAddr, "--health-addr", healthAddr}
-	p := &metactlProcess{
-		metricsURL: "http://" + metricsAddr + "/metrics",
-		healthURL:  "http://" + healthAddr + "/readyz",
-		done:       make(chan struct{}),
-	}
-	if profile {
-		help, _ := exec.CommandContext(ctx, bin, "run", "--help").CombinedOutput()
-		if strings.Contains(string(help), "--pprof-addr") {
-			addr, err := freeAddr()
-			if err != nil {
-				return nil, err
-			}
-			args = append(args, "--pprof-addr", addr)
-			p.pprofURL = "http://" + addr + "/debug/pprof"
-		} else {
-			logf("metactl run has no --pprof-addr: no CPU profile")
-		}
-	}
-	p.args = args
-	if p.log, err = os.Create(logPath); err != nil {
-		return nil, err
-	}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	// Killed with this process even if it dies without stopping metactl.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		p.log.Close()
-		return nil, fmt.Errorf("starting metactl: %w", err)
-	}
-	p.pid = p.cmd.Process.Pid
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.done)
-	}()
-	logf("metactl run: pid %d, metrics %s, log %s", p.pid, p.metricsURL, logPath)
-
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if err := p.exited(); err != nil {
-			return nil, err
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.healthURL, nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			p.stop()
-			return nil, fmt.Errorf("metactl not ready at %s within 2 minutes", p.healthURL)
-		}
-		select {
-		case <-ctx.Done():
-			p.stop()
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// exited returns an error once metactl has stopped.
-func (p *metactlProcess) exited() error {
-	select {
-	case <-p.done:
-		return fmt.Errorf("metactl exited: %v (see its log %s)", p.waitErr, p.log.Name())
-	default:
-		return nil
-	}
-}
-
-// stop ends metactl: SIGTERM, then SIGKILL after 10 seconds.
-func (p *metactlProcess) stop() {
-	if p == nil || p.cmd == nil {
-		return
-	}
-	select {
-	case <-p.done:
-	default:
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	}
-	p.log.Close()
+	return &metactlProcess{p}, nil
 }
 
 func (p *metactlProcess) scrape(ctx context.Context) (snapshot, error) {
-	if err := p.exited(); err != nil {
+	if err := p.Exited(); err != nil {
 		return nil, err
 	}
-	return scrape(ctx, p.metricsURL)
+	return scrape(ctx, p.MetricsURL)
 }
 
 // activity is what settle watches: hook calls, API writes, syncs.
@@ -188,48 +73,24 @@ func (p *metactlProcess) settle(ctx context.Context, _ map[string]int) (snapshot
 
 // profile saves a CPU profile of the next seconds to path.
 func (p *metactlProcess) profile(ctx context.Context, seconds int, path string) error {
-	if p.pprofURL == "" {
+	if p.PprofURL == "" {
 		return errors.New("no pprof endpoint")
 	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := fetchPprof(ctx, fmt.Sprintf("%s/profile?seconds=%d", p.pprofURL, seconds), f); err != nil {
+	if err := metactlrun.Copy(ctx, fmt.Sprintf("%s/profile?seconds=%d", p.PprofURL, seconds), f); err != nil {
 		f.Close()
 		return err
 	}
 	return f.Close()
 }
 
-// fetchPprof writes what a pprof endpoint at url answers to w.
-func fetchPprof(ctx context.Context, url string, w io.Writer) error {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("pprof: %s", resp.Status)
-	}
-	_, err = io.Copy(w, resp.Body)
-	return err
-}
-
 // forceGC makes metactl collect garbage, through the heap profile's gc=1,
 // so that its heap in use is its live heap; without pprof it does nothing.
 func (p *metactlProcess) forceGC(ctx context.Context) {
-	_ = p.heapProfile(ctx, io.Discard)
-}
-
-// heapProfile collects garbage in metactl and writes its heap profile (live
-// objects, and every allocation since it started) to w.
-func (p *metactlProcess) heapProfile(ctx context.Context, w io.Writer) error {
-	if p.pprofURL == "" {
-		return errors.New("no pprof endpoint")
-	}
-	return fetchPprof(ctx, p.pprofURL+"/heap?gc=1", w)
+	_ = p.HeapProfile(ctx, io.Discard)
 }
 
 // saveHeapProfile writes metactl's heap profile to path.
@@ -238,7 +99,7 @@ func (p *metactlProcess) saveHeapProfile(ctx context.Context, path string) error
 	if err != nil {
 		return err
 	}
-	if err := p.heapProfile(ctx, f); err != nil {
+	if err := p.HeapProfile(ctx, f); err != nil {
 		f.Close()
 		return err
 	}
@@ -286,7 +147,7 @@ func (b *bench) installController(ctx context.Context) error {
 				return nil
 			}
 		}
-		if err := b.metactl.exited(); err != nil {
+		if err := b.metactl.Exited(); err != nil {
 			return err
 		}
 		if time.Now().After(deadline) {

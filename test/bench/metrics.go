@@ -2,14 +2,16 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/metactl/metactl/test/internal/metactlrun"
 )
 
 // sample is one line of the Prometheus text format.
@@ -26,21 +28,11 @@ type snapshot []sample
 // than with prometheus/common/expfmt, which go.mod only has as an indirect
 // dependency.)
 func scrape(ctx context.Context, url string) (snapshot, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := metactlrun.Get(ctx, url)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", "text/plain")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
-	}
-	return parseText(resp.Body)
+	return parseText(bytes.NewReader(body))
 }
 
 func parseText(r io.Reader) (snapshot, error) {

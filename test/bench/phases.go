@@ -48,7 +48,7 @@ func (b *bench) metactlPhase(ctx context.Context, name string, rep int) error {
 	if err != nil {
 		return err
 	}
-	procBefore, err := readProc(b.metactl.pid)
+	procBefore, err := readProc(b.metactl.PID)
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func (b *bench) metactlPhase(ctx context.Context, name string, rep int) error {
 	done := b.tracker.begin(name, want)
 
 	var profileDone chan error
-	if name == "create" && rep == 1 && b.metactl.pprofURL != "" {
+	if name == "create" && rep == 1 && b.metactl.PprofURL != "" {
 		// Long enough to cover the phase; the limit says how long that is.
 		seconds := 20
 		if ls := b.limitAll["create"]; len(ls) > 0 {
@@ -109,7 +109,7 @@ wait:
 			b.tracker.end()
 			return fmt.Errorf("metactl %s: only %d of %d parents converged within %v; e.g. %s", name, got, n, b.o.timeout, example)
 		case <-tick.C:
-			if err := b.metactl.exited(); err != nil {
+			if err := b.metactl.Exited(); err != nil {
 				b.tracker.end()
 				return err
 			}
@@ -118,12 +118,12 @@ wait:
 		}
 	}
 	started, converged, last := b.tracker.end()
-	procConverged, _ := readProc(b.metactl.pid)
+	procConverged, _ := readProc(b.metactl.PID)
 	after, err := b.metactl.settle(ctx, b.cpProcs)
 	if err != nil {
 		return err
 	}
-	procAfter, err := readProc(b.metactl.pid)
+	procAfter, err := readProc(b.metactl.PID)
 	if err != nil {
 		return err
 	}
@@ -212,7 +212,7 @@ wait:
 		// The profiles are the benchmark's instruments, not metactl's work:
 		// when more runs follow, the peak RSS is measured over those.
 		if b.o.runs > 1 {
-			if err := resetPeakRSS(b.metactl.pid); err != nil {
+			if err := resetPeakRSS(b.metactl.PID); err != nil {
 				logf("resetting metactl's peak RSS: %v", err)
 			} else {
 				b.result.PeakRSSResetAfterProfile = true
@@ -236,7 +236,7 @@ func (b *bench) cachePhase(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	before, err := readProc(b.metactl.pid)
+	before, err := readProc(b.metactl.PID)
 	if err != nil {
 		return err
 	}
@@ -271,7 +271,7 @@ func (b *bench) cachePhase(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	after, err := readProc(b.metactl.pid)
+	after, err := readProc(b.metactl.PID)
 	if err != nil {
 		return err
 	}

@@ -263,7 +263,7 @@ func (b *bench) waitQuiet(ctx context.Context) float64 {
 	for {
 		procs := maps.Clone(b.cpProcs)
 		if b.metactl != nil {
-			procs["metactl"] = b.metactl.pid
+			procs["metactl"] = b.metactl.PID
 		}
 		sum := func() float64 {
 			t := 0.0

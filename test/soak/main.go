@@ -6,9 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -18,6 +15,7 @@ import (
 	"time"
 
 	"github.com/metactl/metactl/internal/controlplane"
+	"github.com/metactl/metactl/test/internal/metactlrun"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -173,7 +171,7 @@ func run(ctx context.Context, o options) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer m.stop()
+	defer m.Stop()
 	if err := installController(ctx, dyn, hook.url, m); err != nil {
 		return false, err
 	}
@@ -215,101 +213,23 @@ func run(ctx context.Context, o options) (bool, error) {
 	return s.report(left), nil
 }
 
-// metactlProcess is `metactl run` with default flags apart from where it
-// finds the cluster and serves metrics and health (on loopback).
+// metactlProcess is `metactl run` (see metactlrun), and the heap
+// profiles the soak saved of it.
 type metactlProcess struct {
-	cmd        *exec.Cmd
-	pid        int
-	metricsURL string
-	pprofURL   string
-	done       chan struct{}
-	waitErr    error
-	log        *os.File
+	*metactlrun.Process
 	// heapProfiles are the files saveHeapProfile wrote.
 	heapProfiles []string
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 func startMetactl(ctx context.Context, bin, kubeconfig, logPath string, pprof bool) (*metactlProcess, error) {
-	metricsAddr, err := freeAddr()
+	p, err := metactlrun.Start(ctx, metactlrun.Options{Bin: bin, Kubeconfig: kubeconfig, LogPath: logPath, Pprof: pprof, Logf: logf})
 	if err != nil {
 		return nil, err
 	}
-	healthAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	p := &metactlProcess{metricsURL: "http://" + metricsAddr + "/metrics", done: make(chan struct{})}
-	if p.log, err = os.Create(logPath); err != nil {
-		return nil, err
-	}
-	args := []string{"run", "--kubeconfig", kubeconfig, "--metrics-addr", metricsAddr, "--health-addr", healthAddr}
-	if pprof {
-		addr, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		args = append(args, "--pprof-addr", addr)
-		p.pprofURL = "http://" + addr + "/debug/pprof"
-	}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	if err := controlplane.StartTied(p.cmd); err != nil {
-		p.log.Close()
-		return nil, fmt.Errorf("starting metactl: %w", err)
-	}
-	p.pid = p.cmd.Process.Pid
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.done)
-	}()
-	logf("metactl run: pid %d, metrics %s, log %s", p.pid, p.metricsURL, logPath)
-	healthURL := "http://" + healthAddr + "/readyz"
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if err := p.exited(); err != nil {
-			return nil, err
-		}
-		if body, err := get(ctx, healthURL); err == nil && body != nil {
-			return p, nil
-		}
-		if time.Now().After(deadline) {
-			p.stop()
-			return nil, fmt.Errorf("metactl not ready at %s within 2 minutes", healthURL)
-		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			p.stop()
-			return nil, err
-		}
-	}
+	return &metactlProcess{Process: p}, nil
 }
 
-// get returns the body of a 200 answer to a GET of url.
-func get(ctx context.Context, url string) ([]byte, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return body, nil
-}
-
+// sleep waits d, or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) error {
 	select {
 	case <-ctx.Done():
@@ -322,11 +242,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 // saveHeapProfile saves metactl's heap profile, after a garbage
 // collection, as <log>.heap-<name>.pb.gz; a failure is logged, not fatal.
 func (p *metactlProcess) saveHeapProfile(ctx context.Context, name string) {
-	if p.pprofURL == "" {
+	if p.PprofURL == "" {
 		return
 	}
-	path := strings.TrimSuffix(p.log.Name(), ".log") + ".heap-" + name + ".pb.gz"
-	body, err := get(ctx, p.pprofURL+"/heap?gc=1")
+	path := strings.TrimSuffix(p.Log.Name(), ".log") + ".heap-" + name + ".pb.gz"
+	body, err := metactlrun.Get(ctx, p.PprofURL+"/heap?gc=1")
 	if err == nil {
 		err = os.WriteFile(path, body, 0o644)
 	}
@@ -335,32 +255,6 @@ func (p *metactlProcess) saveHeapProfile(ctx context.Context, name string) {
 		return
 	}
 	p.heapProfiles = append(p.heapProfiles, path)
-}
-
-// exited returns an error once metactl has stopped.
-func (p *metactlProcess) exited() error {
-	select {
-	case <-p.done:
-		return fmt.Errorf("metactl exited: %v (see its log %s)", p.waitErr, p.log.Name())
-	default:
-		return nil
-	}
-}
-
-// stop ends metactl: SIGTERM, then SIGKILL after 10 seconds.
-func (p *metactlProcess) stop() {
-	select {
-	case <-p.done:
-	default:
-		_ = syscall.Kill(-p.pid, syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
-			<-p.done
-		}
-	}
-	p.log.Close()
 }
 
 // installController creates the CompositeController, whose scope is the
@@ -401,7 +295,7 @@ func installController(ctx context.Context, dyn dynamic.Interface, hookURL strin
 				return nil
 			}
 		}
-		if err := m.exited(); err != nil {
+		if err := m.Exited(); err != nil {
 			return err
 		}
 		if time.Now().After(deadline) {

@@ -118,7 +118,7 @@ func (s *soak) report(p problems) bool {
 	inj := s.hook.injectedCounts()
 	fmt.Fprintf(w, "faults injected: 500 %d, timeout %d, invalid JSON %d, slow %d (of %d hook calls; %d connections to the hook)\n",
 		inj["500"], inj["timeout"], inj["invalid-json"], inj["slow"], s.hook.calls.Load(), s.hook.conns.Load())
-	fmt.Fprintf(w, "metactl log: %s\n", s.metactl.log.Name())
+	fmt.Fprintf(w, "metactl log: %s\n", s.metactl.Log.Name())
 	if hp := s.metactl.heapProfiles; len(hp) == 2 {
 		fmt.Fprintf(w, "what metactl's live heap gained: go tool pprof -sample_index=inuse_space -top -diff_base %s %s\n", hp[0], hp[1])
 	}

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/metactl/metactl/test/internal/metactlrun"
 )
 
 // parentState is what the soak last asked of a parent.
@@ -207,12 +209,12 @@ type sample struct {
 }
 
 func (s *soak) sample(ctx context.Context) error {
-	if err := s.metactl.exited(); err != nil {
+	if err := s.metactl.Exited(); err != nil {
 		return err
 	}
 	var x sample
 	x.at = time.Since(s.began)
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.metactl.pid))
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.metactl.PID))
 	if err != nil {
 		return err
 	}
@@ -224,7 +226,7 @@ func (s *soak) sample(ctx context.Context) error {
 			}
 		}
 	}
-	fdDir := fmt.Sprintf("/proc/%d/fd", s.metactl.pid)
+	fdDir := fmt.Sprintf("/proc/%d/fd", s.metactl.PID)
 	fds, err := os.ReadDir(fdDir)
 	if err != nil {
 		return err
@@ -235,7 +237,7 @@ func (s *soak) sample(ctx context.Context) error {
 			x.sockets++
 		}
 	}
-	body, err := get(ctx, s.metactl.metricsURL)
+	body, err := metactlrun.Get(ctx, s.metactl.MetricsURL)
 	if err != nil {
 		return fmt.Errorf("scraping metactl: %w", err)
 	}
@@ -408,7 +410,7 @@ func (s *soak) check(ctx context.Context) (problems, error) {
 func (s *soak) waitConverged(ctx context.Context, within time.Duration) (problems, error) {
 	deadline := time.Now().Add(within)
 	for {
-		if err := s.metactl.exited(); err != nil {
+		if err := s.metactl.Exited(); err != nil {
 			return problems{}, err
 		}
 		p, err := s.check(ctx)
