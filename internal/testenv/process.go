@@ -79,7 +79,7 @@ func FreePort(t testing.TB) int {
 // Process is a child process of a test; its combined output is kept.
 type Process struct {
 	Cmd  *exec.Cmd
-	out  syncBuffer
+	out  SyncBuffer
 	done chan struct{}
 	err  error
 }
@@ -176,19 +176,20 @@ func LastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and readers at once.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for a writer and readers at once.
+// The zero value is ready to use.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()

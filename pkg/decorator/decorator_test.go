@@ -136,8 +136,6 @@ func waitFor(t *testing.T, gvr schema.GroupVersionResource, ns, name, what strin
 	return controllertest.WaitFor(t, env, gvr, ns, name, what, check)
 }
 
-func strp(s string) *string { return &s }
-
 func TestDecorateByLabelWithAttachment(t *testing.T) {
 	ns := env.CreateNamespace(t)
 	h := newHook(t, func(req *request) any {

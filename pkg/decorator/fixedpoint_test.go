@@ -81,14 +81,7 @@ func TestDecoratorStatusSettlesUnlessIgnored(t *testing.T) {
 			start(t, []any{map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "clusterthings", "ignoreStatusChanges": ignore,
 				"labelSelector": map[string]any{"matchLabels": map[string]any{"decorate": testName(t)}}}}, nil, syncHook(h))
 			name := testName(t)
-			thing := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "test.metactl.io/v1", "kind": "ClusterThing",
-				"metadata": map[string]any{"name": name, "labels": map[string]any{"decorate": name}}}}
-			if _, err := env.Dynamic.Resource(clusterThingsGVR).Create(ctx(t), thing, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				_ = env.Dynamic.Resource(clusterThingsGVR).Delete(context.Background(), name, metav1.DeleteOptions{})
-			})
+			createClusterThing(t, name)
 			want := map[bool]string{false: "two", true: "one"}[ignore]
 			waitFor(t, clusterThingsGVR, "", name, "status step "+want, func(o *unstructured.Unstructured) bool { return statusStep(o) == want })
 			if ignore {
@@ -125,14 +118,7 @@ func TestNullStatusLeavesStatusWrittenByOthers(t *testing.T) {
 	})
 	// The object has a status before the controller starts: the one its
 	// cache holds when the hook is called.
-	thing := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "test.metactl.io/v1", "kind": "ClusterThing",
-		"metadata": map[string]any{"name": name, "labels": map[string]any{"decorate": name}}}}
-	if _, err := env.Dynamic.Resource(clusterThingsGVR).Create(ctx(t), thing, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.Dynamic.Resource(clusterThingsGVR).Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
+	createClusterThing(t, name)
 	if _, err := env.Dynamic.Resource(clusterThingsGVR).Patch(ctx(t), name, types.MergePatchType, []byte(`{"status":{"by":"first"}}`), metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}
@@ -154,4 +140,18 @@ func TestNullStatusLeavesStatusWrittenByOthers(t *testing.T) {
 	if by, _, _ := unstructured.NestedString(got.Object, "status", "by"); by != "other" {
 		t.Errorf("status = %v, want the other writer's {by: other}", got.Object["status"])
 	}
+}
+
+// createClusterThing creates the ClusterThing name, labelled decorate=name,
+// and deletes it when the test ends.
+func createClusterThing(t *testing.T, name string) {
+	t.Helper()
+	thing := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "test.metactl.io/v1", "kind": "ClusterThing",
+		"metadata": map[string]any{"name": name, "labels": map[string]any{"decorate": name}}}}
+	if _, err := env.Dynamic.Resource(clusterThingsGVR).Create(ctx(t), thing, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Dynamic.Resource(clusterThingsGVR).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 }

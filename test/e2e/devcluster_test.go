@@ -37,7 +37,7 @@ type devRun struct {
 	tmp    string // its $TMPDIR
 	stdout io.ReadCloser
 	lines  chan string // standard output, line by line
-	stderr *lockedBuffer
+	stderr *testenv.SyncBuffer
 	done   chan struct{}
 	err    error
 	// started lists the processes it started, once recorded.
@@ -56,7 +56,7 @@ func startDevIn(t *testing.T, tmp string, args ...string) *devRun {
 	t.Helper()
 	metactl := testenv.BuildMetactlWithDev(t)
 	statSources(t)
-	d := &devRun{dir: t.TempDir(), tmp: tmp, lines: make(chan string, 100), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	d := &devRun{dir: t.TempDir(), tmp: tmp, lines: make(chan string, 100), stderr: &testenv.SyncBuffer{}, done: make(chan struct{})}
 	d.cmd = exec.Command(metactl, append([]string{"dev", "--dir", d.dir}, args...)...)
 	d.cmd.Dir = repo(t)
 	d.cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS="+env.AssetsDir, "TMPDIR="+d.tmp)
@@ -418,24 +418,6 @@ var (
 	sourcesOnce sync.Once
 	sourcesErr  error
 )
-
-// lockedBuffer is a strings.Builder safe for a writer and readers at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // TestDevStopsWhenItsControlPlaneDies: when a process of its cluster dies
 // (here kube-apiserver, killed from outside), metactl dev says so and
