@@ -97,6 +97,11 @@ type Options struct {
 	// MaxResponseBytes limits the size of a response body. Default:
 	// DefaultMaxResponseBytes.
 	MaxResponseBytes int64
+	// ResponseBudgetBytes bounds the bytes of answers all calls hold at
+	// once, from the first read of a body until its answer is decoded (see
+	// Call). An answer larger than the budget is refused as too large.
+	// Default: DefaultResponseBudgetBytes.
+	ResponseBudgetBytes int64
 	// Metrics, when set, observes every call.
 	Metrics Observer
 	// EtagCacheMaxEntries caps the number of responses cached for hooks
@@ -116,6 +121,7 @@ type Client struct {
 	maxBody    int64
 	metrics    Observer
 	etags      *etagCache
+	budget     *responseBudget
 	now        func() time.Time
 }
 
@@ -136,8 +142,17 @@ func NewClient(opts Options) *Client {
 	if c.maxBody <= 0 {
 		c.maxBody = DefaultMaxResponseBytes
 	}
+	budget := opts.ResponseBudgetBytes
+	if budget <= 0 {
+		budget = DefaultResponseBudgetBytes
+	}
+	c.budget = newResponseBudget(budget, c.maxBody)
 	return c
 }
+
+// ResponseBytesInFlight returns the bytes of hook answers held now, all
+// calls together (at most Options.ResponseBudgetBytes); for metrics.
+func (c *Client) ResponseBytesInFlight() int64 { return c.budget.inFlight() }
 
 var sharedHTTPClient = sync.OnceValue(func() *http.Client {
 	return &http.Client{Transport: NewTransport()}
@@ -181,6 +196,13 @@ func NewTransport() *http.Transport {
 // before with an ETag carries If-None-Match, and a 304 Not Modified or 412
 // Precondition Failed answer is decoded from the cached body, as a 200
 // would be.
+//
+// A response body is read into memory against the Client's budget
+// (Options.ResponseBudgetBytes), shared by all its calls: the call
+// reserves the body's bytes before reading them (all of a Content-Length
+// at once) and holds them until the answer is decoded. It waits for room,
+// at most until the hook's timeout; an answer larger than
+// Options.MaxResponseBytes, or than the whole budget, is refused.
 //
 // Call never retries. Its errors are an *UnreachableError, a *StatusError
 // or a *ResponseError as described in the package documentation, or a
@@ -285,23 +307,27 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 		return se
 	}
 
-	if resp.ContentLength > c.maxBody {
-		c.observe(controller, hookName, resp.StatusCode, time.Since(start))
-		return &ResponseError{Controller: controller, Hook: hookName, URL: call.URL, Err: c.tooLarge()}
-	}
 	buf := getBuffer()
 	defer putBuffer(buf)
-	if cl := resp.ContentLength; cl > 0 {
-		buf.Grow(int(cl) + bytes.MinRead)
-	}
-	_, err = buf.ReadFrom(io.LimitReader(resp.Body, c.maxBody+1))
+	// Released once the answer is decoded and, with etag, cached (a copy,
+	// which the ETag cache's own limit bounds).
+	budget := reservation{b: c.budget}
+	defer budget.release()
+	err = c.readBody(callCtx, resp.Body, resp.ContentLength, buf, &budget)
 	c.observe(controller, hookName, resp.StatusCode, time.Since(start))
 	if err != nil {
-		return transportError(ctx, callCtx, call, timeout, phaseBody, err)
+		var waited *budgetWaitError
+		switch {
+		case err == errTooLarge:
+			return &ResponseError{Controller: controller, Hook: hookName, URL: call.URL, Err: c.tooLarge()}
+		case errors.As(err, &waited) && ctx.Err() == nil:
+			waited.timeout = timeout
+			return &UnreachableError{Controller: controller, Hook: hookName, URL: call.URL, Err: waited}
+		default:
+			return transportError(ctx, callCtx, call, timeout, phaseBody, err)
+		}
 	}
-	if int64(buf.Len()) > c.maxBody {
-		return &ResponseError{Controller: controller, Hook: hookName, URL: call.URL, Err: c.tooLarge()}
-	}
+	budget.shrinkTo(int64(buf.Len()))
 	if logger := klog.FromContext(ctx).V(6); logger.Enabled() {
 		logger.Info("Hook response", "controller", controller, "hook", hookName, "url", call.URL, "body", redact.JSON(buf.Bytes()))
 	}
@@ -359,6 +385,9 @@ func (c *Client) observe(controller, hook string, code int, d time.Duration) {
 }
 
 func (c *Client) tooLarge() error {
+	if c.budget.limit < c.maxBody {
+		return fmt.Errorf("body exceeds the limit of %d bytes (the budget of all hook answers at once, --hook-response-budget-bytes)", c.budget.limit)
+	}
 	return fmt.Errorf("body exceeds the limit of %d bytes", c.maxBody)
 }
 

@@ -47,7 +47,8 @@ type UnreachableError struct {
 
 func (e *UnreachableError) Error() string {
 	var closed *closedError
-	if errors.As(e.Err, &closed) {
+	var waited *budgetWaitError
+	if errors.As(e.Err, &closed) || errors.As(e.Err, &waited) {
 		// The hook was reached: "unreachable" would mislead.
 		return hookCall{e.Controller, e.Hook, e.URL}.prefix() + ": " + e.Err.Error()
 	}

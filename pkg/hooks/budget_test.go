@@ -1,0 +1,265 @@
+/*
+Copyright The metactl Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package hooks
+
+import (
+	"context"
+	"errors"
+
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// waiting returns the number of calls waiting for room.
+func (b *responseBudget) waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.waiters
+}
+
+// until polls cond until it holds, failing the test after 10 seconds.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// statusAnswer is a valid composite answer of exactly n bytes (n >= 20).
+func statusAnswer(n int) string {
+	const head, tail = `{"status":{"x":"`, `"}}`
+	return head + strings.Repeat("a", n-len(head)-len(tail)) + tail
+}
+
+// stalledAnswer serves the headers (Content-Length n) and the first byte
+// of an answer, then stalls until release is closed, then sends the rest.
+func stalledAnswer(n int, release <-chan struct{}) http.HandlerFunc {
+	body := statusAnswer(n)
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		_, _ = io.WriteString(w, body[:1])
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, body[1:])
+	}
+}
+
+func callSync(c *Client, ctx context.Context, hook string, timeout time.Duration) error {
+	h := urlHook(hook)
+	if timeout > 0 {
+		h.Webhook.Timeout = &metav1.Duration{Duration: timeout}
+	}
+	return c.Call(ctx, "c", "sync", h, &CompositeSyncRequest{}, &CompositeSyncResponse{})
+}
+
+// TestBudgetAnswerWaitsForRoom: an answer that does not fit beside the
+// bytes other calls hold waits until they are released, then is read.
+func TestBudgetAnswerWaitsForRoom(t *testing.T) {
+	release := make(chan struct{})
+	stalled := serve(t, stalledAnswer(6000, release))
+	other := serve(t, answer(statusAnswer(6000)))
+	c := NewClient(Options{ResponseBudgetBytes: 10000})
+
+	first := make(chan error, 1)
+	go func() { first <- callSync(c, context.Background(), stalled.URL, 0) }()
+	until(t, "the stalled answer holds its 6000 bytes", func() bool { return c.ResponseBytesInFlight() == 6000 })
+
+	second := make(chan error, 1)
+	go func() { second <- callSync(c, context.Background(), other.URL, 0) }()
+	until(t, "the second answer waits for room", func() bool { return c.budget.waiting() == 1 })
+	select {
+	case err := <-second:
+		t.Fatalf("the second answer was read beside the first, beyond the budget (err %v)", err)
+	default:
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	if err := <-second; err != nil {
+		t.Fatalf("second call: %v", err)
+	}
+	if n := c.ResponseBytesInFlight(); n != 0 {
+		t.Errorf("%d bytes still held after both calls", n)
+	}
+}
+
+// TestBudgetWaitEndsWithTheCall: waiting for room ends at the hook's
+// timeout, with an UnreachableError that is a timeout and names the flag,
+// or when the caller gives up, with the caller's error.
+func TestBudgetWaitEndsWithTheCall(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	stalled := serve(t, stalledAnswer(6000, release))
+	other := serve(t, answer(statusAnswer(6000)))
+	c := NewClient(Options{ResponseBudgetBytes: 10000})
+	go func() { _ = callSync(c, context.Background(), stalled.URL, 0) }()
+	until(t, "the stalled answer holds its bytes", func() bool { return c.ResponseBytesInFlight() == 6000 })
+
+	err := callSync(c, context.Background(), other.URL, 200*time.Millisecond)
+	var ue *UnreachableError
+	if !errors.As(err, &ue) || !ue.Timeout() {
+		t.Fatalf("err = %v, want an UnreachableError that is a timeout", err)
+	}
+	for _, want := range []string{"200ms", "--hook-response-budget-bytes", "10000 bytes"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message %q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "unreachable") {
+		t.Errorf("message %q calls a hook that answered unreachable", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- callSync(c, ctx, other.URL, time.Minute) }()
+	until(t, "the call waits for room", func() bool { return c.budget.waiting() == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) || IsUnreachable(err) {
+		t.Fatalf("err = %v, want context.Canceled and not UnreachableError", err)
+	}
+	if n := c.ResponseBytesInFlight(); n != 6000 {
+		t.Errorf("%d bytes held, want the stalled call's 6000 only", n)
+	}
+}
+
+// TestBudgetRefusesAnswerLargerThanBudget: an answer that could never fit
+// is refused as too large, at once, whether its length is known or not.
+func TestBudgetRefusesAnswerLargerThanBudget(t *testing.T) {
+	big := statusAnswer(3000)
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+	}{
+		{"content-length", answer(big)},
+		{"chunked", func(w http.ResponseWriter, r *http.Request) {
+			for i := 0; i < len(big); i += 100 {
+				_, _ = io.WriteString(w, big[i:min(i+100, len(big))])
+				w.(http.Flusher).Flush()
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := serve(t, tc.handler)
+			c := NewClient(Options{ResponseBudgetBytes: 2000})
+			err := callSync(c, context.Background(), srv.URL, 0)
+			var re *ResponseError
+			if !errors.As(err, &re) || !strings.Contains(err.Error(), "limit of 2000 bytes") || !strings.Contains(err.Error(), "--hook-response-budget-bytes") {
+				t.Fatalf("err = %v, want a ResponseError naming the budget", err)
+			}
+			if n := c.ResponseBytesInFlight(); n != 0 {
+				t.Errorf("%d bytes still held", n)
+			}
+			// At the budget is fine.
+			if err := callSync(NewClient(Options{ResponseBudgetBytes: int64(len(big))}), context.Background(), srv.URL, 0); err != nil {
+				t.Errorf("at the budget: %v", err)
+			}
+		})
+	}
+}
+
+// TestBudgetSmallAnswerPassesLargeWaiter: a small answer that fits is read
+// at once, even while a larger one waits for room.
+func TestBudgetSmallAnswerPassesLargeWaiter(t *testing.T) {
+	release := make(chan struct{})
+	stalled := serve(t, stalledAnswer(6000, release))
+	large := serve(t, answer(statusAnswer(6000)))
+	small := serve(t, answer(statusAnswer(100)))
+	c := NewClient(Options{ResponseBudgetBytes: 10000})
+	first := make(chan error, 1)
+	go func() { first <- callSync(c, context.Background(), stalled.URL, 0) }()
+	until(t, "the stalled answer holds its bytes", func() bool { return c.ResponseBytesInFlight() == 6000 })
+	waiter := make(chan error, 1)
+	go func() { waiter <- callSync(c, context.Background(), large.URL, 0) }()
+	until(t, "the large answer waits", func() bool { return c.budget.waiting() == 1 })
+	if err := callSync(c, context.Background(), small.URL, 2*time.Second); err != nil {
+		t.Fatalf("small answer behind a waiting large one: %v", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waiter; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBudgetChunkedAnswersDoNotDeadlock: many answers of unknown length
+// growing at once never all wait for each other's bytes: every call
+// completes, well within its timeout, and all bytes are released.
+func TestBudgetChunkedAnswersDoNotDeadlock(t *testing.T) {
+	const size = 64 << 10
+	body := statusAnswer(size)
+	var gate sync.WaitGroup
+	const calls = 32
+	gate.Add(calls)
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		// Each call's first chunk is sent, then every hook waits until
+		// all have started: the calls grow their reservations together.
+		_, _ = io.WriteString(w, body[:4096])
+		w.(http.Flusher).Flush()
+		gate.Done()
+		gate.Wait()
+		for i := 4096; i < len(body); i += 4096 {
+			_, _ = io.WriteString(w, body[i:min(i+4096, len(body))])
+			w.(http.Flusher).Flush()
+		}
+	})
+	// Room for four whole answers; the first reservations of 32 calls
+	// together are four times that.
+	c := NewClient(Options{ResponseBudgetBytes: 4 * size, HTTPClient: &http.Client{Transport: NewTransport()}})
+	errs := make(chan error, calls)
+	for range calls {
+		go func() { errs <- callSync(c, context.Background(), srv.URL, 10*time.Second) }()
+	}
+	for i := range calls {
+		if err := <-errs; err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if n := c.ResponseBytesInFlight(); n != 0 {
+		t.Errorf("%d bytes still held", n)
+	}
+}
+
+// TestBudgetReleasedOnEveryPath: the bytes are given back whatever the
+// outcome: a valid answer, an invalid one, a body cut short.
+func TestBudgetReleasedOnEveryPath(t *testing.T) {
+	for name, h := range map[string]http.HandlerFunc{
+		"valid":   answer(statusAnswer(500)),
+		"invalid": answer(`{"status":"no"}`),
+		"cut short": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "100")
+			_, _ = io.WriteString(w, `{"children":[`)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := NewClient(Options{})
+			_ = callSync(c, context.Background(), serve(t, h).URL, 0)
+			if n := c.ResponseBytesInFlight(); n != 0 {
+				t.Errorf("%d bytes still held", n)
+			}
+		})
+	}
+}
