@@ -54,9 +54,18 @@ type compositeSyncResponseJSON struct {
 // for suggestions.
 var compositeSyncResponseKeys = []string{"status", "children", "resyncAfterSeconds", "finalized"}
 
+// MaxObjects is the most objects one answer may ask for (children or
+// attachments); more is an error (a hook gone wrong, not a controller).
+// Decoding stops as soon as the list is found longer, before its objects
+// are decoded.
+const MaxObjects = 10000
+
 // DecodeHookResponse implements Response.
 func (r *CompositeSyncResponse) DecodeHookResponse(body []byte, mode v1alpha1.ResponseUnMarshallMode) error {
 	*r = CompositeSyncResponse{}
+	if err := checkListLength(body, "children", MaxObjects); err != nil {
+		return err
+	}
 	var w compositeSyncResponseJSON
 	unknown, err := unmarshal(body, &w, mode, compositeSyncResponseKeys)
 	if err != nil {
@@ -101,6 +110,9 @@ var decoratorSyncResponseKeys = []string{"labels", "annotations", "status", "att
 // DecodeHookResponse implements Response.
 func (r *DecoratorSyncResponse) DecodeHookResponse(body []byte, mode v1alpha1.ResponseUnMarshallMode) error {
 	*r = DecoratorSyncResponse{}
+	if err := checkListLength(body, "attachments", MaxObjects); err != nil {
+		return err
+	}
 	var w decoratorSyncResponseJSON
 	unknown, err := unmarshal(body, &w, mode, decoratorSyncResponseKeys)
 	if err != nil {
@@ -346,5 +358,165 @@ func jsonTokenKind(c byte) string {
 		return "an array"
 	default:
 		return "not JSON"
+	}
+}
+
+// checkListLength refuses an answer whose top-level array under key (any
+// occurrence of it) has more than maxItems elements. It scans body without
+// decoding it, and stops counting at the first element too many: an answer
+// of many small objects is refused before any is decoded. It leaves
+// malformed JSON to the decoder (returning nil), and skips bodies too short
+// to hold that many elements.
+func checkListLength(body []byte, key string, maxItems int) error {
+	// The shortest elements are one byte and a comma.
+	if len(body) <= 2*maxItems {
+		return nil
+	}
+	s := jsonScanner{b: body}
+	if s.ws() != '{' {
+		return nil
+	}
+	s.i++
+	if s.ws() == '}' {
+		return nil
+	}
+	for {
+		if s.ws() != '"' {
+			return nil
+		}
+		start := s.i
+		if !s.skipString() {
+			return nil
+		}
+		name := body[start+1 : s.i-1]
+		if s.ws() != ':' {
+			return nil
+		}
+		s.i++
+		if s.ws() == '[' && jsonKeyIs(name, key) {
+			s.i++
+			n := 0
+			if s.ws() != ']' {
+				for {
+					n++
+					if n > maxItems {
+						return fmt.Errorf("the hook asked for more than %d %s, the limit of one answer", maxItems, key)
+					}
+					if !s.skipValue() {
+						return nil
+					}
+					c := s.ws()
+					if c == ']' {
+						break
+					}
+					if c != ',' {
+						return nil
+					}
+					s.i++
+				}
+			}
+			s.i++
+		} else if !s.skipValue() {
+			return nil
+		}
+		switch s.ws() {
+		case ',':
+			s.i++
+		default: // '}', or malformed
+			return nil
+		}
+	}
+}
+
+// jsonKeyIs reports whether the raw (still escaped) JSON key name is key.
+func jsonKeyIs(name []byte, key string) bool {
+	if bytes.IndexByte(name, '\\') < 0 {
+		return string(name) == key
+	}
+	var unescaped string
+	quoted := make([]byte, 0, len(name)+2)
+	quoted = append(append(append(quoted, '"'), name...), '"')
+	return json.Unmarshal(quoted, &unescaped) == nil && unescaped == key
+}
+
+// jsonScanner walks JSON text without decoding it. Its methods return
+// false on malformed or truncated input.
+type jsonScanner struct {
+	b []byte
+	i int
+}
+
+// ws skips white space and returns the next byte (0 at the end).
+func (s *jsonScanner) ws() byte {
+	for s.i < len(s.b) {
+		switch c := s.b[s.i]; c {
+		case ' ', '\t', '\r', '\n':
+			s.i++
+		default:
+			return c
+		}
+	}
+	return 0
+}
+
+// skipString skips the string that starts at s.i.
+func (s *jsonScanner) skipString() bool {
+	s.i++ // the opening quote
+	for {
+		j := bytes.IndexByte(s.b[s.i:], '"')
+		if j < 0 {
+			return false
+		}
+		end := s.i + j
+		// The quote is escaped when an odd number of backslashes precede it.
+		k := end
+		for k > s.i && s.b[k-1] == '\\' {
+			k--
+		}
+		s.i = end + 1
+		if (end-k)%2 == 0 {
+			return true
+		}
+	}
+}
+
+// skipValue skips the value that starts at s.i.
+func (s *jsonScanner) skipValue() bool {
+	switch s.ws() {
+	case 0:
+		return false
+	case '"':
+		return s.skipString()
+	case '{', '[':
+		depth := 0
+		for s.i < len(s.b) {
+			switch s.b[s.i] {
+			case '"':
+				if !s.skipString() {
+					return false
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					s.i++
+					return true
+				}
+			}
+			s.i++
+		}
+		return false
+	default: // a number, true, false or null
+		start := s.i
+		for s.i < len(s.b) {
+			switch s.b[s.i] {
+			case ',', '}', ']', ' ', '\t', '\r', '\n':
+				return s.i > start
+			}
+			s.i++
+		}
+		return s.i > start
 	}
 }

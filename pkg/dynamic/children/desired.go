@@ -10,11 +10,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+
+	"github.com/metactl/metactl/pkg/hooks"
 )
 
 // MaxObjects is the most objects one hook answer may ask for; more is an
-// error (a hook gone wrong, not a controller).
-const MaxObjects = 10000
+// error (a hook gone wrong, not a controller). Decoding an answer already
+// refuses more (see hooks.MaxObjects); this guards other callers.
+const MaxObjects = hooks.MaxObjects
 
 // Declared is a controller's set of declared child resources.
 type Declared struct {
