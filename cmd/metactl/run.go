@@ -24,6 +24,7 @@ import (
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/manager"
 	"github.com/metactl/metactl/pkg/metrics"
+	"github.com/metactl/metactl/pkg/related"
 )
 
 // runFlags are the flags of `metactl run`.
@@ -38,6 +39,9 @@ type runFlags struct {
 	healthAddr        string
 	pprofAddr         string
 	maxResponseBytes  int64
+	responseBudget    int64
+	etagCacheMaxBytes int64
+	maxRelated        int
 	maxRetryDelay     time.Duration
 	eventsQPS         float32
 	eventsBurst       int
@@ -84,7 +88,10 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.DurationVar(&f.leaderElection.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops (must be shorter than the lease duration)")
 	fs.DurationVar(&f.leaderElection.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "pace of acquire and renew attempts")
 	fs.DurationVar(&f.maxRetryDelay, "max-retry-delay", loop.MaxRetryDelay, "longest wait before a failing sync is retried (the backoff doubles from 250ms up to this); a hook that recovers is called again within this long (metactl dev uses 5s)")
-	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", 16<<20, "largest hook response accepted")
+	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", hooks.DefaultMaxResponseBytes, "largest hook response accepted")
+	fs.Int64Var(&f.responseBudget, "hook-response-budget-bytes", hooks.DefaultResponseBudgetBytes, "most bytes of hook responses held in memory at once, all controllers together, from reading a response until it is decoded; a call waits for room (up to its hook's timeout), and a response larger than this is refused")
+	fs.Int64Var(&f.etagCacheMaxBytes, "etag-cache-max-bytes", hooks.DefaultEtagCacheMaxBytes, "most bytes of hook responses kept for hooks with etag enabled, all controllers together (the least recently used go first)")
+	fs.IntVar(&f.maxRelated, "max-related-objects", related.DefaultMaxObjects, "most related objects the customize hook's rules may select for one parent; more fails the sync with an error naming the rule")
 	return cmd
 }
 
@@ -123,6 +130,19 @@ func run(ctx context.Context, f *runFlags) error {
 	if f.maxRetryDelay <= 0 {
 		return fmt.Errorf("--max-retry-delay %v: want a positive duration", f.maxRetryDelay)
 	}
+	for _, v := range []struct {
+		flag  string
+		value int64
+	}{
+		{"--max-hook-response-bytes", f.maxResponseBytes},
+		{"--hook-response-budget-bytes", f.responseBudget},
+		{"--etag-cache-max-bytes", f.etagCacheMaxBytes},
+		{"--max-related-objects", int64(f.maxRelated)},
+	} {
+		if v.value <= 0 {
+			return fmt.Errorf("%s %d: want a positive number", v.flag, v.value)
+		}
+	}
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
 	}
@@ -138,7 +158,12 @@ func run(ctx context.Context, f *runFlags) error {
 		Workers:           f.workers,
 		DiscoveryInterval: f.discoveryInterval,
 		CacheResync:       f.cacheResync,
-		Hooks:             hooks.Options{MaxResponseBytes: f.maxResponseBytes},
+		Hooks: hooks.Options{
+			MaxResponseBytes:    f.maxResponseBytes,
+			ResponseBudgetBytes: f.responseBudget,
+			EtagCacheMaxBytes:   f.etagCacheMaxBytes,
+		},
+		MaxRelatedObjects: f.maxRelated,
 		EventsQPS:         f.eventsQPS,
 		EventsBurst:       f.eventsBurst,
 		LeaderElection:    leaderElection(f),

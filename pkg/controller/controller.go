@@ -77,6 +77,9 @@ type Options struct {
 	// RateLimiter spaces the retries of failing objects; default
 	// loop.DefaultRateLimiter().
 	RateLimiter workqueue.TypedRateLimiter[string]
+	// MaxRelatedObjects is the most related objects the customize hook's
+	// rules may select for one object; 0 means related.DefaultMaxObjects.
+	MaxRelatedObjects int
 }
 
 // InvalidSpecError reports a controller object whose spec is invalid.

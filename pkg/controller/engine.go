@@ -201,6 +201,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.related = related.New(related.Options{
 			Object: e.cfg.Object, Customize: hook, Version: *e.cfg.Hooks.Sync.Version,
 			Hooks: e.hooks, Resources: e.opts.Resources, Informers: e.opts.Informers, Enqueue: e.loop.Add,
+			MaxObjects: e.opts.MaxRelatedObjects,
 		})
 	}
 	e.loop.Start(klog.NewContext(ctx, logger))

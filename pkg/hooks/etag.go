@@ -16,9 +16,12 @@ import (
 )
 
 // Limits of the response cache of hooks with etag enabled, per Client.
+// DefaultEtagCacheMaxBytes and DefaultResponseBudgetBytes together (96
+// MiB) leave most of the shipped Deployment's 256 MiB memory limit to the
+// informer caches and the decoded objects.
 const (
 	DefaultEtagCacheMaxEntries       = 10000
-	DefaultEtagCacheMaxBytes   int64 = 256 << 20
+	DefaultEtagCacheMaxBytes   int64 = 32 << 20
 	// maxETagLength is the longest ETag header kept; a longer one is not
 	// cached.
 	maxETagLength = 1024

@@ -33,8 +33,15 @@ type Options struct {
 	DiscoveryInterval time.Duration
 	// CacheResync is the informers' resync period; 0 disables it.
 	CacheResync time.Duration
-	// Hooks configure the hook client.
+	// Hooks configure the hook client, shared by all controllers: its
+	// ResponseBudgetBytes (default hooks.DefaultResponseBudgetBytes, 64
+	// MiB) and EtagCacheMaxBytes (default hooks.DefaultEtagCacheMaxBytes,
+	// 32 MiB) bound the whole process.
 	Hooks hooks.Options
+	// MaxRelatedObjects is the most related objects the customize hook's
+	// rules may select for one parent; 0 means related.DefaultMaxObjects
+	// (10,000).
+	MaxRelatedObjects int
 	// EventsQPS and EventsBurst set client-go's event spam filter: per
 	// object, EventsBurst Events at once, then EventsQPS a second. Zero
 	// keeps client-go's defaults (25, then one per 5 minutes).
@@ -119,6 +126,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	m.recorder = m.events.NewRecorder(eventScheme(), corev1.EventSource{Component: "metactl"})
 	metrics.SetInformerCounter(m.informers.Counts)
+	metrics.SetHookResponseBytesInFlight(m.hooks.ResponseBytesInFlight)
 	return m, nil
 }
 

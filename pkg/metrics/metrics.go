@@ -82,7 +82,7 @@ var registerOnce sync.Once
 func Register() {
 	registerOnce.Do(func() {
 		Registry.MustRegister(HookRequests, HookDuration, Syncs, UnsettledSyncs, SyncDuration, ObjectWrites, UncachedReads,
-			APIRequests, cachedObjects{}, ControllerReady, Leader,
+			APIRequests, cachedObjects{}, ControllerReady, Leader, hookResponseBytes,
 			workqueueDepth, workqueueAdds, workqueueLatency, workqueueWorkDuration, workqueueUnfinished,
 			workqueueLongestRunning, workqueueRetries,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -109,6 +109,24 @@ var (
 // SetInformerCounter sets the function that counts cached objects by
 // resource, read at each scrape.
 func SetInformerCounter(f func() map[string]int) { informerCounter.Store(&f) }
+
+var hookResponseBytesInFlight atomic.Pointer[func() int64]
+
+// hookResponseBytes reports, at scrape time, the bytes of hook responses
+// held in memory (see SetHookResponseBytesInFlight).
+var hookResponseBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	Name: "metactl_hook_response_bytes_in_flight",
+	Help: "Bytes of hook responses held in memory now, all controllers together: at most --hook-response-budget-bytes.",
+}, func() float64 {
+	if f := hookResponseBytesInFlight.Load(); f != nil {
+		return float64((*f)())
+	}
+	return 0
+})
+
+// SetHookResponseBytesInFlight sets the function that reports the bytes
+// of hook responses in flight, read at each scrape.
+func SetHookResponseBytesInFlight(f func() int64) { hookResponseBytesInFlight.Store(&f) }
 
 // cachedObjects reports metactl_informer_objects at scrape time.
 type cachedObjects struct{}

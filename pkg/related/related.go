@@ -46,7 +46,14 @@ type Options struct {
 	Informers *informer.Factory
 	// Enqueue asks for a sync of a parent, by its queue key.
 	Enqueue func(key string)
+	// MaxObjects is the most related objects the rules may select for
+	// one parent; more fails its sync. Default: DefaultMaxObjects.
+	MaxObjects int
 }
+
+// DefaultMaxObjects is the default of Options.MaxObjects, as many as the
+// children one answer may ask for (hooks.MaxObjects).
+const DefaultMaxObjects = hooks.MaxObjects
 
 // Resolver serves one controller's customize hook.
 type Resolver struct {
@@ -76,8 +83,12 @@ type rule struct {
 	namespace  string          // "" with namespaces nil: every namespace
 }
 
-// New returns a Resolver; it starts informers as rules need them.
+// New returns a Resolver; it starts informers as rules need them, and
+// releases each once no rule of any parent uses it.
 func New(opts Options) *Resolver {
+	if opts.MaxObjects <= 0 {
+		opts.MaxObjects = DefaultMaxObjects
+	}
 	return &Resolver{
 		opts:      opts,
 		answers:   map[string]answer{},
@@ -113,25 +124,46 @@ func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured
 		return nil, waitErr
 	}
 
+	// The objects are counted before any is decoded.
+	selected := make([][]*informer.Object, len(rules))
+	total := 0
+	for i, rl := range rules {
+		selected[i] = r.selectObjects(rl, r.informerFor(rl.res.GroupVersionResource()))
+		total += len(selected[i])
+		if total > r.opts.MaxObjects {
+			return nil, fmt.Errorf("relatedResources[%d] (%s): the rules select %d related objects up to this one, more than the limit of %d per parent (--max-related-objects)",
+				i, rl.res.GroupVersionResource().GroupResource(), total, r.opts.MaxObjects)
+		}
+	}
 	out := hooks.ObjectMap{}
-	for _, rl := range rules {
+	for i, rl := range rules {
 		out.EnsureKey(rl.res.APIVersion, rl.res.Kind)
-		inf := r.informerFor(rl.res.GroupVersionResource())
-		for _, obj := range r.selectObjects(rl, inf) {
+		for _, obj := range informer.DecodeAll(selected[i]) {
 			out.Insert(r.opts.Version, parentNamespaced, obj)
 		}
 	}
 	return out, nil
 }
 
-// Forget drops what is known of a parent that is gone.
+// Forget drops what is known of a parent that is gone, and releases the
+// informers only its rules used.
 func (r *Resolver) Forget(key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.answers, key)
-	for _, byParent := range r.declared {
-		delete(byParent, key)
+	r.unregisterLocked(key)
+	r.releaseUnusedLocked()
+}
+
+// Informers returns the resources whose informers the Resolver holds.
+func (r *Resolver) Informers() []schema.GroupVersionResource {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]schema.GroupVersionResource, 0, len(r.informers))
+	for gvr := range r.informers {
+		out = append(out, gvr)
 	}
+	return out
 }
 
 // Close releases the informers the Resolver started.
@@ -205,17 +237,13 @@ func (r *Resolver) customizeVersion() v1alpha1.HookVersion {
 	return *r.opts.Customize.Version
 }
 
-// register replaces the declarations of parent key in the index, and starts
-// the informers they need.
+// register replaces the declarations of parent key in the index, starts
+// the informers they need and releases those no rule uses any more.
 func (r *Resolver) register(key string, rules []*rule) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for gvr, byParent := range r.declared {
-		delete(byParent, key)
-		if len(byParent) == 0 {
-			delete(r.declared, gvr)
-		}
-	}
+	r.unregisterLocked(key)
+	defer r.releaseUnusedLocked()
 	for _, rl := range rules {
 		gvr := rl.res.GroupVersionResource()
 		if r.declared[gvr] == nil {
@@ -227,6 +255,44 @@ func (r *Resolver) register(key string, rules []*rule) {
 			r.ensureInformerLocked(namespacesResource)
 		}
 	}
+}
+
+// unregisterLocked drops the declarations of parent key from the index.
+func (r *Resolver) unregisterLocked(key string) {
+	for gvr, byParent := range r.declared {
+		delete(byParent, key)
+		if len(byParent) == 0 {
+			delete(r.declared, gvr)
+		}
+	}
+}
+
+// releaseUnusedLocked releases the informers of resources that no rule
+// declares, keeping that of namespaces while a rule selects namespaces by
+// label. A parent whose rules need one again starts it again.
+func (r *Resolver) releaseUnusedLocked() {
+	for gvr, inf := range r.informers {
+		if _, used := r.declared[gvr]; used || (gvr == namespacesResource && r.selectsNamespacesLocked()) {
+			continue
+		}
+		inf.Release()
+		delete(r.informers, gvr)
+	}
+}
+
+// selectsNamespacesLocked reports whether a rule selects namespaces by
+// label.
+func (r *Resolver) selectsNamespacesLocked() bool {
+	for _, byParent := range r.declared {
+		for _, rules := range byParent {
+			for _, rl := range rules {
+				if rl.namespaces != nil {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func (r *Resolver) ensureInformerLocked(gvr schema.GroupVersionResource) *informer.Informer {
@@ -264,9 +330,8 @@ func (r *Resolver) informerFor(gvr schema.GroupVersionResource) *informer.Inform
 	return r.ensureInformerLocked(gvr)
 }
 
-// selectObjects returns the cached objects a rule selects, decoding only
-// those.
-func (r *Resolver) selectObjects(rl *rule, inf *informer.Informer) []*unstructured.Unstructured {
+// selectObjects returns the cached objects a rule selects, undecoded.
+func (r *Resolver) selectObjects(rl *rule, inf *informer.Informer) []*informer.Object {
 	if inf == nil {
 		return nil
 	}
@@ -286,7 +351,7 @@ func (r *Resolver) selectObjects(rl *rule, inf *informer.Informer) []*unstructur
 			matched = append(matched, obj)
 		}
 	}
-	return informer.DecodeAll(matched)
+	return matched
 }
 
 // matches reports whether a rule selects obj.

@@ -37,16 +37,32 @@ type fixture struct {
 	enqueued []string
 	// calls counts the customize hook's calls.
 	calls atomic.Int64
+	// rules are what the customize hook answers; setRules changes them.
+	rules atomic.Pointer[[]map[string]any]
+	// informers is the Resolver's informer factory.
+	informers *informer.Factory
 }
+
+// setRules changes the customize hook's answer (seen by a parent's next
+// generation).
+func (f *fixture) setRules(rules ...map[string]any) { f.rules.Store(&rules) }
 
 // newFixture builds a Resolver whose customize hook (of customizeVersion,
 // nil for unset) answers rules, for hooks of syncVersion.
 func newFixture(t *testing.T, customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
 	t.Helper()
+	return newFixtureWith(t, 0, customizeVersion, syncVersion, rules...)
+}
+
+// newFixtureWith is newFixture with a limit of related objects (0: the
+// default).
+func newFixtureWith(t *testing.T, maxObjects int, customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
+	t.Helper()
 	f := &fixture{}
+	f.setRules(rules...)
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.calls.Add(1)
-		_ = json.NewEncoder(w).Encode(map[string]any{"relatedResources": rules})
+		_ = json.NewEncoder(w).Encode(map[string]any{"relatedResources": *f.rules.Load()})
 	}))
 	t.Cleanup(server.Close)
 	resources := discovery.NewResourceMap(env.Kube.Discovery(), discovery.Options{})
@@ -57,14 +73,16 @@ func newFixture(t *testing.T, customizeVersion *v1alpha1.HookVersion, syncVersio
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.informers = informer.NewFactory(objects.ListerWatcher, informer.Options{})
 	customize := &v1alpha1.Hook{Version: customizeVersion, Webhook: &v1alpha1.Webhook{URL: ptr.To(server.URL + "/customize")}}
 	f.resolver = related.New(related.Options{
-		Object:    &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController", "metadata": map[string]any{"name": "test"}}},
-		Customize: customize,
-		Version:   syncVersion,
-		Hooks:     &controller.HookCaller{Hooks: hooks.NewClient(hooks.Options{}), Controller: "test"},
-		Resources: resources,
-		Informers: informer.NewFactory(objects.ListerWatcher, informer.Options{}),
+		Object:     &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController", "metadata": map[string]any{"name": "test"}}},
+		Customize:  customize,
+		Version:    syncVersion,
+		Hooks:      &controller.HookCaller{Hooks: hooks.NewClient(hooks.Options{}), Controller: "test"},
+		Resources:  resources,
+		Informers:  f.informers,
+		MaxObjects: maxObjects,
 		Enqueue: func(key string) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
