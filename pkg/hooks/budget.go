@@ -28,43 +28,63 @@ const DefaultResponseBudgetBytes int64 = 64 << 20
 // reservation doubles as the answer turns out longer.
 const firstReservation = 32 << 10
 
+// smallAnswer is the largest answer that may use the budget's reserve: an
+// eighth of the budget that larger answers cannot use, so that
+// controllers with small answers keep working while large answers fill
+// the rest.
+const smallAnswer = 64 << 10
+
 // responseBudget bounds the bytes of hook answers that all the calls of a
 // Client hold at once, from the first read of a body until its answer is
 // decoded and the raw bytes are released.
 //
+// It has two parts: the main part (seven eighths) for any answer and the
+// reserve (an eighth) for answers of at most smallAnswer bytes, so that
+// small answers are read while large ones fill the main part. A
+// reservation is in one part.
+//
 // A call whose answer has a Content-Length reserves it whole before
 // reading, holding nothing while it waits; a call without one reserves as
 // it reads, doubling. Waiting while holding could deadlock (every holder
-// waiting for another's bytes), so the budget keeps one answer's worth
-// (limit) out of reach of those calls that may still wait: what they hold
-// together stays within size-limit, and once they must wait, they wait for
-// the rest of limit at once, after which they never wait again. The calls
-// that never wait again always finish (or time out) and release, and then
-// size-limit or more is free: enough for any one waiter.
+// waiting for another's bytes), so the calls that may still wait hold
+// together at most growCap of the main part (main-limit), and once they
+// cannot grow within that (or within the reserve) they wait for the rest
+// of limit at once in the main part, after which they never wait again.
+// The calls that never wait again always finish (or time out) and
+// release, and then limit or more of the main part is free: enough for
+// any one waiter.
 //
 // A waiter is served as soon as what it asks for is free, not in arrival
 // order: a small answer is not held up behind a large one that waits for
 // room (a large one waits at most its hook's timeout).
 type responseBudget struct {
-	size  int64 // the budget
-	limit int64 // the largest answer: min(Options.MaxResponseBytes, size)
+	size    int64 // the budget
+	main    int64 // its part for any answer: size - size/8
+	reserve int64 // its part for small answers only: size/8
+	limit   int64 // the largest answer: min(Options.MaxResponseBytes, main)
+	growCap int64 // the most of main that calls that may still wait hold together
 
-	mu      sync.Mutex
-	used    int64         // reserved, all calls together
-	growing int64         // reserved by calls that may still wait
-	waiters int           // calls waiting for room
-	freed   chan struct{} // closed when bytes are released while calls wait
+	mu       sync.Mutex
+	usedMain int64         // reserved in the main part
+	usedRes  int64         // reserved in the reserve
+	growing  int64         // of usedMain, by calls that may still wait
+	waiters  int           // calls waiting for room
+	freed    chan struct{} // closed when bytes are released while calls wait
 }
 
 func newResponseBudget(size, maxBody int64) *responseBudget {
-	return &responseBudget{size: size, limit: min(size, maxBody), freed: make(chan struct{})}
+	b := &responseBudget{size: size, reserve: size / 8, freed: make(chan struct{})}
+	b.main = size - b.reserve
+	b.limit = min(maxBody, b.main)
+	b.growCap = b.main - b.limit
+	return b
 }
 
 // inFlight returns the bytes reserved now.
 func (b *responseBudget) inFlight() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.used
+	return b.usedMain + b.usedRes
 }
 
 // reservation is one call's part of the budget. Its zero value (with b
@@ -72,18 +92,20 @@ func (b *responseBudget) inFlight() int64 {
 type reservation struct {
 	b    *responseBudget
 	held int64
+	// inReserve is true when held is in the reserve, not the main part.
+	inReserve bool
 	// final is true once the call reserved all it will need and never
 	// waits again.
 	final bool
 }
 
-// wait blocks until ok (called with b.mu held) reports that the request
-// fits, and returns with b.mu held; or returns ctx's error, without it.
-func (b *responseBudget) wait(ctx context.Context, ok func() bool) error {
+// wait blocks until try (called with b.mu held) reports that it made the
+// reservation, or returns ctx's error.
+func (b *responseBudget) wait(ctx context.Context, try func() bool) error {
 	b.mu.Lock()
-	for !ok() {
+	defer b.mu.Unlock()
+	for !try() {
 		if err := ctx.Err(); err != nil {
-			b.mu.Unlock()
 			return err
 		}
 		b.waiters++
@@ -98,7 +120,6 @@ func (b *responseBudget) wait(ctx context.Context, ok func() bool) error {
 		b.mu.Lock()
 		b.waiters--
 		if err != nil {
-			b.mu.Unlock()
 			return err
 		}
 	}
@@ -109,39 +130,51 @@ func (b *responseBudget) wait(ctx context.Context, ok func() bool) error {
 // they are free. The reservation must hold nothing.
 func (r *reservation) reserveAll(ctx context.Context, n int64) error {
 	b := r.b
-	if err := b.wait(ctx, func() bool { return b.used+n <= b.size }); err != nil {
-		return err
-	}
-	b.used += n
-	b.mu.Unlock()
-	r.held, r.final = n, true
-	return nil
+	return b.wait(ctx, func() bool {
+		switch {
+		case b.usedMain+n <= b.main:
+			b.usedMain += n
+		case n <= smallAnswer && b.usedRes+n <= b.reserve:
+			b.usedRes += n
+			r.inReserve = true
+		default:
+			return false
+		}
+		r.held, r.final = n, true
+		return true
+	})
 }
 
-// growTo raises the reservation to n bytes (at most limit). Without
-// waiting when that keeps what calls that may wait hold within
-// size-limit; else it waits for the rest of limit, all at once, and never
-// waits again.
+// growTo raises the reservation to n bytes (at most limit): within the
+// reserve, or within growCap of the main part, when either has room; else,
+// once the main part has room for the whole limit, to limit, after which
+// it never waits again.
 func (r *reservation) growTo(ctx context.Context, n int64) error {
 	b := r.b
-	b.mu.Lock()
-	if more := n - r.held; b.used+more <= b.size && b.growing+more <= b.size-b.limit {
-		b.used += more
-		b.growing += more
-		b.mu.Unlock()
-		r.held = n
-		return nil
-	}
-	b.mu.Unlock()
-	more := b.limit - r.held
-	if err := b.wait(ctx, func() bool { return b.used+more <= b.size }); err != nil {
-		return err
-	}
-	b.used += more
-	b.growing -= r.held
-	b.mu.Unlock()
-	r.held, r.final = b.limit, true
-	return nil
+	return b.wait(ctx, func() bool {
+		more := n - r.held
+		switch {
+		case !r.inReserve && b.usedMain+more <= b.main && b.growing+more <= b.growCap:
+			b.usedMain += more
+			b.growing += more
+			r.held = n
+		case (r.inReserve || r.held == 0) && n <= smallAnswer && b.usedRes+more <= b.reserve:
+			b.usedRes += more
+			r.held, r.inReserve = n, true
+		case r.inReserve && b.usedMain+b.limit <= b.main:
+			b.usedRes -= r.held
+			b.notifyLocked()
+			b.usedMain += b.limit
+			r.held, r.inReserve, r.final = b.limit, false, true
+		case !r.inReserve && b.usedMain+b.limit-r.held <= b.main:
+			b.usedMain += b.limit - r.held
+			b.growing -= r.held
+			r.held, r.final = b.limit, true
+		default:
+			return false
+		}
+		return true
+	})
 }
 
 // shrinkTo gives back what the call reserved beyond n bytes (what it
@@ -151,13 +184,19 @@ func (r *reservation) shrinkTo(n int64) {
 	if n >= r.held {
 		return
 	}
-	r.b.mu.Lock()
-	r.b.used -= r.held - n
-	if !r.final {
-		r.b.growing -= r.held - n
+	b, less := r.b, r.held-n
+	b.mu.Lock()
+	switch {
+	case r.inReserve:
+		b.usedRes -= less
+	case r.final:
+		b.usedMain -= less
+	default:
+		b.usedMain -= less
+		b.growing -= less
 	}
-	r.b.notifyLocked()
-	r.b.mu.Unlock()
+	b.notifyLocked()
+	b.mu.Unlock()
 	r.held = n
 }
 

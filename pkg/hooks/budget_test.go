@@ -144,6 +144,7 @@ func TestBudgetWaitEndsWithTheCall(t *testing.T) {
 }
 
 // TestBudgetRefusesAnswerLargerThanBudget: an answer that could never fit
+// (in seven eighths of the budget, the rest being kept for small answers)
 // is refused as too large, at once, whether its length is known or not.
 func TestBudgetRefusesAnswerLargerThanBudget(t *testing.T) {
 	big := statusAnswer(3000)
@@ -164,15 +165,15 @@ func TestBudgetRefusesAnswerLargerThanBudget(t *testing.T) {
 			c := NewClient(Options{ResponseBudgetBytes: 2000})
 			err := callSync(c, context.Background(), srv.URL, 0)
 			var re *ResponseError
-			if !errors.As(err, &re) || !strings.Contains(err.Error(), "limit of 2000 bytes") || !strings.Contains(err.Error(), "--hook-response-budget-bytes") {
+			if !errors.As(err, &re) || !strings.Contains(err.Error(), "limit of 1750 bytes") || !strings.Contains(err.Error(), "--hook-response-budget-bytes") {
 				t.Fatalf("err = %v, want a ResponseError naming the budget", err)
 			}
 			if n := c.ResponseBytesInFlight(); n != 0 {
 				t.Errorf("%d bytes still held", n)
 			}
-			// At the budget is fine.
-			if err := callSync(NewClient(Options{ResponseBudgetBytes: int64(len(big))}), context.Background(), srv.URL, 0); err != nil {
-				t.Errorf("at the budget: %v", err)
+			// At the limit is fine.
+			if err := callSync(c, context.Background(), serve(t, answer(statusAnswer(1750))).URL, 0); err != nil {
+				t.Errorf("at the limit: %v", err)
 			}
 		})
 	}
@@ -228,7 +229,7 @@ func TestBudgetChunkedAnswersDoNotDeadlock(t *testing.T) {
 	})
 	// Room for four whole answers; the first reservations of 32 calls
 	// together are four times that.
-	c := NewClient(Options{ResponseBudgetBytes: 4 * size, HTTPClient: &http.Client{Transport: NewTransport()}})
+	c := NewClient(Options{ResponseBudgetBytes: 4 * size, MaxResponseBytes: size, HTTPClient: &http.Client{Transport: NewTransport()}})
 	errs := make(chan error, calls)
 	for range calls {
 		go func() { errs <- callSync(c, context.Background(), srv.URL, 10*time.Second) }()
@@ -261,5 +262,31 @@ func TestBudgetReleasedOnEveryPath(t *testing.T) {
 				t.Errorf("%d bytes still held", n)
 			}
 		})
+	}
+}
+
+// TestBudgetKeepsRoomForSmallAnswers: answers over 64 KiB leave an eighth
+// of the budget free; answers of 64 KiB or less may use it.
+func TestBudgetKeepsRoomForSmallAnswers(t *testing.T) {
+	release := make(chan struct{})
+	stalled := serve(t, stalledAnswer(800<<10, release))
+	large := serve(t, answer(statusAnswer(100<<10)))
+	small := serve(t, answer(statusAnswer(60<<10)))
+	c := NewClient(Options{ResponseBudgetBytes: 1 << 20})
+	first := make(chan error, 1)
+	go func() { first <- callSync(c, context.Background(), stalled.URL, 0) }()
+	until(t, "the stalled answer holds its bytes", func() bool { return c.ResponseBytesInFlight() == 800<<10 })
+	waiter := make(chan error, 1)
+	go func() { waiter <- callSync(c, context.Background(), large.URL, 0) }()
+	until(t, "the large answer waits: it would use the last eighth", func() bool { return c.budget.waiting() == 1 })
+	if err := callSync(c, context.Background(), small.URL, 2*time.Second); err != nil {
+		t.Fatalf("small answer: %v", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waiter; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -99,8 +99,9 @@ type Options struct {
 	MaxResponseBytes int64
 	// ResponseBudgetBytes bounds the bytes of answers all calls hold at
 	// once, from the first read of a body until its answer is decoded (see
-	// Call). An answer larger than the budget is refused as too large.
-	// Default: DefaultResponseBudgetBytes.
+	// Call). Answers over 64 KiB use at most seven eighths of it; a larger
+	// one than that is refused as too large. Default:
+	// DefaultResponseBudgetBytes.
 	ResponseBudgetBytes int64
 	// Metrics, when set, observes every call.
 	Metrics Observer
@@ -202,7 +203,8 @@ func NewTransport() *http.Transport {
 // reserves the body's bytes before reading them (all of a Content-Length
 // at once) and holds them until the answer is decoded. It waits for room,
 // at most until the hook's timeout; an answer larger than
-// Options.MaxResponseBytes, or than the whole budget, is refused.
+// Options.MaxResponseBytes, or than seven eighths of the budget (the last
+// eighth is kept for answers of 64 KiB or less), is refused.
 //
 // Call never retries. Its errors are an *UnreachableError, a *StatusError
 // or a *ResponseError as described in the package documentation, or a
@@ -386,7 +388,7 @@ func (c *Client) observe(controller, hook string, code int, d time.Duration) {
 
 func (c *Client) tooLarge() error {
 	if c.budget.limit < c.maxBody {
-		return fmt.Errorf("body exceeds the limit of %d bytes (the budget of all hook answers at once, --hook-response-budget-bytes)", c.budget.limit)
+		return fmt.Errorf("body exceeds the limit of %d bytes (seven eighths of the budget of all hook answers at once, --hook-response-budget-bytes)", c.budget.limit)
 	}
 	return fmt.Errorf("body exceeds the limit of %d bytes", c.maxBody)
 }
