@@ -18,10 +18,13 @@ import (
 
 // DefaultResponseBudgetBytes is the default of Options.ResponseBudgetBytes:
 // the most bytes of hook answers held in memory at once, all controllers
-// together. With the ETag cache's default (DefaultEtagCacheMaxBytes) it
-// leaves most of the shipped Deployment's 256 MiB memory limit to the
-// informer caches and to the objects decoded from answers.
-const DefaultResponseBudgetBytes int64 = 64 << 20
+// together. An answer decoded into objects takes about three times its
+// size again until the sync is done with it, so 32 MiB of answers cost
+// up to about 130 MiB; with the ETag cache's default
+// (DefaultEtagCacheMaxBytes) that leaves a third of the shipped
+// Deployment's 256 MiB memory limit to the informer caches (see
+// docs/security.md).
+const DefaultResponseBudgetBytes int64 = 32 << 20
 
 // firstReservation is the budget an answer of unknown length (sent
 // chunked, without Content-Length) reserves before its first read; the

@@ -16,9 +16,8 @@ import (
 )
 
 // Limits of the response cache of hooks with etag enabled, per Client.
-// DefaultEtagCacheMaxBytes and DefaultResponseBudgetBytes together (96
-// MiB) leave most of the shipped Deployment's 256 MiB memory limit to the
-// informer caches and the decoded objects.
+// DefaultEtagCacheMaxBytes fits the shipped Deployment's 256 MiB memory
+// limit beside DefaultResponseBudgetBytes (see docs/security.md).
 const (
 	DefaultEtagCacheMaxEntries       = 10000
 	DefaultEtagCacheMaxBytes   int64 = 32 << 20

@@ -34,7 +34,7 @@ type Options struct {
 	// CacheResync is the informers' resync period; 0 disables it.
 	CacheResync time.Duration
 	// Hooks configure the hook client, shared by all controllers: its
-	// ResponseBudgetBytes (default hooks.DefaultResponseBudgetBytes, 64
+	// ResponseBudgetBytes (default hooks.DefaultResponseBudgetBytes, 32
 	// MiB) and EtagCacheMaxBytes (default hooks.DefaultEtagCacheMaxBytes,
 	// 32 MiB) bound the whole process.
 	Hooks hooks.Options

@@ -1,0 +1,228 @@
+package operations
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/metactl/metactl/internal/testenv"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// memoryLimit is the memory limit of the shipped Deployment
+// (manifests/deploy/deployment.yaml), which also sets GOMEMLIMIT to it.
+const memoryLimit = 256 << 20
+
+// maxAnswer is the default largest hook answer (--max-hook-response-bytes).
+const maxAnswer = 16 << 20
+
+// bigAnswer is an answer of nearly maxAnswer bytes: thousands of Secrets
+// of 24 keys each (fewer than hooks.MaxObjects), which metactl decodes whole before it finds the answer
+// wrong (its status is not an object), so that the sync fails, to be
+// retried, without writing anything.
+func bigAnswer() []byte {
+	var b strings.Builder
+	b.WriteString(`{"status":"not an object","children":[`)
+	value := strings.Repeat("v", 60)
+	for i := 0; ; i++ {
+		var obj strings.Builder
+		if i > 0 {
+			obj.WriteString(",")
+		}
+		fmt.Fprintf(&obj, `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"big-%05d","labels":{"app":"memory-test"}},"stringData":{`, i)
+		for k := range 24 {
+			if k > 0 {
+				obj.WriteString(",")
+			}
+			fmt.Fprintf(&obj, `"key-%02d":"%s"`, k, value)
+		}
+		obj.WriteString("}}")
+		if b.Len()+obj.Len()+2 > maxAnswer {
+			break
+		}
+		b.WriteString(obj.String())
+	}
+	b.WriteString("]}")
+	if n := strings.Count(b.String(), `"kind":"Secret"`); n > 10000 {
+		panic(fmt.Sprintf("bigAnswer has %d children, more than one answer may ask for", n))
+	}
+	return []byte(b.String())
+}
+
+// bigHook serves body to every call, with a Content-Length or chunked,
+// and counts the calls in flight (their peak) and the bodies read whole.
+type bigHook struct {
+	inFlight, peak, served atomic.Int64
+}
+
+func (h *bigHook) server(t *testing.T, body []byte, chunked bool) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		n := h.inFlight.Add(1)
+		defer h.inFlight.Add(-1)
+		for p := h.peak.Load(); n > p && !h.peak.CompareAndSwap(p, n); p = h.peak.Load() {
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if !chunked {
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		}
+		for i := 0; i < len(body); i += 1 << 20 {
+			if _, err := w.Write(body[i:min(i+1<<20, len(body))]); err != nil {
+				return
+			}
+			if chunked {
+				w.(http.Flusher).Flush()
+			}
+		}
+		h.served.Add(1)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// rss returns the resident set of process pid now and at its peak.
+func rss(pid int) (now, peak int64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "VmRSS" && k != "VmHWM") {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %w", line, err)
+		}
+		if k == "VmRSS" {
+			now = kb << 10
+		} else {
+			peak = kb << 10
+		}
+	}
+	return now, peak, nil
+}
+
+// TestOneHookCannotExhaustMemory runs `metactl run` with the shipped
+// Deployment's settings (default flags, GOMEMLIMIT at its 256 MiB memory
+// limit) and two controllers whose hooks answer nearly 16 MiB (the
+// largest answer accepted) to every call, one with a Content-Length and
+// one chunked, for 256 parents each (default --workers): every worker of
+// both has a hook call in flight, and each answer fails after it is
+// decoded, so that they are called again and again. metactl's peak
+// resident set stays under the memory limit, while a third controller
+// with a small hook creates the children of its new parents.
+func TestOneHookCannotExhaustMemory(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	body := bigAnswer()
+	var hookA, hookB bigHook
+	a, b := hookA.server(t, body, false), hookB.server(t, body, true)
+	small, _ := hookServer(t, childAnswer)
+	createController(t, "memory-big-a", a.URL, "secrets")
+	createController(t, "memory-big-b", b.URL, "secrets")
+	createController(t, "memory-small", small.URL, "secrets")
+
+	metactl := testenv.BuildMetactl(t)
+	// Open what the test executes, so that `go test` caches no result of
+	// an older binary (a file this new makes the result uncacheable).
+	if f, err := os.Open(metactl); err != nil {
+		t.Fatal(err)
+	} else {
+		f.Close()
+	}
+	cmd := exec.Command(metactl, "run", "--kubeconfig", env.KubeconfigPath,
+		"--metrics-addr", "", "--health-addr", "", "--max-retry-delay", "1s")
+	cmd.Env = append(os.Environ(), "GOMEMLIMIT="+strconv.Itoa(memoryLimit))
+	p := testenv.StartCommand(t, cmd)
+	pid := cmd.Process.Pid
+
+	// Sample the resident set while the test runs; VmHWM has the peak.
+	var maxRSS atomic.Int64
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		for {
+			if now, _, err := rss(pid); err == nil && now > maxRSS.Load() {
+				maxRSS.Store(now)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
+	defer func() { close(stop); sampler.Wait() }()
+
+	createParents := func(controller string, n int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i := range n {
+			wg.Go(func() {
+				cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+					"metadata": map[string]any{"name": fmt.Sprintf("%s-%03d", controller, i), "namespace": ns, "labels": map[string]any{"parent": controller}}}}
+				if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	createParents("memory-big-a", 256)
+	createParents("memory-big-b", 256)
+	// Far more calls wait for their answers than the default budget (32
+	// MiB) holds answers of 16 MiB, for both controllers.
+	testenv.Eventually(t, 60*time.Second, "64 calls in flight at each big hook", func(context.Context) (bool, error) {
+		if exited, err := p.Exited(); exited {
+			return false, fmt.Errorf("metactl exited: %v", err)
+		}
+		return hookA.peak.Load() >= 64 && hookB.peak.Load() >= 64, nil
+	})
+
+	// Meanwhile, the small controller works.
+	createParents("memory-small", 10)
+	start := time.Now()
+	testenv.Eventually(t, 30*time.Second, "the small controller's 10 children", func(ctx context.Context) (bool, error) {
+		for i := range 10 {
+			if _, err := env.Dynamic.Resource(secretsGVR).Namespace(ns).Get(ctx, fmt.Sprintf("memory-small-%03d-child", i), metav1.GetOptions{}); err != nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	t.Logf("the small controller converged in %v while the big ones churned", time.Since(start).Round(time.Millisecond))
+
+	// The big answers were read whole, again and again.
+	testenv.Eventually(t, 30*time.Second, "10 big answers read whole at each hook", func(context.Context) (bool, error) {
+		return hookA.served.Load() >= 10 && hookB.served.Load() >= 10, nil
+	})
+	if exited, err := p.Exited(); exited {
+		t.Fatalf("metactl exited: %v", err)
+	}
+	_, peak, err := rss(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("metactl: peak RSS %d MiB (sampled max %d MiB); calls in flight at the big hooks peaked at %d and %d; big answers read whole: %d and %d",
+		peak>>20, maxRSS.Load()>>20, hookA.peak.Load(), hookB.peak.Load(), hookA.served.Load(), hookB.served.Load())
+	if peak >= memoryLimit {
+		t.Errorf("metactl's peak RSS is %d MiB, over the Deployment's memory limit of %d MiB", peak>>20, memoryLimit>>20)
+	}
+}
