@@ -400,7 +400,7 @@ func checkListLength(body []byte, key string, maxItems int) error {
 				for {
 					n++
 					if n > maxItems {
-						return fmt.Errorf("the hook asked for more than %d %s, the limit of one answer", maxItems, key)
+						return fmt.Errorf("the hook asked for more than the limit of %d %s in one answer", maxItems, key)
 					}
 					if !s.skipValue() {
 						return nil

@@ -43,7 +43,7 @@ func TestDecodeStopsAtObjectLimit(t *testing.T) {
 			for _, mode := range bothModes {
 				body := objectsAnswer(tc.key, MaxObjects+1, childCM, `, this is not JSON`)
 				err := tc.response().DecodeHookResponse(body, mode)
-				if err == nil || !strings.Contains(err.Error(), "more than 10000 "+tc.key) {
+				if err == nil || !strings.Contains(err.Error(), "more than the limit of 10000 "+tc.key) {
 					t.Fatalf("%s: err = %v, want the limit of 10000 %s", mode, err, tc.key)
 				}
 				allocs := testing.AllocsPerRun(3, func() { _ = tc.response().DecodeHookResponse(body, mode) })
