@@ -144,3 +144,24 @@ func TestResyncArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestRunMemoryFlags: the flags that bound what hooks make metactl hold
+// exist with their documented defaults (which fit the shipped
+// Deployment's 256 MiB memory limit, docs/security.md) and refuse values
+// that are not positive.
+func TestRunMemoryFlags(t *testing.T) {
+	run := newRunCommand()
+	for name, want := range map[string]string{
+		"hook-response-budget-bytes": "33554432",
+		"etag-cache-max-bytes":       "33554432",
+		"max-related-objects":        "10000",
+		"max-hook-response-bytes":    "16777216",
+	} {
+		if f := run.Flags().Lookup(name); f == nil || f.DefValue != want {
+			t.Errorf("run --%s: %+v, want a flag defaulting to %s", name, f, want)
+		}
+		if out, err := execute(t, "run", "--"+name, "0", "--kubeconfig", filepath.Join(t.TempDir(), "none")); err == nil || !strings.Contains(err.Error(), "--"+name) {
+			t.Errorf("run --%s 0: %v, want an error about the flag\n%s", name, err, out)
+		}
+	}
+}

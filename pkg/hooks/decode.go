@@ -57,7 +57,8 @@ var compositeSyncResponseKeys = []string{"status", "children", "resyncAfterSecon
 // MaxObjects is the most objects one answer may ask for (children or
 // attachments); more is an error (a hook gone wrong, not a controller).
 // Decoding stops as soon as the list is found longer, before its objects
-// are decoded.
+// are decoded. It is children.MaxObjects, which pkg/hooks cannot import
+// (pkg/controller's TestAnswerObjectLimitsAgree checks that they agree).
 const MaxObjects = 10000
 
 // DecodeHookResponse implements Response.

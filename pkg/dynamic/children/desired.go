@@ -10,14 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
-
-	"github.com/metactl/metactl/pkg/hooks"
 )
 
 // MaxObjects is the most objects one hook answer may ask for; more is an
-// error (a hook gone wrong, not a controller). Decoding an answer already
-// refuses more (see hooks.MaxObjects); this guards other callers.
-const MaxObjects = hooks.MaxObjects
+// error (a hook gone wrong, not a controller).
+const MaxObjects = 10000
 
 // Declared is a controller's set of declared child resources.
 type Declared struct {
@@ -84,7 +81,7 @@ func (d *Declared) Desired(owner metav1.Object, ownerRef metav1.OwnerReference, 
 		obj = obj.DeepCopy()
 		switch ns := obj.GetNamespace(); {
 		case !res.Namespaced && owner.GetNamespace() != "":
-			errs = append(errs, fmt.Errorf("%s: %s is cluster-scoped and cannot be owned by a namespaced object (the garbage collector would delete it)", what, res.Name))
+			errs = append(errs, fmt.Errorf("%s: %s is cluster-scoped and cannot be owned by a namespaced object: the garbage collector ignores such an owner reference, so it would never remove the object", what, res.Name))
 			continue
 		case !res.Namespaced && ns != "":
 			errs = append(errs, fmt.Errorf("%s: %s is cluster-scoped but the object has namespace %q", what, res.Name, ns))
