@@ -63,7 +63,10 @@ type Resolver struct {
 	answers   map[string]answer                                  // customize answers by queue key
 	declared  map[schema.GroupVersionResource]map[string][]*rule // index: resource → parent key → rules
 	informers map[schema.GroupVersionResource]*informer.Informer
-	closed    bool
+	// nsSelectors counts the declared rules that select namespaces by
+	// label: while there are any, the namespaces informer is kept.
+	nsSelectors int
+	closed      bool
 }
 
 // answer is one cached customize answer of a parent, valid for its UID and
@@ -252,6 +255,7 @@ func (r *Resolver) register(key string, rules []*rule) {
 		r.declared[gvr][key] = append(r.declared[gvr][key], rl)
 		r.ensureInformerLocked(gvr)
 		if rl.namespaces != nil {
+			r.nsSelectors++
 			r.ensureInformerLocked(namespacesResource)
 		}
 	}
@@ -260,6 +264,11 @@ func (r *Resolver) register(key string, rules []*rule) {
 // unregisterLocked drops the declarations of parent key from the index.
 func (r *Resolver) unregisterLocked(key string) {
 	for gvr, byParent := range r.declared {
+		for _, rl := range byParent[key] {
+			if rl.namespaces != nil {
+				r.nsSelectors--
+			}
+		}
 		delete(byParent, key)
 		if len(byParent) == 0 {
 			delete(r.declared, gvr)
@@ -272,27 +281,12 @@ func (r *Resolver) unregisterLocked(key string) {
 // label. A parent whose rules need one again starts it again.
 func (r *Resolver) releaseUnusedLocked() {
 	for gvr, inf := range r.informers {
-		if _, used := r.declared[gvr]; used || (gvr == namespacesResource && r.selectsNamespacesLocked()) {
+		if _, used := r.declared[gvr]; used || (gvr == namespacesResource && r.nsSelectors > 0) {
 			continue
 		}
 		inf.Release()
 		delete(r.informers, gvr)
 	}
-}
-
-// selectsNamespacesLocked reports whether a rule selects namespaces by
-// label.
-func (r *Resolver) selectsNamespacesLocked() bool {
-	for _, byParent := range r.declared {
-		for _, rules := range byParent {
-			for _, rl := range rules {
-				if rl.namespaces != nil {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 func (r *Resolver) ensureInformerLocked(gvr schema.GroupVersionResource) *informer.Informer {
