@@ -141,8 +141,8 @@ func TestAdmissionPolicyControllerAccount(t *testing.T) {
 		_ = env.Dynamic.Resource(compositeControllers).Delete(context.Background(), cc.GetName(), metav1.DeleteOptions{})
 	})
 	for what, account := range map[string]string{
-		"without an account":           "",
-		"acting as another account":    team + "/other",
+		"without an account":            "",
+		"acting as another account":     team + "/other",
 		"acting as an account misspelt": team,
 	} {
 		if msg, err := refused(ctx, compositeController("other", account)); err != nil || msg == "" {
