@@ -47,6 +47,10 @@ type runFlags struct {
 	eventsBurst       int
 	leaderElect       bool
 	leaderElection    manager.LeaderElection
+	// credentialNamespaces and allowInsecureCredentials: see
+	// manager.Options.
+	credentialNamespaces     []string
+	allowInsecureCredentials bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -89,9 +93,11 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.DurationVar(&f.leaderElection.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "pace of acquire and renew attempts")
 	fs.DurationVar(&f.maxRetryDelay, "max-retry-delay", loop.MaxRetryDelay, "longest wait before a failing sync is retried (the backoff doubles from 250ms up to this); a hook that recovers is called again within this long (metactl dev uses 5s)")
 	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", hooks.DefaultMaxResponseBytes, "largest hook response accepted")
-	fs.Int64Var(&f.responseBudget, "hook-response-budget-bytes", hooks.DefaultResponseBudgetBytes, "most bytes of hook responses held in memory at once, all controllers together, from reading a response until it is decoded; a call waits for room (up to its hook's timeout), and a response larger than this is refused")
+	fs.Int64Var(&f.responseBudget, "hook-response-budget-bytes", hooks.DefaultResponseBudgetBytes, "most bytes of hook responses held in memory at once, all controllers together, from reading a response until it is decoded; a call waits for room (up to its hook's timeout); responses over 64 KiB use at most seven eighths of it (the rest is kept for small ones), and a larger one than that is refused")
 	fs.Int64Var(&f.etagCacheMaxBytes, "etag-cache-max-bytes", hooks.DefaultEtagCacheMaxBytes, "most bytes of hook responses kept for hooks with etag enabled, all controllers together (the least recently used go first)")
 	fs.IntVar(&f.maxRelated, "max-related-objects", related.DefaultMaxObjects, "most related objects the customize hook's rules may select for one parent; more fails the sync with an error naming the rule")
+	fs.StringSliceVar(&f.credentialNamespaces, "credential-namespaces", []string{inClusterNamespace()}, "comma-separated namespaces whose Secrets and ConfigMaps hooks may name for caBundle, clientTLS, authorization and basicAuth, by default metactl's own (its Pod's namespace, else \"default\"); a hook given as a Service may always use its Service's namespace; \"*\" allows every namespace, as metacontroller does. A controller naming another namespace does not start (Ready=False CredentialNotAllowed)")
+	fs.BoolVar(&f.allowInsecureCredentials, "allow-insecure-credentials", false, "let hooks called over plain http send authorization, basicAuth and clientTLS credentials, for development only (metactl dev sets it); without it such a controller does not start (Ready=False InsecureCredentials)")
 	return cmd
 }
 
@@ -168,6 +174,9 @@ func run(ctx context.Context, f *runFlags) error {
 		EventsBurst:       f.eventsBurst,
 		LeaderElection:    leaderElection(f),
 		MaxRetryDelay:     f.maxRetryDelay,
+
+		CredentialNamespaces:     f.credentialNamespaces,
+		AllowInsecureCredentials: f.allowInsecureCredentials,
 	})
 	if err != nil {
 		return err
