@@ -39,6 +39,8 @@
 package controller
 
 import (
+	"time"
+
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
@@ -77,6 +79,9 @@ type Options struct {
 	// RateLimiter spaces the retries of failing objects; default
 	// loop.DefaultRateLimiter().
 	RateLimiter workqueue.TypedRateLimiter[string]
+	// StopGracePeriod is the longest Stop waits for the syncs in flight,
+	// once it has cancelled them; 0 is loop.DefaultStopGracePeriod (10s).
+	StopGracePeriod time.Duration
 }
 
 // InvalidSpecError reports a controller object whose spec is invalid.

@@ -188,7 +188,8 @@ func (e *Engine) Access() []rbac.Access {
 // The controller runs until Stop.
 func (e *Engine) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues(e.kindName, e.name)
-	e.loop = loop.New(loop.Options{Name: e.name, Workers: e.opts.Workers, RateLimiter: e.opts.RateLimiter}, e.failing.Track(e.sync))
+	e.loop = loop.New(loop.Options{Name: e.name, Workers: e.opts.Workers, RateLimiter: e.opts.RateLimiter,
+		StopGracePeriod: e.opts.StopGracePeriod}, e.failing.Track(e.sync))
 	e.queue = e.loop
 	e.watches = NewWatches(e.opts.Informers)
 	if err := e.kind.Watch(e.watches); err != nil {
@@ -219,8 +220,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops taking work, waits for in-flight syncs to finish, and releases
-// the informers. It is idempotent.
+// Stop stops taking work, cancels the syncs in flight (their hook calls
+// end; they write nothing more) and waits for them to return, at most
+// Options.StopGracePeriod (see loop.Loop.Stop), then releases the
+// informers. It is idempotent.
 func (e *Engine) Stop() {
 	e.stopOnce.Do(func() {
 		close(e.stop)

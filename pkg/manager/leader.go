@@ -63,6 +63,10 @@ func (m *Manager) runElected(ctx context.Context, le *LeaderElection) error {
 		done     = make(chan error, 1)
 	)
 	m.standby.Store(true)
+	// The controllers run with runCtx: losing the Lease cancels their
+	// syncs at once, even when Run's caller does not exit.
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
@@ -80,7 +84,7 @@ func (m *Manager) runElected(ctx context.Context, le *LeaderElection) error {
 				metrics.Leader.Set(1)
 				m.standby.Store(false)
 				leading.Store(true)
-				go func() { done <- m.run(ctx) }()
+				go func() { done <- m.run(runCtx) }()
 			},
 			OnStoppedLeading: func() {
 				metrics.Leader.Set(0)
@@ -115,6 +119,7 @@ func (m *Manager) runElected(ctx context.Context, le *LeaderElection) error {
 			return nil
 		}
 		logger.Info("Lost the leader lease; stopping at once")
+		stopRun()
 		return ErrLeadershipLost
 	case err := <-done:
 		stop()
