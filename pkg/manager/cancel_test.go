@@ -204,7 +204,9 @@ func TestStuckStartDoesNotHoldOthers(t *testing.T) {
 		}
 	}
 	apply(fmt.Sprintf(stuckCRD, "{strategy: None}"))
-	t.Cleanup(func() { _, _ = env.Kubectl(context.Background(), "delete", "crd", "stucks.test.metactl.io", "--wait=false") })
+	t.Cleanup(func() {
+		_, _ = env.Kubectl(context.Background(), "delete", "crd", "stucks.test.metactl.io", "--wait=false")
+	})
 	ns := env.CreateNamespace(t)
 	stuckV1 := schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "stucks"}
 	stuckV2 := schema.GroupVersionResource{Group: "test.metactl.io", Version: "v2", Resource: "stucks"}
