@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 )
 
@@ -64,12 +65,23 @@ func Value(v any) any {
 		return out
 	case string:
 		if strings.Contains(t, "://") {
-			return URL(t)
+			return URLs(t)
 		}
 		return t
 	default:
 		return v
 	}
+}
+
+// urlPattern matches a URL within text: a scheme, "://", and what follows
+// up to a space, a quote, a backslash (JSON escapes) or an angle bracket.
+var urlPattern = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>\\]+`)
+
+// URLs returns text with each URL in it written as URL writes it: a
+// webhook's url, or one within a JSON document held in a string (the
+// last-applied-configuration annotation).
+func URLs(text string) string {
+	return urlPattern.ReplaceAllStringFunc(text, URL)
 }
 
 // URL returns s, a URL, without what may be credentials: its user

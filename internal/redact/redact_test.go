@@ -48,3 +48,11 @@ func TestURLCredentialsAreRedacted(t *testing.T) {
 		t.Errorf("the webhook's URL is not redacted: %s", got)
 	}
 }
+
+func TestURLsInTextAreRedacted(t *testing.T) {
+	in := `{"kubectl.kubernetes.io/last-applied-configuration": "{\"url\":\"https://u:hunter2@h/sync?k=hunter3\"}", "plain": "see http://example.com/docs for more"}`
+	got := JSON([]byte(in))
+	if strings.Contains(got, "hunter") || !strings.Contains(got, `https://<redacted>@h/sync?k=<redacted>`) || !strings.Contains(got, "see http://example.com/docs for more") {
+		t.Errorf("URLs in text: %s", got)
+	}
+}
