@@ -66,7 +66,9 @@ func TestSecretsNeverLogged(t *testing.T) {
 	if _, err := env.Kube.CoreV1().Secrets("default").Create(ctx, tokenSecret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Kube.CoreV1().Secrets("default").Delete(context.Background(), tokenSecret.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = env.Kube.CoreV1().Secrets("default").Delete(context.Background(), tokenSecret.Name, metav1.DeleteOptions{})
+	})
 
 	var created, failed atomic.Int64
 	hook := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
