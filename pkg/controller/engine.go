@@ -82,7 +82,7 @@ type queue interface {
 
 // Engine runs one controller of any kind: its informers, work queue and
 // workers, and the sync of each object (see sync.go). Safe for concurrent
-// use; Stop waits for in-flight syncs.
+// use; Stop cancels in-flight syncs and waits for them, for a bounded time.
 type Engine struct {
 	cfg  Config
 	opts Options

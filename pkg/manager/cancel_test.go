@@ -72,22 +72,52 @@ func (h *blockingHook) waitCancelled(t *testing.T, since time.Time, bound time.D
 	}
 }
 
-func applyWidgetsCRD(t *testing.T) {
+// gadgetsCRD is the parent resource of these tests' controllers: their
+// own, so that TestLifecycle still finds widgets unknown at first.
+const gadgetsCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.test.metactl.io
+spec:
+  group: test.metactl.io
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`
+
+var gadgetsGVR = schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "gadgets"}
+
+func applyYAML(t *testing.T, doc string) {
 	t.Helper()
-	root, _ := testenv.RepoRoot()
-	if out, err := env.Kubectl(context.Background(), "apply", "-f", filepath.Join(root, "pkg", "manager", "testdata", "widgets-crd.yaml")); err != nil {
+	file := filepath.Join(t.TempDir(), "object.yaml")
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := env.Kubectl(context.Background(), "apply", "-f", file); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
 
-func createWidget(t *testing.T, ns, name string) {
+// gadgetController is a CompositeController of gadgets calling url.
+func gadgetController(name, url string) *unstructured.Unstructured {
+	cc := compositeController(name, url)
+	cc.Object["spec"].(map[string]any)["parentResource"] = map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "gadgets"}
+	return cc
+}
+
+func createGadget(t *testing.T, ns, name string) {
 	t.Helper()
-	widget := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "test.metactl.io/v1", "kind": "Widget",
+	gadget := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "test.metactl.io/v1", "kind": "Gadget",
 		"metadata": map[string]any{"name": name, "namespace": ns},
 	}}
-	testenv.Eventually(t, 30*time.Second, "creating widget "+name, func(ctx context.Context) (bool, error) {
-		_, err := env.Dynamic.Resource(widgetsGVR).Namespace(ns).Create(ctx, widget, metav1.CreateOptions{})
+	testenv.Eventually(t, 30*time.Second, "creating gadget "+name, func(ctx context.Context) (bool, error) {
+		_, err := env.Dynamic.Resource(gadgetsGVR).Namespace(ns).Create(ctx, gadget, metav1.CreateOptions{})
 		return err == nil || apierrors.IsAlreadyExists(err), nil
 	})
 }
@@ -99,7 +129,7 @@ func createWidget(t *testing.T, ns, name string) {
 // period; shutdown returns within it too.
 func TestStoppingCancelsBlockedHooks(t *testing.T) {
 	const grace = 5 * time.Second
-	applyWidgetsCRD(t)
+	applyYAML(t, gadgetsCRD)
 	m, err := manager.New(manager.Options{Config: env.Config, Workers: 2, StopGracePeriod: grace})
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +144,7 @@ func TestStoppingCancelsBlockedHooks(t *testing.T) {
 	h := newBlockingHook(t)
 	ccs := env.Dynamic.Resource(v1alpha1.CompositeControllerResource)
 	blocking := func(name string) *unstructured.Unstructured {
-		cc := compositeController(name, h.URL)
+		cc := gadgetController(name, h.URL)
 		cc.Object["spec"].(map[string]any)["hooks"].(map[string]any)["sync"].(map[string]any)["webhook"].(map[string]any)["timeout"] = "4m"
 		return cc
 	}
@@ -123,7 +153,7 @@ func TestStoppingCancelsBlockedHooks(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = ccs.Delete(context.Background(), "blocking", metav1.DeleteOptions{}) })
 	ns := env.CreateNamespace(t)
-	createWidget(t, ns, "blocked")
+	createGadget(t, ns, "blocked")
 	h.waitCall(t, "created")
 
 	// A spec change restarts the controller: the call in flight ends.
@@ -192,18 +222,8 @@ spec:
 // once, while the stuck ones still wait.
 func TestStuckStartDoesNotHoldOthers(t *testing.T) {
 	ctx := context.Background()
-	applyWidgetsCRD(t)
-	apply := func(doc string) {
-		t.Helper()
-		file := filepath.Join(t.TempDir(), "crd.yaml")
-		if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := env.Kubectl(ctx, "apply", "-f", file); err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
-	}
-	apply(fmt.Sprintf(stuckCRD, "{strategy: None}"))
+	applyYAML(t, gadgetsCRD)
+	applyYAML(t, fmt.Sprintf(stuckCRD, "{strategy: None}"))
 	t.Cleanup(func() {
 		_, _ = env.Kubectl(context.Background(), "delete", "crd", "stucks.test.metactl.io", "--wait=false")
 	})
@@ -216,7 +236,7 @@ func TestStuckStartDoesNotHoldOthers(t *testing.T) {
 		_, err := env.Dynamic.Resource(stuckV1).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
 		return err == nil || apierrors.IsAlreadyExists(err), nil
 	})
-	apply(fmt.Sprintf(stuckCRD, "{strategy: Webhook, webhook: {conversionReviewVersions: [v1], clientConfig: {url: 'https://127.0.0.1:1/convert'}}}"))
+	applyYAML(t, fmt.Sprintf(stuckCRD, "{strategy: Webhook, webhook: {conversionReviewVersions: [v1], clientConfig: {url: 'https://127.0.0.1:1/convert'}}}"))
 	testenv.Eventually(t, 30*time.Second, "listing v2 Stucks fails", func(ctx context.Context) (bool, error) {
 		_, err := env.Dynamic.Resource(stuckV2).List(ctx, metav1.ListOptions{})
 		return err != nil, nil
@@ -227,7 +247,7 @@ func TestStuckStartDoesNotHoldOthers(t *testing.T) {
 	// More than the manager's 4 workers.
 	for i := range 6 {
 		name := fmt.Sprintf("stuck-%d", i)
-		cc := compositeController(name, "http://127.0.0.1:1/sync")
+		cc := gadgetController(name, "http://127.0.0.1:1/sync")
 		cc.Object["spec"].(map[string]any)["childResources"] = []any{map[string]any{"apiVersion": "test.metactl.io/v2", "resource": "stucks"}}
 		if _, err := ccs.Create(ctx, cc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -235,11 +255,11 @@ func TestStuckStartDoesNotHoldOthers(t *testing.T) {
 		t.Cleanup(func() { _ = ccs.Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	}
 	h := newHook(t, "healthy")
-	if _, err := ccs.Create(ctx, compositeController("healthy", h.URL), metav1.CreateOptions{}); err != nil {
+	if _, err := ccs.Create(ctx, gadgetController("healthy", h.URL), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ccs.Delete(context.Background(), "healthy", metav1.DeleteOptions{}) })
-	createWidget(t, ns, "w")
+	createGadget(t, ns, "w")
 	testenv.Eventually(t, 30*time.Second, "the healthy controller's child", func(ctx context.Context) (bool, error) {
 		_, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Get(ctx, "w-healthy", metav1.GetOptions{})
 		return err == nil, nil

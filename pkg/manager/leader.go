@@ -33,12 +33,13 @@ type LeaderElection struct {
 }
 
 // ErrLeadershipLost is returned by Run when this replica lost the Lease. It
-// returns at once, without waiting for syncs in flight: the process must
+// returns at once, with the syncs in flight cancelled but not waited for: the process must
 // exit now, so that it stops acting before another replica starts.
 var ErrLeadershipLost = errors.New("lost the leader lease")
 
 // runElected runs the controllers only while this replica holds the Lease.
-// On ctx's end it stops them (finishing in-flight syncs) and only then
+// On ctx's end it stops them (cancelling their in-flight syncs, waited for
+// at most the stop grace period) and only then
 // releases the Lease, so the next leader never overlaps with it.
 func (m *Manager) runElected(ctx context.Context, le *LeaderElection) error {
 	if le.Identity == "" {
@@ -110,7 +111,7 @@ func (m *Manager) runElected(ctx context.Context, le *LeaderElection) error {
 	case <-ctx.Done():
 		var err error
 		if leading.Load() {
-			err = <-done // controllers stopped, in-flight syncs finished
+			err = <-done // controllers stopped, in-flight syncs ended or abandoned
 		}
 		stop()
 		return err
