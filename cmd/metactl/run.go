@@ -43,6 +43,7 @@ type runFlags struct {
 	etagCacheMaxBytes int64
 	maxRelated        int
 	maxRetryDelay     time.Duration
+	stopGracePeriod   time.Duration
 	eventsQPS         float32
 	eventsBurst       int
 	leaderElect       bool
@@ -61,8 +62,10 @@ func newRunCommand() *cobra.Command {
 		Long: `run connects to the cluster as kubectl does (--kubeconfig, else
 $KUBECONFIG, else ~/.kube/config, else the in-cluster config), watches
 CompositeController and DecoratorController objects and runs one
-controller for each. It stops on SIGINT or SIGTERM after finishing the
-syncs in flight. With --leader-elect, of several replicas only the one
+controller for each. It stops on SIGINT or SIGTERM: the syncs in flight
+are cancelled (their hook calls end, they write nothing more) and waited
+for at most --stop-grace-period, as when a controller object is changed
+or deleted. With --leader-elect, of several replicas only the one
 holding the Lease runs controllers; a replica that loses the Lease exits
 at once. A failing sync is retried with a backoff that doubles from 250ms
 up to --max-retry-delay; "metactl resync" syncs an object now.`,
@@ -92,6 +95,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.DurationVar(&f.leaderElection.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops (must be shorter than the lease duration)")
 	fs.DurationVar(&f.leaderElection.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "pace of acquire and renew attempts")
 	fs.DurationVar(&f.maxRetryDelay, "max-retry-delay", loop.MaxRetryDelay, "longest wait before a failing sync is retried (the backoff doubles from 250ms up to this); a hook that recovers is called again within this long (metactl dev uses 5s)")
+	fs.DurationVar(&f.stopGracePeriod, "stop-grace-period", loop.DefaultStopGracePeriod, "longest wait for a stopping controller's syncs in flight (on shutdown, a spec change, a deletion), once cancelled; syncs still running then are abandoned and logged")
 	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", hooks.DefaultMaxResponseBytes, "largest hook response accepted")
 	fs.Int64Var(&f.responseBudget, "hook-response-budget-bytes", hooks.DefaultResponseBudgetBytes, "most bytes of hook responses held in memory at once, all controllers together, from reading a response until it is decoded; a call waits for room (up to its hook's timeout); responses over 64 KiB use at most seven eighths of it (the rest is kept for small ones), and a larger one than that is refused")
 	fs.Int64Var(&f.etagCacheMaxBytes, "etag-cache-max-bytes", hooks.DefaultEtagCacheMaxBytes, "most bytes of hook responses kept for hooks with etag enabled, all controllers together (the least recently used go first)")
@@ -136,6 +140,9 @@ func run(ctx context.Context, f *runFlags) error {
 	if f.maxRetryDelay <= 0 {
 		return fmt.Errorf("--max-retry-delay %v: want a positive duration", f.maxRetryDelay)
 	}
+	if f.stopGracePeriod <= 0 {
+		return fmt.Errorf("--stop-grace-period %v: want a positive duration", f.stopGracePeriod)
+	}
 	for _, v := range []struct {
 		flag  string
 		value int64
@@ -174,6 +181,7 @@ func run(ctx context.Context, f *runFlags) error {
 		EventsBurst:       f.eventsBurst,
 		LeaderElection:    leaderElection(f),
 		MaxRetryDelay:     f.maxRetryDelay,
+		StopGracePeriod:   f.stopGracePeriod,
 
 		CredentialNamespaces:     f.credentialNamespaces,
 		AllowInsecureCredentials: f.allowInsecureCredentials,

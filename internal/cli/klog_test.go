@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/metactl/metactl/internal/cli"
 )
@@ -34,5 +35,27 @@ func TestSetCommandName(t *testing.T) {
 		if strings.Contains(help, unwanted) {
 			t.Errorf("help shows %q:\n%s", unwanted, help)
 		}
+	}
+}
+
+// TestVerbosityIsCapped: -v 10, and --vmodule asking 9 for this very file,
+// log as 7, so that client-go's body logging (from 8) never runs.
+func TestVerbosityIsCapped(t *testing.T) {
+	var v7, v8 bool
+	cmd := &cobra.Command{Use: "metactl", Args: cobra.NoArgs, RunE: func(*cobra.Command, []string) error {
+		v7, v8 = bool(klog.V(7).Enabled()), bool(klog.Background().V(8).Enabled()) || bool(klog.V(8).Enabled())
+		return nil
+	}}
+	cli.AddKlogFlags(cmd)
+	cmd.SetArgs([]string{"-v", "10", "--vmodule", "klog_test=9"})
+	t.Cleanup(func() {
+		_ = cmd.Flags().Set("v", "0")
+		_ = cmd.Flags().Set("vmodule", "")
+	})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if !v7 || v8 {
+		t.Errorf("at -v 10: V(7) enabled %v (want true), V(8) enabled %v (want false)", v7, v8)
 	}
 }

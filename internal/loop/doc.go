@@ -19,6 +19,8 @@
 // after how long and which attempt in a row failed; a success resets the
 // backoff. RetryDelay tells a failing sync, before it returns, when it will
 // be retried (for its Event). Conflicts (the object changed under the sync)
-// are retried quietly. Stop stops taking work and waits for in-flight
-// syncs; keys still queued are dropped.
+// are retried quietly. Stop stops taking work, cancels the context of the
+// in-flight syncs and waits for them at most Options.StopGracePeriod
+// (then logs and abandons those still running); keys still queued are
+// dropped.
 package loop

@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,7 +45,21 @@ type Options struct {
 	// retried, whatever RateLimiter says. It does not shorten the delay a
 	// hook asks for with 429 Retry-After.
 	MaxRetryDelay time.Duration
+	// StopGracePeriod is the longest Stop waits for the syncs in flight,
+	// whose context it cancels first; default DefaultStopGracePeriod.
+	// Syncs still running then are abandoned: Stop logs their keys and
+	// returns.
+	StopGracePeriod time.Duration
 }
+
+// DefaultStopGracePeriod is the default of Options.StopGracePeriod: as
+// long as the default hook timeout, so that a sync whose hook call ignores
+// the cancellation still ends within it.
+const DefaultStopGracePeriod = 10 * time.Second
+
+// ErrStopped is the cause of the cancellation of a sync's context by Stop
+// (context.Cause).
+var ErrStopped = errors.New("the controller stopped")
 
 // DefaultWorkers is the default of Options.Workers. A sync with a slow
 // hook spends most of its time waiting on it: a hook that takes 100ms,
@@ -98,6 +113,16 @@ type Loop struct {
 	done chan struct{}
 	// running counts the dispatcher and the workers.
 	running sync.WaitGroup
+	// stopped is cancelled by Stop (stop), with ErrStopped, and with it
+	// the syncs' context.
+	stopped context.Context
+	stop    context.CancelCauseFunc
+	// logger is Start's.
+	logger klog.Logger
+	// inFlight holds the keys being synced, and since when.
+	inFlightMu sync.Mutex
+	inFlight   map[string]time.Time
+	stopOnce   sync.Once
 }
 
 // workerIdleTimeout is how long a worker waits for another key before it
@@ -117,13 +142,21 @@ func New(opts Options, sync SyncFunc) *Loop {
 	if opts.RateLimiter == nil {
 		opts.RateLimiter = NewRateLimiter(opts.MaxRetryDelay)
 	}
+	if opts.StopGracePeriod <= 0 {
+		opts.StopGracePeriod = DefaultStopGracePeriod
+	}
+	stopped, stop := context.WithCancelCause(context.Background())
 	return &Loop{
-		active:  &gate{free: opts.Active},
-		slots:   newWindow(opts.Active, opts.Workers),
-		opts:    opts,
-		sync:    sync,
-		handoff: make(chan string),
-		done:    make(chan struct{}),
+		stopped:  stopped,
+		stop:     stop,
+		logger:   klog.Background(),
+		inFlight: map[string]time.Time{},
+		active:   &gate{free: opts.Active},
+		slots:    newWindow(opts.Active, opts.Workers),
+		opts:     opts,
+		sync:     sync,
+		handoff:  make(chan string),
+		done:     make(chan struct{}),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: opts.Name}),
 	}
@@ -139,10 +172,12 @@ func (l *Loop) AddAfter(key string, delay time.Duration) { l.queue.AddAfter(key,
 // once. A key is handed to an idle worker goroutine, or to a new one when
 // none is idle; a worker idle for workerIdleTimeout exits, so an idle loop
 // holds no worker (and a worker keeps the stack it grew for the next
-// sync). Syncs run with ctx's values but not its cancellation: Stop ends
-// the loop, after its in-flight syncs. Start must be called once.
+// sync). Syncs run with ctx's values but not its cancellation: their
+// context is cancelled by Stop. Start must be called once.
 func (l *Loop) Start(ctx context.Context) {
-	ctx = context.WithoutCancel(ctx)
+	l.logger = klog.FromContext(ctx)
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	context.AfterFunc(l.stopped, func() { cancel(context.Cause(l.stopped)) })
 	l.running.Add(1)
 	go func() {
 		defer l.running.Done()
@@ -153,11 +188,41 @@ func (l *Loop) Start(ctx context.Context) {
 	}()
 }
 
-// Stop stops taking work, waits for in-flight syncs, and drops the keys
-// still queued. It is idempotent.
+// Stop stops taking work, cancels the context of the syncs in flight
+// (with cause ErrStopped) and waits for them to return, at most
+// Options.StopGracePeriod: it then logs the keys of those still running,
+// abandons them and returns. Keys still queued are dropped. It is
+// idempotent; a second call returns once the first has.
 func (l *Loop) Stop() {
-	l.queue.ShutDown()
-	l.running.Wait()
+	l.stopOnce.Do(func() {
+		l.queue.ShutDown()
+		l.stop(ErrStopped)
+		done := make(chan struct{})
+		go func() {
+			l.running.Wait()
+			close(done)
+		}()
+		timer := time.NewTimer(l.opts.StopGracePeriod)
+		defer timer.Stop()
+		select {
+		case <-done:
+		case <-timer.C:
+			l.logger.Info("Syncs still in flight after the stop grace period; abandoning them",
+				"controller", l.opts.Name, "grace", l.opts.StopGracePeriod, "keys", l.abandoned())
+		}
+	})
+}
+
+// abandoned lists the keys being synced, with how long each has run.
+func (l *Loop) abandoned() []string {
+	l.inFlightMu.Lock()
+	defer l.inFlightMu.Unlock()
+	keys := make([]string, 0, len(l.inFlight))
+	for key, since := range l.inFlight {
+		keys = append(keys, key+" (for "+time.Since(since).Round(time.Millisecond).String()+")")
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // dispatchNextWorkItem waits for a free slot and a key, then for a turn to
@@ -206,6 +271,18 @@ func (l *Loop) worker(ctx context.Context, key string) {
 // as the result asks.
 func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
 	defer l.queue.Done(key)
+	if ctx.Err() != nil {
+		// Stopped: a key still queued is dropped.
+		return
+	}
+	l.inFlightMu.Lock()
+	l.inFlight[key] = time.Now()
+	l.inFlightMu.Unlock()
+	defer func() {
+		l.inFlightMu.Lock()
+		delete(l.inFlight, key)
+		l.inFlightMu.Unlock()
+	}()
 
 	retry := &retryState{loop: l, key: key}
 	start := time.Now()
@@ -214,6 +291,11 @@ func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
 	requeueAfter, err := l.sync(syncCtx, key)
 	metrics.SyncDuration.WithLabelValues(l.opts.Name).Observe(time.Since(start).Seconds())
 	logger := klog.FromContext(ctx)
+	if err != nil && ctx.Err() != nil {
+		// Cancelled by Stop: not a failure of the object, and not retried.
+		logger.V(2).Info("Sync cancelled", "key", key, "cause", context.Cause(ctx), "err", err)
+		return
+	}
 	switch {
 	case err == nil:
 		metrics.Syncs.WithLabelValues(l.opts.Name, "success").Inc()

@@ -1,15 +1,21 @@
-// Package redact removes the data of Secrets from what metactl logs.
+// Package redact removes the data of Secrets, and the credentials of URLs,
+// from what metactl logs.
 //
 // Objects of kind Secret in the core group ("apiVersion": "v1") keep their
 // keys but lose their values under data and stringData, and their
 // last-applied-configuration annotations, wherever they sit in a document:
-// a hook request's children, related objects, the parent itself, or a hook
-// response. Nothing else is changed.
+// a hook request's children, related objects, the parent itself, the
+// controller object, or a hook response. Every string of such a document
+// that is a URL with credentials (user information, or a query, which may
+// carry a token) is written as URL writes it: a webhook's url in the
+// controller object, say. Nothing else is changed.
 package redact
 
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"regexp"
 	"strings"
 )
 
@@ -57,9 +63,71 @@ func Value(v any) any {
 			out[i] = Value(val)
 		}
 		return out
+	case string:
+		if strings.Contains(t, "://") {
+			return URLs(t)
+		}
+		return t
 	default:
 		return v
 	}
+}
+
+// urlPattern matches a URL within text: a scheme, "://", and what follows
+// up to a space, a quote, a backslash (JSON escapes) or an angle bracket.
+var urlPattern = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>\\]+`)
+
+// URLs returns text with each URL in it written as URL writes it: a
+// webhook's url, or one within a JSON document held in a string (the
+// last-applied-configuration annotation).
+func URLs(text string) string {
+	return urlPattern.ReplaceAllStringFunc(text, URL)
+}
+
+// URL returns s, a URL, without what may be credentials: its user
+// information is replaced by Redacted, and the value of each query
+// parameter too (the names stay). A string that does not parse as a URL is
+// returned whole only when it has neither '@' nor '?'.
+func URL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		if strings.ContainsAny(s, "@?") {
+			return "<invalid URL, not shown: it may hold credentials>"
+		}
+		return s
+	}
+	if u.User == nil && u.RawQuery == "" {
+		return s
+	}
+	var b strings.Builder
+	if u.Scheme != "" {
+		b.WriteString(u.Scheme + ":")
+	}
+	if u.Host != "" || u.User != nil {
+		b.WriteString("//")
+	}
+	if u.User != nil {
+		b.WriteString(Redacted + "@")
+	}
+	b.WriteString(u.Host)
+	b.WriteString(u.EscapedPath())
+	if u.RawQuery != "" {
+		b.WriteString("?")
+		for i, param := range strings.Split(u.RawQuery, "&") {
+			if i > 0 {
+				b.WriteString("&")
+			}
+			name, _, hasValue := strings.Cut(param, "=")
+			b.WriteString(name)
+			if hasValue {
+				b.WriteString("=" + Redacted)
+			}
+		}
+	}
+	if u.Fragment != "" {
+		b.WriteString("#" + u.EscapedFragment())
+	}
+	return b.String()
 }
 
 // redactLastApplied redacts a Secret's last-applied annotations, which may

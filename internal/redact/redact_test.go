@@ -29,3 +29,30 @@ func TestInvalidJSONIsNotEchoed(t *testing.T) {
 		t.Errorf("invalid JSON echoed: %s", got)
 	}
 }
+
+func TestURLCredentialsAreRedacted(t *testing.T) {
+	cases := map[string]string{
+		"https://user:hunter2@hooks.example.com:8443/sync?token=hunter3&v": "https://<redacted>@hooks.example.com:8443/sync?token=<redacted>&v",
+		"http://hooks.example.com/sync":                                    "http://hooks.example.com/sync",
+		"http://hunter2@[::1/sync":                                         "<invalid URL, not shown: it may hold credentials>",
+		"plain text, no URL":                                               "plain text, no URL",
+	}
+	for in, want := range cases {
+		if got := URL(in); got != want {
+			t.Errorf("URL(%q) = %q, want %q", in, got, want)
+		}
+	}
+	// In a document: the controller object's webhook.
+	got := JSON([]byte(`{"controller": {"spec": {"hooks": {"sync": {"webhook": {"url": "https://u:hunter2@h/sync?key=hunter3"}}}}}}`))
+	if strings.Contains(got, "hunter") || !strings.Contains(got, "https://<redacted>@h/sync?key=<redacted>") {
+		t.Errorf("the webhook's URL is not redacted: %s", got)
+	}
+}
+
+func TestURLsInTextAreRedacted(t *testing.T) {
+	in := `{"kubectl.kubernetes.io/last-applied-configuration": "{\"url\":\"https://u:hunter2@h/sync?k=hunter3\"}", "plain": "see http://example.com/docs for more"}`
+	got := JSON([]byte(in))
+	if strings.Contains(got, "hunter") || !strings.Contains(got, `https://<redacted>@h/sync?k=<redacted>`) || !strings.Contains(got, "see http://example.com/docs for more") {
+		t.Errorf("URLs in text: %s", got)
+	}
+}

@@ -40,5 +40,6 @@
 // the parent and the cause, and the key is retried with exponential
 // backoff (or after the hook's Retry-After).
 //
-// A Controller is safe for concurrent use; Stop waits for in-flight syncs.
+// A Controller is safe for concurrent use; Stop cancels in-flight syncs and
+// waits for them at most the stop grace period.
 package composite

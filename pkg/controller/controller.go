@@ -39,6 +39,8 @@
 package controller
 
 import (
+	"time"
+
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
@@ -80,6 +82,9 @@ type Options struct {
 	// MaxRelatedObjects is the most related objects the customize hook's
 	// rules may select for one object; 0 means related.DefaultMaxObjects.
 	MaxRelatedObjects int
+	// StopGracePeriod is the longest Stop waits for the syncs in flight,
+	// once it has cancelled them; 0 is loop.DefaultStopGracePeriod (10s).
+	StopGracePeriod time.Duration
 }
 
 // InvalidSpecError reports a controller object whose spec is invalid.

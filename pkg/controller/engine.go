@@ -82,7 +82,7 @@ type queue interface {
 
 // Engine runs one controller of any kind: its informers, work queue and
 // workers, and the sync of each object (see sync.go). Safe for concurrent
-// use; Stop waits for in-flight syncs.
+// use; Stop cancels in-flight syncs and waits for them, for a bounded time.
 type Engine struct {
 	cfg  Config
 	opts Options
@@ -188,7 +188,8 @@ func (e *Engine) Access() []rbac.Access {
 // The controller runs until Stop.
 func (e *Engine) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues(e.kindName, e.name)
-	e.loop = loop.New(loop.Options{Name: e.name, Workers: e.opts.Workers, RateLimiter: e.opts.RateLimiter}, e.failing.Track(e.sync))
+	e.loop = loop.New(loop.Options{Name: e.name, Workers: e.opts.Workers, RateLimiter: e.opts.RateLimiter,
+		StopGracePeriod: e.opts.StopGracePeriod}, e.failing.Track(e.sync))
 	e.queue = e.loop
 	e.watches = NewWatches(e.opts.Informers)
 	if err := e.kind.Watch(e.watches); err != nil {
@@ -220,8 +221,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops taking work, waits for in-flight syncs to finish, and releases
-// the informers. It is idempotent.
+// Stop stops taking work, cancels the syncs in flight (their hook calls
+// end; they write nothing more) and waits for them to return, at most
+// Options.StopGracePeriod (see loop.Loop.Stop), then releases the
+// informers. It is idempotent.
 func (e *Engine) Stop() {
 	e.stopOnce.Do(func() {
 		close(e.stop)

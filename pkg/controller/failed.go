@@ -18,9 +18,10 @@ const ReasonSyncError = "SyncError"
 // naming the controller (kind and name) once and saying when the object
 // is retried, and returns err, for the work queue to retry. ctx is the
 // sync's (see loop.RetryDelay). Conflicts are not reported: they resolve
-// on the retry.
+// on the retry. Nor is a sync cancelled because its controller stops or
+// restarts (ctx is done): it is not the object's failure.
 func SyncFailed(ctx context.Context, recorder record.EventRecorder, obj runtime.Object, kind, name string, err error) error {
-	if apierrors.IsConflict(err) {
+	if apierrors.IsConflict(err) || ctx.Err() != nil {
 		return err
 	}
 	retry := ""

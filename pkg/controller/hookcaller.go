@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
@@ -25,12 +26,18 @@ type HookCaller struct {
 // Call calls hook, named name ("sync", "finalize", "customize"), with
 // request and decodes its answer into response. Within a sync of the
 // controller's loop, the call is a loop.WhileWaiting: other syncs run
-// while it waits on the hook.
+// while it waits on the hook. A call whose ctx is cancelled (the
+// controller stops or restarts) ends at once, and so does a call that
+// answered after the cancellation: it returns the cancellation's cause,
+// so that the sync writes nothing of the answer.
 func (h *HookCaller) Call(ctx context.Context, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error {
 	var err error
 	loop.WhileWaiting(ctx, func() {
 		err = h.Hooks.Call(ctx, h.Controller, name, hook, request, response)
 	})
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s hook: %w", name, context.Cause(ctx))
+	}
 	if h.health.Record(err) && h.OnHealthChange != nil {
 		h.OnHealthChange()
 	}

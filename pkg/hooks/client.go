@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -308,7 +307,7 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 		return nil
 	}
 	if resp.StatusCode != http.StatusOK {
-		body := readSnippet(resp.Body)
+		body := readErrorBody(resp.Body, enc.b.Bytes(), req)
 		c.observe(controller, hookName, resp.StatusCode, time.Since(start))
 		se := &StatusError{Controller: controller, Hook: hookName, URL: call.URL, Code: resp.StatusCode, Body: body}
 		if resp.StatusCode == http.StatusTooManyRequests {
@@ -476,15 +475,6 @@ func transportError(ctx, callCtx context.Context, call hookCall, timeout time.Du
 		err = &closedError{body: phase == phaseBody, err: err}
 	}
 	return &UnreachableError{Controller: call.Controller, Hook: call.Hook, URL: call.URL, Err: err}
-}
-
-// readSnippet returns the start of a failed response's body for the error,
-// and drains a little more so that the connection can be reused.
-func readSnippet(body io.Reader) string {
-	b := make([]byte, MaxStatusErrorBody)
-	n, _ := io.ReadFull(body, b)
-	_, _ = io.CopyN(io.Discard, body, 64<<10)
-	return strings.TrimSpace(strings.ToValidUTF8(string(b[:n]), "\uFFFD"))
 }
 
 // hookTimeout returns the timeout of w, as v1alpha1.SetDefaults_Hook

@@ -27,8 +27,15 @@
 // cleanup that keeps failing (Ready=False CleanupFailed) gives up after
 // Options.CleanupTimeout with a Warning Event saying what may be left.
 //
-// Run returns when its context ends, after every controller has finished
-// its in-flight syncs. Under leader election (Options.LeaderElection) only
+// A controller starts in the background (its caches' first sync bounded by
+// StartTimeout; Ready=False StartFailed when it does not make it), so
+// that one whose caches never sync holds none of the manager's workers.
+// Stopping a controller (a spec change, a deletion, shutdown) cancels its
+// in-flight syncs, whose hook calls end and which write nothing more, and
+// waits for them at most Options.StopGracePeriod.
+//
+// Run returns when its context ends, once every controller has stopped
+// so. Under leader election (Options.LeaderElection) only
 // the replica holding the Lease runs controllers, and Run returns at once,
 // with ErrLeadershipLost, when this replica loses it.
 //

@@ -74,7 +74,8 @@ var kinds = []*kind{
 func (m *Manager) build(ctx context.Context, k *kind, obj *unstructured.Unstructured) (runner, error) {
 	return k.build(ctx, obj, controller.Options{Client: m.client, Objects: m.objects, Resources: m.resources, Informers: m.informers,
 		Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged(k.name, obj),
-		RateLimiter: loop.NewRateLimiter(m.opts.MaxRetryDelay), MaxRelatedObjects: m.opts.MaxRelatedObjects})
+		RateLimiter: loop.NewRateLimiter(m.opts.MaxRetryDelay), MaxRelatedObjects: m.opts.MaxRelatedObjects,
+		StopGracePeriod: m.opts.StopGracePeriod})
 }
 
 // logIgnoredFields logs the fields of a valid CompositeController object

@@ -33,12 +33,13 @@ type LeaderElection struct {
 }
 
 // ErrLeadershipLost is returned by Run when this replica lost the Lease. It
-// returns at once, without waiting for syncs in flight: the process must
+// returns at once, with the syncs in flight cancelled but not waited for: the process must
 // exit now, so that it stops acting before another replica starts.
 var ErrLeadershipLost = errors.New("lost the leader lease")
 
 // runElected runs the controllers only while this replica holds the Lease.
-// On ctx's end it stops them (finishing in-flight syncs) and only then
+// On ctx's end it stops them (cancelling their in-flight syncs, waited for
+// at most the stop grace period) and only then
 // releases the Lease, so the next leader never overlaps with it.
 func (m *Manager) runElected(ctx context.Context, le *LeaderElection) error {
 	if le.Identity == "" {
@@ -63,6 +64,10 @@ func (m *Manager) runElected(ctx context.Context, le *LeaderElection) error {
 		done     = make(chan error, 1)
 	)
 	m.standby.Store(true)
+	// The controllers run with runCtx: losing the Lease cancels their
+	// syncs at once, even when Run's caller does not exit.
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
@@ -80,7 +85,7 @@ func (m *Manager) runElected(ctx context.Context, le *LeaderElection) error {
 				metrics.Leader.Set(1)
 				m.standby.Store(false)
 				leading.Store(true)
-				go func() { done <- m.run(ctx) }()
+				go func() { done <- m.run(runCtx) }()
 			},
 			OnStoppedLeading: func() {
 				metrics.Leader.Set(0)
@@ -106,7 +111,7 @@ func (m *Manager) runElected(ctx context.Context, le *LeaderElection) error {
 	case <-ctx.Done():
 		var err error
 		if leading.Load() {
-			err = <-done // controllers stopped, in-flight syncs finished
+			err = <-done // controllers stopped, in-flight syncs ended or abandoned
 		}
 		stop()
 		return err
@@ -115,6 +120,7 @@ func (m *Manager) runElected(ctx context.Context, le *LeaderElection) error {
 			return nil
 		}
 		logger.Info("Lost the leader lease; stopping at once")
+		stopRun()
 		return ErrLeadershipLost
 	case err := <-done:
 		stop()

@@ -71,6 +71,12 @@ type Options struct {
 	// failed; then the object goes anyway (see Manager.cleanup). Zero
 	// means DefaultCleanupTimeout.
 	CleanupTimeout time.Duration
+	// StopGracePeriod is the longest that stopping a controller (on
+	// shutdown, a spec change, the object's deletion) waits for its
+	// syncs in flight, once it has cancelled them (their hook calls end,
+	// they write nothing more); syncs still running then are abandoned
+	// and logged. Zero means loop.DefaultStopGracePeriod (10s).
+	StopGracePeriod time.Duration
 }
 
 // Manager runs one controller per CompositeController and
@@ -90,7 +96,9 @@ type Manager struct {
 
 	mu      sync.Mutex
 	running map[string]*runningController // by queue key
-	ready   bool
+	// stopping is set once Run stops its controllers: none starts then.
+	stopping bool
+	ready    bool
 	// standby is true while this replica waits for the leader Lease.
 	standby atomic.Bool
 	// cleanups says, by queue key, where the cleanup of each deleted
@@ -153,8 +161,9 @@ func (m *Manager) Ready() bool {
 	return m.ready
 }
 
-// Run runs the manager until ctx ends, then stops every controller, waiting
-// for their in-flight syncs, and returns. Under leader election it runs the
+// Run runs the manager until ctx ends, then stops every controller,
+// cancelling their in-flight syncs and waiting for them at most
+// Options.StopGracePeriod, and returns. Under leader election it runs the
 // controllers only while it holds the Lease and returns ErrLeadershipLost,
 // at once, when it loses it.
 func (m *Manager) Run(ctx context.Context) error {
@@ -174,10 +183,11 @@ func (m *Manager) run(ctx context.Context) error {
 		return fmt.Errorf("first discovery: %w", err)
 	}
 	m.loop = loop.New(loop.Options{
-		Name:          "metactl-manager",
-		Workers:       4,
-		RateLimiter:   workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
-		MaxRetryDelay: m.opts.MaxRetryDelay,
+		Name:            "metactl-manager",
+		Workers:         4,
+		RateLimiter:     workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
+		MaxRetryDelay:   m.opts.MaxRetryDelay,
+		StopGracePeriod: m.opts.StopGracePeriod,
 	}, m.reconcile)
 	stopCRDWatch, err := m.refreshDiscoveryOnCRDChanges(ctx)
 	if err != nil {
@@ -220,9 +230,24 @@ func (m *Manager) run(ctx context.Context) error {
 
 	m.loop.Start(ctx)
 	<-ctx.Done()
-	logger.Info("Shutting down: finishing in-flight syncs")
-	m.loop.Stop()
+	logger.Info("Shutting down: cancelling in-flight syncs", "grace", m.stopGracePeriod())
+	// The manager's own reconciles and every controller stop at once, so
+	// that shutdown takes at most one grace period.
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		m.loop.Stop()
+	}()
 	m.stopAll()
+	<-stopped
 	logger.Info("Stopped")
 	return nil
+}
+
+// stopGracePeriod is Options.StopGracePeriod, defaulted.
+func (m *Manager) stopGracePeriod() time.Duration {
+	if m.opts.StopGracePeriod > 0 {
+		return m.opts.StopGracePeriod
+	}
+	return loop.DefaultStopGracePeriod
 }

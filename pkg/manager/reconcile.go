@@ -31,6 +31,56 @@ type runningController struct {
 	controller runner
 	// failing throttles the writes of its failing objects to its status.
 	failing *failingStatus
+	// cancelStart cancels the start-up; started is closed once Start has
+	// returned, with startErr.
+	cancelStart context.CancelFunc
+	started     chan struct{}
+	startErr    error
+	// announced: its start has been reported (Event, metric). Only the
+	// reconcile of its object uses it.
+	announced bool
+}
+
+// StartTimeout bounds a controller's start-up: its caches' first sync.
+const StartTimeout = 2 * time.Minute
+
+// ReasonStartFailed is the Ready condition's reason when a controller did
+// not start: its caches did not sync within StartTimeout.
+const ReasonStartFailed = "StartFailed"
+
+// start starts r's controller in a goroutine of its own, so that a
+// controller whose caches take long to sync (or never do: a resource whose
+// list keeps failing) holds none of the manager's workers and delays no
+// other controller's start; the object is queued again when Start returns.
+func (m *Manager) start(ctx context.Context, key string, r *runningController) {
+	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StartTimeout)
+	r.cancelStart, r.started = cancel, make(chan struct{})
+	go func() {
+		defer cancel()
+		r.startErr = r.controller.Start(startCtx)
+		close(r.started)
+		m.loop.Add(key)
+	}()
+}
+
+// halt stops r's controller: it cancels its start-up, if it is still
+// starting, waits for Start to return, then stops it (see
+// controller.Engine.Stop: in-flight syncs cancelled, waited for at most
+// the grace period).
+func (r *runningController) halt() {
+	r.cancelStart()
+	<-r.started
+	r.controller.Stop()
+}
+
+// isStarted reports whether Start has returned.
+func (r *runningController) isStarted() bool {
+	select {
+	case <-r.started:
+		return true
+	default:
+		return false
+	}
 }
 
 // enqueueAll queues every controller object, to be reconciled again.
@@ -65,16 +115,40 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	current := m.running[key]
 	m.mu.Unlock()
 	if current != nil && exists && !deleting && current.uid == obj.GetUID() && current.generation == obj.GetGeneration() {
+		switch {
+		case !current.isStarted():
+			// Still starting: queued again once it has started.
+			return 0, nil
+		case current.startErr != nil:
+			err := fmt.Errorf("starting: %w", current.startErr)
+			current.controller.Stop()
+			m.mu.Lock()
+			delete(m.running, key)
+			m.mu.Unlock()
+			m.recorder.Event(obj, corev1.EventTypeWarning, ReasonStartFailed, err.Error())
+			if werr := m.setReady(ctx, k, obj, metav1.ConditionFalse, ReasonStartFailed, err.Error()); werr != nil {
+				logger.Error(werr, "Reporting the failed start")
+			}
+			return 0, err
+		case !current.announced:
+			current.announced = true
+			metrics.ControllerReady.WithLabelValues(k.name, name).Set(1)
+			m.recorder.Eventf(obj, corev1.EventTypeNormal, "Started", "started generation %d", obj.GetGeneration())
+		}
 		return 0, m.setRunning(ctx, k, obj, current)
 	}
 	if current != nil {
+		// Its start-up, if not done, is cancelled: a controller is never
+		// cleaned up or stopped while Start runs.
+		current.cancelStart()
+		<-current.started
 		if deleting || !exists {
 			if err := m.cleanup(ctx, k, name, obj, current.uid, current.controller.Cleanup); err != nil {
 				return 0, err
 			}
 		}
 		logger.Info("Stopping controller", "generation", current.generation)
-		current.controller.Stop()
+		current.halt()
 		metrics.ControllerReady.DeleteLabelValues(k.name, name)
 		m.mu.Lock()
 		delete(m.running, key)
@@ -141,18 +215,15 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	}
 	started := &runningController{uid: obj.GetUID(), generation: obj.GetGeneration(), controller: c, failing: &failingStatus{}}
 	c.Failing().OnChange(m.onFailingChange(key, started.failing))
-	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := c.Start(startCtx); err != nil {
-		c.Stop()
-		return 0, fmt.Errorf("starting: %w", err)
-	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopping {
+		// Shutting down: stopAll has taken the controllers already.
+		return 0, nil
+	}
 	m.running[key] = started
-	m.mu.Unlock()
-	metrics.ControllerReady.WithLabelValues(k.name, name).Set(1)
-	m.recorder.Eventf(obj, corev1.EventTypeNormal, "Started", "started generation %d", obj.GetGeneration())
-	return 0, m.setRunning(ctx, k, obj, started)
+	m.start(ctx, key, started)
+	return 0, nil
 }
 
 // healthChanged returns a callback that re-reconciles a controller object,
@@ -162,19 +233,21 @@ func (m *Manager) healthChanged(kindName string, obj *unstructured.Unstructured)
 	return func() { m.loop.Add(key) }
 }
 
-// stopAll stops every running controller, all at once, and returns when
-// their in-flight syncs have finished.
+// stopAll stops every running (or starting) controller, all at once, and
+// returns when their in-flight syncs, cancelled, have returned or the
+// grace period has passed; no controller is started afterwards.
 func (m *Manager) stopAll() {
 	m.mu.Lock()
 	running := m.running
 	m.running = map[string]*runningController{}
+	m.stopping = true
 	m.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, r := range running {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.controller.Stop()
+			r.halt()
 		}()
 	}
 	wg.Wait()

@@ -23,6 +23,12 @@ const (
 	DefaultBasicAuthPasswordKey       = "password"
 )
 
+// MaxHookTimeout is the longest webhook timeout metactl accepts: a longer
+// one makes the controller object InvalidSpec. A hook call holds one of
+// the controller's syncs (and its request and answer in memory) for as long
+// as it waits.
+const MaxHookTimeout = 5 * time.Minute
+
 // DefaultRevisionFieldPaths are the parent fields a revision records when
 // revisionHistory is not set.
 var DefaultRevisionFieldPaths = []string{"spec"}

@@ -2,9 +2,11 @@ package v1alpha1
 
 import (
 	"crypto/x509"
+	"errors"
 	"net/url"
 	"strings"
 
+	"github.com/metactl/metactl/internal/redact"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -248,14 +250,21 @@ func validateWebhook(w *Webhook, path *field.Path, ec *endpointConfigsInUse) fie
 		errs = append(errs, field.Required(path, "one of url and service must be set"))
 	case w.URL != nil:
 		// The url wins: service and path are ignored.
+		// The message shows the URL without its credentials: it reaches
+		// the log, an Event and the Ready condition.
+		shown := redact.URL(*w.URL)
 		u, err := url.Parse(*w.URL)
 		switch {
 		case err != nil:
-			errs = append(errs, field.Invalid(path.Child("url"), *w.URL, err.Error()))
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err // without the URL
+			}
+			errs = append(errs, field.Invalid(path.Child("url"), shown, err.Error()))
 		case u.Scheme != "http" && u.Scheme != "https":
-			errs = append(errs, field.Invalid(path.Child("url"), *w.URL, "must be an absolute http or https URL"))
+			errs = append(errs, field.Invalid(path.Child("url"), shown, "must be an absolute http or https URL"))
 		case u.Host == "":
-			errs = append(errs, field.Invalid(path.Child("url"), *w.URL, "must name a host"))
+			errs = append(errs, field.Invalid(path.Child("url"), shown, "must name a host"))
 		}
 	default:
 		s := w.Service
@@ -275,6 +284,10 @@ func validateWebhook(w *Webhook, path *field.Path, ec *endpointConfigsInUse) fie
 		if w.Path != nil && *w.Path != "" && !strings.HasPrefix(*w.Path, "/") {
 			errs = append(errs, field.Invalid(path.Child("path"), *w.Path, "must start with /"))
 		}
+	}
+	if w.Timeout != nil && w.Timeout.Duration > MaxHookTimeout {
+		errs = append(errs, field.Invalid(path.Child("timeout"), w.Timeout.Duration.String(),
+			"must be at most "+MaxHookTimeout.String()+", metactl's longest hook timeout"))
 	}
 	// A timeout that is not positive means the default, and etag's
 	// durations below 1 s mean no expiry and no periodic cleanup: see

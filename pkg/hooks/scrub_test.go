@@ -1,0 +1,67 @@
+/*
+Copyright The metactl Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package hooks
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+)
+
+// TestStatusErrorHidesEchoedSecrets: a hook that fails echoing its request
+// (a Secret child's data, base64 as in the request and decoded) and its
+// Authorization header gets a StatusError whose body, and message, hold
+// none of them, whether the echo is JSON or text, and even when a value
+// straddles the cut at MaxStatusErrorBody.
+func TestStatusErrorHidesEchoedSecrets(t *testing.T) {
+	const value, token = "child-value-8f1c2d", "token-3b9e77a1"
+	encoded := base64.StdEncoding.EncodeToString([]byte(value))
+	secret := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"namespace": "ns", "name": "s"}, "data": map[string]any{"password": encoded}}}
+	request := sampleCompositeRequest("v1")
+	request.Children.Insert("v1", true, secret)
+	for name, echo := range map[string]func(body []byte, auth string) string{
+		"json": func(body []byte, _ string) string { return string(body) },
+		"text": func(body []byte, auth string) string {
+			return "failed for " + auth + " with " + value + " and " + string(body)
+		},
+		"straddling": func(_ []byte, _ string) string {
+			return strings.Repeat("x", MaxStatusErrorBody-5) + value + " " + token
+		},
+	} {
+		srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, echo(body, r.Header.Get("Authorization")))
+		})
+		c := NewClient(Options{PrepareRequest: RequestPreparerFunc(func(_ *v1alpha1.Hook, req *http.Request) error {
+			req.Header.Set("Authorization", "Bearer "+token)
+			return nil
+		})})
+		err := c.Call(context.Background(), "things", "sync", urlHook(srv.URL+"/sync"), request, &CompositeSyncResponse{})
+		var se *StatusError
+		if !errors.As(err, &se) {
+			t.Fatalf("%s: err = %v, want *StatusError", name, err)
+		}
+		for _, leaked := range []string{value, encoded, token, value[:8], encoded[:8]} {
+			if strings.Contains(err.Error(), leaked) {
+				t.Errorf("%s: the error shows %q: %s", name, leaked, err)
+			}
+		}
+		if name == "text" && !strings.Contains(se.Body, "failed for Bearer") {
+			t.Errorf("%s: the body lost its text: %q", name, se.Body)
+		}
+	}
+}
