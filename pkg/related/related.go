@@ -46,6 +46,11 @@ type Options struct {
 	Informers *informer.Factory
 	// Enqueue asks for a sync of a parent, by its queue key.
 	Enqueue func(key string)
+	// MayRead, when set, is asked before the objects of a rule are
+	// served, with the rule's resource and namespace ("" for every
+	// namespace, as a namespace selector or no namespace rule reads); its
+	// error fails the sync.
+	MayRead func(ctx context.Context, res *discovery.Resource, namespace string) error
 }
 
 // Resolver serves one controller's customize hook.
@@ -99,6 +104,11 @@ func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured
 		rl, err := r.resolve(ctx, d, parent, parentNamespaced)
 		if err != nil {
 			return nil, fmt.Errorf("relatedResources[%d]: %w", i, err)
+		}
+		if r.opts.MayRead != nil {
+			if err := r.opts.MayRead(ctx, rl.res, rl.namespace); err != nil {
+				return nil, fmt.Errorf("relatedResources[%d]: %w", i, err)
+			}
 		}
 		rules = append(rules, rl)
 	}
