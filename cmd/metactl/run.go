@@ -43,6 +43,9 @@ type runFlags struct {
 	eventsBurst       int
 	leaderElect       bool
 	leaderElection    manager.LeaderElection
+
+	// requireServiceAccount: see manager.Options.RequireServiceAccount.
+	requireServiceAccount bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -85,6 +88,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.DurationVar(&f.leaderElection.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "pace of acquire and renew attempts")
 	fs.DurationVar(&f.maxRetryDelay, "max-retry-delay", loop.MaxRetryDelay, "longest wait before a failing sync is retried (the backoff doubles from 250ms up to this); a hook that recovers is called again within this long (metactl dev uses 5s)")
 	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", 16<<20, "largest hook response accepted")
+	fs.BoolVar(&f.requireServiceAccount, "require-service-account", false, "run only controllers annotated metactl.io/service-account (whose writes act as that ServiceAccount); any other is Ready=False Forbidden")
 	return cmd
 }
 
@@ -143,6 +147,8 @@ func run(ctx context.Context, f *runFlags) error {
 		EventsBurst:       f.eventsBurst,
 		LeaderElection:    leaderElection(f),
 		MaxRetryDelay:     f.maxRetryDelay,
+
+		RequireServiceAccount: f.requireServiceAccount,
 	})
 	if err != nil {
 		return err

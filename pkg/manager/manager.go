@@ -53,6 +53,12 @@ type Options struct {
 	// failed; then the object goes anyway (see Manager.cleanup). Zero
 	// means DefaultCleanupTimeout.
 	CleanupTimeout time.Duration
+	// RequireServiceAccount refuses to run a controller object without
+	// the annotation rbac.ServiceAccountAnnotation (Ready=False
+	// Forbidden), so that every controller's writes are its own
+	// ServiceAccount's. Default false: a controller without it writes as
+	// metactl.
+	RequireServiceAccount bool
 }
 
 // Manager runs one controller per CompositeController and

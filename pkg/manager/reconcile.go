@@ -188,10 +188,15 @@ func (m *Manager) stopAll() {
 // the right to impersonate it and the reads of the shared cache. The
 // account's are checked with SubjectAccessReviews: the reads everywhere
 // and the writes of cluster-scoped resources (rbac.ClusterWide); the API
-// server checks each namespaced write.
+// server checks each namespaced write. Under
+// Options.RequireServiceAccount a controller that acts as none is refused.
 func (m *Manager) forbidden(ctx context.Context, c runner) (string, error) {
 	self := m.authorization.SelfSubjectAccessReviews()
 	account, ok := c.(*accountRunner)
+	if !ok && m.opts.RequireServiceAccount {
+		return "metactl runs with --require-service-account: annotate the controller object with " + rbac.ServiceAccountAnnotation +
+			": <namespace>/<name> of the ServiceAccount whose permissions its writes use", nil
+	}
 	if !ok {
 		denied, err := rbac.Denied(ctx, self, c.Access())
 		if err != nil || len(denied) == 0 {

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 )
 
@@ -285,7 +286,8 @@ func newControllers(t *testing.T) testControllers { return testControllers{t} }
 
 // create creates CompositeController name of parents with children
 // childResources, its writes made as account (the annotation's value),
-// with a sync hook and, when customize is set, a customize hook.
+// (none when empty), with a sync hook and, when customize is set, a
+// customize hook.
 func (c testControllers) create(name, account string, parents schema.GroupVersionResource, sync, customize string, childResources ...string) {
 	t := c.t
 	t.Helper()
@@ -299,7 +301,7 @@ func (c testControllers) create(name, account string, parents schema.GroupVersio
 	}
 	cc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
-		"metadata": map[string]any{"name": name, "annotations": map[string]any{"metactl.io/service-account": account}},
+		"metadata": map[string]any{"name": name},
 		"spec": map[string]any{
 			"parentResource":   map[string]any{"apiVersion": parents.GroupVersion().String(), "resource": parents.Resource},
 			"childResources":   childList,
@@ -307,6 +309,9 @@ func (c testControllers) create(name, account string, parents schema.GroupVersio
 			"hooks":            hooks,
 		},
 	}}
+	if account != "" {
+		cc.SetAnnotations(map[string]string{"metactl.io/service-account": account})
+	}
 	client := env.Dynamic.Resource(v1alpha1.CompositeControllerResource)
 	if _, err := client.Create(context.Background(), cc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -360,4 +365,52 @@ func waitEvent(t *testing.T, obj *unstructured.Unstructured, reason string, want
 		}
 		return false, nil
 	})
+}
+
+// TestRequireServiceAccount runs metactl with RequireServiceAccount: a
+// controller object without the annotation does not run; annotated, it
+// runs; its annotation changed to an account that may not read its
+// resources, it stops and says so (the annotation is metadata: the
+// generation stays).
+func TestRequireServiceAccount(t *testing.T) {
+	ctx := context.Background()
+	ns := env.CreateNamespace(t)
+	parents := createCRD(t, "required.test.metactl.io", "things", "Thing")
+	applyYAML(t, fmt.Sprintf(`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: required-test-admin}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+subjects: [{kind: ServiceAccount, name: admin, namespace: %s}]
+`, ns))
+	runManager(t, manager.Options{Config: env.Config, Workers: 2, RequireServiceAccount: true})
+	hook := accountsHook(t)
+	newControllers(t).create("required", "", parents, hook.URL+"/configmap", "", "configmaps")
+	client := env.Dynamic.Resource(v1alpha1.CompositeControllerResource)
+	annotate := func(account string) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{"metactl.io/service-account":%q}}}`, account)
+		if account == "" {
+			patch = `{"metadata":{"annotations":{"metactl.io/service-account":null}}}`
+		}
+		if _, err := client.Patch(ctx, "required", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	annotate("")
+	c := waitReady(t, "required", metav1.ConditionFalse, v1alpha1.ReasonForbidden)
+	if want := "--require-service-account"; !strings.Contains(c.Message, want) {
+		t.Errorf("condition message %q does not name %q", c.Message, want)
+	}
+
+	annotate(ns + "/admin")
+	waitReady(t, "required", metav1.ConditionTrue, v1alpha1.ReasonRunning)
+	createObject(t, parents, "Thing", ns, "one")
+	waitObject(t, configMapsGVR, ns, "one-child")
+
+	annotate(ns + "/nobody")
+	c = waitReady(t, "required", metav1.ConditionFalse, v1alpha1.ReasonForbidden)
+	if want := "ServiceAccount " + ns + "/nobody may not get things.required.test.metactl.io"; !strings.Contains(c.Message, want) {
+		t.Errorf("condition message %q does not say %q", c.Message, want)
+	}
 }
