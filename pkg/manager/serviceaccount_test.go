@@ -117,6 +117,7 @@ func TestControllersActAsTheirServiceAccounts(t *testing.T) {
 	betas := createCRD(t, group, "betas", "Beta")
 	gammas := createCRD(t, group, "gammas", "Gamma")
 	deltas := createCRD(t, group, "deltas", "Delta")
+	epsilons := createCRD(t, group, "epsilons", "Epsilon")
 
 	// metactl itself: everything it needs, the right to write ConfigMaps
 	// and Secrets everywhere (so that only the accounts' rights can refuse
@@ -144,7 +145,7 @@ rules:
   resourceNames: [sa-a, sa-b, sa-c]
   verbs: [impersonate]
 - apiGroups: [`+group+`]
-  resources: [alphas, betas, gammas, deltas, alphas/status, betas/status, gammas/status, deltas/status]
+  resources: [alphas, betas, gammas, deltas, epsilons, alphas/status, betas/status, gammas/status, deltas/status, epsilons/status]
   verbs: [get, list, watch, update, patch]
 - apiGroups: [""]
   resources: [configmaps, secrets]
@@ -152,6 +153,9 @@ rules:
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch]
+- apiGroups: [metacontroller.k8s.io]
+  resources: [controllerrevisions]
+  verbs: [get, list, watch, create, update, patch, delete]
 `, fmt.Sprintf(`
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -161,7 +165,7 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 `, system),
 		// Account A reads alphas and ConfigMaps everywhere, and writes
 		// ConfigMaps and alphas in namespace A only.
-		accountRBAC("a", nsA, group, "alphas", []string{"configmaps"}, []string{"configmaps"}),
+		accountRBAC("a", nsA, group, "alphas, epsilons", []string{"configmaps"}, []string{"configmaps"}),
 		// Account B reads betas, ConfigMaps and Secrets everywhere, and
 		// writes ConfigMaps and betas (not Secrets) in namespace B only.
 		accountRBAC("b", nsB, group, "betas", []string{"configmaps", "secrets"}, []string{"configmaps"}),
@@ -183,6 +187,7 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 	controllers.create("accounts-c", nsA+"/sa-c", gammas, hook.URL+"/configmap", "", "configmaps")
 	controllers.create("accounts-d", nsA+"/sa-d", deltas, hook.URL+"/configmap", "", "configmaps")
 	controllers.create("accounts-bad", "no-slash", deltas, hook.URL+"/configmap", "", "configmaps")
+	controllers.create("accounts-e", nsA+"/sa-a", epsilons, hook.URL+"/configmap", "", "configmaps:RollingInPlace")
 
 	t.Run("each writes what its account may", func(t *testing.T) {
 		waitReady(t, "accounts-a", metav1.ConditionTrue, v1alpha1.ReasonRunning)
@@ -222,6 +227,12 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 			}
 		}
 	})
+	t.Run("rolling updates need the account to read ControllerRevisions", func(t *testing.T) {
+		c := waitReady(t, "accounts-e", metav1.ConditionFalse, v1alpha1.ReasonForbidden)
+		if want := "ServiceAccount " + nsA + "/sa-a may not get controllerrevisions.metacontroller.k8s.io; list controllerrevisions.metacontroller.k8s.io; watch"; !strings.Contains(c.Message, want) {
+			t.Errorf("condition message %q does not say %q", c.Message, want)
+		}
+	})
 	t.Run("an account metactl may not impersonate does not start", func(t *testing.T) {
 		c := waitReady(t, "accounts-d", metav1.ConditionFalse, v1alpha1.ReasonForbidden)
 		if want := "metactl may not impersonate ServiceAccount " + nsA + "/sa-d"; !strings.Contains(c.Message, want) {
@@ -237,9 +248,10 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 }
 
 // accountRBAC grants ServiceAccount sa-<id> of namespace ns: get, list and
-// watch parents (a resource of group) and reads everywhere; update and
+// watch parents (resources of group, comma-separated) and reads everywhere; update and
 // patch parents and their status, and every write of writes, in ns only.
 func accountRBAC(id, ns, group, parents string, reads, writes []string) string {
+	statuses := strings.ReplaceAll(parents, ",", "/status,") + "/status"
 	readRule, writeRule := "", ""
 	if len(reads) > 0 {
 		readRule = fmt.Sprintf("\n- apiGroups: [\"\"]\n  resources: [%s]\n  verbs: [get, list, watch]", strings.Join(reads, ", "))
@@ -267,7 +279,7 @@ kind: Role
 metadata: {name: accounts-test-write-%[1]s, namespace: %[2]s}
 rules:
 - apiGroups: [%[3]s]
-  resources: [%[4]s, %[4]s/status]
+  resources: [%[4]s, %[7]s]
   verbs: [update, patch]%[6]s
 ---
 apiVersion: rbac.authorization.k8s.io/v1
@@ -275,7 +287,7 @@ kind: RoleBinding
 metadata: {name: accounts-test-write-%[1]s, namespace: %[2]s}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: accounts-test-write-%[1]s}
 subjects: [{kind: ServiceAccount, name: sa-%[1]s, namespace: %[2]s}]
-`, id, ns, group, parents, readRule, writeRule)
+`, id, ns, group, parents, readRule, writeRule, statuses)
 }
 
 // testControllers creates CompositeControllers and deletes them when the
@@ -285,7 +297,8 @@ type testControllers struct{ t *testing.T }
 func newControllers(t *testing.T) testControllers { return testControllers{t} }
 
 // create creates CompositeController name of parents with children
-// childResources, its writes made as account (the annotation's value),
+// childResources (core resources, each with ":<method>" for an update
+// strategy), its writes made as account (the annotation's value),
 // (none when empty), with a sync hook and, when customize is set, a
 // customize hook.
 func (c testControllers) create(name, account string, parents schema.GroupVersionResource, sync, customize string, childResources ...string) {
@@ -293,7 +306,12 @@ func (c testControllers) create(name, account string, parents schema.GroupVersio
 	t.Helper()
 	var childList []any
 	for _, r := range childResources {
-		childList = append(childList, map[string]any{"apiVersion": "v1", "resource": r})
+		r, method, rolling := strings.Cut(r, ":")
+		child := map[string]any{"apiVersion": "v1", "resource": r}
+		if rolling {
+			child["updateStrategy"] = map[string]any{"method": method}
+		}
+		childList = append(childList, child)
 	}
 	hooks := map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": sync}}}
 	if customize != "" {
