@@ -86,7 +86,11 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		delete(m.running, key)
 		m.mu.Unlock()
 		if exists && !deleting {
-			m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start generation %d", current.generation, obj.GetGeneration())
+			if account := obj.GetAnnotations()[rbac.ServiceAccountAnnotation]; current.uid == obj.GetUID() && current.generation == obj.GetGeneration() && current.account != account {
+				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start it again: annotation %s changed", current.generation, rbac.ServiceAccountAnnotation)
+			} else {
+				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start generation %d", current.generation, obj.GetGeneration())
+			}
 		}
 	}
 	if !exists {
