@@ -71,16 +71,24 @@ func serviceAccountConfig(t *testing.T, namespace, name string) *rest.Config {
 
 // accountsHook answers the sync and customize hooks of the controllers of
 // TestControllersActAsTheirServiceAccounts: on /configmap a ConfigMap
-// <parent>-child; on /by-name a Secret for a parent whose name starts with
+// <parent>-child (on /attach, as an attachment); on /by-name a Secret for a parent whose name starts with
 // "secret", else a ConfigMap; on /customize, for a parent whose name
 // starts with "related", Pods of its namespace.
 func accountsHook(t *testing.T) *httptest.Server {
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Parent *unstructured.Unstructured `json:"parent"`
+			Object *unstructured.Unstructured `json:"object"` // a DecoratorController's
 		}
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if req.Parent == nil {
+			req.Parent = req.Object
+		}
+		if req.Parent == nil {
+			http.Error(w, "no parent or object", http.StatusBadRequest)
 			return
 		}
 		name := req.Parent.GetName()
@@ -96,7 +104,11 @@ func accountsHook(t *testing.T) *httptest.Server {
 		if r.URL.Path == "/by-name" && strings.HasPrefix(name, "secret") {
 			child = map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": name + "-child"}, "type": "Opaque"}
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"status": map[string]any{"synced": true}, "children": []any{child}})
+		list := "children"
+		if r.URL.Path == "/attach" {
+			list = "attachments"
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": map[string]any{"synced": true}, list: []any{child}})
 	}))
 	t.Cleanup(s.Close)
 	return s
@@ -118,6 +130,7 @@ func TestControllersActAsTheirServiceAccounts(t *testing.T) {
 	gammas := createCRD(t, group, "gammas", "Gamma")
 	deltas := createCRD(t, group, "deltas", "Delta")
 	epsilons := createCRD(t, group, "epsilons", "Epsilon")
+	zetas := createCRD(t, group, "zetas", "Zeta")
 
 	// metactl itself: everything it needs, the right to write ConfigMaps
 	// and Secrets everywhere (so that only the accounts' rights can refuse
@@ -145,7 +158,7 @@ rules:
   resourceNames: [sa-a, sa-b, sa-c]
   verbs: [impersonate]
 - apiGroups: [`+group+`]
-  resources: [alphas, betas, gammas, deltas, epsilons, alphas/status, betas/status, gammas/status, deltas/status, epsilons/status]
+  resources: [alphas, betas, gammas, deltas, epsilons, zetas, alphas/status, betas/status, gammas/status, deltas/status, epsilons/status, zetas/status]
   verbs: [get, list, watch, update, patch]
 - apiGroups: [""]
   resources: [configmaps, secrets]
@@ -165,7 +178,7 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 `, system),
 		// Account A reads alphas and ConfigMaps everywhere, and writes
 		// ConfigMaps and alphas in namespace A only.
-		accountRBAC("a", nsA, group, "alphas, epsilons", []string{"configmaps"}, []string{"configmaps"}),
+		accountRBAC("a", nsA, group, "alphas, epsilons, zetas", []string{"configmaps"}, []string{"configmaps"}),
 		// Account B reads betas, ConfigMaps and Secrets everywhere, and
 		// writes ConfigMaps and betas (not Secrets) in namespace B only.
 		accountRBAC("b", nsB, group, "betas", []string{"configmaps", "secrets"}, []string{"configmaps"}),
@@ -210,6 +223,33 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 			if _, err := env.Dynamic.Resource(c.gvr).Namespace(nsB).Get(ctx, c.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Errorf("%s %s/%s: got %v, want NotFound: metactl wrote what the account may not", c.gvr.Resource, nsB, c.name, err)
 			}
+		}
+	})
+	t.Run("a DecoratorController's attachments are its account's", func(t *testing.T) {
+		dc := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "DecoratorController",
+			"metadata": map[string]any{"name": "accounts-decorator", "annotations": map[string]any{"metactl.io/service-account": nsA + "/sa-a"}},
+			"spec": map[string]any{
+				"resources":   []any{map[string]any{"apiVersion": zetas.GroupVersion().String(), "resource": zetas.Resource}},
+				"attachments": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps"}},
+				"hooks":       map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": hook.URL + "/attach"}}},
+			},
+		}}
+		dcs := env.Dynamic.Resource(v1alpha1.DecoratorControllerResource)
+		if _, err := dcs.Create(ctx, dc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := dcs.Delete(context.Background(), dc.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("deleting DecoratorController %s: %v", dc.GetName(), err)
+			}
+		})
+		createObject(t, zetas, "Zeta", nsA, "zeta")
+		waitObject(t, configMapsGVR, nsA, "zeta-child")
+		outside := createParent(t, zetas, "Zeta", nsB, "zeta")
+		waitEvent(t, outside, controller.ReasonSyncError, "system:serviceaccount:"+nsA+":sa-a", `cannot create resource "configmaps"`)
+		if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(nsB).Get(ctx, "zeta-child", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("configmap %s/zeta-child: got %v, want NotFound: metactl wrote what the account may not", nsB, err)
 		}
 	})
 	t.Run("a related resource the account may not read fails the sync", func(t *testing.T) {
