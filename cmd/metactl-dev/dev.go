@@ -27,6 +27,7 @@ import (
 
 	"github.com/metactl/metactl/internal/controlplane"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/manager"
 )
 
@@ -123,7 +124,13 @@ func dev(ctx context.Context, out io.Writer, f *devFlags) error {
 	}()
 	say("control plane ready; to use it:\n\n    export KUBECONFIG=%s\n", cp.KubeconfigPath)
 
-	m, err := manager.New(manager.Options{Config: cp.Config, Workers: f.workers, DiscoveryInterval: 2 * time.Second, MaxRetryDelay: 5 * time.Second})
+	// A local cluster of one user, whose hooks run on this machine over
+	// plain http (service hooks are rewritten to http://127.0.0.1): hooks'
+	// credentials may come from any namespace and be sent over http, as
+	// metactl run allows only with --credential-namespaces='*' and
+	// --allow-insecure-credentials.
+	m, err := manager.New(manager.Options{Config: cp.Config, Workers: f.workers, DiscoveryInterval: 2 * time.Second, MaxRetryDelay: 5 * time.Second,
+		CredentialNamespaces: []string{hooks.AllNamespaces}, AllowInsecureCredentials: true})
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,10 @@ type runFlags struct {
 	eventsBurst       int
 	leaderElect       bool
 	leaderElection    manager.LeaderElection
-
+	// credentialNamespaces and allowInsecureCredentials: see
+	// manager.Options.
+	credentialNamespaces     []string
+	allowInsecureCredentials bool
 	// requireServiceAccount: see manager.Options.RequireServiceAccount.
 	requireServiceAccount bool
 }
@@ -88,6 +91,8 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.DurationVar(&f.leaderElection.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "pace of acquire and renew attempts")
 	fs.DurationVar(&f.maxRetryDelay, "max-retry-delay", loop.MaxRetryDelay, "longest wait before a failing sync is retried (the backoff doubles from 250ms up to this); a hook that recovers is called again within this long (metactl dev uses 5s)")
 	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", 16<<20, "largest hook response accepted")
+	fs.StringSliceVar(&f.credentialNamespaces, "credential-namespaces", []string{inClusterNamespace()}, "comma-separated namespaces whose Secrets and ConfigMaps hooks may name for caBundle, clientTLS, authorization and basicAuth, by default metactl's own (its Pod's namespace, else \"default\"); a hook given as a Service may always use its Service's namespace; \"*\" allows every namespace, as metacontroller does. A controller naming another namespace does not start (Ready=False CredentialNotAllowed)")
+	fs.BoolVar(&f.allowInsecureCredentials, "allow-insecure-credentials", false, "let hooks called over plain http send authorization, basicAuth and clientTLS credentials, for development only (metactl dev sets it); without it such a controller does not start (Ready=False InsecureCredentials)")
 	fs.BoolVar(&f.requireServiceAccount, "require-service-account", false, "run only controllers annotated metactl.io/service-account (whose writes act as that ServiceAccount); any other is Ready=False Forbidden")
 	return cmd
 }
@@ -148,7 +153,9 @@ func run(ctx context.Context, f *runFlags) error {
 		LeaderElection:    leaderElection(f),
 		MaxRetryDelay:     f.maxRetryDelay,
 
-		RequireServiceAccount: f.requireServiceAccount,
+		CredentialNamespaces:     f.credentialNamespaces,
+		AllowInsecureCredentials: f.allowInsecureCredentials,
+		RequireServiceAccount:    f.requireServiceAccount,
 	})
 	if err != nil {
 		return err

@@ -22,7 +22,7 @@ func (c *Controller) claimChildren(ctx context.Context, parent *unstructured.Uns
 	out := make(map[*children.Resource]children.Set, len(c.children.Resources))
 	var errs []error
 	for _, child := range c.children.Resources {
-		candidates := child.Informer.OwnedBy(parent.GetUID())
+		candidates := child.Informer.OwnedBy(parent.GetNamespace(), parent.GetUID())
 		// Only orphans that match the selector can be adopted, and none by
 		// a parent being deleted.
 		if parent.GetDeletionTimestamp() == nil {

@@ -463,7 +463,7 @@ func (c *Controller) claimRevisions(ctx context.Context, parent *unstructured.Un
 	if err != nil {
 		return nil, err
 	}
-	claimed := c.revisions.OwnedBy(parent.GetUID())
+	claimed := c.revisions.OwnedBy(parent.GetNamespace(), parent.GetUID())
 	if parent.GetDeletionTimestamp() != nil {
 		return claimed, nil
 	}

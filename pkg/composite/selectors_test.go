@@ -37,6 +37,12 @@ func TestSelectorOfFollowsTheParentsGeneration(t *testing.T) {
 	if s := c.selectorOf(parentObject(t, "3", `{}`)); s != nil {
 		t.Errorf("an empty spec.selector: %v, want none", s)
 	}
+	if s := c.selectorOf(parentObject(t, "4", `{"matchExpressions":[{"key":"nope","operator":"DoesNotExist"}]}`)); s != nil {
+		t.Errorf("a spec.selector by absence only: %v, want none", s)
+	}
+	if s := c.selectorOf(parentObject(t, "5", `{"matchExpressions":[{"key":"nope","operator":"DoesNotExist"},{"key":"app","operator":"Exists"}]}`)); s == nil {
+		t.Error("a spec.selector with an Exists requirement: none, want it")
+	}
 	c.forgetSelector("u-1")
 	if len(c.selectors.entries) != 0 {
 		t.Errorf("forgetSelector left %v", c.selectors.entries)

@@ -61,7 +61,7 @@ func (c *Controller) observedAttachments(obj *unstructured.Unstructured) map[*ch
 	out := make(map[*children.Resource]children.Set, len(c.attachments.Resources))
 	for _, res := range c.attachments.Resources {
 		set := children.Set{}
-		for _, meta := range res.Informer.OwnedByMeta(obj.GetUID()) {
+		for _, meta := range res.Informer.OwnedByMeta(obj.GetNamespace(), obj.GetUID()) {
 			if meta.Annotations[AttachmentAnnotation] != c.name {
 				continue // another decorator's, or a child of another kind of owner
 			}

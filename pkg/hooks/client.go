@@ -49,7 +49,9 @@ func (f ObserverFunc) ObserveHookCall(controller, hook string, code int, d time.
 
 // TransportResolver chooses the HTTP client that calls a hook. It is the
 // place for per-webhook transport settings (CA bundle, client
-// certificate). It must be safe for concurrent use.
+// certificate). It must be safe for concurrent use. A client whose
+// CheckRedirect is nil is used without following redirects, as every
+// client of a Client is (see Client.Call).
 type TransportResolver interface {
 	// TransportFor returns the client for hook; nil means the default.
 	TransportFor(hook *v1alpha1.Hook) (*http.Client, error)
@@ -87,7 +89,8 @@ func (f RequestPreparerFunc) PrepareRequest(hook *v1alpha1.Hook, req *http.Reque
 
 // Options configure a Client. The zero value is ready to use.
 type Options struct {
-	// HTTPClient calls the hooks. Default: DefaultHTTPClient().
+	// HTTPClient calls the hooks. Default: DefaultHTTPClient(). A client
+	// whose CheckRedirect is nil is used without following redirects.
 	HTTPClient *http.Client
 	// Transport, when set, chooses the client per hook instead; a nil
 	// client from it falls back to HTTPClient or its default.
@@ -133,6 +136,7 @@ func NewClient(opts Options) *Client {
 	if c.httpClient == nil {
 		c.httpClient = DefaultHTTPClient()
 	}
+	c.httpClient = withoutRedirects(c.httpClient)
 	if c.maxBody <= 0 {
 		c.maxBody = DefaultMaxResponseBytes
 	}
@@ -140,11 +144,12 @@ func NewClient(opts Options) *Client {
 }
 
 var sharedHTTPClient = sync.OnceValue(func() *http.Client {
-	return &http.Client{Transport: NewTransport()}
+	return &http.Client{Transport: NewTransport(), CheckRedirect: refuseRedirects}
 })
 
 // DefaultHTTPClient returns the HTTP client that Clients share by default.
 // It has no overall timeout: each call is bounded by its hook's timeout.
+// It does not follow redirects.
 func DefaultHTTPClient() *http.Client {
 	return sharedHTTPClient()
 }
@@ -181,6 +186,9 @@ func NewTransport() *http.Transport {
 // before with an ETag carries If-None-Match, and a 304 Not Modified or 412
 // Precondition Failed answer is decoded from the cached body, as a 200
 // would be.
+//
+// Call never follows a redirect: a 3xx answer is a *StatusError naming
+// its Location, and the request (body and credentials) goes nowhere else.
 //
 // Call never retries. Its errors are an *UnreachableError, a *StatusError
 // or a *ResponseError as described in the package documentation, or a
@@ -282,6 +290,7 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 		if resp.StatusCode == http.StatusTooManyRequests {
 			se.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), c.now())
 		}
+		se.Location = redirectLocation(resp)
 		return se
 	}
 
@@ -345,11 +354,58 @@ func (c *Client) clientFor(ctx context.Context, hook *v1alpha1.Hook) (*http.Clie
 		} else {
 			hc, err = c.transport.TransportFor(hook)
 		}
-		if err != nil || hc != nil {
-			return hc, err
+		if err != nil {
+			return nil, err
+		}
+		if hc != nil {
+			return withoutRedirects(hc), nil
 		}
 	}
 	return c.httpClient, nil
+}
+
+// refuseRedirects is the CheckRedirect of the HTTP clients that call
+// hooks: a redirect is not followed, and its answer is returned as it is
+// (Call makes it a *StatusError naming the Location). Following one would
+// send the request's body and credentials wherever the hook points,
+// another host or plain http included.
+func refuseRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// withoutRedirects returns hc, or, when hc has the default redirect policy
+// (follow up to 10), a copy of it that follows none.
+func withoutRedirects(hc *http.Client) *http.Client {
+	if hc.CheckRedirect != nil {
+		return hc
+	}
+	copied := *hc
+	copied.CheckRedirect = refuseRedirects
+	return &copied
+}
+
+// isRedirect reports whether code is one of the redirects an HTTP client
+// follows: 301, 302, 303, 307, 308.
+func isRedirect(code int) bool {
+	switch code {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
+}
+
+// redirectLocation returns, for a redirect, its Location resolved against
+// the request's URL, for messages: without userinfo, query or fragment.
+// It is empty for other answers and for a redirect without a Location,
+// and "(invalid Location)" when it does not parse.
+func redirectLocation(resp *http.Response) string {
+	loc := resp.Header.Get("Location")
+	if !isRedirect(resp.StatusCode) || loc == "" {
+		return ""
+	}
+	u, err := resp.Request.URL.Parse(loc)
+	if err != nil {
+		return "(invalid Location)"
+	}
+	return redactURL(u)
 }
 
 func (c *Client) observe(controller, hook string, code int, d time.Duration) {

@@ -649,24 +649,6 @@ func TestCallSeams(t *testing.T) {
 	}
 }
 
-func TestCallFollowsRedirectWithBody(t *testing.T) {
-	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/old" {
-			http.Redirect(w, r, "/new", http.StatusPermanentRedirect)
-			return
-		}
-		var req CompositeSyncRequest
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Parent.GetName() != "p" {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		_, _ = io.WriteString(w, `{}`)
-	})
-	if err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL+"/old"), sampleCompositeRequest(v1alpha1.HookVersionV1), &CompositeSyncResponse{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestCallMetrics(t *testing.T) {
 	type obs struct {
 		controller, hook string

@@ -89,7 +89,9 @@ Licensed under the Apache License, Version 2.0.
 //     than 304 and 412 to a request carrying If-None-Match). It
 //     carries the code, the start of the body (at most 1 KiB) and, for a
 //     429 with a Retry-After header in seconds or as an HTTP date, the
-//     delay asked for (see RetryAfter).
+//     delay asked for (see RetryAfter). A redirect (301, 302, 303, 307,
+//     308) is one too: no client follows redirects, and the error names
+//     the Location (see StatusError.Location).
 //   - *ResponseError: the hook answered 200 with an unusable body: larger
 //     than Options.MaxResponseBytes, not JSON, with an unknown field in
 //     strict mode, a status that is not an object, or an invalid child.
@@ -98,7 +100,8 @@ Licensed under the Apache License, Version 2.0.
 //     called: its Secret, ConfigMap or key is missing or may not be read,
 //     or its content is malformed. It names the setting and the reference
 //     (kind, namespace, name, key), never the content, and carries the
-//     controller and hook, for a HookAuthError condition. A server
+//     controller and hook, for a HookAuthError condition. It is also the
+//     error of a setting the CredentialPolicy refuses (Refused tells). A server
 //     certificate that does not verify against the CA bundle is an
 //     *UnreachableError wrapping a *tls.CertificateVerificationError.
 //
@@ -150,6 +153,11 @@ Licensed under the Apache License, Version 2.0.
 // so that connections are reused, and always verifies certificates with
 // TLS 1.2 or later; there is no setting to skip verification. Hooks
 // without caBundle or clientTLS use the Client's default HTTP client.
+// Before reading anything, it checks each hook with its CredentialPolicy:
+// the namespaces credentials may come from (a service hook's own, plus a
+// list, or all), and no authorization, basicAuth or clientTLS over plain
+// http unless allowed. The manager checks every hook of a controller with
+// the same policy before the controller starts.
 // These settings are read from the webhook only: a controller's
 // endpointConfigs reach a webhook through v1alpha1's defaulting, which
 // copies the entry of the webhook's host into each webhook that sets none

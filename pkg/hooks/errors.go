@@ -134,6 +134,10 @@ type StatusError struct {
 	// Body is the start of the response body, at most MaxStatusErrorBody
 	// bytes, as valid UTF-8.
 	Body string
+	// Location is, for a redirect (301, 302, 303, 307 or 308), where it
+	// points, without userinfo or query; empty for other codes and for a
+	// redirect without a Location. metactl does not follow redirects.
+	Location string
 	// RetryAfter is the delay a 429 response asked for with a Retry-After
 	// header (seconds or an HTTP date), capped at MaxRetryAfter. It is 0
 	// for other codes, when the header is missing or invalid, and when it
@@ -148,6 +152,12 @@ func (e *StatusError) Error() string {
 	}
 	if e.RetryAfter > 0 {
 		msg += " (retry after " + e.RetryAfter.String() + ")"
+	}
+	if isRedirect(e.Code) {
+		if e.Location != "" {
+			msg += " to " + e.Location
+		}
+		msg += ": metactl does not follow redirects: point the controller at the final URL"
 	}
 	if e.Body != "" {
 		msg += ": " + strconv.Quote(e.Body)
@@ -244,7 +254,9 @@ func (r CredentialReference) String() string {
 // its Secret, ConfigMap or key is missing or cannot be read, or its
 // content is malformed (a PEM bundle without a certificate, a client
 // certificate that does not match its key, an empty token). The hook was
-// not called. Its message names the reference but never the content.
+// not called. It is also the error of a setting the CredentialPolicy
+// refuses (see Refused). Its message names the reference but never the
+// content.
 //
 // The controllers report it with a HookAuthError condition; it usually
 // needs a fix by the user rather than a retry, though a Secret created or
@@ -260,6 +272,10 @@ type CredentialError struct {
 	Reference CredentialReference
 	// Reason says what is wrong, without the credential's content.
 	Reason string
+	// Refused is set when the CredentialPolicy refuses the setting
+	// (RefusedNamespace, RefusedInsecure): nothing was read or sent, and
+	// only a change of the hook or of metactl's flags mends it.
+	Refused string
 }
 
 func (e *CredentialError) Error() string {

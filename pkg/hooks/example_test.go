@@ -77,7 +77,9 @@ func ExampleNewSecureTransport() {
 	source.OnChange(func(namespace, name string) {
 		// Sync again the controllers whose hooks use namespace/name.
 	})
-	st := hooks.NewSecureTransport(source)
+	// Credentials may come from the namespace "hooks" only, and are never
+	// sent over plain http.
+	st := hooks.NewSecureTransport(source, hooks.CredentialPolicy{Namespaces: []string{"hooks"}})
 	client := hooks.NewClient(hooks.Options{Transport: st, PrepareRequest: st})
 
 	hook := &v1alpha1.Hook{Webhook: &v1alpha1.Webhook{

@@ -42,7 +42,13 @@ import (
 //
 // Certificates are always verified and TLS 1.2 is the minimum; there is no
 // way to turn either off. A hook without caBundle and clientTLS uses the
-// Client's default HTTP client.
+// Client's default HTTP client. No client follows redirects.
+//
+// Before reading anything for a call, the transport checks the hook with
+// its CredentialPolicy (the namespaces credentials may come from, and no
+// credentials over plain http): a refused setting gives a *CredentialError
+// with Refused set, and the hook is not called. The manager refuses such a
+// controller before it starts; this check is the second line.
 //
 // One *http.Client, with its own connection pool, is kept per distinct TLS
 // material (CA bundle, client certificate and key, compared by hash), so
@@ -54,6 +60,7 @@ import (
 // A missing object or key, or malformed content, gives a *CredentialError.
 type SecureTransport struct {
 	source CredentialSource
+	policy CredentialPolicy
 	now    func() time.Time
 
 	mu        sync.Mutex
@@ -92,10 +99,11 @@ const (
 )
 
 // NewSecureTransport returns a SecureTransport reading credentials from
-// source.
-func NewSecureTransport(source CredentialSource) *SecureTransport {
+// source, within policy.
+func NewSecureTransport(source CredentialSource, policy CredentialPolicy) *SecureTransport {
 	return &SecureTransport{
 		source:   source,
+		policy:   policy,
 		now:      time.Now,
 		clients:  map[tlsMaterialKey]*tlsClient{},
 		bindings: map[string]*tlsBinding{},
@@ -126,6 +134,9 @@ func (st *SecureTransport) TransportForContext(ctx context.Context, hook *v1alph
 		return nil, nil
 	}
 	w := hook.Webhook
+	if err := st.policy.Check(w); err != nil {
+		return nil, err
+	}
 	if w.CABundle == nil && w.ClientTLS == nil {
 		return nil, nil
 	}
@@ -323,7 +334,7 @@ func newTLSClient(ca, certPEM, keyPEM []byte, w *v1alpha1.Webhook) (*tlsClient, 
 	tr := NewTransport()
 	tr.TLSClientConfig = cfg
 	tc.transport = tr
-	tc.client = &http.Client{Transport: tr}
+	tc.client = &http.Client{Transport: tr, CheckRedirect: refuseRedirects}
 	return tc, nil
 }
 
@@ -430,13 +441,16 @@ func clientTLSRefs(ct *v1alpha1.ClientTLSConfig) (ns, name, certKey, keyKey stri
 }
 
 // PrepareRequest implements RequestPreparer: it sets the Authorization
-// header of hooks with authorization or basicAuth. Reading the Secret is
-// bounded by the request's context.
+// header of hooks with authorization or basicAuth, once the policy allows
+// the hook. Reading the Secret is bounded by the request's context.
 func (st *SecureTransport) PrepareRequest(hook *v1alpha1.Hook, req *http.Request) error {
 	if hook == nil || hook.Webhook == nil {
 		return nil
 	}
 	w := hook.Webhook
+	if err := st.policy.Check(w); err != nil {
+		return err
+	}
 	ctx := req.Context()
 	switch {
 	case w.Authorization != nil && w.BasicAuth != nil:

@@ -151,10 +151,17 @@ func newSource(t *testing.T, objs ...runtime.Object) (*fake.Clientset, *Watching
 }
 
 // secureClient returns a Client whose transport and credentials come from
-// src.
+// src, from any namespace, and may be sent over http.
 func secureClient(t *testing.T, src CredentialSource) (*Client, *SecureTransport) {
 	t.Helper()
-	st := NewSecureTransport(src)
+	return secureClientWithPolicy(t, src, CredentialPolicy{Namespaces: []string{AllNamespaces}, AllowInsecure: true})
+}
+
+// secureClientWithPolicy returns a Client whose transport and credentials
+// come from src, within policy.
+func secureClientWithPolicy(t *testing.T, src CredentialSource, policy CredentialPolicy) (*Client, *SecureTransport) {
+	t.Helper()
+	st := NewSecureTransport(src, policy)
 	t.Cleanup(st.CloseIdleConnections)
 	return NewClient(Options{Transport: st, PrepareRequest: st}), st
 }

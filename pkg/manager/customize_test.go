@@ -17,7 +17,8 @@ import (
 // through the controller's hook caller, so that its credential errors set
 // Ready=False HookAuthError, as the sync hook's do.
 func TestCustomizeHookAuthErrorCondition(t *testing.T) {
-	runManager(t, manager.Options{Config: env.Config, Workers: 2})
+	// The hook is plain http, its token in the test's namespace.
+	runManager(t, manager.Options{Config: env.Config, Workers: 2, CredentialNamespaces: []string{"*"}, AllowInsecureCredentials: true})
 	ctx := context.Background()
 	ns := env.CreateNamespace(t)
 	h := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -34,7 +34,7 @@ import (
 func TestManifestsWithEveryFieldRun(t *testing.T) {
 	createCRD(t, "ctl.example.com", "things", "Thing")
 	createHookCredentials(t, "things")
-	runManager(t, manager.Options{Config: env.Config, Workers: 2, DiscoveryInterval: 500 * time.Millisecond})
+	runManager(t, manager.Options{Config: env.Config, Workers: 2, DiscoveryInterval: 500 * time.Millisecond, CredentialNamespaces: []string{"things"}})
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

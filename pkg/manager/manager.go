@@ -48,6 +48,18 @@ type Options struct {
 	// object: a hook that recovers is called again within this long.
 	// Zero means loop.MaxRetryDelay (2 minutes).
 	MaxRetryDelay time.Duration
+	// CredentialNamespaces are the namespaces whose Secrets and
+	// ConfigMaps hooks may name for their caBundle, clientTLS,
+	// authorization and basicAuth; "*" (hooks.AllNamespaces) allows every
+	// namespace, as metacontroller does. A hook given as a Service may
+	// always name its Service's namespace. Default (nil): only that.
+	// metactl run sets it from --credential-namespaces (default: its own
+	// namespace).
+	CredentialNamespaces []string
+	// AllowInsecureCredentials lets hooks called over plain http use
+	// authorization, basicAuth and clientTLS. Default false: such a
+	// controller does not start (Ready=False InsecureCredentials).
+	AllowInsecureCredentials bool
 	// CleanupTimeout bounds how long a deleted controller object waits
 	// for its finalizer to be removed from its parents once removing it
 	// failed; then the object goes anyway (see Manager.cleanup). Zero
@@ -111,7 +123,7 @@ func New(opts Options) (*Manager, error) {
 	// Secrets and ConfigMaps they name, watched one by one.
 	credentials := hooks.NewWatchingCredentialSource(hooks.CoreV1GetterFunc(func() typedcorev1.CoreV1Interface { return c.core }))
 	if opts.Hooks.Transport == nil {
-		transport := hooks.NewSecureTransport(credentials)
+		transport := hooks.NewSecureTransport(credentials, opts.credentialPolicy())
 		opts.Hooks.Transport, opts.Hooks.PrepareRequest = transport, transport
 	}
 	m := &Manager{

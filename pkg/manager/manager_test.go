@@ -270,7 +270,8 @@ func TestDeletedDecoratorLeavesNoFinalizers(t *testing.T) {
 // that does not exist: once a parent's sync fails for it, the controller
 // reports Ready=False HookAuthError; creating the Secret mends it.
 func TestHookAuthErrorCondition(t *testing.T) {
-	runManager(t, manager.Options{Config: env.Config, Workers: 2})
+	// The hook is plain http, its token in the test's namespace.
+	runManager(t, manager.Options{Config: env.Config, Workers: 2, CredentialNamespaces: []string{"*"}, AllowInsecureCredentials: true})
 	ctx := context.Background()
 	ns := env.CreateNamespace(t)
 	var gotToken atomic.Value

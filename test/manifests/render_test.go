@@ -89,6 +89,8 @@ func TestKustomizeRendersEverything(t *testing.T) {
 		{"RoleBinding", namespace, "metactl-leader-election"},
 		{"Deployment", namespace, "metactl"},
 		{"Service", namespace, "metactl-metrics"},
+		{"ValidatingAdmissionPolicy", "", "metactl-controller-account"},
+		{"ValidatingAdmissionPolicyBinding", "", "metactl-controller-account"},
 	} {
 		find(t, objs, want.kind, want.ns, want.name)
 	}

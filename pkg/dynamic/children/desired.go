@@ -81,7 +81,7 @@ func (d *Declared) Desired(owner metav1.Object, ownerRef metav1.OwnerReference, 
 		obj = obj.DeepCopy()
 		switch ns := obj.GetNamespace(); {
 		case !res.Namespaced && owner.GetNamespace() != "":
-			errs = append(errs, fmt.Errorf("%s: %s is cluster-scoped and cannot be owned by a namespaced object (the garbage collector would delete it)", what, res.Name))
+			errs = append(errs, fmt.Errorf("%s: %s is cluster-scoped and cannot be owned by a namespaced object: the garbage collector ignores such an owner reference, so it would never remove the object", what, res.Name))
 			continue
 		case !res.Namespaced && ns != "":
 			errs = append(errs, fmt.Errorf("%s: %s is cluster-scoped but the object has namespace %q", what, res.Name, ns))

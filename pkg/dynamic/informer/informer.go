@@ -2,6 +2,7 @@ package informer
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -193,18 +194,25 @@ func (i *Informer) GetMeta(namespace, name string) (*Object, bool) {
 }
 
 // OwnedBy returns the cached objects whose controller owner has uid,
-// decoded.
-func (i *Informer) OwnedBy(uid types.UID) []*unstructured.Unstructured {
-	return DecodeAll(i.OwnedByMeta(uid))
+// decoded. namespace is the owner's: a namespaced owner controls only
+// objects of its own namespace (as the garbage collector reads owner
+// references), so an object elsewhere whose reference names its UID, a
+// forged one, is left out; "" (a cluster-scoped owner) is every namespace.
+func (i *Informer) OwnedBy(namespace string, uid types.UID) []*unstructured.Unstructured {
+	return DecodeAll(i.OwnedByMeta(namespace, uid))
 }
 
 // OwnedByMeta is OwnedBy without decoding.
-func (i *Informer) OwnedByMeta(uid types.UID) []*Object {
+func (i *Informer) OwnedByMeta(namespace string, uid types.UID) []*Object {
 	objs, err := i.shared.informer.GetIndexer().ByIndex(indexOwnerUID, string(uid))
 	if err != nil {
 		return nil
 	}
-	return objects(objs, nil)
+	out := objects(objs, nil)
+	if namespace != "" {
+		out = slices.DeleteFunc(out, func(o *Object) bool { return o.Namespace != namespace })
+	}
+	return out
 }
 
 // Orphans returns the cached objects without a controller owner in

@@ -155,6 +155,7 @@ func TestIndexesAndTransform(t *testing.T) {
 		configMap("ns1", "other-owner", "p2"),
 		labelled(configMap("ns1", "orphan-1", ""), map[string]string{"app": "a"}),
 		configMap("ns2", "orphan-2", ""),
+		configMap("ns2", "forged", "p1"), // a reference to p1 of ns1, from ns2
 	)
 	i := f.Acquire(configMapsGVR)
 	defer i.Release()
@@ -165,11 +166,14 @@ func TestIndexesAndTransform(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSynced(t, i)
-	if len(added) != 5 {
-		t.Errorf("handler saw %d initial adds, want 5", len(added))
+	if len(added) != 6 {
+		t.Errorf("handler saw %d initial adds, want 6", len(added))
 	}
-	if got, want := names(i.OwnedBy("u-p1")), []string{"ns1/owned-1", "ns1/owned-2"}; !equal(got, want) {
-		t.Errorf("OwnedBy = %v, want %v", got, want)
+	if got, want := names(i.OwnedBy("ns1", "u-p1")), []string{"ns1/owned-1", "ns1/owned-2"}; !equal(got, want) {
+		t.Errorf("OwnedBy(ns1) = %v, want %v (not the forged reference of ns2)", got, want)
+	}
+	if got, want := names(i.OwnedBy("", "u-p1")), []string{"ns1/owned-1", "ns1/owned-2", "ns2/forged"}; !equal(got, want) {
+		t.Errorf("OwnedBy(a cluster-scoped owner) = %v, want %v", got, want)
 	}
 	if got, want := names(i.Orphans("ns1", nil)), []string{"ns1/orphan-1"}; !equal(got, want) {
 		t.Errorf("Orphans(ns1) = %v, want %v", got, want)
@@ -190,8 +194,8 @@ func TestIndexesAndTransform(t *testing.T) {
 	if obj.GetManagedFields() != nil {
 		t.Error("managedFields kept in the cache")
 	}
-	if n := len(i.ListMeta("", nil)); n != 5 {
-		t.Errorf("%d objects cached, want 5", n)
+	if n := len(i.ListMeta("", nil)); n != 6 {
+		t.Errorf("%d objects cached, want 6", n)
 	}
 }
 

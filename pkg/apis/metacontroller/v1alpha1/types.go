@@ -416,6 +416,15 @@ const (
 	ReasonAllSynced  = "AllSynced"
 )
 
+// Reasons of the Ready condition of a controller whose hooks' credentials
+// metactl refuses to use (ours): a Secret or ConfigMap in a namespace
+// metactl does not allow (--credential-namespaces), or credentials for a
+// hook called over plain http (--allow-insecure-credentials).
+const (
+	ReasonCredentialNotAllowed = "CredentialNotAllowed"
+	ReasonInsecureCredentials  = "InsecureCredentials"
+)
+
 // CompositeControllerList is a list of CompositeControllers.
 // +kubebuilder:object:root=true
 type CompositeControllerList struct {

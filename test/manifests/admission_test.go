@@ -1,0 +1,197 @@
+package manifests_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/metactl/metactl/internal/testenv"
+)
+
+// serviceAccountAnnotation names the ServiceAccount a controller acts as.
+const serviceAccountAnnotation = "metactl.io/service-account"
+
+var compositeControllers = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"}
+
+// userClient returns a dynamic client acting as user, with no groups but
+// system:authenticated.
+func userClient(t *testing.T, user string) dynamic.Interface {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// compositeController returns a CompositeController named name acting as
+// account ("" for none).
+func compositeController(name, account string) *unstructured.Unstructured {
+	cc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1",
+		"kind":       "CompositeController",
+		"metadata":   map[string]any{"name": name},
+		"spec": map[string]any{
+			"parentResource": map[string]any{"apiVersion": "example.metactl.io/v1", "resource": "helloworlds"},
+			"childResources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps"}},
+			"hooks": map[string]any{"sync": map[string]any{"webhook": map[string]any{
+				"url": "https://hooks.example.com/sync"}}},
+		},
+	}}
+	if account != "" {
+		cc.SetAnnotations(map[string]string{serviceAccountAnnotation: account})
+	}
+	return cc
+}
+
+// grant creates a ClusterRole (namespace "") or Role with rules and binds
+// it to user.
+func grant(ctx context.Context, t *testing.T, namespace, name, user string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
+	rbac := env.Kube.RbacV1()
+	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	var err error
+	if namespace == "" {
+		if _, err = rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err == nil {
+			_, err = rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}, Subjects: subject}, metav1.CreateOptions{})
+		}
+	} else {
+		if _, err = rbac.Roles(namespace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err == nil {
+			_, err = rbac.RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}, Subjects: subject}, metav1.CreateOptions{})
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAdmissionPolicyControllerAccount applies the shipped
+// ValidatingAdmissionPolicy and checks who may create and change
+// controller objects: only a user who may impersonate the ServiceAccount
+// the controller acts as (the annotation's, else metactl's own), and
+// writes that change neither the spec nor the annotation are not checked.
+func TestAdmissionPolicyControllerAccount(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kubectl(t, "apply", "-f", repo(t, "manifests", "deploy", "admission-policy.yaml"))
+	team := env.CreateNamespace(t)
+	account := team + "/hooks"
+
+	// alice may write controller objects, and nothing else.
+	const alice = "alice@example.com"
+	grant(ctx, t, "", "metactl-test-controller-writer", alice, rbacv1.PolicyRule{
+		APIGroups: []string{"metacontroller.k8s.io"},
+		Resources: []string{"compositecontrollers", "decoratorcontrollers"},
+		Verbs:     []string{"get", "list", "create", "update", "patch", "delete"},
+	})
+	ccs := userClient(t, alice).Resource(compositeControllers)
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+
+	// The policy takes effect once the API server has loaded it; alice's
+	// rights once RBAC has: poll with dry runs until a refusal names the
+	// account.
+	refused := func(ctx context.Context, cc *unstructured.Unstructured) (string, error) {
+		_, err := ccs.Create(ctx, cc, dryRun)
+		switch {
+		case err == nil:
+			return "", nil
+		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "impersonate"):
+			return err.Error(), nil
+		}
+		return "", err
+	}
+	testenv.Eventually(t, 30*time.Second, "the policy refusing alice a controller without an account", func(ctx context.Context) (bool, error) {
+		msg, err := refused(ctx, compositeController("no-account", ""))
+		if apierrors.IsForbidden(err) {
+			return false, nil // RBAC not there yet
+		}
+		return msg != "" && strings.Contains(msg, "metactl-system/metactl"), err
+	})
+	if msg, err := refused(ctx, compositeController("team", account)); err != nil || !strings.Contains(msg, account) {
+		t.Fatalf("alice creating a controller acting as %s: refused %q, error %v; want refused naming the account", account, msg, err)
+	}
+
+	// Allowed to impersonate her team's account, alice may run
+	// controllers as it, and as no other.
+	grant(ctx, t, team, "impersonate-hooks", alice, rbacv1.PolicyRule{
+		APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: []string{"hooks"}, Verbs: []string{"impersonate"},
+	})
+	testenv.Eventually(t, 30*time.Second, "alice creating a controller acting as "+account, func(ctx context.Context) (bool, error) {
+		msg, err := refused(ctx, compositeController("team", account))
+		return msg == "", err
+	})
+	cc, err := ccs.Create(ctx, compositeController("team-"+team, account), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Dynamic.Resource(compositeControllers).Delete(context.Background(), cc.GetName(), metav1.DeleteOptions{})
+	})
+	for what, account := range map[string]string{
+		"without an account":            "",
+		"acting as another account":     team + "/other",
+		"acting as an account misspelt": team,
+	} {
+		if msg, err := refused(ctx, compositeController("other", account)); err != nil || msg == "" {
+			t.Errorf("alice creating a controller %s: refused %q, error %v; want refused", what, msg, err)
+		}
+	}
+
+	// Changing the spec keeps being checked; so does the annotation.
+	cc.Object["spec"].(map[string]any)["resyncPeriodSeconds"] = int64(30)
+	if cc, err = ccs.Update(ctx, cc, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("alice changing the spec of a controller acting as %s: %v", account, err)
+	}
+	moved := cc.DeepCopy()
+	moved.SetAnnotations(map[string]string{serviceAccountAnnotation: team + "/other"})
+	if _, err := ccs.Update(ctx, moved, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
+		t.Errorf("alice moving the controller to account %s/other: %v, want Forbidden", team, err)
+	}
+	bare := cc.DeepCopy()
+	bare.SetAnnotations(nil)
+	if _, err := ccs.Update(ctx, bare, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
+		t.Errorf("alice removing the annotation (the controller would act as metactl): %v, want Forbidden", err)
+	}
+
+	// bob may update controller objects but impersonate nobody: he may
+	// still change what is neither spec nor annotation, as metactl does
+	// with its finalizer.
+	const bob = "bob@example.com"
+	grant(ctx, t, "", "metactl-test-controller-updater", bob, rbacv1.PolicyRule{
+		APIGroups: []string{"metacontroller.k8s.io"}, Resources: []string{"compositecontrollers"}, Verbs: []string{"get", "update"},
+	})
+	bobs := userClient(t, bob).Resource(compositeControllers)
+	testenv.Eventually(t, 30*time.Second, "bob adding a finalizer", func(ctx context.Context) (bool, error) {
+		current, err := bobs.Get(ctx, cc.GetName(), metav1.GetOptions{})
+		if apierrors.IsForbidden(err) {
+			return false, nil // RBAC not there yet
+		}
+		if err != nil {
+			return false, err
+		}
+		current.SetFinalizers([]string{"metactl.io/test"})
+		_, err = bobs.Update(ctx, current, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil, err
+	})
+	current, err := bobs.Get(ctx, cc.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	current.Object["spec"].(map[string]any)["resyncPeriodSeconds"] = int64(60)
+	if _, err := bobs.Update(ctx, current, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
+		t.Errorf("bob changing the spec: %v, want Forbidden", err)
+	}
+}
