@@ -52,6 +52,8 @@ type runFlags struct {
 	// manager.Options.
 	credentialNamespaces     []string
 	allowInsecureCredentials bool
+	// requireServiceAccount: see manager.Options.RequireServiceAccount.
+	requireServiceAccount bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -102,6 +104,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.IntVar(&f.maxRelated, "max-related-objects", related.DefaultMaxObjects, "most related objects the customize hook's rules may select for one parent; more fails the sync with an error naming the rule")
 	fs.StringSliceVar(&f.credentialNamespaces, "credential-namespaces", []string{inClusterNamespace()}, "comma-separated namespaces whose Secrets and ConfigMaps hooks may name for caBundle, clientTLS, authorization and basicAuth, by default metactl's own (its Pod's namespace, else \"default\"); a hook given as a Service may always use its Service's namespace; \"*\" allows every namespace, as metacontroller does. A controller naming another namespace does not start (Ready=False CredentialNotAllowed)")
 	fs.BoolVar(&f.allowInsecureCredentials, "allow-insecure-credentials", false, "let hooks called over plain http send authorization, basicAuth and clientTLS credentials, for development only (metactl dev sets it); without it such a controller does not start (Ready=False InsecureCredentials)")
+	fs.BoolVar(&f.requireServiceAccount, "require-service-account", false, "run only controllers annotated metactl.io/service-account (whose writes act as that ServiceAccount); any other is Ready=False Forbidden")
 	return cmd
 }
 
@@ -185,6 +188,7 @@ func run(ctx context.Context, f *runFlags) error {
 
 		CredentialNamespaces:     f.credentialNamespaces,
 		AllowInsecureCredentials: f.allowInsecureCredentials,
+		RequireServiceAccount:    f.requireServiceAccount,
 	})
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/rbac"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -105,6 +106,20 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 // (New accepts these only for a namespaced parent).
 func (c *Controller) rolling() bool {
 	return slices.ContainsFunc(c.children.Resources, func(r *children.Resource) bool { return r.Method.IsRolling() })
+}
+
+// Access is the Engine's, and, for rolling child resources, what the
+// controller does with ControllerRevisions in its parents' namespaces.
+func (c *Controller) Access() []rbac.Access {
+	access := c.Engine.Access()
+	if c.rolling() {
+		revisions := &discovery.Resource{
+			APIVersion: v1alpha1.ControllerRevisionResource.GroupVersion().String(),
+			Name:       v1alpha1.ControllerRevisionResource.Resource, Kind: "ControllerRevision", Namespaced: true,
+		}
+		access = append(access, rbac.Access{Resource: revisions, Verbs: rbac.ChildVerbs})
+	}
+	return access
 }
 
 // Watch acquires the informers of parents, children and, for rolling

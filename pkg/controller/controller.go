@@ -39,6 +39,7 @@
 package controller
 
 import (
+	"context"
 	"time"
 
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
@@ -62,6 +63,14 @@ type Options struct {
 	// Objects creates, updates and deletes children, and patches the
 	// synced objects (finalizers, labels and annotations, status).
 	Objects *objectclient.Client
+	// Self reads the controller object itself; nil means Client. Set
+	// when Client and Objects act as the controller's ServiceAccount:
+	// the controller object is metactl's to read, not the account's.
+	Self dynamic.Interface
+	// MayRead, when set, says whether the controller may be served the
+	// objects of a related resource (in namespace; "" is every
+	// namespace) from the shared cache: nil, or why not.
+	MayRead func(ctx context.Context, res *discovery.Resource, namespace string) error
 	// Resources maps the controller's resources.
 	Resources *discovery.ResourceMap
 	// Informers shares watches among controllers.

@@ -139,7 +139,11 @@ func NewEngine(cfg Config, opts Options, kind Kind) *Engine {
 		Object: cfg.Object, Recorder: opts.Recorder,
 		Current: func(ctx context.Context) (*unstructured.Unstructured, error) {
 			metrics.UncachedReads.WithLabelValues(name, "annotation").Inc()
-			return opts.Client.Resource(cfg.Resource).Get(ctx, name, metav1.GetOptions{})
+			self := opts.Self
+			if self == nil {
+				self = opts.Client
+			}
+			return self.Resource(cfg.Resource).Get(ctx, name, metav1.GetOptions{})
 		},
 	}
 	return e
@@ -203,6 +207,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			Object: e.cfg.Object, Customize: hook, Version: *e.cfg.Hooks.Sync.Version,
 			Hooks: e.hooks, Resources: e.opts.Resources, Informers: e.opts.Informers, Enqueue: e.loop.Add,
 			MaxObjects: e.opts.MaxRelatedObjects,
+			MayRead: e.opts.MayRead,
 		})
 	}
 	e.loop.Start(klog.NewContext(ctx, logger))

@@ -92,7 +92,7 @@ spec:
 
 var gadgetsGVR = schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "gadgets"}
 
-func applyYAML(t *testing.T, doc string) {
+func kubectlApply(t *testing.T, doc string) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "object.yaml")
 	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
@@ -129,7 +129,7 @@ func createGadget(t *testing.T, ns, name string) {
 // period; shutdown returns within it too.
 func TestStoppingCancelsBlockedHooks(t *testing.T) {
 	const grace = 5 * time.Second
-	applyYAML(t, gadgetsCRD)
+	kubectlApply(t, gadgetsCRD)
 	m, err := manager.New(manager.Options{Config: env.Config, Workers: 2, StopGracePeriod: grace})
 	if err != nil {
 		t.Fatal(err)
@@ -222,8 +222,8 @@ spec:
 // once, while the stuck ones still wait.
 func TestStuckStartDoesNotHoldOthers(t *testing.T) {
 	ctx := context.Background()
-	applyYAML(t, gadgetsCRD)
-	applyYAML(t, fmt.Sprintf(stuckCRD, "{strategy: None}"))
+	kubectlApply(t, gadgetsCRD)
+	kubectlApply(t, fmt.Sprintf(stuckCRD, "{strategy: None}"))
 	t.Cleanup(func() {
 		_, _ = env.Kubectl(context.Background(), "delete", "crd", "stucks.test.metactl.io", "--wait=false")
 	})
@@ -236,7 +236,7 @@ func TestStuckStartDoesNotHoldOthers(t *testing.T) {
 		_, err := env.Dynamic.Resource(stuckV1).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
 		return err == nil || apierrors.IsAlreadyExists(err), nil
 	})
-	applyYAML(t, fmt.Sprintf(stuckCRD, "{strategy: Webhook, webhook: {conversionReviewVersions: [v1], clientConfig: {url: 'https://127.0.0.1:1/convert'}}}"))
+	kubectlApply(t, fmt.Sprintf(stuckCRD, "{strategy: Webhook, webhook: {conversionReviewVersions: [v1], clientConfig: {url: 'https://127.0.0.1:1/convert'}}}"))
 	testenv.Eventually(t, 30*time.Second, "listing v2 Stucks fails", func(ctx context.Context) (bool, error) {
 		_, err := env.Dynamic.Resource(stuckV2).List(ctx, metav1.ListOptions{})
 		return err != nil, nil

@@ -3,9 +3,11 @@ package manager
 import (
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/metrics"
+	"github.com/metactl/metactl/pkg/rbac"
 	clientdiscovery "k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
@@ -13,6 +15,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport"
 	"k8s.io/client-go/util/flowcontrol"
 )
 
@@ -36,6 +39,9 @@ type clients struct {
 	core          typedcorev1.CoreV1Interface
 	coordination  coordinationv1client.CoordinationV1Interface
 	authorization authorizationv1client.AuthorizationV1Interface
+	// config is the copy of Options.Config the clients are built from,
+	// with the shared rate limiter.
+	config *rest.Config
 }
 
 // newClients builds the clients from a copy of config.
@@ -51,6 +57,7 @@ func newClients(config *rest.Config) (clients, error) {
 		c   clients
 		err error
 	)
+	c.config = config
 	if c.httpClient, err = rest.HTTPClientFor(config); err != nil {
 		return c, fmt.Errorf("building the API server's HTTP client: %w", err)
 	}
@@ -76,4 +83,63 @@ func newClients(config *rest.Config) (clients, error) {
 		return c, fmt.Errorf("building the authorization/v1 client: %w", err)
 	}
 	return c, nil
+}
+
+// accountClients are the clients of the controllers that act as one
+// ServiceAccount: they make the controllers' writes, and their uncached
+// reads, impersonating it.
+type accountClients struct {
+	client  dynamic.Interface
+	objects *objectclient.Client
+	// refs counts the controllers built with these clients.
+	refs int
+}
+
+// newAccountClients builds clients that impersonate sa. They share the
+// manager's HTTP client's transport (its connections, authentication and
+// metrics), with the impersonation headers added on top, and its rate
+// limiter: one budget for every request metactl makes.
+func (c clients) newAccountClients(sa rbac.ServiceAccount) (*accountClients, error) {
+	// The account's user name; the API server adds its groups. Any
+	// impersonation of Options.Config is replaced, not chained: the API
+	// server does not chain them.
+	impersonating := &http.Client{
+		Transport: transport.NewImpersonatingRoundTripper(transport.ImpersonationConfig{UserName: sa.UserName()}, c.httpClient.Transport),
+		Timeout:   c.httpClient.Timeout,
+	}
+	a := &accountClients{}
+	var err error
+	if a.client, err = dynamic.NewForConfigAndClient(c.config, impersonating); err != nil {
+		return nil, fmt.Errorf("building the dynamic client of ServiceAccount %s: %w", sa, err)
+	}
+	if a.objects, err = objectclient.New(c.config, impersonating); err != nil {
+		return nil, fmt.Errorf("ServiceAccount %s: %w", sa, err)
+	}
+	return a, nil
+}
+
+// acquireAccount returns the clients of sa, built on first use, and the
+// function that releases them; the last release forgets them.
+func (m *Manager) acquireAccount(sa rbac.ServiceAccount) (*accountClients, func(), error) {
+	m.accountsMu.Lock()
+	defer m.accountsMu.Unlock()
+	a := m.accounts[sa]
+	if a == nil {
+		var err error
+		if a, err = m.newAccountClients(sa); err != nil {
+			return nil, nil, err
+		}
+		m.accounts[sa] = a
+	}
+	a.refs++
+	var once sync.Once
+	return a, func() {
+		once.Do(func() {
+			m.accountsMu.Lock()
+			defer m.accountsMu.Unlock()
+			if a.refs--; a.refs == 0 && m.accounts[sa] == a {
+				delete(m.accounts, sa)
+			}
+		})
+	}, nil
 }

@@ -10,6 +10,14 @@
 // client and the credentials its hooks use, and the Event recorder; it
 // registers metactl's metrics (pkg/metrics). Before it starts a controller
 // it checks, with pkg/rbac, that metactl may do what the controller needs.
+// A controller object annotated metactl.io/service-account: <ns>/<name>
+// makes its writes (and uncached reads) as that ServiceAccount, through
+// clients that impersonate it on the shared HTTP client and rate limiter,
+// one set per account while a controller uses it; before it starts, the
+// manager checks that metactl may impersonate the account and that the
+// account may read what the controller reads (SubjectAccessReviews), and
+// the controller checks each related resource likewise before it serves
+// it. Events and the controller object's status stay metactl's.
 // It reports each controller's state on its object: status.observedGeneration
 // and a Ready condition that is True once the controller runs with synced
 // caches, or False with a reason (InvalidSpec, UnknownResource, Forbidden,
@@ -43,12 +51,13 @@
 //
 //   - manager.go: Options, New and Run, which watches the controller
 //     objects and feeds the manager's queue.
-//   - clients.go: the API server's clients.
+//   - clients.go: the API server's clients, and those of each
+//     ServiceAccount controllers act as.
 //   - crds.go: the CRD watch that refreshes discovery.
 //   - kinds.go: the two kinds of controller object and how a controller is
 //     built for each (pkg/composite, pkg/decorator).
-//   - reconcile.go: one controller object's reconcile: start, restart on a
-//     new generation, stop.
+//   - reconcile.go: one controller object's reconcile: start (after the
+//     permission checks), restart on a new generation or account, stop.
 //   - status.go: the object's Ready and Synced conditions and failing
 //     objects.
 //   - cleanup.go: removing a deleted controller's finalizer from its parents.

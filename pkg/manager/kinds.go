@@ -2,17 +2,20 @@ package manager
 
 import (
 	"context"
+	"time"
 
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/composite"
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/decorator"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/rbac"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 )
 
@@ -70,12 +73,63 @@ var kinds = []*kind{
 
 // build builds the controller of obj, a controller object of kind k, on
 // the manager's shared clients, cache and hook client; it does not start
-// it.
+// it. A controller object that names a ServiceAccount
+// (rbac.ServiceAccountAnnotation) gets that account's clients for its
+// writes and uncached reads, and is an *accountRunner; Stop releases them.
 func (m *Manager) build(ctx context.Context, k *kind, obj *unstructured.Unstructured) (runner, error) {
-	return k.build(ctx, obj, controller.Options{Client: m.client, Objects: m.objects, Resources: m.resources, Informers: m.informers,
+	opts := controller.Options{Client: m.client, Objects: m.objects, Resources: m.resources, Informers: m.informers,
 		Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged(k.name, obj),
 		RateLimiter: loop.NewRateLimiter(m.opts.MaxRetryDelay), MaxRelatedObjects: m.opts.MaxRelatedObjects,
-		StopGracePeriod: m.opts.StopGracePeriod})
+		StopGracePeriod: m.opts.StopGracePeriod}
+	sa, err := rbac.ServiceAccountOf(obj)
+	if err != nil {
+		path := field.NewPath("metadata", "annotations").Key(rbac.ServiceAccountAnnotation)
+		return nil, &controller.InvalidSpecError{Errs: field.ErrorList{field.Invalid(path, obj.GetAnnotations()[rbac.ServiceAccountAnnotation], err.Error())}}
+	}
+	if sa == nil {
+		return k.build(ctx, obj, opts)
+	}
+	account, release, err := m.acquireAccount(*sa)
+	if err != nil {
+		return nil, err
+	}
+	opts.Client, opts.Objects, opts.Self = account.client, account.objects, m.client
+	// Related resources are checked as the sync declares them; RBAC is
+	// not watched, so an answer holds for accountReviewTTL.
+	reviewer := &rbac.CachedReviewer{Review: sa.Reviewer(m.authorization.SubjectAccessReviews()), TTL: accountReviewTTL}
+	opts.MayRead = func(ctx context.Context, res *discovery.Resource, namespace string) error {
+		denied, err := rbac.DeniedBy(ctx, reviewer.Ask, []rbac.Access{{Resource: res, Namespace: namespace, Verbs: rbac.CacheVerbs}})
+		if err != nil {
+			return err
+		}
+		if len(denied) > 0 {
+			return &rbac.ForbiddenError{Account: *sa, Denied: denied}
+		}
+		return nil
+	}
+	c, err := k.build(ctx, obj, opts)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return &accountRunner{runner: c, account: *sa, release: release}, nil
+}
+
+// accountReviewTTL is how long the answer to a SubjectAccessReview about a
+// controller's ServiceAccount is reused for its related resources.
+const accountReviewTTL = time.Minute
+
+// accountRunner is a controller that acts as a ServiceAccount.
+type accountRunner struct {
+	runner
+	account rbac.ServiceAccount
+	release func()
+}
+
+// Stop stops the controller and releases the account's clients.
+func (r *accountRunner) Stop() {
+	r.runner.Stop()
+	r.release()
 }
 
 // logIgnoredFields logs the fields of a valid CompositeController object

@@ -13,6 +13,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
+	"github.com/metactl/metactl/pkg/rbac"
 	corev1 "k8s.io/api/core/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -77,6 +78,12 @@ type Options struct {
 	// they write nothing more); syncs still running then are abandoned
 	// and logged. Zero means loop.DefaultStopGracePeriod (10s).
 	StopGracePeriod time.Duration
+	// RequireServiceAccount refuses to run a controller object without
+	// the annotation rbac.ServiceAccountAnnotation (Ready=False
+	// Forbidden), so that every controller's writes are its own
+	// ServiceAccount's. Default false: a controller without it writes as
+	// metactl.
+	RequireServiceAccount bool
 }
 
 // Manager runs one controller per CompositeController and
@@ -104,6 +111,11 @@ type Manager struct {
 	// cleanups says, by queue key, where the cleanup of each deleted
 	// controller object stands. Guarded by mu.
 	cleanups map[string]cleanupState
+
+	// accounts are the clients of the ServiceAccounts controllers act as
+	// (rbac.ServiceAccountAnnotation), while a controller uses them.
+	accountsMu sync.Mutex
+	accounts   map[rbac.ServiceAccount]*accountClients
 }
 
 // New returns a Manager; nothing runs until Run.
@@ -139,6 +151,7 @@ func New(opts Options) (*Manager, error) {
 		events:      newEventBroadcaster(opts),
 		running:     map[string]*runningController{},
 		cleanups:    map[string]cleanupState{},
+		accounts:    map[rbac.ServiceAccount]*accountClients{},
 	}
 	for _, k := range kinds {
 		copied := *k

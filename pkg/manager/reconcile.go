@@ -29,6 +29,11 @@ type runningController struct {
 	uid        types.UID
 	generation int64
 	controller runner
+	// account is the value of the controller object's
+	// rbac.ServiceAccountAnnotation it was built with: a change restarts
+	// the controller, as a new generation does (metadata changes keep the
+	// generation).
+	account string
 	// failing throttles the writes of its failing objects to its status.
 	failing *failingStatus
 	// cancelStart cancels the start-up; started is closed once Start has
@@ -114,7 +119,8 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	m.mu.Lock()
 	current := m.running[key]
 	m.mu.Unlock()
-	if current != nil && exists && !deleting && current.uid == obj.GetUID() && current.generation == obj.GetGeneration() {
+	if current != nil && exists && !deleting && current.uid == obj.GetUID() && current.generation == obj.GetGeneration() &&
+		current.account == obj.GetAnnotations()[rbac.ServiceAccountAnnotation] {
 		switch {
 		case !current.isStarted():
 			// Still starting: queued again once it has started.
@@ -154,7 +160,11 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		delete(m.running, key)
 		m.mu.Unlock()
 		if exists && !deleting {
-			m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start generation %d", current.generation, obj.GetGeneration())
+			if account := obj.GetAnnotations()[rbac.ServiceAccountAnnotation]; current.uid == obj.GetUID() && current.generation == obj.GetGeneration() && current.account != account {
+				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start it again: annotation %s changed", current.generation, rbac.ServiceAccountAnnotation)
+			} else {
+				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start generation %d", current.generation, obj.GetGeneration())
+			}
 		}
 	}
 	if !exists {
@@ -199,21 +209,24 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	if refused := m.opts.checkCredentials(k, obj); refused != nil {
 		// Only a new generation of the object or other flags mend it:
 		// both reconcile it again.
+		c.Stop()
 		logger.Info("Refusing to start the controller: its hooks' credentials are not allowed", "reason", refused.reason, "message", refused.message)
 		m.recorder.Event(obj, corev1.EventTypeWarning, refused.reason, refused.message)
 		return 0, m.setReady(ctx, k, obj, metav1.ConditionFalse, refused.reason, refused.message)
 	}
-	if denied, err := rbac.Denied(ctx, m.authorization.SelfSubjectAccessReviews(), c.Access()); err != nil {
+	if msg, err := m.forbidden(ctx, c); err != nil {
+		c.Stop()
 		return 0, err
-	} else if len(denied) > 0 {
-		msg := "metactl may not " + strings.Join(denied, "; ") + " (grant it through the aggregated ClusterRole metactl-controllers)"
+	} else if msg != "" {
+		c.Stop()
 		m.recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.ReasonForbidden, msg)
 		if err := m.setReady(ctx, k, obj, metav1.ConditionFalse, v1alpha1.ReasonForbidden, msg); err != nil {
 			return 0, err
 		}
 		return 0, loop.ErrWaiting // RBAC is not watched: retried with backoff
 	}
-	started := &runningController{uid: obj.GetUID(), generation: obj.GetGeneration(), controller: c, failing: &failingStatus{}}
+	started := &runningController{uid: obj.GetUID(), generation: obj.GetGeneration(), controller: c, failing: &failingStatus{},
+		account: obj.GetAnnotations()[rbac.ServiceAccountAnnotation]}
 	c.Failing().OnChange(m.onFailingChange(key, started.failing))
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -251,4 +264,47 @@ func (m *Manager) stopAll() {
 		}()
 	}
 	wg.Wait()
+}
+
+// forbidden checks that a built controller has the permissions it needs
+// and returns, when it lacks some, what is missing; "" when none is.
+// metactl's own are checked with SelfSubjectAccessReviews: every verb the
+// controller needs, or, for a controller that acts as a ServiceAccount,
+// the right to impersonate it and the reads of the shared cache. The
+// account's are checked with SubjectAccessReviews: the reads everywhere
+// and the writes of cluster-scoped resources (rbac.ClusterWide); the API
+// server checks each namespaced write. Under
+// Options.RequireServiceAccount a controller that acts as none is refused.
+func (m *Manager) forbidden(ctx context.Context, c runner) (string, error) {
+	self := m.authorization.SelfSubjectAccessReviews()
+	account, ok := c.(*accountRunner)
+	if !ok && m.opts.RequireServiceAccount {
+		return "metactl runs with --require-service-account: annotate the controller object with " + rbac.ServiceAccountAnnotation +
+			": <namespace>/<name> of the ServiceAccount whose permissions its writes use", nil
+	}
+	if !ok {
+		denied, err := rbac.Denied(ctx, self, c.Access())
+		if err != nil || len(denied) == 0 {
+			return "", err
+		}
+		return "metactl may not " + strings.Join(denied, "; ") + " (grant it through the aggregated ClusterRole metactl-controllers)", nil
+	}
+	sa := account.account
+	if allowed, err := rbac.MayImpersonate(ctx, self, sa); err != nil {
+		return "", err
+	} else if !allowed {
+		return fmt.Sprintf("metactl may not impersonate ServiceAccount %s, named by annotation %s (grant verb impersonate on serviceaccounts to metactl, as its ClusterRole metactl does)",
+			sa, rbac.ServiceAccountAnnotation), nil
+	}
+	if denied, err := rbac.Denied(ctx, self, rbac.Reads(c.Access())); err != nil {
+		return "", err
+	} else if len(denied) > 0 {
+		return "metactl may not " + strings.Join(denied, "; ") + ", which its shared cache needs to serve the controller's reads (grant it through the aggregated ClusterRole metactl-controllers)", nil
+	}
+	denied, err := rbac.DeniedBy(ctx, sa.Reviewer(m.authorization.SubjectAccessReviews()), rbac.ClusterWide(c.Access()))
+	if err != nil || len(denied) == 0 {
+		return "", err
+	}
+	return (&rbac.ForbiddenError{Account: sa, Denied: denied}).Error() +
+		" (the controller acts as it: grant them to " + sa.UserName() + ")", nil
 }

@@ -8,4 +8,11 @@
 // for caches that never sync. pkg/manager runs the check before it starts
 // a controller; RBAC is not watched, so the manager retries it with
 // backoff.
+//
+// A controller may act as a ServiceAccount (ServiceAccountAnnotation):
+// DeniedBy asks the same questions of that account with
+// SubjectAccessReviews (ServiceAccount.Reviewer), MayImpersonate asks
+// whether metactl may act as it, and Reads and ClusterWide keep, of a
+// controller's Access, what metactl's shared cache needs and what can be
+// checked of the account before the controller starts.
 package rbac

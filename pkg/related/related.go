@@ -49,6 +49,11 @@ type Options struct {
 	// MaxObjects is the most related objects the rules may select for
 	// one parent; more fails its sync. Default: DefaultMaxObjects.
 	MaxObjects int
+	// MayRead, when set, is asked before the objects of a rule are
+	// served, with the rule's resource and namespace ("" for every
+	// namespace, as a namespace selector or no namespace rule reads); its
+	// error fails the sync.
+	MayRead func(ctx context.Context, res *discovery.Resource, namespace string) error
 }
 
 // DefaultMaxObjects is the default of Options.MaxObjects, as many as the
@@ -113,6 +118,11 @@ func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured
 		rl, err := r.resolve(ctx, d, parent, parentNamespaced)
 		if err != nil {
 			return nil, fmt.Errorf("relatedResources[%d]: %w", i, err)
+		}
+		if r.opts.MayRead != nil {
+			if err := r.opts.MayRead(ctx, rl.res, rl.namespace); err != nil {
+				return nil, fmt.Errorf("relatedResources[%d]: %w", i, err)
+			}
 		}
 		rules = append(rules, rl)
 	}

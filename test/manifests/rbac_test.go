@@ -173,6 +173,7 @@ func TestServiceAccountPermissions(t *testing.T) {
 		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
 		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
 		{verb: "watch", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", allowed: true},
+		{verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews", allowed: true},
 
 		// Nothing more of its own objects...
 		{verb: "create", group: "metacontroller.k8s.io", resource: "compositecontrollers", allowed: false},
@@ -187,7 +188,12 @@ func TestServiceAccountPermissions(t *testing.T) {
 		{verb: "create", group: "apps", resource: "deployments", namespace: elsewhere, allowed: false},
 		{verb: "create", resource: "pods", namespace: elsewhere, allowed: false},
 		{verb: "escalate", group: "rbac.authorization.k8s.io", resource: "clusterroles", allowed: false},
+		// No impersonation until a team binds metactl-service-accounts in
+		// its namespace; never of users or groups.
 		{verb: "impersonate", resource: "serviceaccounts", allowed: false},
+		{verb: "impersonate", resource: "serviceaccounts", namespace: elsewhere, allowed: false},
+		{verb: "impersonate", resource: "users", allowed: false},
+		{verb: "impersonate", resource: "groups", allowed: false},
 	}
 	helloWorld := []access{
 		{verb: "list", resource: "configmaps"},
@@ -264,5 +270,50 @@ func TestServiceAccountPermissions(t *testing.T) {
 		t.Fatalf("applying rbac.yaml again changed the aggregated rules of metactl-controllers from %+v to %+v", before.Rules, after.Rules)
 	}
 
+	t.Log("after a team binds metactl-service-accounts in its namespace, as the README says")
+	team := teamServiceAccountsBinding(t)
+	if _, err := env.Kube.RbacV1().RoleBindings(team.Namespace).Create(ctx, team, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Kube.RbacV1().RoleBindings(team.Namespace).Delete(context.Background(), team.Name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting RoleBinding %s/%s: %v", team.Namespace, team.Name, err)
+		}
+	})
+	inTeam := access{verb: "impersonate", resource: "serviceaccounts", namespace: team.Namespace, allowed: true}
+	testenv.Eventually(t, 30*time.Second, "the RoleBinding to reach the authorizer", func(ctx context.Context) (bool, error) {
+		return allowed(ctx, client, inTeam)
+	})
+	checkAccess(t, client, []access{
+		inTeam,
+		{verb: "impersonate", resource: "serviceaccounts", namespace: "kube-system", allowed: false},
+		{verb: "impersonate", resource: "serviceaccounts", allowed: false},
+		{verb: "impersonate", resource: "users", namespace: team.Namespace, allowed: false},
+		{verb: "impersonate", resource: "groups", namespace: team.Namespace, allowed: false},
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+
 	runHelloWorld(t)
+}
+
+// teamServiceAccountsBinding returns the example RoleBinding of
+// manifests/README.md that binds metactl-service-accounts in a team's
+// namespace, moved to a namespace of the test's.
+func teamServiceAccountsBinding(t *testing.T) *rbacv1.RoleBinding {
+	t.Helper()
+	readme := repo(t, "manifests", "README.md")
+	for _, block := range yamlBlocks(t, readme) {
+		binding := &rbacv1.RoleBinding{}
+		if err := yaml.UnmarshalStrict([]byte(block), binding); err != nil || binding.Kind != "RoleBinding" {
+			continue
+		}
+		if binding.RoleRef.Kind == "ClusterRole" && binding.RoleRef.Name == "metactl-service-accounts" {
+			binding.Namespace = env.CreateNamespace(t)
+			return binding
+		}
+	}
+	t.Fatalf("%s has no YAML block with a RoleBinding of ClusterRole metactl-service-accounts", readme)
+	return nil
 }

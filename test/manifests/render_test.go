@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -83,6 +84,7 @@ func TestKustomizeRendersEverything(t *testing.T) {
 		{"ClusterRoleBinding", "", "metactl"},
 		{"ClusterRole", "", "metactl-controllers"},
 		{"ClusterRoleBinding", "", "metactl-controllers"},
+		{"ClusterRole", "", "metactl-service-accounts"},
 		{"Role", namespace, "metactl-leader-election"},
 		{"RoleBinding", namespace, "metactl-leader-election"},
 		{"Deployment", namespace, "metactl"},
@@ -141,6 +143,36 @@ func TestRBACHasNoWildcards(t *testing.T) {
 	}
 	if len(aggregated.Rules) != 0 {
 		t.Errorf("ClusterRole metactl-controllers ships with rules %+v; aggregation fills them", aggregated.Rules)
+	}
+
+	// Impersonation: of ServiceAccounts only, and bound nowhere (a team
+	// binds it in its namespace).
+	impersonation := &rbacv1.ClusterRole{}
+	convert(t, find(t, objs, "ClusterRole", "", "metactl-service-accounts"), impersonation)
+	if want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"impersonate"}}}; !apiequality.Semantic.DeepEqual(impersonation.Rules, want) {
+		t.Errorf("ClusterRole metactl-service-accounts has rules %+v, want only %+v", impersonation.Rules, want)
+	}
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRoleBinding" && o.GetKind() != "RoleBinding" {
+			continue
+		}
+		binding := &rbacv1.RoleBinding{}
+		convert(t, o, binding)
+		if binding.RoleRef.Name == impersonation.Name {
+			t.Errorf("%s %s binds ClusterRole %s; it ships unbound", o.GetKind(), o.GetName(), impersonation.Name)
+		}
+	}
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
+			continue
+		}
+		role := &rbacv1.ClusterRole{}
+		convert(t, o, role)
+		for i, rule := range role.Rules {
+			if slices.Contains(rule.Verbs, "impersonate") && (o.GetName() != impersonation.Name || !slices.Equal(rule.Resources, []string{"serviceaccounts"})) {
+				t.Errorf("%s %s, rule %d: impersonate on %v; only ClusterRole %s may impersonate, and only serviceaccounts", o.GetKind(), o.GetName(), i, rule.Resources, impersonation.Name)
+			}
+		}
 	}
 
 	for _, b := range []struct{ kind, ns, name, roleKind string }{
