@@ -92,6 +92,8 @@ spec:
 
 var gadgetsGVR = schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "gadgets"}
 
+// kubectlApply applies one YAML document with kubectl; it stays after the
+// test (the CRDs it applies are shared by the tests of this file).
 func kubectlApply(t *testing.T, doc string) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "object.yaml")
