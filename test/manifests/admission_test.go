@@ -20,7 +20,10 @@ import (
 // serviceAccountAnnotation names the ServiceAccount a controller acts as.
 const serviceAccountAnnotation = "metactl.io/service-account"
 
-var compositeControllers = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"}
+var (
+	compositeControllers = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"}
+	decoratorControllers = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "decoratorcontrollers"}
+)
 
 // userClient returns a dynamic client acting as user, with no groups but
 // system:authenticated.
@@ -150,6 +153,20 @@ func TestAdmissionPolicyControllerAccount(t *testing.T) {
 		}
 	}
 
+	dec := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1",
+		"kind":       "DecoratorController",
+		"metadata":   map[string]any{"name": "other"},
+		"spec": map[string]any{
+			"resources": []any{map[string]any{"apiVersion": "example.metactl.io/v1", "resource": "helloworlds"}},
+			"hooks": map[string]any{"sync": map[string]any{"webhook": map[string]any{
+				"url": "https://hooks.example.com/sync"}}},
+		},
+	}}
+	if _, err := userClient(t, alice).Resource(decoratorControllers).Create(ctx, dec, dryRun); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "impersonate") {
+		t.Errorf("alice creating a DecoratorController without an account: %v, want refused by the policy", err)
+	}
+
 	// Changing the spec keeps being checked; so does the annotation.
 	cc.Object["spec"].(map[string]any)["resyncPeriodSeconds"] = int64(30)
 	if cc, err = ccs.Update(ctx, cc, metav1.UpdateOptions{}); err != nil {
@@ -190,8 +207,20 @@ func TestAdmissionPolicyControllerAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	current.Object["spec"].(map[string]any)["resyncPeriodSeconds"] = int64(60)
-	if _, err := bobs.Update(ctx, current, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
+	respec := current.DeepCopy()
+	respec.Object["spec"].(map[string]any)["resyncPeriodSeconds"] = int64(60)
+	if _, err := bobs.Update(ctx, respec, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
 		t.Errorf("bob changing the spec: %v, want Forbidden", err)
+	}
+	// metactl.io/absent-children changes what an answer deletes.
+	absent := current.DeepCopy()
+	absent.SetAnnotations(map[string]string{serviceAccountAnnotation: account, "metactl.io/absent-children": "empty"})
+	if _, err := bobs.Update(ctx, absent, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
+		t.Errorf("bob adding metactl.io/absent-children: %v, want Forbidden", err)
+	}
+	other := current.DeepCopy()
+	other.SetAnnotations(map[string]string{serviceAccountAnnotation: account, "example.com/note": "hello"})
+	if _, err := bobs.Update(ctx, other, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("bob adding an annotation outside metactl.io/: %v, want allowed", err)
 	}
 }
