@@ -231,7 +231,9 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.stopping {
-		// Shutting down: stopAll has taken the controllers already.
+		// Shutting down: stopAll has taken the controllers already, and
+		// this one, never started, is released (its account's clients).
+		c.Stop()
 		return 0, nil
 	}
 	m.running[key] = started
