@@ -73,9 +73,15 @@ func (m *Manager) start(ctx context.Context, key string, r *runningController) {
 // controller.Engine.Stop: in-flight syncs cancelled, waited for at most
 // the grace period).
 func (r *runningController) halt() {
+	r.endStart()
+	r.controller.Stop()
+}
+
+// endStart cancels r's start-up, if it is still starting, and waits for
+// Start to return.
+func (r *runningController) endStart() {
 	r.cancelStart()
 	<-r.started
-	r.controller.Stop()
 }
 
 // isStarted reports whether Start has returned.
@@ -146,8 +152,7 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	if current != nil {
 		// Its start-up, if not done, is cancelled: a controller is never
 		// cleaned up or stopped while Start runs.
-		current.cancelStart()
-		<-current.started
+		current.endStart()
 		if deleting || !exists {
 			if err := m.cleanup(ctx, k, name, obj, current.uid, current.controller.Cleanup); err != nil {
 				return 0, err
