@@ -22,11 +22,13 @@ type credentialRefusal struct {
 }
 
 // checkCredentials checks, with the credential policy, the connection
-// settings each hook of obj (a valid controller object of kind k) would be
+// settings each hook of obj (a controller object of kind k) would be
 // called with: its own, or those of the endpointConfigs entry for its
 // host, as the controllers default them. It returns nil when all are
-// allowed. The hooks' SecureTransport checks every call with the same
-// policy; this check keeps a refused controller from starting at all.
+// allowed, or when obj does not decode (building the controller refuses
+// it). The hooks' SecureTransport checks every call with the same policy;
+// this check, made before the controller is built, keeps a refused
+// controller from starting at all.
 func (o Options) checkCredentials(k *kind, obj *unstructured.Unstructured) *credentialRefusal {
 	var hs *v1alpha1.Hooks
 	switch k.resource {

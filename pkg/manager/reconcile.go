@@ -194,6 +194,13 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		}
 	}
 
+	if refused := m.opts.checkCredentials(k, obj); refused != nil {
+		// Only a new generation of the object or other flags mend it:
+		// both reconcile it again.
+		logger.Info("Refusing to start the controller: its hooks' credentials are not allowed", "reason", refused.reason, "message", refused.message)
+		m.recorder.Event(obj, corev1.EventTypeWarning, refused.reason, refused.message)
+		return 0, m.setReady(ctx, k, obj, metav1.ConditionFalse, refused.reason, refused.message)
+	}
 	c, err := m.build(ctx, k, obj)
 	var invalid *controller.InvalidSpecError
 	switch {
@@ -210,14 +217,6 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		return 0, loop.ErrWaiting
 	case err != nil:
 		return 0, err
-	}
-	if refused := m.opts.checkCredentials(k, obj); refused != nil {
-		// Only a new generation of the object or other flags mend it:
-		// both reconcile it again.
-		c.Stop()
-		logger.Info("Refusing to start the controller: its hooks' credentials are not allowed", "reason", refused.reason, "message", refused.message)
-		m.recorder.Event(obj, corev1.EventTypeWarning, refused.reason, refused.message)
-		return 0, m.setReady(ctx, k, obj, metav1.ConditionFalse, refused.reason, refused.message)
 	}
 	if msg, err := m.forbidden(ctx, c); err != nil {
 		c.Stop()
