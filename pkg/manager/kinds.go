@@ -112,7 +112,7 @@ func (m *Manager) build(ctx context.Context, k *kind, obj *unstructured.Unstruct
 		release()
 		return nil, err
 	}
-	return &accountRunner{runner: c, account: *sa, release: release}, nil
+	return &accountRunner{runner: c, account: *sa, release: release, credentials: credentialAccess(k, obj)}, nil
 }
 
 // accountReviewTTL is how long the answer to a SubjectAccessReview about a
@@ -124,6 +124,9 @@ type accountRunner struct {
 	runner
 	account rbac.ServiceAccount
 	release func()
+	// credentials is the reading of its hooks' credential Secrets and
+	// ConfigMaps, which the account must be allowed too.
+	credentials []rbac.Access
 }
 
 // Stop stops the controller and releases the account's clients.

@@ -278,8 +278,9 @@ func (m *Manager) stopAll() {
 // controller needs, or, for a controller that acts as a ServiceAccount,
 // the right to impersonate it and the reads of the shared cache. The
 // account's are checked with SubjectAccessReviews: the reads everywhere
-// and the writes of cluster-scoped resources (rbac.ClusterWide); the API
-// server checks each namespaced write. Under
+// and the writes of cluster-scoped resources (rbac.ClusterWide), then get
+// of each Secret and ConfigMap its hooks' credentials name (which metactl
+// reads for it); the API server checks each namespaced write. Under
 // Options.RequireServiceAccount a controller that acts as none is refused.
 func (m *Manager) forbidden(ctx context.Context, c runner) (string, error) {
 	self := m.authorization.SelfSubjectAccessReviews()
@@ -307,10 +308,17 @@ func (m *Manager) forbidden(ctx context.Context, c runner) (string, error) {
 	} else if len(denied) > 0 {
 		return "metactl may not " + strings.Join(denied, "; ") + ", which its shared cache needs to serve the controller's reads (grant it through the aggregated ClusterRole metactl-controllers)", nil
 	}
-	denied, err := rbac.DeniedBy(ctx, sa.Reviewer(m.authorization.SubjectAccessReviews()), rbac.ClusterWide(c.Access()))
+	review := sa.Reviewer(m.authorization.SubjectAccessReviews())
+	if denied, err := rbac.DeniedBy(ctx, review, rbac.ClusterWide(c.Access())); err != nil {
+		return "", err
+	} else if len(denied) > 0 {
+		return (&rbac.ForbiddenError{Account: sa, Denied: denied}).Error() +
+			" (the controller acts as it: grant them to " + sa.UserName() + ")", nil
+	}
+	denied, err := rbac.DeniedBy(ctx, review, account.credentials)
 	if err != nil || len(denied) == 0 {
 		return "", err
 	}
 	return (&rbac.ForbiddenError{Account: sa, Denied: denied}).Error() +
-		" (the controller acts as it: grant them to " + sa.UserName() + ")", nil
+		", which its hooks' credentials name (metactl reads a credential for a controller only when its account may: grant get on it to " + sa.UserName() + ")", nil
 }

@@ -131,6 +131,7 @@ func TestControllersActAsTheirServiceAccounts(t *testing.T) {
 	deltas := createCRD(t, group, "deltas", "Delta")
 	epsilons := createCRD(t, group, "epsilons", "Epsilon")
 	zetas := createCRD(t, group, "zetas", "Zeta")
+	etas := createCRD(t, group, "etas", "Eta")
 
 	// metactl itself: everything it needs, the right to write ConfigMaps
 	// and Secrets everywhere (so that only the accounts' rights can refuse
@@ -158,7 +159,7 @@ rules:
   resourceNames: [sa-a, sa-b, sa-c]
   verbs: [impersonate]
 - apiGroups: [`+group+`]
-  resources: [alphas, betas, gammas, deltas, epsilons, zetas, alphas/status, betas/status, gammas/status, deltas/status, epsilons/status, zetas/status]
+  resources: [alphas, betas, gammas, deltas, epsilons, zetas, etas, alphas/status, betas/status, gammas/status, deltas/status, epsilons/status, zetas/status, etas/status]
   verbs: [get, list, watch, update, patch]
 - apiGroups: [""]
   resources: [configmaps, secrets]
@@ -178,7 +179,7 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 `, system),
 		// Account A reads alphas and ConfigMaps everywhere, and writes
 		// ConfigMaps and alphas in namespace A only.
-		accountRBAC("a", nsA, group, "alphas, epsilons, zetas", []string{"configmaps"}, []string{"configmaps"}),
+		accountRBAC("a", nsA, group, "alphas, epsilons, zetas, etas", []string{"configmaps"}, []string{"configmaps"}),
 		// Account B reads betas, ConfigMaps and Secrets everywhere, and
 		// writes ConfigMaps and betas (not Secrets) in namespace B only.
 		accountRBAC("b", nsB, group, "betas", []string{"configmaps", "secrets"}, []string{"configmaps"}),
@@ -191,7 +192,10 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 			t.Fatal(err)
 		}
 	}
-	runManager(t, manager.Options{Config: serviceAccountConfig(t, system, "metactl"), Workers: 2})
+	// Another team's hook token, in a namespace hooks' credentials may
+	// come from.
+	createSecret(t, system, "team-b-token", map[string]string{"token": "team-b-secret-token"})
+	runManager(t, manager.Options{Config: serviceAccountConfig(t, system, "metactl"), Workers: 2, CredentialNamespaces: []string{system}})
 
 	hook := accountsHook(t)
 	controllers := newControllers(t)
@@ -278,6 +282,54 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 		if want := "metactl may not impersonate ServiceAccount " + nsA + "/sa-d"; !strings.Contains(c.Message, want) {
 			t.Errorf("condition message %q does not say %q", c.Message, want)
 		}
+	})
+	t.Run("a credential the account may not get keeps the controller from starting", func(t *testing.T) {
+		// Account A names B's token: metactl may read it, A may not.
+		tokenHook := newRecordingHook(t, true)
+		cc := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
+			"metadata": map[string]any{"name": "accounts-token", "annotations": map[string]any{"metactl.io/service-account": nsA + "/sa-a"}},
+			"spec": map[string]any{
+				"parentResource":   map[string]any{"apiVersion": etas.GroupVersion().String(), "resource": etas.Resource},
+				"childResources":   []any{map[string]any{"apiVersion": "v1", "resource": "configmaps"}},
+				"generateSelector": true,
+				"hooks": map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": tokenHook.URL + "/sync",
+					"caBundle":      map[string]any{"inline": tokenHook.caPEM()},
+					"authorization": map[string]any{"secretRef": map[string]any{"namespace": system, "name": "team-b-token"}}}}},
+			},
+		}}
+		createController(t, v1alpha1.CompositeControllerResource, cc)
+		createObject(t, etas, "Eta", nsA, "eta")
+		c := waitReady(t, "accounts-token", metav1.ConditionFalse, v1alpha1.ReasonForbidden)
+		if want := "ServiceAccount " + nsA + "/sa-a may not get secrets team-b-token in namespace " + system; !strings.Contains(c.Message, want) {
+			t.Errorf("condition message %q does not say %q", c.Message, want)
+		}
+		if got := tokenHook.received(); len(got) > 0 {
+			t.Fatalf("the hook received %d requests (Authorization %q), want none", len(got), got)
+		}
+		// Granted get on that Secret by name, the controller starts and
+		// its hook gets the token.
+		applyYAML(t, fmt.Sprintf(`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: accounts-test-token, namespace: %[1]s}
+rules:
+- apiGroups: [""]
+  resources: [secrets]
+  resourceNames: [team-b-token]
+  verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: accounts-test-token, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: accounts-test-token}
+subjects: [{kind: ServiceAccount, name: sa-a, namespace: %[2]s}]
+`, system, nsA))
+		waitReady(t, "accounts-token", metav1.ConditionTrue, v1alpha1.ReasonRunning)
+		testenv.Eventually(t, 30*time.Second, "the hook called with the token", func(context.Context) (bool, error) {
+			got := tokenHook.received()
+			return len(got) > 0 && got[0] == "Bearer team-b-secret-token", nil
+		})
 	})
 	t.Run("a malformed annotation is an invalid spec", func(t *testing.T) {
 		c := waitReady(t, "accounts-bad", metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec)
