@@ -84,6 +84,13 @@ type Options struct {
 	// ServiceAccount's. Default false: a controller without it writes as
 	// metactl.
 	RequireServiceAccount bool
+	// AccountReviewTTL is how long an answer about a controller's
+	// ServiceAccount holds, RBAC not being watched: a running controller
+	// that acts as one has its access checked again once per this period
+	// and is stopped (Ready=False Forbidden) when it is refused, and the
+	// answer about a related resource is reused for as long. Zero means
+	// one minute. metactl run does not set it.
+	AccountReviewTTL time.Duration
 }
 
 // Manager runs one controller per CompositeController and

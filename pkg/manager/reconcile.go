@@ -44,6 +44,9 @@ type runningController struct {
 	// announced: its start has been reported (Event, metric). Only the
 	// reconcile of its object uses it.
 	announced bool
+	// checkedAt is when its permissions were last checked (forbidden).
+	// Only the reconcile of its object uses it.
+	checkedAt time.Time
 }
 
 // StartTimeout bounds a controller's start-up: its caches' first sync.
@@ -133,10 +136,7 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 			return 0, nil
 		case current.startErr != nil:
 			err := fmt.Errorf("starting: %w", current.startErr)
-			current.controller.Stop()
-			m.mu.Lock()
-			delete(m.running, key)
-			m.mu.Unlock()
+			m.stopRunning(k, key, current)
 			m.recorder.Event(obj, corev1.EventTypeWarning, ReasonStartFailed, err.Error())
 			if werr := m.setReady(ctx, k, obj, metav1.ConditionFalse, ReasonStartFailed, err.Error()); werr != nil {
 				logger.Error(werr, "Reporting the failed start")
@@ -147,7 +147,20 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 			metrics.ControllerReady.WithLabelValues(k.name, name).Set(1)
 			m.recorder.Eventf(obj, corev1.EventTypeNormal, "Started", "started generation %d", obj.GetGeneration())
 		}
-		return 0, m.setRunning(ctx, k, obj, current)
+		next, refused, err := m.recheckAccount(ctx, current)
+		if err != nil {
+			return 0, err
+		}
+		if refused != "" {
+			logger.Info("Stopping controller: its ServiceAccount lost a permission it needs", "generation", current.generation, "message", refused)
+			m.stopRunning(k, key, current)
+			m.recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.ReasonForbidden, refused)
+			if err := m.setReady(ctx, k, obj, metav1.ConditionFalse, v1alpha1.ReasonForbidden, refused); err != nil {
+				return 0, err
+			}
+			return 0, loop.ErrWaiting // retried with backoff, as a refused start
+		}
+		return next, m.setRunning(ctx, k, obj, current)
 	}
 	if current != nil {
 		// Its start-up, if not done, is cancelled: a controller is never
@@ -159,11 +172,7 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 			}
 		}
 		logger.Info("Stopping controller", "generation", current.generation)
-		current.halt()
-		metrics.ControllerReady.DeleteLabelValues(k.name, name)
-		m.mu.Lock()
-		delete(m.running, key)
-		m.mu.Unlock()
+		m.stopRunning(k, key, current)
 		if exists && !deleting {
 			if account := obj.GetAnnotations()[rbac.ServiceAccountAnnotation]; current.uid == obj.GetUID() && current.generation == obj.GetGeneration() && current.account != account {
 				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start it again: annotation %s changed", current.generation, rbac.ServiceAccountAnnotation)
@@ -230,7 +239,7 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		return 0, loop.ErrWaiting // RBAC is not watched: retried with backoff
 	}
 	started := &runningController{uid: obj.GetUID(), generation: obj.GetGeneration(), controller: c, failing: &failingStatus{},
-		account: obj.GetAnnotations()[rbac.ServiceAccountAnnotation]}
+		account: obj.GetAnnotations()[rbac.ServiceAccountAnnotation], checkedAt: time.Now()}
 	c.Failing().OnChange(m.onFailingChange(key, started.failing))
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -243,6 +252,38 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	m.running[key] = started
 	m.start(ctx, key, started)
 	return 0, nil
+}
+
+// stopRunning stops r, the running controller of key (a controller object
+// of kind k), and forgets it.
+func (m *Manager) stopRunning(k *kind, key string, r *runningController) {
+	r.halt()
+	_, name, _ := strings.Cut(key, "/")
+	metrics.ControllerReady.DeleteLabelValues(k.name, name)
+	m.mu.Lock()
+	delete(m.running, key)
+	m.mu.Unlock()
+}
+
+// recheckAccount checks again, once Options.AccountReviewTTL has passed
+// since the last check, the permissions of r, a running controller that
+// acts as a ServiceAccount (forbidden): RBAC is not watched, and a
+// revocation must stop it. It returns how long until the next check is due
+// (the caller queues the object again then; 0 for a controller that acts
+// as no account), or what is now refused.
+func (m *Manager) recheckAccount(ctx context.Context, r *runningController) (next time.Duration, refused string, err error) {
+	if _, ok := r.controller.(*accountRunner); !ok {
+		return 0, "", nil
+	}
+	ttl := m.accountReviewTTL()
+	if wait := time.Until(r.checkedAt.Add(ttl)); wait > 0 {
+		return wait, "", nil
+	}
+	if refused, err := m.forbidden(ctx, r.controller); err != nil || refused != "" {
+		return 0, refused, err
+	}
+	r.checkedAt = time.Now()
+	return ttl, "", nil
 }
 
 // healthChanged returns a callback that re-reconciles a controller object,

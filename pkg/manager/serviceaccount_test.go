@@ -119,8 +119,9 @@ func accountsHook(t *testing.T) *httptest.Server {
 // controllers that each name a ServiceAccount: each writes only what its
 // account may, a controller whose account may not read its children does
 // not start, nor one whose account metactl may not impersonate, nor one
-// whose annotation is malformed; a related resource the account may not
-// read fails its parent's sync.
+// whose annotation is malformed, nor one whose hook's credential Secret the
+// account may not get; a right revoked stops a running controller; a
+// related resource the account may not read fails its parent's sync.
 func TestControllersActAsTheirServiceAccounts(t *testing.T) {
 	ctx := context.Background()
 	system, nsA, nsB := env.CreateNamespace(t), env.CreateNamespace(t), env.CreateNamespace(t)
@@ -195,7 +196,8 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 	// Another team's hook token, in a namespace hooks' credentials may
 	// come from.
 	createSecret(t, system, "team-b-token", map[string]string{"token": "team-b-secret-token"})
-	runManager(t, manager.Options{Config: serviceAccountConfig(t, system, "metactl"), Workers: 2, CredentialNamespaces: []string{system}})
+	runManager(t, manager.Options{Config: serviceAccountConfig(t, system, "metactl"), Workers: 2, CredentialNamespaces: []string{system},
+		AccountReviewTTL: 2 * time.Second})
 
 	hook := accountsHook(t)
 	controllers := newControllers(t)
@@ -283,7 +285,7 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 			t.Errorf("condition message %q does not say %q", c.Message, want)
 		}
 	})
-	t.Run("a credential the account may not get keeps the controller from starting", func(t *testing.T) {
+	t.Run("a credential the account may not get keeps the controller from starting, or stops it", func(t *testing.T) {
 		// Account A names B's token: metactl may read it, A may not.
 		tokenHook := newRecordingHook(t, true)
 		cc := &unstructured.Unstructured{Object: map[string]any{
@@ -330,6 +332,19 @@ subjects: [{kind: ServiceAccount, name: sa-a, namespace: %[2]s}]
 			got := tokenHook.received()
 			return len(got) > 0 && got[0] == "Bearer team-b-secret-token", nil
 		})
+
+		// Revoked, the running controller stops.
+		if err := env.Kube.RbacV1().RoleBindings(system).Delete(ctx, "accounts-test-token", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Checked again once per AccountReviewTTL (2s here).
+		testenv.Eventually(t, 20*time.Second, "accounts-token Ready=False (Forbidden)", func(context.Context) (bool, error) {
+			c = readyCondition(t, "accounts-token")
+			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonForbidden, nil
+		})
+		if want := "ServiceAccount " + nsA + "/sa-a may not get secrets team-b-token in namespace " + system; !strings.Contains(c.Message, want) {
+			t.Errorf("condition message %q does not say %q", c.Message, want)
+		}
 	})
 	t.Run("a malformed annotation is an invalid spec", func(t *testing.T) {
 		c := waitReady(t, "accounts-bad", metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec)
