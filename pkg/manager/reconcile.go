@@ -56,6 +56,73 @@ const StartTimeout = 2 * time.Minute
 // not start: its caches did not sync within StartTimeout.
 const ReasonStartFailed = "StartFailed"
 
+// startFailure is the failed start-ups in a row of one version of a
+// controller object (its UID, generation and account), and when it may
+// start again.
+type startFailure struct {
+	uid        types.UID
+	generation int64
+	account    string
+	count      int
+	retryAt    time.Time
+}
+
+// startRetryDelay is the wait before the next start of a controller whose
+// start-up failed count times in a row: 500ms, doubling, at most
+// Options.MaxRetryDelay (2 minutes by default).
+func (m *Manager) startRetryDelay(count int) time.Duration {
+	limit := m.opts.MaxRetryDelay
+	if limit <= 0 {
+		limit = loop.MaxRetryDelay
+	}
+	delay := 500 * time.Millisecond
+	for i := 1; i < count && delay < limit; i++ {
+		delay *= 2
+	}
+	return min(delay, limit)
+}
+
+// recordStartFailure records a failed start-up of r, the controller of
+// key, and returns how long to wait before starting it again and how many
+// times in a row it failed.
+func (m *Manager) recordStartFailure(key string, r *runningController) (time.Duration, int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.startFailures[key]
+	if f == nil || f.uid != r.uid || f.generation != r.generation || f.account != r.account {
+		f = &startFailure{uid: r.uid, generation: r.generation, account: r.account}
+		m.startFailures[key] = f
+	}
+	f.count++
+	delay := m.startRetryDelay(f.count)
+	f.retryAt = time.Now().Add(delay)
+	return delay, f.count
+}
+
+// startBackoff returns how long the controller of key, for obj, must still
+// wait before it starts again after failed start-ups; 0 when it may start
+// (a new generation or account may at once).
+func (m *Manager) startBackoff(key string, obj *unstructured.Unstructured) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.startFailures[key]
+	if f == nil {
+		return 0
+	}
+	if f.uid != obj.GetUID() || f.generation != obj.GetGeneration() || f.account != obj.GetAnnotations()[rbac.ServiceAccountAnnotation] {
+		delete(m.startFailures, key)
+		return 0
+	}
+	return max(0, time.Until(f.retryAt))
+}
+
+// forgetStartFailures forgets the failed start-ups of key's controller.
+func (m *Manager) forgetStartFailures(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.startFailures, key)
+}
+
 // start starts r's controller in a goroutine of its own, so that a
 // controller whose caches take long to sync (or never do: a resource whose
 // list keeps failing) holds none of the manager's workers and delays no
@@ -141,9 +208,14 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 			if werr := m.setReady(ctx, k, obj, metav1.ConditionFalse, ReasonStartFailed, err.Error()); werr != nil {
 				logger.Error(werr, "Reporting the failed start")
 			}
-			return 0, err
+			// Retried with a backoff of its own: the queue's, reset by
+			// the next reconcile that starts it again, would not grow.
+			delay, attempt := m.recordStartFailure(key, current)
+			logger.Error(err, "Controller did not start; retrying", "after", delay, "attempt", attempt)
+			return delay, nil
 		case !current.announced:
 			current.announced = true
+			m.forgetStartFailures(key)
 			metrics.ControllerReady.WithLabelValues(k.name, name).Set(1)
 			m.recorder.Eventf(obj, corev1.EventTypeNormal, "Started", "started generation %d", obj.GetGeneration())
 		}
@@ -183,6 +255,7 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	}
 	if !exists {
 		m.forgetCleanup(key)
+		m.forgetStartFailures(key)
 		return 0, nil
 	}
 	if deleting {
@@ -203,6 +276,10 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		}
 	}
 
+	if wait := m.startBackoff(key, obj); wait > 0 {
+		// Its start-up failed: StartFailed stays until it starts again.
+		return wait, nil
+	}
 	if refused := m.opts.checkCredentials(k, obj); refused != nil {
 		// Only a new generation of the object or other flags mend it:
 		// both reconcile it again.
