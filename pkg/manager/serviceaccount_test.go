@@ -73,7 +73,8 @@ func serviceAccountConfig(t *testing.T, namespace, name string) *rest.Config {
 // TestControllersActAsTheirServiceAccounts: on /configmap a ConfigMap
 // <parent>-child (on /attach, as an attachment); on /by-name a Secret for a parent whose name starts with
 // "secret", else a ConfigMap; on /customize, for a parent whose name
-// starts with "related", Pods of its namespace.
+// starts with "related", Pods of its namespace; on /status-only a status
+// and no children.
 func accountsHook(t *testing.T) *httptest.Server {
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -92,6 +93,10 @@ func accountsHook(t *testing.T) *httptest.Server {
 			return
 		}
 		name := req.Parent.GetName()
+		if r.URL.Path == "/status-only" {
+			_ = json.NewEncoder(w).Encode(map[string]any{"status": map[string]any{"synced": true}, "children": []any{}})
+			return
+		}
 		if r.URL.Path == "/customize" {
 			var related []any
 			if strings.HasPrefix(name, "related") {
@@ -133,6 +138,7 @@ func TestControllersActAsTheirServiceAccounts(t *testing.T) {
 	epsilons := createCRD(t, group, "epsilons", "Epsilon")
 	zetas := createCRD(t, group, "zetas", "Zeta")
 	etas := createCRD(t, group, "etas", "Eta")
+	thetas := createCRD(t, group, "thetas", "Theta")
 
 	// metactl itself: everything it needs, the right to write ConfigMaps
 	// and Secrets everywhere (so that only the accounts' rights can refuse
@@ -160,7 +166,7 @@ rules:
   resourceNames: [sa-a, sa-b, sa-c]
   verbs: [impersonate]
 - apiGroups: [`+group+`]
-  resources: [alphas, betas, gammas, deltas, epsilons, zetas, etas, alphas/status, betas/status, gammas/status, deltas/status, epsilons/status, zetas/status, etas/status]
+  resources: [alphas, betas, gammas, deltas, epsilons, zetas, etas, thetas, alphas/status, betas/status, gammas/status, deltas/status, epsilons/status, zetas/status, etas/status, thetas/status]
   verbs: [get, list, watch, update, patch]
 - apiGroups: [""]
   resources: [configmaps, secrets]
@@ -187,6 +193,22 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 		// Account C may read and write gammas but not ConfigMaps, its
 		// controller's children.
 		accountRBAC("c", nsA, group, "gammas", nil, nil),
+		// Account A may read thetas, and not write them or their status.
+		fmt.Sprintf(`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: accounts-test-read-thetas}
+rules:
+- apiGroups: [%[1]s]
+  resources: [thetas]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: accounts-test-read-thetas}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: accounts-test-read-thetas}
+subjects: [{kind: ServiceAccount, name: sa-a, namespace: %[2]s}]
+`, group, nsA),
 	)
 	for _, sa := range []struct{ ns, name string }{{nsA, "sa-a"}, {nsB, "sa-b"}, {nsA, "sa-c"}} {
 		if _, err := env.Kube.CoreV1().ServiceAccounts(sa.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa.name}}, metav1.CreateOptions{}); err != nil {
@@ -207,6 +229,7 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 	controllers.create("accounts-d", nsA+"/sa-d", deltas, hook.URL+"/configmap", "", "configmaps")
 	controllers.create("accounts-bad", "no-slash", deltas, hook.URL+"/configmap", "", "configmaps")
 	controllers.create("accounts-e", nsA+"/sa-a", epsilons, hook.URL+"/configmap", "", "configmaps:RollingInPlace")
+	controllers.create("accounts-status", nsA+"/sa-a", thetas, hook.URL+"/status-only", "", "configmaps")
 
 	t.Run("each writes what its account may", func(t *testing.T) {
 		waitReady(t, "accounts-a", metav1.ConditionTrue, v1alpha1.ReasonRunning)
@@ -229,6 +252,20 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 			if _, err := env.Dynamic.Resource(c.gvr).Namespace(nsB).Get(ctx, c.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Errorf("%s %s/%s: got %v, want NotFound: metactl wrote what the account may not", c.gvr.Resource, nsB, c.name, err)
 			}
+		}
+	})
+	t.Run("a parent's status is written as the account", func(t *testing.T) {
+		// A may read thetas but not write their status: metactl, which
+		// may, does not write it for A.
+		waitReady(t, "accounts-status", metav1.ConditionTrue, v1alpha1.ReasonRunning)
+		parent := createParent(t, thetas, "Theta", nsA, "theta")
+		waitEvent(t, parent, controller.ReasonSyncError, "system:serviceaccount:"+nsA+":sa-a", `thetas/status`)
+		obj, err := env.Dynamic.Resource(thetas).Namespace(nsA).Get(ctx, "theta", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status, found, _ := unstructured.NestedMap(obj.Object, "status"); found && len(status) > 0 {
+			t.Errorf("the parent's status was written: %v", status)
 		}
 	})
 	t.Run("a DecoratorController's attachments are its account's", func(t *testing.T) {
