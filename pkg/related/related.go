@@ -155,15 +155,25 @@ func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured
 		return nil, waitErr
 	}
 
-	// The objects are counted before any is decoded.
+	// The objects are counted before any is decoded; an object two rules
+	// of one resource select counts, and is decoded, once.
+	type selection struct {
+		gvr schema.GroupVersionResource
+		uid types.UID
+	}
 	selected := make([][]*informer.Object, len(rules))
-	total := 0
+	seen := map[selection]bool{}
 	for i, rl := range rules {
-		selected[i] = r.selectObjects(rl, r.informerFor(rl.res.GroupVersionResource()))
-		total += len(selected[i])
-		if total > r.opts.MaxObjects {
+		gvr := rl.res.GroupVersionResource()
+		for _, obj := range r.selectObjects(rl, r.informerFor(gvr)) {
+			if s := (selection{gvr, obj.GetUID()}); !seen[s] {
+				seen[s] = true
+				selected[i] = append(selected[i], obj)
+			}
+		}
+		if len(seen) > r.opts.MaxObjects {
 			return nil, fmt.Errorf("relatedResources[%d] (%s): the rules select %d related objects up to this one, more than the limit of %d per parent (--max-related-objects)",
-				i, rl.res.GroupVersionResource().GroupResource(), total, r.opts.MaxObjects)
+				i, gvr.GroupResource(), len(seen), r.opts.MaxObjects)
 		}
 	}
 	out := hooks.ObjectMap{}
