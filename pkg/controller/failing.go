@@ -51,6 +51,9 @@ func (f *Failing) Track(sync loop.SyncFunc) loop.SyncFunc {
 	return func(ctx context.Context, key string) (time.Duration, error) {
 		after, err := sync(ctx, key)
 		switch {
+		case err != nil && ctx.Err() != nil:
+			// Cancelled by Stop: not the object's failure (the loop does
+			// not retry it either), and nothing changes.
 		case err == nil, errors.Is(err, loop.ErrWaiting):
 			f.Succeeded(key)
 		case !apierrors.IsConflict(err):

@@ -51,6 +51,26 @@ func TestFailingTracksSyncResults(t *testing.T) {
 	}
 }
 
+// TestFailingIgnoresCancelledSyncs: a sync that fails because its
+// context was cancelled (its controller stopped) is not recorded as the
+// object's failure, and the callback is not called.
+func TestFailingIgnoresCancelledSyncs(t *testing.T) {
+	var f Failing
+	changes := 0
+	f.OnChange(func() { changes++ })
+	sync := f.Track(func(ctx context.Context, _ string) (time.Duration, error) {
+		return 0, fmt.Errorf("sync hook: %w", ctx.Err())
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := sync(ctx, "ns/a"); err == nil {
+		t.Fatal("Track dropped the error")
+	}
+	if got := f.Summary().Count; got != 0 || changes != 0 {
+		t.Errorf("after a cancelled sync: count %d, changes %d; want 0, 0", got, changes)
+	}
+}
+
 // TestFailingSummaryNamesAFewInKeyOrder: the message names the first
 // FailingNamed objects by key, quotes the first one's error, and counts
 // the rest.

@@ -49,7 +49,11 @@ func TestForgedAttachmentInAnotherNamespace(t *testing.T) {
 		"apiVersion": "v1", "kind": "Secret",
 		"metadata": map[string]any{"name": "forged", "namespace": nsB,
 			"annotations": map[string]any{decorator.AttachmentAnnotation: testName(t)},
-			"ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "target",
+			// A kind the garbage collector cannot resolve, so that it
+			// leaves the object alone (it deletes an object whose
+			// namespaced owner is not in its namespace) and only metactl
+			// could touch it: metactl finds attachments by the owner's UID.
+			"ownerReferences": []any{map[string]any{"apiVersion": "forged.metactl.io/v1", "kind": "Forged", "name": "target",
 				"uid": string(target.GetUID()), "controller": true, "blockOwnerDeletion": true}}},
 		"stringData": map[string]any{"planted": "yes"},
 	}}

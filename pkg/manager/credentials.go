@@ -4,7 +4,9 @@ import (
 	"strings"
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/rbac"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -22,18 +24,54 @@ type credentialRefusal struct {
 }
 
 // checkCredentials checks, with the credential policy, the connection
-// settings each hook of obj (a valid controller object of kind k) would be
+// settings each hook of obj (a controller object of kind k) would be
 // called with: its own, or those of the endpointConfigs entry for its
 // host, as the controllers default them. It returns nil when all are
-// allowed. The hooks' SecureTransport checks every call with the same
-// policy; this check keeps a refused controller from starting at all.
+// allowed, or when obj does not decode (building the controller refuses
+// it). The hooks' SecureTransport checks every call with the same policy;
+// this check, made before the controller is built, keeps a refused
+// controller from starting at all.
 func (o Options) checkCredentials(k *kind, obj *unstructured.Unstructured) *credentialRefusal {
+	policy := o.credentialPolicy()
+	var (
+		reason   string
+		messages []string
+	)
+	for _, h := range hookWebhooks(k, obj) {
+		err := policy.Check(h.webhook)
+		ce, ok := err.(*hooks.CredentialError)
+		if !ok {
+			continue
+		}
+		if reason == "" {
+			reason = ce.Refused
+		}
+		messages = append(messages, h.name+" hook: "+ce.Error())
+	}
+	if reason == "" {
+		return nil
+	}
+	return &credentialRefusal{reason: reason, message: strings.Join(messages, "; ")}
+}
+
+// namedWebhook is the webhook one hook of a controller object is called
+// with, and the hook's name (sync, finalize, customize).
+type namedWebhook struct {
+	name    string
+	webhook *v1alpha1.Webhook
+}
+
+// hookWebhooks returns the webhook each hook of obj (a controller object
+// of kind k) is called with: its own settings, or those of the
+// endpointConfigs entry for its host, as the controllers default them.
+// None when obj does not decode.
+func hookWebhooks(k *kind, obj *unstructured.Unstructured) []namedWebhook {
 	var hs *v1alpha1.Hooks
 	switch k.resource {
 	case v1alpha1.CompositeControllerResource:
 		var cc v1alpha1.CompositeController
 		if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &cc) != nil {
-			return nil // not valid: the controller refused it when built
+			return nil
 		}
 		v1alpha1.SetDefaults_CompositeController(&cc)
 		if cc.Spec.Hooks != nil {
@@ -50,30 +88,39 @@ func (o Options) checkCredentials(k *kind, obj *unstructured.Unstructured) *cred
 	if hs == nil {
 		return nil
 	}
-	policy := o.credentialPolicy()
-	var (
-		reason   string
-		messages []string
-	)
+	var out []namedWebhook
 	for _, h := range []struct {
 		name string
 		hook *v1alpha1.Hook
 	}{{"sync", hs.Sync}, {"finalize", hs.Finalize}, {"customize", hs.Customize}} {
-		if h.hook == nil {
-			continue
+		if h.hook != nil && h.hook.Webhook != nil {
+			out = append(out, namedWebhook{h.name, h.hook.Webhook})
 		}
-		err := policy.Check(h.hook.Webhook)
-		ce, ok := err.(*hooks.CredentialError)
-		if !ok {
-			continue
-		}
-		if reason == "" {
-			reason = ce.Refused
-		}
-		messages = append(messages, h.name+" hook: "+ce.Error())
 	}
-	if reason == "" {
-		return nil
+	return out
+}
+
+// The resources credentials are read from.
+var (
+	secretsResource    = &discovery.Resource{APIVersion: "v1", Name: "secrets", Kind: "Secret", Namespaced: true, Verbs: []string{"get", "list", "watch"}}
+	configMapsResource = &discovery.Resource{APIVersion: "v1", Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: []string{"get", "list", "watch"}}
+)
+
+// credentialAccess is what reading the credentials of obj's hooks (those
+// checkCredentials checks) needs: get of each Secret and ConfigMap, by
+// name, in its namespace. metactl reads them with its own rights; a
+// controller that acts as a ServiceAccount must have them too, so that it
+// cannot have metactl send another team's credentials to its hook.
+func credentialAccess(k *kind, obj *unstructured.Unstructured) []rbac.Access {
+	var access []rbac.Access
+	for _, h := range hookWebhooks(k, obj) {
+		for _, ref := range hooks.CredentialReferences(h.webhook) {
+			res := secretsResource
+			if ref.Kind == "ConfigMap" {
+				res = configMapsResource
+			}
+			access = append(access, rbac.Access{Resource: res, Namespace: ref.Namespace, Name: ref.Name, Verbs: []string{"get"}})
+		}
 	}
-	return &credentialRefusal{reason: reason, message: strings.Join(messages, "; ")}
+	return access
 }

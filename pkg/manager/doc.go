@@ -1,23 +1,29 @@
 // Package manager runs metactl: it watches CompositeController and
 // DecoratorController objects and runs one controller per object,
-// restarting only that controller when its spec changes and stopping it
-// when the object is deleted; the process itself never restarts for
-// either.
+// restarting only that controller when its spec or its
+// metactl.io/service-account annotation changes and stopping it when the
+// object is deleted; the process itself never restarts for either.
 //
 // The manager owns what is shared by every controller: the API server's
 // clients (one HTTP client and one QPS and burst budget for all), discovery
 // (refreshed at once when a CRD changes), the informer factory, the hook
 // client and the credentials its hooks use, and the Event recorder; it
 // registers metactl's metrics (pkg/metrics). Before it starts a controller
-// it checks, with pkg/rbac, that metactl may do what the controller needs.
+// it checks its hooks' credentials against the credential policy
+// (Options.CredentialNamespaces, Options.AllowInsecureCredentials;
+// Ready=False CredentialNotAllowed or InsecureCredentials), then, with
+// pkg/rbac, that metactl may do what the controller needs.
 // A controller object annotated metactl.io/service-account: <ns>/<name>
 // makes its writes (and uncached reads) as that ServiceAccount, through
 // clients that impersonate it on the shared HTTP client and rate limiter,
 // one set per account while a controller uses it; before it starts, the
 // manager checks that metactl may impersonate the account and that the
-// account may read what the controller reads (SubjectAccessReviews), and
-// the controller checks each related resource likewise before it serves
-// it. Events and the controller object's status stay metactl's.
+// account may read what the controller reads and get each credential
+// Secret and ConfigMap its hooks name (SubjectAccessReviews), and the
+// controller checks each related resource likewise before it serves it;
+// while it runs, these checks are made again once per
+// Options.AccountReviewTTL, and a refusal stops it (Ready=False
+// Forbidden). Events and the controller object's status stay metactl's.
 // It reports each controller's state on its object: status.observedGeneration
 // and a Ready condition that is True once the controller runs with synced
 // caches, or False with a reason (InvalidSpec, UnknownResource, Forbidden,
@@ -36,9 +42,11 @@
 // Options.CleanupTimeout with a Warning Event saying what may be left.
 //
 // A controller starts in the background (its caches' first sync bounded by
-// StartTimeout; Ready=False StartFailed when it does not make it), so
+// StartTimeout; Ready=False StartFailed when it does not make it, then
+// started again after a backoff that grows with each failure in a row), so
 // that one whose caches never sync holds none of the manager's workers.
-// Stopping a controller (a spec change, a deletion, shutdown) cancels its
+// Stopping a controller (a spec or account change, a deletion, shutdown,
+// a refused account check) cancels its
 // in-flight syncs, whose hook calls end and which write nothing more, and
 // waits for them at most Options.StopGracePeriod.
 //

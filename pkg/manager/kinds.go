@@ -95,8 +95,8 @@ func (m *Manager) build(ctx context.Context, k *kind, obj *unstructured.Unstruct
 	}
 	opts.Client, opts.Objects, opts.Self = account.client, account.objects, m.client
 	// Related resources are checked as the sync declares them; RBAC is
-	// not watched, so an answer holds for accountReviewTTL.
-	reviewer := &rbac.CachedReviewer{Review: sa.Reviewer(m.authorization.SubjectAccessReviews()), TTL: accountReviewTTL}
+	// not watched, so an answer holds for Options.AccountReviewTTL.
+	reviewer := &rbac.CachedReviewer{Review: sa.Reviewer(m.authorization.SubjectAccessReviews()), TTL: m.accountReviewTTL()}
 	opts.MayRead = func(ctx context.Context, res *discovery.Resource, namespace string) error {
 		denied, err := rbac.DeniedBy(ctx, reviewer.Ask, []rbac.Access{{Resource: res, Namespace: namespace, Verbs: rbac.CacheVerbs}})
 		if err != nil {
@@ -112,18 +112,29 @@ func (m *Manager) build(ctx context.Context, k *kind, obj *unstructured.Unstruct
 		release()
 		return nil, err
 	}
-	return &accountRunner{runner: c, account: *sa, release: release}, nil
+	return &accountRunner{runner: c, account: *sa, release: release, credentials: credentialAccess(k, obj)}, nil
 }
 
-// accountReviewTTL is how long the answer to a SubjectAccessReview about a
-// controller's ServiceAccount is reused for its related resources.
+// accountReviewTTL is the default of Options.AccountReviewTTL: how long
+// the answers about a controller's ServiceAccount hold.
 const accountReviewTTL = time.Minute
+
+// accountReviewTTL is Options.AccountReviewTTL, defaulted.
+func (m *Manager) accountReviewTTL() time.Duration {
+	if m.opts.AccountReviewTTL > 0 {
+		return m.opts.AccountReviewTTL
+	}
+	return accountReviewTTL
+}
 
 // accountRunner is a controller that acts as a ServiceAccount.
 type accountRunner struct {
 	runner
 	account rbac.ServiceAccount
 	release func()
+	// credentials is the reading of its hooks' credential Secrets and
+	// ConfigMaps, which the account must be allowed too.
+	credentials []rbac.Access
 }
 
 // Stop stops the controller and releases the account's clients.

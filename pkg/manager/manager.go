@@ -84,6 +84,13 @@ type Options struct {
 	// ServiceAccount's. Default false: a controller without it writes as
 	// metactl.
 	RequireServiceAccount bool
+	// AccountReviewTTL is how long an answer about a controller's
+	// ServiceAccount holds, RBAC not being watched: a running controller
+	// that acts as one has its access checked again once per this period
+	// and is stopped (Ready=False Forbidden) when it is refused, and the
+	// answer about a related resource is reused for as long. Zero means
+	// one minute. metactl run does not set it.
+	AccountReviewTTL time.Duration
 }
 
 // Manager runs one controller per CompositeController and
@@ -111,6 +118,9 @@ type Manager struct {
 	// cleanups says, by queue key, where the cleanup of each deleted
 	// controller object stands. Guarded by mu.
 	cleanups map[string]cleanupState
+	// startFailures are, by queue key, the controllers whose start-up
+	// failed (StartFailed) and when each may start again. Guarded by mu.
+	startFailures map[string]*startFailure
 
 	// accounts are the clients of the ServiceAccounts controllers act as
 	// (rbac.ServiceAccountAnnotation), while a controller uses them.
@@ -142,16 +152,17 @@ func New(opts Options) (*Manager, error) {
 		opts.Hooks.Transport, opts.Hooks.PrepareRequest = transport, transport
 	}
 	m := &Manager{
-		opts:        opts,
-		clients:     c,
-		resources:   discovery.NewResourceMap(c.discovery, discovery.Options{RefreshInterval: opts.DiscoveryInterval}),
-		informers:   informer.NewFactory(c.objects.ListerWatcher, informer.Options{Resync: opts.CacheResync}),
-		hooks:       hooks.NewClient(opts.Hooks),
-		credentials: credentials,
-		events:      newEventBroadcaster(opts),
-		running:     map[string]*runningController{},
-		cleanups:    map[string]cleanupState{},
-		accounts:    map[rbac.ServiceAccount]*accountClients{},
+		opts:          opts,
+		clients:       c,
+		resources:     discovery.NewResourceMap(c.discovery, discovery.Options{RefreshInterval: opts.DiscoveryInterval}),
+		informers:     informer.NewFactory(c.objects.ListerWatcher, informer.Options{Resync: opts.CacheResync}),
+		hooks:         hooks.NewClient(opts.Hooks),
+		credentials:   credentials,
+		events:        newEventBroadcaster(opts),
+		running:       map[string]*runningController{},
+		cleanups:      map[string]cleanupState{},
+		startFailures: map[string]*startFailure{},
+		accounts:      map[rbac.ServiceAccount]*accountClients{},
 	}
 	for _, k := range kinds {
 		copied := *k

@@ -44,6 +44,9 @@ type runningController struct {
 	// announced: its start has been reported (Event, metric). Only the
 	// reconcile of its object uses it.
 	announced bool
+	// checkedAt is when its permissions were last checked (forbidden).
+	// Only the reconcile of its object uses it.
+	checkedAt time.Time
 }
 
 // StartTimeout bounds a controller's start-up: its caches' first sync.
@@ -52,6 +55,73 @@ const StartTimeout = 2 * time.Minute
 // ReasonStartFailed is the Ready condition's reason when a controller did
 // not start: its caches did not sync within StartTimeout.
 const ReasonStartFailed = "StartFailed"
+
+// startFailure is the failed start-ups in a row of one version of a
+// controller object (its UID, generation and account), and when it may
+// start again.
+type startFailure struct {
+	uid        types.UID
+	generation int64
+	account    string
+	count      int
+	retryAt    time.Time
+}
+
+// startRetryDelay is the wait before the next start of a controller whose
+// start-up failed count times in a row: 500ms, doubling, at most
+// Options.MaxRetryDelay (2 minutes by default).
+func (m *Manager) startRetryDelay(count int) time.Duration {
+	limit := m.opts.MaxRetryDelay
+	if limit <= 0 {
+		limit = loop.MaxRetryDelay
+	}
+	delay := 500 * time.Millisecond
+	for i := 1; i < count && delay < limit; i++ {
+		delay *= 2
+	}
+	return min(delay, limit)
+}
+
+// recordStartFailure records a failed start-up of r, the controller of
+// key, and returns how long to wait before starting it again and how many
+// times in a row it failed.
+func (m *Manager) recordStartFailure(key string, r *runningController) (time.Duration, int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.startFailures[key]
+	if f == nil || f.uid != r.uid || f.generation != r.generation || f.account != r.account {
+		f = &startFailure{uid: r.uid, generation: r.generation, account: r.account}
+		m.startFailures[key] = f
+	}
+	f.count++
+	delay := m.startRetryDelay(f.count)
+	f.retryAt = time.Now().Add(delay)
+	return delay, f.count
+}
+
+// startBackoff returns how long the controller of key, for obj, must still
+// wait before it starts again after failed start-ups; 0 when it may start
+// (a new generation or account may at once).
+func (m *Manager) startBackoff(key string, obj *unstructured.Unstructured) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.startFailures[key]
+	if f == nil {
+		return 0
+	}
+	if f.uid != obj.GetUID() || f.generation != obj.GetGeneration() || f.account != obj.GetAnnotations()[rbac.ServiceAccountAnnotation] {
+		delete(m.startFailures, key)
+		return 0
+	}
+	return max(0, time.Until(f.retryAt))
+}
+
+// forgetStartFailures forgets the failed start-ups of key's controller.
+func (m *Manager) forgetStartFailures(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.startFailures, key)
+}
 
 // start starts r's controller in a goroutine of its own, so that a
 // controller whose caches take long to sync (or never do: a resource whose
@@ -73,9 +143,15 @@ func (m *Manager) start(ctx context.Context, key string, r *runningController) {
 // controller.Engine.Stop: in-flight syncs cancelled, waited for at most
 // the grace period).
 func (r *runningController) halt() {
+	r.endStart()
+	r.controller.Stop()
+}
+
+// endStart cancels r's start-up, if it is still starting, and waits for
+// Start to return.
+func (r *runningController) endStart() {
 	r.cancelStart()
 	<-r.started
-	r.controller.Stop()
 }
 
 // isStarted reports whether Start has returned.
@@ -127,38 +203,48 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 			return 0, nil
 		case current.startErr != nil:
 			err := fmt.Errorf("starting: %w", current.startErr)
-			current.controller.Stop()
-			m.mu.Lock()
-			delete(m.running, key)
-			m.mu.Unlock()
+			m.stopRunning(k, key, current)
 			m.recorder.Event(obj, corev1.EventTypeWarning, ReasonStartFailed, err.Error())
 			if werr := m.setReady(ctx, k, obj, metav1.ConditionFalse, ReasonStartFailed, err.Error()); werr != nil {
 				logger.Error(werr, "Reporting the failed start")
 			}
-			return 0, err
+			// Retried with a backoff of its own: the queue's, reset by
+			// the next reconcile that starts it again, would not grow.
+			delay, attempt := m.recordStartFailure(key, current)
+			logger.Error(err, "Controller did not start; retrying", "after", delay, "attempt", attempt)
+			return delay, nil
 		case !current.announced:
 			current.announced = true
+			m.forgetStartFailures(key)
 			metrics.ControllerReady.WithLabelValues(k.name, name).Set(1)
 			m.recorder.Eventf(obj, corev1.EventTypeNormal, "Started", "started generation %d", obj.GetGeneration())
 		}
-		return 0, m.setRunning(ctx, k, obj, current)
+		next, refused, err := m.recheckAccount(ctx, current)
+		if err != nil {
+			return 0, err
+		}
+		if refused != "" {
+			logger.Info("Stopping controller: its ServiceAccount lost a permission it needs", "generation", current.generation, "message", refused)
+			m.stopRunning(k, key, current)
+			m.recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.ReasonForbidden, refused)
+			if err := m.setReady(ctx, k, obj, metav1.ConditionFalse, v1alpha1.ReasonForbidden, refused); err != nil {
+				return 0, err
+			}
+			return 0, loop.ErrWaiting // retried with backoff, as a refused start
+		}
+		return next, m.setRunning(ctx, k, obj, current)
 	}
 	if current != nil {
 		// Its start-up, if not done, is cancelled: a controller is never
 		// cleaned up or stopped while Start runs.
-		current.cancelStart()
-		<-current.started
+		current.endStart()
 		if deleting || !exists {
 			if err := m.cleanup(ctx, k, name, obj, current.uid, current.controller.Cleanup); err != nil {
 				return 0, err
 			}
 		}
 		logger.Info("Stopping controller", "generation", current.generation)
-		current.halt()
-		metrics.ControllerReady.DeleteLabelValues(k.name, name)
-		m.mu.Lock()
-		delete(m.running, key)
-		m.mu.Unlock()
+		m.stopRunning(k, key, current)
 		if exists && !deleting {
 			if account := obj.GetAnnotations()[rbac.ServiceAccountAnnotation]; current.uid == obj.GetUID() && current.generation == obj.GetGeneration() && current.account != account {
 				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start it again: annotation %s changed", current.generation, rbac.ServiceAccountAnnotation)
@@ -169,6 +255,7 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	}
 	if !exists {
 		m.forgetCleanup(key)
+		m.forgetStartFailures(key)
 		return 0, nil
 	}
 	if deleting {
@@ -189,6 +276,17 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		}
 	}
 
+	if wait := m.startBackoff(key, obj); wait > 0 {
+		// Its start-up failed: StartFailed stays until it starts again.
+		return wait, nil
+	}
+	if refused := m.opts.checkCredentials(k, obj); refused != nil {
+		// Only a new generation of the object or other flags mend it:
+		// both reconcile it again.
+		logger.Info("Refusing to start the controller: its hooks' credentials are not allowed", "reason", refused.reason, "message", refused.message)
+		m.recorder.Event(obj, corev1.EventTypeWarning, refused.reason, refused.message)
+		return 0, m.setReady(ctx, k, obj, metav1.ConditionFalse, refused.reason, refused.message)
+	}
 	c, err := m.build(ctx, k, obj)
 	var invalid *controller.InvalidSpecError
 	switch {
@@ -206,14 +304,6 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	case err != nil:
 		return 0, err
 	}
-	if refused := m.opts.checkCredentials(k, obj); refused != nil {
-		// Only a new generation of the object or other flags mend it:
-		// both reconcile it again.
-		c.Stop()
-		logger.Info("Refusing to start the controller: its hooks' credentials are not allowed", "reason", refused.reason, "message", refused.message)
-		m.recorder.Event(obj, corev1.EventTypeWarning, refused.reason, refused.message)
-		return 0, m.setReady(ctx, k, obj, metav1.ConditionFalse, refused.reason, refused.message)
-	}
 	if msg, err := m.forbidden(ctx, c); err != nil {
 		c.Stop()
 		return 0, err
@@ -226,17 +316,51 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		return 0, loop.ErrWaiting // RBAC is not watched: retried with backoff
 	}
 	started := &runningController{uid: obj.GetUID(), generation: obj.GetGeneration(), controller: c, failing: &failingStatus{},
-		account: obj.GetAnnotations()[rbac.ServiceAccountAnnotation]}
+		account: obj.GetAnnotations()[rbac.ServiceAccountAnnotation], checkedAt: time.Now()}
 	c.Failing().OnChange(m.onFailingChange(key, started.failing))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.stopping {
-		// Shutting down: stopAll has taken the controllers already.
+		// Shutting down: stopAll has taken the controllers already, and
+		// this one, never started, is released (its account's clients).
+		c.Stop()
 		return 0, nil
 	}
 	m.running[key] = started
 	m.start(ctx, key, started)
 	return 0, nil
+}
+
+// stopRunning stops r, the running controller of key (a controller object
+// of kind k), and forgets it.
+func (m *Manager) stopRunning(k *kind, key string, r *runningController) {
+	r.halt()
+	_, name, _ := strings.Cut(key, "/")
+	metrics.ControllerReady.DeleteLabelValues(k.name, name)
+	m.mu.Lock()
+	delete(m.running, key)
+	m.mu.Unlock()
+}
+
+// recheckAccount checks again, once Options.AccountReviewTTL has passed
+// since the last check, the permissions of r, a running controller that
+// acts as a ServiceAccount (forbidden): RBAC is not watched, and a
+// revocation must stop it. It returns how long until the next check is due
+// (the caller queues the object again then; 0 for a controller that acts
+// as no account), or what is now refused.
+func (m *Manager) recheckAccount(ctx context.Context, r *runningController) (next time.Duration, refused string, err error) {
+	if _, ok := r.controller.(*accountRunner); !ok {
+		return 0, "", nil
+	}
+	ttl := m.accountReviewTTL()
+	if wait := time.Until(r.checkedAt.Add(ttl)); wait > 0 {
+		return wait, "", nil
+	}
+	if refused, err := m.forbidden(ctx, r.controller); err != nil || refused != "" {
+		return 0, refused, err
+	}
+	r.checkedAt = time.Now()
+	return ttl, "", nil
 }
 
 // healthChanged returns a callback that re-reconciles a controller object,
@@ -272,8 +396,9 @@ func (m *Manager) stopAll() {
 // controller needs, or, for a controller that acts as a ServiceAccount,
 // the right to impersonate it and the reads of the shared cache. The
 // account's are checked with SubjectAccessReviews: the reads everywhere
-// and the writes of cluster-scoped resources (rbac.ClusterWide); the API
-// server checks each namespaced write. Under
+// and the writes of cluster-scoped resources (rbac.ClusterWide), then get
+// of each Secret and ConfigMap its hooks' credentials name (which metactl
+// reads for it); the API server checks each namespaced write. Under
 // Options.RequireServiceAccount a controller that acts as none is refused.
 func (m *Manager) forbidden(ctx context.Context, c runner) (string, error) {
 	self := m.authorization.SelfSubjectAccessReviews()
@@ -301,10 +426,17 @@ func (m *Manager) forbidden(ctx context.Context, c runner) (string, error) {
 	} else if len(denied) > 0 {
 		return "metactl may not " + strings.Join(denied, "; ") + ", which its shared cache needs to serve the controller's reads (grant it through the aggregated ClusterRole metactl-controllers)", nil
 	}
-	denied, err := rbac.DeniedBy(ctx, sa.Reviewer(m.authorization.SubjectAccessReviews()), rbac.ClusterWide(c.Access()))
+	review := sa.Reviewer(m.authorization.SubjectAccessReviews())
+	if denied, err := rbac.DeniedBy(ctx, review, rbac.ClusterWide(c.Access())); err != nil {
+		return "", err
+	} else if len(denied) > 0 {
+		return (&rbac.ForbiddenError{Account: sa, Denied: denied}).Error() +
+			" (the controller acts as it: grant them to " + sa.UserName() + ")", nil
+	}
+	denied, err := rbac.DeniedBy(ctx, review, account.credentials)
 	if err != nil || len(denied) == 0 {
 		return "", err
 	}
 	return (&rbac.ForbiddenError{Account: sa, Denied: denied}).Error() +
-		" (the controller acts as it: grant them to " + sa.UserName() + ")", nil
+		", which its hooks' credentials name (metactl reads a credential for a controller only when its account may: grant get on it to " + sa.UserName() + ")", nil
 }

@@ -73,7 +73,8 @@ func serviceAccountConfig(t *testing.T, namespace, name string) *rest.Config {
 // TestControllersActAsTheirServiceAccounts: on /configmap a ConfigMap
 // <parent>-child (on /attach, as an attachment); on /by-name a Secret for a parent whose name starts with
 // "secret", else a ConfigMap; on /customize, for a parent whose name
-// starts with "related", Pods of its namespace.
+// starts with "related", Pods of its namespace; on /status-only a status
+// and no children.
 func accountsHook(t *testing.T) *httptest.Server {
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -92,6 +93,10 @@ func accountsHook(t *testing.T) *httptest.Server {
 			return
 		}
 		name := req.Parent.GetName()
+		if r.URL.Path == "/status-only" {
+			_ = json.NewEncoder(w).Encode(map[string]any{"status": map[string]any{"synced": true}, "children": []any{}})
+			return
+		}
 		if r.URL.Path == "/customize" {
 			var related []any
 			if strings.HasPrefix(name, "related") {
@@ -119,8 +124,9 @@ func accountsHook(t *testing.T) *httptest.Server {
 // controllers that each name a ServiceAccount: each writes only what its
 // account may, a controller whose account may not read its children does
 // not start, nor one whose account metactl may not impersonate, nor one
-// whose annotation is malformed; a related resource the account may not
-// read fails its parent's sync.
+// whose annotation is malformed, nor one whose hook's credential Secret the
+// account may not get; a right revoked stops a running controller; a
+// related resource the account may not read fails its parent's sync.
 func TestControllersActAsTheirServiceAccounts(t *testing.T) {
 	ctx := context.Background()
 	system, nsA, nsB := env.CreateNamespace(t), env.CreateNamespace(t), env.CreateNamespace(t)
@@ -131,6 +137,8 @@ func TestControllersActAsTheirServiceAccounts(t *testing.T) {
 	deltas := createCRD(t, group, "deltas", "Delta")
 	epsilons := createCRD(t, group, "epsilons", "Epsilon")
 	zetas := createCRD(t, group, "zetas", "Zeta")
+	etas := createCRD(t, group, "etas", "Eta")
+	thetas := createCRD(t, group, "thetas", "Theta")
 
 	// metactl itself: everything it needs, the right to write ConfigMaps
 	// and Secrets everywhere (so that only the accounts' rights can refuse
@@ -158,7 +166,7 @@ rules:
   resourceNames: [sa-a, sa-b, sa-c]
   verbs: [impersonate]
 - apiGroups: [`+group+`]
-  resources: [alphas, betas, gammas, deltas, epsilons, zetas, alphas/status, betas/status, gammas/status, deltas/status, epsilons/status, zetas/status]
+  resources: [alphas, betas, gammas, deltas, epsilons, zetas, etas, thetas, alphas/status, betas/status, gammas/status, deltas/status, epsilons/status, zetas/status, etas/status, thetas/status]
   verbs: [get, list, watch, update, patch]
 - apiGroups: [""]
   resources: [configmaps, secrets]
@@ -178,20 +186,40 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 `, system),
 		// Account A reads alphas and ConfigMaps everywhere, and writes
 		// ConfigMaps and alphas in namespace A only.
-		accountRBAC("a", nsA, group, "alphas, epsilons, zetas", []string{"configmaps"}, []string{"configmaps"}),
+		accountRBAC("a", nsA, group, "alphas, epsilons, zetas, etas", []string{"configmaps"}, []string{"configmaps"}),
 		// Account B reads betas, ConfigMaps and Secrets everywhere, and
 		// writes ConfigMaps and betas (not Secrets) in namespace B only.
 		accountRBAC("b", nsB, group, "betas", []string{"configmaps", "secrets"}, []string{"configmaps"}),
 		// Account C may read and write gammas but not ConfigMaps, its
 		// controller's children.
 		accountRBAC("c", nsA, group, "gammas", nil, nil),
+		// Account A may read thetas, and not write them or their status.
+		fmt.Sprintf(`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: accounts-test-read-thetas}
+rules:
+- apiGroups: [%[1]s]
+  resources: [thetas]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: accounts-test-read-thetas}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: accounts-test-read-thetas}
+subjects: [{kind: ServiceAccount, name: sa-a, namespace: %[2]s}]
+`, group, nsA),
 	)
 	for _, sa := range []struct{ ns, name string }{{nsA, "sa-a"}, {nsB, "sa-b"}, {nsA, "sa-c"}} {
 		if _, err := env.Kube.CoreV1().ServiceAccounts(sa.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa.name}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	runManager(t, manager.Options{Config: serviceAccountConfig(t, system, "metactl"), Workers: 2})
+	// Another team's hook token, in a namespace hooks' credentials may
+	// come from.
+	createSecret(t, system, "team-b-token", map[string]string{"token": "team-b-secret-token"})
+	runManager(t, manager.Options{Config: serviceAccountConfig(t, system, "metactl"), Workers: 2, CredentialNamespaces: []string{system},
+		AccountReviewTTL: 2 * time.Second})
 
 	hook := accountsHook(t)
 	controllers := newControllers(t)
@@ -201,6 +229,7 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 	controllers.create("accounts-d", nsA+"/sa-d", deltas, hook.URL+"/configmap", "", "configmaps")
 	controllers.create("accounts-bad", "no-slash", deltas, hook.URL+"/configmap", "", "configmaps")
 	controllers.create("accounts-e", nsA+"/sa-a", epsilons, hook.URL+"/configmap", "", "configmaps:RollingInPlace")
+	controllers.create("accounts-status", nsA+"/sa-a", thetas, hook.URL+"/status-only", "", "configmaps")
 
 	t.Run("each writes what its account may", func(t *testing.T) {
 		waitReady(t, "accounts-a", metav1.ConditionTrue, v1alpha1.ReasonRunning)
@@ -223,6 +252,20 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 			if _, err := env.Dynamic.Resource(c.gvr).Namespace(nsB).Get(ctx, c.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Errorf("%s %s/%s: got %v, want NotFound: metactl wrote what the account may not", c.gvr.Resource, nsB, c.name, err)
 			}
+		}
+	})
+	t.Run("a parent's status is written as the account", func(t *testing.T) {
+		// A may read thetas but not write their status: metactl, which
+		// may, does not write it for A.
+		waitReady(t, "accounts-status", metav1.ConditionTrue, v1alpha1.ReasonRunning)
+		parent := createParent(t, thetas, "Theta", nsA, "theta")
+		waitEvent(t, parent, controller.ReasonSyncError, "system:serviceaccount:"+nsA+":sa-a", `thetas/status`)
+		obj, err := env.Dynamic.Resource(thetas).Namespace(nsA).Get(ctx, "theta", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status, found, _ := unstructured.NestedMap(obj.Object, "status"); found && len(status) > 0 {
+			t.Errorf("the parent's status was written: %v", status)
 		}
 	})
 	t.Run("a DecoratorController's attachments are its account's", func(t *testing.T) {
@@ -276,6 +319,67 @@ subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
 	t.Run("an account metactl may not impersonate does not start", func(t *testing.T) {
 		c := waitReady(t, "accounts-d", metav1.ConditionFalse, v1alpha1.ReasonForbidden)
 		if want := "metactl may not impersonate ServiceAccount " + nsA + "/sa-d"; !strings.Contains(c.Message, want) {
+			t.Errorf("condition message %q does not say %q", c.Message, want)
+		}
+	})
+	t.Run("a credential the account may not get keeps the controller from starting, or stops it", func(t *testing.T) {
+		// Account A names B's token: metactl may read it, A may not.
+		tokenHook := newRecordingHook(t, true)
+		cc := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
+			"metadata": map[string]any{"name": "accounts-token", "annotations": map[string]any{"metactl.io/service-account": nsA + "/sa-a"}},
+			"spec": map[string]any{
+				"parentResource":   map[string]any{"apiVersion": etas.GroupVersion().String(), "resource": etas.Resource},
+				"childResources":   []any{map[string]any{"apiVersion": "v1", "resource": "configmaps"}},
+				"generateSelector": true,
+				"hooks": map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": tokenHook.URL + "/sync",
+					"caBundle":      map[string]any{"inline": tokenHook.caPEM()},
+					"authorization": map[string]any{"secretRef": map[string]any{"namespace": system, "name": "team-b-token"}}}}},
+			},
+		}}
+		createController(t, v1alpha1.CompositeControllerResource, cc)
+		createObject(t, etas, "Eta", nsA, "eta")
+		c := waitReady(t, "accounts-token", metav1.ConditionFalse, v1alpha1.ReasonForbidden)
+		if want := "ServiceAccount " + nsA + "/sa-a may not get secrets team-b-token in namespace " + system; !strings.Contains(c.Message, want) {
+			t.Errorf("condition message %q does not say %q", c.Message, want)
+		}
+		if got := tokenHook.received(); len(got) > 0 {
+			t.Fatalf("the hook received %d requests (Authorization %q), want none", len(got), got)
+		}
+		// Granted get on that Secret by name, the controller starts and
+		// its hook gets the token.
+		applyYAML(t, fmt.Sprintf(`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: accounts-test-token, namespace: %[1]s}
+rules:
+- apiGroups: [""]
+  resources: [secrets]
+  resourceNames: [team-b-token]
+  verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: accounts-test-token, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: accounts-test-token}
+subjects: [{kind: ServiceAccount, name: sa-a, namespace: %[2]s}]
+`, system, nsA))
+		waitReady(t, "accounts-token", metav1.ConditionTrue, v1alpha1.ReasonRunning)
+		testenv.Eventually(t, 30*time.Second, "the hook called with the token", func(context.Context) (bool, error) {
+			got := tokenHook.received()
+			return len(got) > 0 && got[0] == "Bearer team-b-secret-token", nil
+		})
+
+		// Revoked, the running controller stops.
+		if err := env.Kube.RbacV1().RoleBindings(system).Delete(ctx, "accounts-test-token", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Checked again once per AccountReviewTTL (2s here).
+		testenv.Eventually(t, 20*time.Second, "accounts-token Ready=False (Forbidden)", func(context.Context) (bool, error) {
+			c = readyCondition(t, "accounts-token")
+			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonForbidden, nil
+		})
+		if want := "ServiceAccount " + nsA + "/sa-a may not get secrets team-b-token in namespace " + system; !strings.Contains(c.Message, want) {
 			t.Errorf("condition message %q does not say %q", c.Message, want)
 		}
 	})

@@ -19,7 +19,10 @@ type Access struct {
 	// Namespace, when set, asks only about that namespace; empty asks
 	// about every namespace (cluster-wide).
 	Namespace string
-	Verbs     []string
+	// Name, when set, asks only about the object of that name
+	// (resourceNames), in Namespace.
+	Name  string
+	Verbs []string
 }
 
 // The verbs a controller needs on the objects it syncs (parents, decorated
@@ -60,7 +63,8 @@ func Denied(ctx context.Context, reviews authorizationv1client.SelfSubjectAccess
 
 // DeniedBy is Denied with the questions asked through review (of metactl,
 // SelfReviewer; of a ServiceAccount, ServiceAccount.Reviewer). A question
-// about one namespace says so: "create configmaps in namespace a".
+// about one namespace says so: "create configmaps in namespace a"; about
+// one object, it names it: "get secrets token in namespace a".
 func DeniedBy(ctx context.Context, review Reviewer, access []Access) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
@@ -71,6 +75,9 @@ func DeniedBy(ctx context.Context, review Reviewer, access []Access) ([]string, 
 			if a.Subresource != "" {
 				what += "/" + a.Subresource
 			}
+			if a.Name != "" {
+				what += " " + a.Name
+			}
 			if a.Namespace != "" {
 				what += " in namespace " + a.Namespace
 			}
@@ -80,7 +87,7 @@ func DeniedBy(ctx context.Context, review Reviewer, access []Access) ([]string, 
 			seen[what] = true
 			allowed, err := review(ctx, &authorizationv1.ResourceAttributes{
 				Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource, Subresource: a.Subresource,
-				Namespace: a.Namespace,
+				Namespace: a.Namespace, Name: a.Name,
 			})
 			if err != nil {
 				return nil, fmt.Errorf("checking permissions: %w", err)

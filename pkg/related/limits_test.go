@@ -20,15 +20,18 @@ var (
 
 // TestRelatedObjectsAreCapped: rules that together select more related
 // objects than the limit fail the sync with an error naming the rule that
-// went over, the count and the flag; at the limit they do not.
+// went over, the count and the flag; at the limit they do not. An object
+// two rules select counts once.
 func TestRelatedObjectsAreCapped(t *testing.T) {
 	own := env.CreateNamespace(t)
 	labels := map[string]any{"related-test": label(t)}
 	for _, name := range []string{"a", "b", "c"} {
 		createConfigMap(t, own, name, labels)
 	}
+	createConfigMap(t, own, "d", map[string]any{"unlabelled": "yes"})
+	// a, d; then a (again), b, c: 4 objects, 5 selections.
 	rules := []map[string]any{
-		{"apiVersion": "v1", "resource": "configmaps", "names": []any{"a"}},
+		{"apiVersion": "v1", "resource": "configmaps", "names": []any{"a", "d"}},
 		{"apiVersion": "v1", "resource": "configmaps", "labelSelector": map[string]any{"matchLabels": labels}},
 	}
 	parent := parentIn(own)
@@ -38,6 +41,7 @@ func TestRelatedObjectsAreCapped(t *testing.T) {
 	_, err := f.resolver.Related(ctx, own+"/p", parent, true)
 	if err == nil {
 		t.Fatal("4 related objects with a limit of 3: no error")
+
 	}
 	for _, want := range []string{"relatedResources[1] (configmaps)", "4 related objects", "limit of 3", "--max-related-objects"} {
 		if !strings.Contains(err.Error(), want) {

@@ -51,9 +51,27 @@ type Options struct {
 	MaxObjects int
 	// MayRead, when set, is asked before the objects of a rule are
 	// served, with the rule's resource and namespace ("" for every
-	// namespace, as a namespace selector or no namespace rule reads); its
-	// error fails the sync.
+	// namespace, as a namespace selector or no namespace rule reads), and,
+	// for a namespace selector, about namespaces ("" too); its error fails
+	// the sync.
 	MayRead func(ctx context.Context, res *discovery.Resource, namespace string) error
+}
+
+// mayRead asks Options.MayRead about what rl reads: its resource, in its
+// namespace or every one, and, for a rule that selects namespaces by
+// label, the namespaces (listed and watched to match their labels).
+func (r *Resolver) mayRead(ctx context.Context, rl *rule) error {
+	if err := r.opts.MayRead(ctx, rl.res, rl.namespace); err != nil {
+		return err
+	}
+	if rl.namespaces == nil {
+		return nil
+	}
+	res, err := r.opts.Resources.Get(ctx, "v1", namespacesResource.Resource)
+	if err != nil {
+		return fmt.Errorf("namespaceSelector: %w", err)
+	}
+	return r.opts.MayRead(ctx, res, "")
 }
 
 // DefaultMaxObjects is the default of Options.MaxObjects, as many as the
@@ -120,7 +138,7 @@ func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured
 			return nil, fmt.Errorf("relatedResources[%d]: %w", i, err)
 		}
 		if r.opts.MayRead != nil {
-			if err := r.opts.MayRead(ctx, rl.res, rl.namespace); err != nil {
+			if err := r.mayRead(ctx, rl); err != nil {
 				return nil, fmt.Errorf("relatedResources[%d]: %w", i, err)
 			}
 		}
@@ -137,15 +155,25 @@ func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured
 		return nil, waitErr
 	}
 
-	// The objects are counted before any is decoded.
+	// The objects are counted before any is decoded; an object two rules
+	// of one resource select counts, and is decoded, once.
+	type selection struct {
+		gvr schema.GroupVersionResource
+		uid types.UID
+	}
 	selected := make([][]*informer.Object, len(rules))
-	total := 0
+	seen := map[selection]bool{}
 	for i, rl := range rules {
-		selected[i] = r.selectObjects(rl, r.informerFor(rl.res.GroupVersionResource()))
-		total += len(selected[i])
-		if total > r.opts.MaxObjects {
+		gvr := rl.res.GroupVersionResource()
+		for _, obj := range r.selectObjects(rl, r.informerFor(gvr)) {
+			if s := (selection{gvr, obj.GetUID()}); !seen[s] {
+				seen[s] = true
+				selected[i] = append(selected[i], obj)
+			}
+		}
+		if len(seen) > r.opts.MaxObjects {
 			return nil, fmt.Errorf("relatedResources[%d] (%s): the rules select %d related objects up to this one, more than the limit of %d per parent (--max-related-objects)",
-				i, rl.res.GroupVersionResource().GroupResource(), total, r.opts.MaxObjects)
+				i, gvr.GroupResource(), len(seen), r.opts.MaxObjects)
 		}
 	}
 	out := hooks.ObjectMap{}

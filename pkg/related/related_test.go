@@ -3,10 +3,12 @@ package related_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,6 +60,13 @@ func newFixture(t *testing.T, customizeVersion *v1alpha1.HookVersion, syncVersio
 // default).
 func newFixtureWith(t *testing.T, maxObjects int, customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
 	t.Helper()
+	return newFixtureOptions(t, related.Options{MaxObjects: maxObjects}, customizeVersion, syncVersion, rules...)
+}
+
+// newFixtureOptions is newFixture with the Resolver's MaxObjects and
+// MayRead taken from opts.
+func newFixtureOptions(t *testing.T, opts related.Options, customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
+	t.Helper()
 	f := &fixture{}
 	f.setRules(rules...)
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -82,7 +91,8 @@ func newFixtureWith(t *testing.T, maxObjects int, customizeVersion *v1alpha1.Hoo
 		Hooks:      &controller.HookCaller{Hooks: hooks.NewClient(hooks.Options{}), Controller: "test"},
 		Resources:  resources,
 		Informers:  f.informers,
-		MaxObjects: maxObjects,
+		MaxObjects: opts.MaxObjects,
+		MayRead:    opts.MayRead,
 		Enqueue: func(key string) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -240,5 +250,44 @@ func TestClusterScopedParentsSelectEveryNamespace(t *testing.T) {
 	for _, version := range []*v1alpha1.HookVersion{nil, ptr.To(v1alpha1.HookVersionV2)} {
 		want(t, "no namespace", newFixture(t, version, v1alpha1.HookVersionV1, noNamespace).relatedKeys(t, parent), one+"/a", two+"/b")
 		want(t, "one namespace", newFixture(t, version, v1alpha1.HookVersionV1, inTwo).relatedKeys(t, parent), two+"/b")
+	}
+}
+
+// TestNamespaceSelectorAsksToReadNamespaces: a rule that selects
+// namespaces by label is served from the namespaces cache, so MayRead is
+// asked about namespaces (every namespace) as well as the rule's resource,
+// and its refusal fails the sync.
+func TestNamespaceSelectorAsksToReadNamespaces(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	labels := map[string]any{"related-test": label(t)}
+	createConfigMap(t, ns, "a", labels)
+	rule := map[string]any{"apiVersion": "v1", "resource": "configmaps",
+		"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}},
+		"labelSelector":     map[string]any{"matchLabels": labels}}
+	refused := errors.New("may not list namespaces")
+	var (
+		mu    sync.Mutex
+		asked []string
+	)
+	f := newFixtureOptions(t, related.Options{MayRead: func(_ context.Context, res *discovery.Resource, namespace string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, res.Name+" in "+strconv.Quote(namespace))
+		if res.Name == "namespaces" {
+			return refused
+		}
+		return nil
+	}}, ptr.To(v1alpha1.HookVersionV2), v1alpha1.HookVersionV2, rule)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	parent := parentIn(ns)
+	_, err := f.resolver.Related(ctx, ns+"/"+parent.GetName(), parent, true)
+	if !errors.Is(err, refused) {
+		t.Errorf("Related: got %v, want the refusal to read namespaces", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(asked, `namespaces in ""`) {
+		t.Errorf("MayRead asked %q, want namespaces in every namespace among them", asked)
 	}
 }
