@@ -207,7 +207,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			Object: e.cfg.Object, Customize: hook, Version: *e.cfg.Hooks.Sync.Version,
 			Hooks: e.hooks, Resources: e.opts.Resources, Informers: e.opts.Informers, Enqueue: e.loop.Add,
 			MaxObjects: e.opts.MaxRelatedObjects,
-			MayRead: e.opts.MayRead,
+			MayRead:    e.opts.MayRead,
 		})
 	}
 	e.loop.Start(klog.NewContext(ctx, logger))
