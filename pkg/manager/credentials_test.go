@@ -58,30 +58,6 @@ func (h *recordingHook) caPEM() string {
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: h.Certificate().Raw}))
 }
 
-// startManager runs a manager built from opts until the returned function
-// is called (or the test ends).
-func startManager(t *testing.T, opts manager.Options) (stop func()) {
-	t.Helper()
-	m, err := manager.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
 // waitControllerReady waits until the controller object name of resource
 // gvr has a Ready condition of status and reason for its generation, and
 // returns it.
@@ -141,7 +117,7 @@ func TestCredentialPolicyRefusesControllers(t *testing.T) {
 	createSecret(t, otherNS, "hook-token", map[string]string{"token": "other-teams-token"})
 	createSecret(t, otherNS, "hook-basic", map[string]string{"username": "u", "password": "other-teams-password"})
 
-	stop := startManager(t, manager.Options{Config: env.Config, Workers: 2, CredentialNamespaces: []string{allowedNS}})
+	stop := runManager(t, manager.Options{Config: env.Config, Workers: 2, CredentialNamespaces: []string{allowedNS}})
 
 	composite := func(name string, h *recordingHook, webhook map[string]any) *unstructured.Unstructured {
 		webhook["url"] = h.URL + "/sync"
@@ -237,7 +213,7 @@ func TestCredentialPolicyRefusesControllers(t *testing.T) {
 	// Another manager, whose options allow the other namespace and http:
 	// every controller runs, and each hook gets its credentials.
 	stop()
-	startManager(t, manager.Options{Config: env.Config, Workers: 2, CredentialNamespaces: []string{allowedNS, otherNS}, AllowInsecureCredentials: true})
+	runManager(t, manager.Options{Config: env.Config, Workers: 2, CredentialNamespaces: []string{allowedNS, otherNS}, AllowInsecureCredentials: true})
 	waitControllerReady(t, v1alpha1.CompositeControllerResource, "creds-other-namespace", metav1.ConditionTrue, v1alpha1.ReasonRunning)
 	waitControllerReady(t, v1alpha1.CompositeControllerResource, "creds-http", metav1.ConditionTrue, v1alpha1.ReasonRunning)
 	waitControllerReady(t, v1alpha1.DecoratorControllerResource, "creds-endpoint-config", metav1.ConditionTrue, v1alpha1.ReasonRunning)

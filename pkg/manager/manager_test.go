@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,9 +120,10 @@ func waitObject(t *testing.T, gvr schema.GroupVersionResource, ns, name string) 
 // TestLifecycle drives one manager through a CompositeController's life:
 // waiting for an unknown resource, starting when its CRD appears, restarting
 // on a spec change, stopping on deletion, and reporting an invalid spec.
-// runManager runs a manager built from opts until the test ends, and fails
-// the test if Run then returns an error.
-func runManager(t *testing.T, opts manager.Options) {
+// runManager runs a manager built from opts until the returned function is
+// called or the test ends, and fails the test if Run then returns an
+// error.
+func runManager(t *testing.T, opts manager.Options) (stop func()) {
 	t.Helper()
 	m, err := manager.New(opts)
 	if err != nil {
@@ -130,12 +132,17 @@ func runManager(t *testing.T, opts manager.Options) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func TestLifecycle(t *testing.T) {
