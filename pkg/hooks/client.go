@@ -48,9 +48,9 @@ func (f ObserverFunc) ObserveHookCall(controller, hook string, code int, d time.
 
 // TransportResolver chooses the HTTP client that calls a hook. It is the
 // place for per-webhook transport settings (CA bundle, client
-// certificate). It must be safe for concurrent use. A client whose
-// CheckRedirect is nil is used without following redirects, as every
-// client of a Client is (see Client.Call).
+// certificate). It must be safe for concurrent use. The client it returns
+// is used without following redirects, whatever its CheckRedirect, as
+// every client of a Client is (see Client.Call).
 type TransportResolver interface {
 	// TransportFor returns the client for hook; nil means the default.
 	TransportFor(hook *v1alpha1.Hook) (*http.Client, error)
@@ -88,8 +88,9 @@ func (f RequestPreparerFunc) PrepareRequest(hook *v1alpha1.Hook, req *http.Reque
 
 // Options configure a Client. The zero value is ready to use.
 type Options struct {
-	// HTTPClient calls the hooks. Default: DefaultHTTPClient(). A client
-	// whose CheckRedirect is nil is used without following redirects.
+	// HTTPClient calls the hooks. Default: DefaultHTTPClient(). It is used
+	// without following redirects, whatever its CheckRedirect (a copy of
+	// it is).
 	HTTPClient *http.Client
 	// Transport, when set, chooses the client per hook instead; a nil
 	// client from it falls back to HTTPClient or its default.
@@ -398,12 +399,9 @@ func (c *Client) clientFor(ctx context.Context, hook *v1alpha1.Hook) (*http.Clie
 // another host or plain http included.
 func refuseRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
-// withoutRedirects returns hc, or, when hc has the default redirect policy
-// (follow up to 10), a copy of it that follows none.
+// withoutRedirects returns a copy of hc that follows no redirect, whatever
+// hc's own CheckRedirect says: one rule for every client that calls hooks.
 func withoutRedirects(hc *http.Client) *http.Client {
-	if hc.CheckRedirect != nil {
-		return hc
-	}
 	copied := *hc
 	copied.CheckRedirect = refuseRedirects
 	return &copied

@@ -75,6 +75,10 @@ func TestCallDoesNotFollowRedirects(t *testing.T) {
 	}{
 		{"default client", NewClient(Options{}), false},
 		{"own HTTP client with Go's default redirect policy", NewClient(Options{HTTPClient: &http.Client{}}), false},
+		{"own HTTP client that follows redirects", NewClient(Options{HTTPClient: &http.Client{CheckRedirect: followRedirects}}), false},
+		{"Transport giving a client that follows redirects", NewClient(Options{Transport: TransportFunc(func(*v1alpha1.Hook) (*http.Client, error) {
+			return &http.Client{CheckRedirect: followRedirects}, nil
+		})}), false},
 		{"SecureTransport, authorization", secure, false},
 		{"SecureTransport, caBundle and authorization", secure, true},
 	}
@@ -126,6 +130,9 @@ func TestCallDoesNotFollowRedirects(t *testing.T) {
 		}
 	}
 }
+
+// followRedirects is a CheckRedirect that follows every redirect.
+func followRedirects(*http.Request, []*http.Request) error { return nil }
 
 // A relative Location is named resolved against the hook's URL; a
 // redirect without a Location says so without one.
