@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/metactl/metactl/internal/redact"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
@@ -26,7 +27,7 @@ import (
 // none of them, whether the echo is JSON or text, and even when a value
 // straddles the cut at MaxStatusErrorBody.
 func TestStatusErrorHidesEchoedSecrets(t *testing.T) {
-	const value, token = "child-value-8f1c2d", "token-3b9e77a1"
+	const value, token = "q7vXz-child-value-8f1c2d", "token-3b9e77a1"
 	encoded := base64.StdEncoding.EncodeToString([]byte(value))
 	secret := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
 		"metadata": map[string]any{"namespace": "ns", "name": "s"}, "data": map[string]any{"password": encoded}}}
@@ -37,8 +38,9 @@ func TestStatusErrorHidesEchoedSecrets(t *testing.T) {
 		"text": func(body []byte, auth string) string {
 			return "failed for " + auth + " with " + value + " and " + string(body)
 		},
+		// The cut at MaxStatusErrorBody keeps the value's first 10 bytes.
 		"straddling": func(_ []byte, _ string) string {
-			return strings.Repeat("x", MaxStatusErrorBody-5) + value + " " + token
+			return strings.Repeat("x", MaxStatusErrorBody-10) + value + " " + token
 		},
 	} {
 		srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
@@ -55,10 +57,13 @@ func TestStatusErrorHidesEchoedSecrets(t *testing.T) {
 		if !errors.As(err, &se) {
 			t.Fatalf("%s: err = %v, want *StatusError", name, err)
 		}
-		for _, leaked := range []string{value, encoded, token, value[:8], encoded[:8]} {
+		for _, leaked := range []string{value, encoded, token, value[:5], encoded[:8]} {
 			if strings.Contains(err.Error(), leaked) {
 				t.Errorf("%s: the error shows %q: %s", name, leaked, err)
 			}
+		}
+		if !strings.Contains(se.Body, redact.Redacted) {
+			t.Errorf("%s: the body does not show %s: %q", name, redact.Redacted, se.Body)
 		}
 		if name == "text" && !strings.Contains(se.Body, "failed for Bearer") {
 			t.Errorf("%s: the body lost its text: %q", name, se.Body)
