@@ -141,9 +141,10 @@ func NewClient(opts Options) *Client {
 		now:        time.Now,
 	}
 	if c.httpClient == nil {
-		c.httpClient = DefaultHTTPClient()
+		c.httpClient = DefaultHTTPClient() // shared; refuses redirects
+	} else {
+		c.httpClient = withoutRedirects(c.httpClient)
 	}
-	c.httpClient = withoutRedirects(c.httpClient)
 	if c.maxBody <= 0 {
 		c.maxBody = DefaultMaxResponseBytes
 	}
