@@ -309,7 +309,7 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 		return nil
 	}
 	if resp.StatusCode != http.StatusOK {
-		body := readErrorBody(resp.Body, enc.b.Bytes(), req)
+		body := readErrorBody(resp.Body, request, req)
 		c.observe(controller, hookName, resp.StatusCode, time.Since(start))
 		se := &StatusError{Controller: controller, Hook: hookName, URL: call.URL, Code: resp.StatusCode, Body: body}
 		if resp.StatusCode == http.StatusTooManyRequests {

@@ -10,8 +10,10 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -68,5 +70,36 @@ func TestStatusErrorHidesEchoedSecrets(t *testing.T) {
 		if name == "text" && !strings.Contains(se.Body, "failed for Bearer") {
 			t.Errorf("%s: the body lost its text: %q", name, se.Body)
 		}
+	}
+}
+
+// TestFailedAnswerMemoryIsBounded: a failed answer to a request with
+// thousands of Secret children, with a large body, costs a few KiB: at
+// most maxErrorBodyRead bytes of the body are held, and the Secrets are
+// looked at in the request's objects, not decoded again from its encoding.
+func TestFailedAnswerMemoryIsBounded(t *testing.T) {
+	request := sampleCompositeRequest("v1")
+	for i := range 5000 {
+		value := base64.StdEncoding.EncodeToString([]byte(fmt.Sprintf("secret-value-%06d-0123456789abcdef", i)))
+		request.Children.Insert("v1", true, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
+			"metadata": map[string]any{"namespace": "ns", "name": fmt.Sprintf("s-%d", i)}, "data": map[string]any{"a": value, "b": value}}})
+	}
+	// The body echoes one of the values, in the part kept.
+	echoed := fmt.Sprintf("secret-value-%06d-0123456789abcdef", 4321)
+	body := "failed: " + echoed + " " + strings.Repeat("x", 4<<20)
+	req, err := http.NewRequest(http.MethodPost, "http://hook.example:80/sync", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	got := readErrorBody(strings.NewReader(body), request, req)
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 256<<10 {
+		t.Errorf("reading the failed answer allocated %d bytes, want at most 256 KiB", alloc)
+	}
+	if !strings.HasPrefix(got, "failed: "+redact.Redacted+" xxx") || len(got) > MaxStatusErrorBody {
+		t.Errorf("body = %.80q (%d bytes), want the echo scrubbed and at most %d bytes", got, len(got), MaxStatusErrorBody)
 	}
 }
