@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -39,8 +40,10 @@ const minScrubbed = 4
 // data redacted (redact.JSON); then every value of the data and stringData
 // of a Secret in request (children, related objects, the parent), as
 // written and base64-decoded, and the credentials of req's Authorization
-// header and of its URL, are replaced wherever they appear by
-// redact.Redacted. Values shorter than minScrubbed characters are left.
+// header and of its URL (see scrubber.addURL), are replaced wherever they
+// appear by redact.Redacted; a body that is not JSON has every URL in it
+// written as redact.URL writes it. Values shorter than minScrubbed
+// characters are left.
 //
 // At most maxErrorBodyRead bytes are read; the secrets are taken from the
 // objects of request (a *CompositeSyncRequest, *DecoratorSyncRequest or
@@ -55,7 +58,9 @@ func readErrorBody(body io.Reader, request any, req *http.Request) string {
 	if json.Valid(b) {
 		text = redact.JSON(b)
 	} else {
-		text = strings.ToValidUTF8(string(b), "\uFFFD")
+		// Every URL in it without its credentials (user information,
+		// query values), as redact.JSON does within a JSON body.
+		text = redact.URLs(strings.ToValidUTF8(string(b), "\uFFFD"))
 	}
 	text = scrub(text, request, req)
 	if len(text) > MaxStatusErrorBody {
@@ -98,10 +103,8 @@ func scrub(text string, request any, req *http.Request) string {
 				}
 			}
 		}
-		if u := req.URL; u != nil && u.User != nil {
-			if password, ok := u.User.Password(); ok {
-				s.add(password)
-			}
+		if u := req.URL; u != nil {
+			s.addURL(u, req.Header.Get("Authorization") == "")
 		}
 	}
 	if len(s.found) == 0 {
@@ -114,6 +117,31 @@ func scrub(text string, request any, req *http.Request) string {
 		pairs = append(pairs, f, redact.Redacted)
 	}
 	return strings.NewReplacer(pairs...).Replace(text)
+}
+
+// addURL looks for the credentials of u: its user name and password, and
+// each value of its query (a token, often), as written and unescaped.
+// When basic is true (the request has no Authorization header of its
+// own), Go's HTTP client sends u's user information as basic
+// authentication, "user:password" in base64, which is looked for too.
+func (s *scrubber) addURL(u *url.URL, basic bool) {
+	if u.User != nil {
+		user := u.User.Username()
+		password, _ := u.User.Password()
+		s.add(user)
+		s.add(password)
+		if basic {
+			s.add(user + ":" + password)
+			s.add(base64.StdEncoding.EncodeToString([]byte(user + ":" + password)))
+		}
+	}
+	for param := range strings.SplitSeq(u.RawQuery, "&") {
+		_, value, _ := strings.Cut(param, "=")
+		s.add(value)
+		if unescaped, err := url.QueryUnescape(value); err == nil && unescaped != value {
+			s.add(unescaped)
+		}
+	}
 }
 
 // scrubber collects the secrets found in text. A secret can appear only

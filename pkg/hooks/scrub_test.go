@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"runtime"
 	"strings"
 	"testing"
@@ -101,5 +102,41 @@ func TestFailedAnswerMemoryIsBounded(t *testing.T) {
 	}
 	if !strings.HasPrefix(got, "failed: "+redact.Redacted+" xxx") || len(got) > MaxStatusErrorBody {
 		t.Errorf("body = %.80q (%d bytes), want the echo scrubbed and at most %d bytes", got, len(got), MaxStatusErrorBody)
+	}
+}
+
+// TestStatusErrorHidesURLCredentials: a hook whose URL has user
+// information and a query token, and that fails echoing what it received
+// (the Authorization header Go's client makes of the user information, its
+// request URI, URLs with credentials), gets a StatusError that shows none
+// of them, in any form.
+func TestStatusErrorHidesURLCredentials(t *testing.T) {
+	const user, password, token = "hook-user", "pw-5d1e9a", "query-token-77c3"
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = io.WriteString(w, "got "+r.Header.Get("Authorization")+" for "+r.RequestURI+
+			" token "+r.URL.Query().Get("token")+" from https://"+user+":"+password+"@elsewhere/x?t="+token+
+			" (see https://admin:adminpw-3@other.example/?key=k3y-value)")
+	})
+	u, err := url.Parse(srv.URL + "/sync?token=" + token + "&x=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(user, password)
+	err = NewClient(Options{}).Call(context.Background(), "things", "sync", urlHook(u.String()), sampleCompositeRequest("v1"), &CompositeSyncResponse{})
+	var se *StatusError
+	if !errors.As(err, &se) {
+		t.Fatalf("err = %v, want *StatusError", err)
+	}
+	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
+	// A URL in a text body is written as redact.URL writes it, even one
+	// with credentials the request did not carry.
+	for _, leaked := range []string{password, token, basic, basic[:8], user + ":" + password, "adminpw-3", "k3y-value"} {
+		if strings.Contains(err.Error(), leaked) {
+			t.Errorf("the error shows %q: %s", leaked, err)
+		}
+	}
+	if !strings.Contains(se.Body, "got Basic "+redact.Redacted) {
+		t.Errorf("the body lost its text: %q", se.Body)
 	}
 }
