@@ -45,24 +45,39 @@ const minScrubbed = 4
 // written as redact.URL writes it. Values shorter than minScrubbed
 // characters are left.
 //
-// At most maxErrorBodyRead bytes are read; the secrets are taken from the
+// At most maxErrorBodyRead bytes are read; a secret cut by that is not
+// shown in part (see scrub); the secrets are taken from the
 // objects of request (a *CompositeSyncRequest, *DecoratorSyncRequest or
 // *CustomizeRequest) in place, not from its encoding.
 func readErrorBody(body io.Reader, request any, req *http.Request) string {
-	b, _ := io.ReadAll(io.LimitReader(body, maxErrorBodyRead))
+	b, _ := io.ReadAll(io.LimitReader(body, maxErrorBodyRead+1))
 	_, _ = io.CopyN(io.Discard, body, 64<<10) // so that the connection can be reused
 	if len(b) == 0 {
 		return ""
 	}
+	truncated := len(b) > maxErrorBodyRead
+	if truncated {
+		b = b[:maxErrorBodyRead]
+		// Without a character the cut split, so that the start of a
+		// secret the cut split is found (see scrubber.cutAt).
+		for i := 1; i <= utf8.UTFMax && i <= len(b); i++ {
+			if utf8.RuneStart(b[len(b)-i]) {
+				if !utf8.FullRune(b[len(b)-i:]) {
+					b = b[:len(b)-i]
+				}
+				break
+			}
+		}
+	}
 	var text string
-	if json.Valid(b) {
+	if !truncated && json.Valid(b) {
 		text = redact.JSON(b)
 	} else {
 		// Every URL in it without its credentials (user information,
 		// query values), as redact.JSON does within a JSON body.
 		text = redact.URLs(strings.ToValidUTF8(string(b), "\uFFFD"))
 	}
-	text = scrub(text, request, req)
+	text = scrub(text, truncated, request, req)
 	if len(text) > MaxStatusErrorBody {
 		cut := MaxStatusErrorBody
 		for cut > 0 && !utf8.RuneStart(text[cut]) {
@@ -76,11 +91,15 @@ func readErrorBody(body io.Reader, request any, req *http.Request) string {
 // scrub returns text with every secret of request and req (see
 // readErrorBody) that appears in it replaced by redact.Redacted, in one
 // pass, the longest one first where several start at the same place.
-func scrub(text string, request any, req *http.Request) string {
+//
+// When text was cut (truncated), a secret whose start ends it, at least
+// minScrubbed bytes of it, is cut off too, and redact.Redacted ends text
+// instead: a value longer than what is read is never shown in part.
+func scrub(text string, truncated bool, request any, req *http.Request) string {
 	if len(text) < minScrubbed {
 		return text
 	}
-	s := scrubber{text: text}
+	s := scrubber{text: text, truncated: truncated, cutAt: len(text)}
 	for i := 0; i+minScrubbed <= len(text); i++ {
 		s.windows.add(text[i : i+minScrubbed])
 	}
@@ -107,7 +126,13 @@ func scrub(text string, request any, req *http.Request) string {
 			s.addURL(u, req.Header.Get("Authorization") == "")
 		}
 	}
+	if s.cutAt < len(text) {
+		text = text[:s.cutAt]
+	}
 	if len(s.found) == 0 {
+		if s.cutAt < len(s.text) {
+			text += redact.Redacted
+		}
 		return text
 	}
 	slices.SortFunc(s.found, func(a, b string) int { return len(b) - len(a) })
@@ -116,7 +141,11 @@ func scrub(text string, request any, req *http.Request) string {
 	for _, f := range found {
 		pairs = append(pairs, f, redact.Redacted)
 	}
-	return strings.NewReplacer(pairs...).Replace(text)
+	text = strings.NewReplacer(pairs...).Replace(text)
+	if s.cutAt < len(s.text) {
+		text += redact.Redacted
+	}
+	return text
 }
 
 // addURL looks for the credentials of u: its user name and password, and
@@ -154,6 +183,11 @@ type scrubber struct {
 	found   []string
 	encoded []byte
 	decoded []byte
+	// truncated says text is the start of a longer body; cutAt is then
+	// where the first secret whose start ends text begins (len(text) when
+	// none does).
+	truncated bool
+	cutAt     int
 }
 
 // mayHold reports whether text may hold v: whether up to 33 of its
@@ -176,22 +210,52 @@ func mayHold[S string | []byte](windows *gramSet, v S) bool {
 	}
 }
 
-// add looks for v as written and as it is written within a JSON string.
+// add looks for v as written and as it is written within a JSON string,
+// with the HTML characters <, > and & escaped (as encoding/json writes by
+// default) and not (as redact.JSON writes).
 func (s *scrubber) add(v string) {
 	s.find(v)
-	if needsJSONEscape(v) {
-		if quoted, err := json.Marshal(v); err == nil {
-			if q := string(quoted[1 : len(quoted)-1]); q != v {
+	if !needsJSONEscape(v) {
+		return
+	}
+	var out strings.Builder
+	enc := json.NewEncoder(&out)
+	for _, escapeHTML := range []bool{true, false} {
+		out.Reset()
+		enc.SetEscapeHTML(escapeHTML)
+		if enc.Encode(v) == nil {
+			q := strings.TrimSuffix(out.String(), "\n")
+			if q = q[1 : len(q)-1]; q != v {
 				s.find(q)
 			}
 		}
 	}
 }
 
-// find adds v to the secrets found when text holds it.
+// find adds v to the secrets found when text holds it; when text was cut,
+// it also notes where v starts if its start, at least minScrubbed bytes,
+// ends text.
 func (s *scrubber) find(v string) {
 	if mayHold(&s.windows, v) && strings.Contains(s.text, v) {
 		s.found = append(s.found, v)
+		return
+	}
+	if !s.truncated || len(v) <= minScrubbed || !s.windows.has(v[:minScrubbed]) {
+		return
+	}
+	// The start of v ends text only if it begins in its last len(v)-1
+	// bytes, with v's first minScrubbed bytes.
+	from := max(0, len(s.text)-len(v)+1)
+	for from <= len(s.text)-minScrubbed && from < s.cutAt {
+		i := strings.Index(s.text[from:], v[:minScrubbed])
+		if i < 0 {
+			return
+		}
+		if p := from + i; strings.HasPrefix(v, s.text[p:]) {
+			s.cutAt = min(s.cutAt, p)
+			return
+		}
+		from += i + 1
 	}
 }
 

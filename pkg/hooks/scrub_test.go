@@ -8,6 +8,7 @@ package hooks
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -138,5 +140,48 @@ func TestStatusErrorHidesURLCredentials(t *testing.T) {
 	}
 	if !strings.Contains(se.Body, "got Basic "+redact.Redacted) {
 		t.Errorf("the body lost its text: %q", se.Body)
+	}
+}
+
+// TestStatusErrorHidesLongAndEscapedSecrets: a Secret value longer than
+// what is read of a failed answer is not shown in part, and one with
+// characters JSON escapes (", <, >, &) is found in a JSON body, which is
+// shown re-encoded without HTML escaping.
+func TestStatusErrorHidesLongAndEscapedSecrets(t *testing.T) {
+	var long strings.Builder
+	for i := 0; long.Len() < 3*maxErrorBodyRead; i++ {
+		fmt.Fprintf(&long, "%x", sha256.Sum256([]byte{byte(i), byte(i >> 8)}))
+	}
+	const escaped = `pa"ss<wo>rd&91f2`
+	secret := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"namespace": "ns", "name": "s"}, "stringData": map[string]any{"long": long.String(), "escaped": escaped}}}
+	request := sampleCompositeRequest("v1")
+	request.Children.Insert("v1", true, secret)
+	for name, tc := range map[string]struct {
+		body   string
+		leaked []string
+	}{
+		"longer than what is read": {"failed: " + long.String(), []string{long.String()[:16], long.String()[100:116]}},
+		"starting before the cut":  {strings.Repeat("y", MaxStatusErrorBody-20) + long.String(), []string{long.String()[:16]}},
+		"escaped, in JSON": {`{"error": ` + strconv.Quote(escaped) + `, "padding": "` + strings.Repeat("z", 20) + `"}`,
+			[]string{escaped, `pa\"ss<wo>rd&91f2`, `rd&91f2`}},
+	} {
+		srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, tc.body)
+		})
+		err := NewClient(Options{}).Call(context.Background(), "things", "sync", urlHook(srv.URL+"/sync"), request, &CompositeSyncResponse{})
+		var se *StatusError
+		if !errors.As(err, &se) {
+			t.Fatalf("%s: err = %v, want *StatusError", name, err)
+		}
+		for _, leaked := range tc.leaked {
+			if strings.Contains(se.Body, leaked) {
+				t.Errorf("%s: the body shows %q: %.200q", name, leaked, se.Body)
+			}
+		}
+		if !strings.Contains(se.Body, redact.Redacted) {
+			t.Errorf("%s: the body does not show %s: %.200q", name, redact.Redacted, se.Body)
+		}
 	}
 }
