@@ -419,7 +419,7 @@ func isRedirect(code int) bool {
 }
 
 // redirectLocation returns, for a redirect, its Location resolved against
-// the request's URL, for messages: without userinfo, query or fragment.
+// the request's URL, for messages (see redactURL).
 // It is empty for other answers and for a redirect without a Location,
 // and "(invalid Location)" when it does not parse.
 func redirectLocation(resp *http.Response) string {
@@ -497,13 +497,9 @@ func responseMode(hook *v1alpha1.Hook) v1alpha1.ResponseUnMarshallMode {
 	return v1alpha1.ResponseUnMarshallModeLoose
 }
 
-// redactURL returns u for messages: without userinfo, query or fragment,
-// any of which may carry credentials.
+// redactURL returns u for messages as redact.URL writes it (the one rule
+// for URLs in logs, Events and conditions): its user information and the
+// values of its query, which may carry credentials, are redact.Redacted.
 func redactURL(u *url.URL) string {
-	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
-	s := r.String()
-	if u.RawQuery != "" || u.ForceQuery {
-		s += "?..."
-	}
-	return s
+	return redact.URL(u.String())
 }

@@ -93,7 +93,7 @@ func TestCredentialPolicyCheck(t *testing.T) {
 			w.BasicAuth = &v1alpha1.BasicAuthConfig{SecretRef: v1alpha1.SecretReference{Namespace: "other", Name: "basic"}}
 		}), RefusedNamespace, []string{"basicAuth", "Secret other/basic"}},
 		{"authorization over http", allowed, urlWebhook("http://h/sync?key=x", func(w *v1alpha1.Webhook) { w.Authorization = token("shared") }),
-			RefusedInsecure, []string{"authorization", "Secret shared/token", "plain http (http://h/sync?...)", "--allow-insecure-credentials"}},
+			RefusedInsecure, []string{"authorization", "Secret shared/token", "plain http (http://h/sync?key=<redacted>)", "--allow-insecure-credentials"}},
 		{"URL scheme in capitals", allowed, urlWebhook("HTTP://h/sync", func(w *v1alpha1.Webhook) { w.Authorization = token("shared") }), RefusedInsecure, nil},
 		{"basicAuth, service with the default protocol", CredentialPolicy{}, serviceWebhook(nil, func(w *v1alpha1.Webhook) {
 			w.BasicAuth = &v1alpha1.BasicAuthConfig{SecretRef: v1alpha1.SecretReference{Namespace: "team-a", Name: "basic"}}

@@ -108,8 +108,8 @@ func TestCallDoesNotFollowRedirects(t *testing.T) {
 				if !errors.As(err, &se) {
 					t.Fatalf("err = %v (%T), want a *StatusError", err, err)
 				}
-				if se.Code != code || se.Location != target.URL+"/new?..." {
-					t.Errorf("Code %d, Location %q; want %d, %q", se.Code, se.Location, code, target.URL+"/new?...")
+				if se.Code != code || se.Location != target.URL+"/new?token=<redacted>" {
+					t.Errorf("Code %d, Location %q; want %d, %q", se.Code, se.Location, code, target.URL+"/new?token=<redacted>")
 				}
 				msg := err.Error()
 				for _, want := range []string{http.StatusText(code), "to " + target.URL + "/new", "does not follow redirects", "final URL"} {
