@@ -259,6 +259,7 @@ func TestWebhookAddress(t *testing.T) {
 		{"service", Webhook{Service: &ServiceReference{Name: "s", Namespace: "n"}, Path: ptr.To("/q")}, "http://s.n:80/q"},
 		{"service with a query in its path", Webhook{Service: &ServiceReference{Name: "s", Namespace: "n"}, Path: ptr.To("/q?x=1")}, "http://s.n:80/q?x=1"},
 		{"service protocol in capitals", Webhook{Service: &ServiceReference{Name: "s", Namespace: "n", Protocol: ptr.To("HTTPS")}}, "https://s.n:80"},
+		{"service name and namespace in capitals", Webhook{Service: &ServiceReference{Name: "Svc", Namespace: "NS"}}, "http://Svc.NS:80"},
 		{"service with all", Webhook{Service: &ServiceReference{Name: "s", Namespace: "n", Port: ptr.To[int32](8443), Protocol: ptr.To("https")}}, "https://s.n:8443"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

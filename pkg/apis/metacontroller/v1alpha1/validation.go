@@ -275,14 +275,16 @@ func validateWebhook(w *Webhook, path *field.Path, ec *endpointConfigsInUse) fie
 		if s.Name == "" {
 			errs = append(errs, field.Required(sp.Child("name"), ""))
 		} else {
-			for _, msg := range validation.IsDNS1035Label(s.Name) {
+			// Capitals are allowed, as DNS ignores case: a name that
+			// metacontroller calls stays valid.
+			for _, msg := range validation.IsDNS1035Label(strings.ToLower(s.Name)) {
 				errs = append(errs, field.Invalid(sp.Child("name"), s.Name, msg))
 			}
 		}
 		if s.Namespace == "" {
 			errs = append(errs, field.Required(sp.Child("namespace"), ""))
 		} else {
-			for _, msg := range validation.IsDNS1123Label(s.Namespace) {
+			for _, msg := range validation.IsDNS1123Label(strings.ToLower(s.Namespace)) {
 				errs = append(errs, field.Invalid(sp.Child("namespace"), s.Namespace, msg))
 			}
 		}

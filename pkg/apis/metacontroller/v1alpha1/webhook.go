@@ -15,7 +15,8 @@ import (
 // protocol://name.namespace:port followed by its path, protocol and port
 // defaulting to http and 80: the host is the one metacontroller calls
 // (ServiceReference.Host). A service whose name is not a DNS-1035 label,
-// whose namespace is not a DNS-1123 label, whose protocol is not http or
+// whose namespace is not a DNS-1123 label (in either case letters are
+// allowed: DNS ignores case, and metacontroller calls them as written), whose protocol is not http or
 // https, or a path that does not start with "/", is an error, so that no
 // field can move the address to another host. It does not check that a
 // url is a valid URL.
@@ -28,10 +29,10 @@ func (w *Webhook) Address() (string, error) {
 		if s.Name == "" || s.Namespace == "" {
 			return "", errors.New("webhook service needs a name and a namespace")
 		}
-		if msgs := validation.IsDNS1035Label(s.Name); len(msgs) > 0 {
+		if msgs := validation.IsDNS1035Label(strings.ToLower(s.Name)); len(msgs) > 0 {
 			return "", errors.New("webhook service name " + strconv.Quote(s.Name) + " is not a DNS-1035 label: " + strings.Join(msgs, "; "))
 		}
-		if msgs := validation.IsDNS1123Label(s.Namespace); len(msgs) > 0 {
+		if msgs := validation.IsDNS1123Label(strings.ToLower(s.Namespace)); len(msgs) > 0 {
 			return "", errors.New("webhook service namespace " + strconv.Quote(s.Namespace) + " is not a DNS-1123 label: " + strings.Join(msgs, "; "))
 		}
 		protocol := DefaultServiceProtocol
