@@ -124,10 +124,11 @@ func dev(ctx context.Context, out io.Writer, f *devFlags) error {
 	}()
 	say("control plane ready; to use it:\n\n    export KUBECONFIG=%s\n", cp.KubeconfigPath)
 
-	// A local cluster of one user, whose hooks run on this machine over
-	// plain http (service hooks are rewritten to http://127.0.0.1): hooks'
-	// credentials may come from any namespace and be sent over http, as
-	// metactl run allows only with --credential-namespaces='*' and
+	// A single-user local cluster (its hooks are called over plain http,
+	// service hooks rewritten to http://127.0.0.1): whoever can create a
+	// controller object owns every namespace, so hooks' credentials may
+	// come from any namespace and be sent over http, as metactl run allows
+	// only with --credential-namespaces='*' and
 	// --allow-insecure-credentials.
 	m, err := manager.New(manager.Options{Config: cp.Config, Workers: f.workers, DiscoveryInterval: 2 * time.Second, MaxRetryDelay: 5 * time.Second,
 		CredentialNamespaces: []string{hooks.AllNamespaces}, AllowInsecureCredentials: true})

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
@@ -162,6 +163,21 @@ func TestRunMemoryFlags(t *testing.T) {
 		}
 		if out, err := execute(t, "run", "--"+name, "0", "--kubeconfig", filepath.Join(t.TempDir(), "none")); err == nil || !strings.Contains(err.Error(), "--"+name) {
 			t.Errorf("run --%s 0: %v, want an error about the flag\n%s", name, err, out)
+		}
+	}
+}
+
+// TestCredentialNamespacesFlag: entries lose the spaces around them ("a,
+// b" names b) and one that is neither a namespace name nor "*" is refused,
+// naming the flag.
+func TestCredentialNamespacesFlag(t *testing.T) {
+	got, err := parseCredentialNamespaces([]string{"a", " b", "* "})
+	if err != nil || !slices.Equal(got, []string{"a", "b", "*"}) {
+		t.Errorf("parseCredentialNamespaces(a, b, *) = %q, %v; want [a b *]", got, err)
+	}
+	for _, bad := range []string{"a,B", "a,,b", "a,team.b", "a,x/y"} {
+		if out, err := execute(t, "run", "--credential-namespaces", bad, "--kubeconfig", filepath.Join(t.TempDir(), "none")); err == nil || !strings.Contains(err.Error(), "--credential-namespaces") {
+			t.Errorf("run --credential-namespaces %q: %v, want an error about the flag\n%s", bad, err, out)
 		}
 	}
 }

@@ -10,12 +10,14 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -102,7 +104,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.Int64Var(&f.responseBudget, "hook-response-budget-bytes", hooks.DefaultResponseBudgetBytes, "most bytes of hook responses held in memory at once, all controllers together, from reading a response until it is decoded; a call waits for room (up to its hook's timeout); responses over 64 KiB use at most seven eighths of it (the rest is kept for small ones), and a larger one than that is refused")
 	fs.Int64Var(&f.etagCacheMaxBytes, "etag-cache-max-bytes", hooks.DefaultEtagCacheMaxBytes, "most bytes of hook responses kept for hooks with etag enabled, all controllers together (the least recently used go first)")
 	fs.IntVar(&f.maxRelated, "max-related-objects", related.DefaultMaxObjects, "most related objects the customize hook's rules may select for one parent; more fails the sync with an error naming the rule")
-	fs.StringSliceVar(&f.credentialNamespaces, "credential-namespaces", []string{inClusterNamespace()}, "comma-separated namespaces whose Secrets and ConfigMaps hooks may name for caBundle, clientTLS, authorization and basicAuth, by default metactl's own (its Pod's namespace, else \"default\"); a hook given as a Service may always use its Service's namespace; \"*\" allows every namespace, as metacontroller does. A controller naming another namespace does not start (Ready=False CredentialNotAllowed)")
+	fs.StringSliceVar(&f.credentialNamespaces, "credential-namespaces", []string{inClusterNamespace()}, "comma-separated namespaces whose Secrets and ConfigMaps hooks may name for caBundle, clientTLS, authorization and basicAuth, by default metactl's own (its Pod's namespace; outside a cluster \"default\", as for --leader-elect-namespace); spaces around an entry are ignored, and an entry that is neither a namespace name nor \"*\" is refused; a hook given as a Service may always use its Service's namespace; \"*\" allows every namespace, as metacontroller does. A controller naming another namespace does not start (Ready=False CredentialNotAllowed)")
 	fs.BoolVar(&f.allowInsecureCredentials, "allow-insecure-credentials", false, "let hooks called over plain http send authorization, basicAuth and clientTLS credentials, for development only (metactl dev sets it); without it such a controller does not start (Ready=False InsecureCredentials)")
 	fs.BoolVar(&f.requireServiceAccount, "require-service-account", false, "run only controllers annotated metactl.io/service-account (whose writes act as that ServiceAccount); any other is Ready=False Forbidden")
 	return cmd
@@ -146,6 +148,10 @@ func run(ctx context.Context, f *runFlags) error {
 	if f.stopGracePeriod <= 0 {
 		return fmt.Errorf("--stop-grace-period %v: want a positive duration", f.stopGracePeriod)
 	}
+	credentialNamespaces, err := parseCredentialNamespaces(f.credentialNamespaces)
+	if err != nil {
+		return err
+	}
 	for _, v := range []struct {
 		flag  string
 		value int64
@@ -186,7 +192,7 @@ func run(ctx context.Context, f *runFlags) error {
 		MaxRetryDelay:     f.maxRetryDelay,
 		StopGracePeriod:   f.stopGracePeriod,
 
-		CredentialNamespaces:     f.credentialNamespaces,
+		CredentialNamespaces:     credentialNamespaces,
 		AllowInsecureCredentials: f.allowInsecureCredentials,
 		RequireServiceAccount:    f.requireServiceAccount,
 	})
@@ -255,6 +261,23 @@ func leaderElection(f *runFlags) *manager.LeaderElection {
 	}
 	le := f.leaderElection
 	return &le
+}
+
+// parseCredentialNamespaces returns the entries of --credential-namespaces
+// without the spaces around them ("a, b" names b), or an error naming an
+// entry that is neither a namespace name (a DNS-1123 label) nor "*".
+func parseCredentialNamespaces(entries []string) ([]string, error) {
+	out := make([]string, 0, len(entries))
+	for _, entry := range entries {
+		ns := strings.TrimSpace(entry)
+		if ns != hooks.AllNamespaces {
+			if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+				return nil, fmt.Errorf("--credential-namespaces: %q is neither a namespace name nor \"*\": %s", entry, strings.Join(msgs, "; "))
+			}
+		}
+		out = append(out, ns)
+	}
+	return out, nil
 }
 
 // inClusterNamespace is the namespace this pod runs in, else "default".

@@ -26,12 +26,20 @@ const MaxVerbosity = 7
 
 // AddKlogFlags adds klog's flags (-v and friends) to cmd as persistent
 // flags, with --log-level as another name for -v, and --log-format
-// text|json. Only -v and --log-format show in --help. It sets
-// cmd.PersistentPreRunE to cap the verbosity at MaxVerbosity and apply
-// --log-format.
+// text|json. Only -v and --log-format show in --help.
+//
+// -v, --log-level and --vmodule are capped at MaxVerbosity as they are
+// parsed, for cmd and every subcommand, whatever hooks they have. cmd's
+// PersistentPreRunE applies --log-format and logs that the verbosity was
+// capped; it sets cobra.EnableTraverseRunHooks, so that it runs before a
+// subcommand's own PersistentPreRunE rather than being replaced by it.
 func AddKlogFlags(cmd *cobra.Command) {
+	cobra.EnableTraverseRunHooks = true
 	gofs := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(gofs)
+	requested := 0
+	gofs.Lookup("v").Value = &cappedVerbosity{Value: gofs.Lookup("v").Value, requested: &requested}
+	gofs.Lookup("vmodule").Value = cappedVModule{gofs.Lookup("vmodule").Value}
 	flags := cmd.PersistentFlags()
 	flags.AddGoFlagSet(gofs)
 	// Of klog's flags only -v is shown in --help; the others (log files,
@@ -49,13 +57,6 @@ func AddKlogFlags(cmd *cobra.Command) {
 	_ = flags.MarkHidden("log-level")
 	format := flags.String("log-format", "text", "log format: text (klog) or json (one JSON object per line)")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
-		requested, err := strconv.Atoi(verbosity.String())
-		if err != nil {
-			return fmt.Errorf("-v: %w", err)
-		}
-		if err := capVerbosity(verbosity, flags.Lookup("vmodule").Value); err != nil {
-			return err
-		}
 		if requested > MaxVerbosity {
 			defer klog.Background().Info("Logging at the highest verbosity: API request and response bodies, which hold Secret data, are never logged",
 				"requested", requested, "verbosity", MaxVerbosity)
@@ -76,18 +77,33 @@ func AddKlogFlags(cmd *cobra.Command) {
 	}
 }
 
-// capVerbosity lowers -v, and each level of --vmodule
-// (pattern=N,...), to MaxVerbosity.
-func capVerbosity(verbosity, vmodule flag.Value) error {
-	if level, err := strconv.Atoi(verbosity.String()); err == nil && level > MaxVerbosity {
-		if err := verbosity.Set(strconv.Itoa(MaxVerbosity)); err != nil {
-			return fmt.Errorf("-v: %w", err)
-		}
+// cappedVerbosity is klog's -v, set to at most MaxVerbosity; requested
+// is the level asked for.
+type cappedVerbosity struct {
+	flag.Value
+	requested *int
+}
+
+// Type names the value in --help, as klog's does.
+func (v *cappedVerbosity) Type() string { return "Level" }
+
+func (v *cappedVerbosity) Set(s string) error {
+	level, err := strconv.Atoi(s)
+	if err != nil {
+		return err
 	}
-	spec := vmodule.String()
-	if spec == "" {
-		return nil
-	}
+	*v.requested = level
+	return v.Value.Set(strconv.Itoa(min(level, MaxVerbosity)))
+}
+
+// cappedVModule is klog's --vmodule (pattern=N,...), each level set to at
+// most MaxVerbosity.
+type cappedVModule struct{ flag.Value }
+
+// Type names the value in --help, as klog's does.
+func (v cappedVModule) Type() string { return "moduleSpec" }
+
+func (v cappedVModule) Set(spec string) error {
 	parts := strings.Split(spec, ",")
 	for i, part := range parts {
 		pattern, level, ok := strings.Cut(part, "=")
@@ -95,10 +111,7 @@ func capVerbosity(verbosity, vmodule flag.Value) error {
 			parts[i] = pattern + "=" + strconv.Itoa(MaxVerbosity)
 		}
 	}
-	if err := vmodule.Set(strings.Join(parts, ",")); err != nil {
-		return fmt.Errorf("--vmodule: %w", err)
-	}
-	return nil
+	return v.Value.Set(strings.Join(parts, ","))
 }
 
 // SetCommandName makes cmd's help and usage call it name, for a program

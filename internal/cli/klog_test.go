@@ -59,3 +59,37 @@ func TestVerbosityIsCapped(t *testing.T) {
 		t.Errorf("at -v 10: V(7) enabled %v (want true), V(8) enabled %v (want false)", v7, v8)
 	}
 }
+
+// TestVerbosityIsCappedEverywhere: the cap holds for a subcommand with a
+// PersistentPreRunE of its own (cobra runs only the nearest one unless
+// told otherwise), given -v or --log-level, and in json format too, where
+// klog.Background() is a logger of its own (slog's).
+func TestVerbosityIsCappedEverywhere(t *testing.T) {
+	for _, args := range [][]string{
+		{"sub", "-v", "10", "--log-format", "json"},
+		{"sub", "--log-level", "9", "--vmodule", "klog_test=9"},
+		{"sub", "-v", "10", "--log-format", "text"},
+	} {
+		var v7, v8, subHook bool
+		root := &cobra.Command{Use: "metactl"}
+		sub := &cobra.Command{Use: "sub", Args: cobra.NoArgs,
+			PersistentPreRunE: func(*cobra.Command, []string) error { subHook = true; return nil },
+			RunE: func(*cobra.Command, []string) error {
+				v7 = klog.Background().V(7).Enabled() && bool(klog.V(7).Enabled())
+				v8 = klog.Background().V(8).Enabled() || bool(klog.V(8).Enabled())
+				return nil
+			}}
+		root.AddCommand(sub)
+		cli.AddKlogFlags(root)
+		root.SetArgs(args)
+		if err := root.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		_ = root.PersistentFlags().Set("v", "0")
+		_ = root.PersistentFlags().Set("vmodule", "")
+		klog.ClearLogger()
+		if !subHook || !v7 || v8 {
+			t.Errorf("%q: the subcommand's hook ran %v; V(7) enabled %v (want true), V(8) enabled %v (want false)", args, subHook, v7, v8)
+		}
+	}
+}

@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 )
 
@@ -73,15 +72,67 @@ func Value(v any) any {
 	}
 }
 
-// urlPattern matches a URL within text: a scheme, "://", and what follows
-// up to a space, a quote, a backslash (JSON escapes) or an angle bracket.
-var urlPattern = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>\\]+`)
-
 // URLs returns text with each URL in it written as URL writes it: a
 // webhook's url, or one within a JSON document held in a string (the
-// last-applied-configuration annotation).
+// last-applied-configuration annotation). A URL in text is a scheme (a
+// letter, then letters, digits, "+", "-" or "."), "://", and what follows
+// up to a space, a quote, a backslash (JSON escapes) or an angle bracket.
+// It scans text once and allocates only for its result (the regular
+// expression it replaces allocated some 500 KiB to scan 8 KiB of
+// letters).
 func URLs(text string) string {
-	return urlPattern.ReplaceAllStringFunc(text, URL)
+	var b strings.Builder
+	done := 0 // text[:done] is written, or scanned and unchanged
+	from := 0 // where the next "://" is looked for
+	for {
+		i := strings.Index(text[from:], "://")
+		if i < 0 {
+			break
+		}
+		sep := from + i
+		start := sep
+		for start > done && isSchemeByte(text[start-1]) {
+			start--
+		}
+		for start < sep && !isLetter(text[start]) {
+			start++
+		}
+		end := sep + len("://")
+		for end < len(text) && !isURLEnd(text[end]) {
+			end++
+		}
+		if start == sep || end == sep+len("://") {
+			from = sep + 1 // no scheme, or nothing after "://"
+			continue
+		}
+		if b.Len() == 0 {
+			b.Grow(len(text))
+		}
+		b.WriteString(text[done:start])
+		b.WriteString(URL(text[start:end]))
+		done, from = end, end
+	}
+	if done == 0 {
+		return text
+	}
+	b.WriteString(text[done:])
+	return b.String()
+}
+
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+func isSchemeByte(c byte) bool {
+	return isLetter(c) || '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'
+}
+
+// isURLEnd reports whether c ends a URL within text: a space (as \s of
+// regular expressions), a quote, a backslash or an angle bracket.
+func isURLEnd(c byte) bool {
+	switch c {
+	case ' ', '\t', '\n', '\f', '\r', '"', '\'', '<', '>', '\\':
+		return true
+	}
+	return false
 }
 
 // URL returns s, a URL, without what may be credentials: its user

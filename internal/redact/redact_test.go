@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -54,5 +55,20 @@ func TestURLsInTextAreRedacted(t *testing.T) {
 	got := JSON([]byte(in))
 	if strings.Contains(got, "hunter") || !strings.Contains(got, `https://<redacted>@h/sync?k=<redacted>`) || !strings.Contains(got, "see http://example.com/docs for more") {
 		t.Errorf("URLs in text: %s", got)
+	}
+}
+
+// TestURLsMatchesThePattern: URLs finds the URLs the regular expression
+// `[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>\\]+` finds (leftmost first).
+func TestURLsMatchesThePattern(t *testing.T) {
+	pattern := regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>\\]+`)
+	for _, in := range []string{
+		"", "://", "a://", "a:// b", "1a+b://u:p@h/x?t=1 and 9://x then http://h/?k=v\"q",
+		"x://y://z?k=v", "::// http://u@h", "<https://h/?a=1>", `"https://h/?a=1\"`, "ab-c.d://h?q=1\tz://w?k=2",
+		"https://u:p@h/a?b=c" + strings.Repeat("x", 100) + "://h?k=v",
+	} {
+		if got, want := URLs(in), pattern.ReplaceAllStringFunc(in, URL); got != want {
+			t.Errorf("URLs(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -48,9 +48,9 @@ func (f ObserverFunc) ObserveHookCall(controller, hook string, code int, d time.
 
 // TransportResolver chooses the HTTP client that calls a hook. It is the
 // place for per-webhook transport settings (CA bundle, client
-// certificate). It must be safe for concurrent use. A client whose
-// CheckRedirect is nil is used without following redirects, as every
-// client of a Client is (see Client.Call).
+// certificate). It must be safe for concurrent use. The client it returns
+// is used without following redirects, whatever its CheckRedirect, as
+// every client of a Client is (see Client.Call).
 type TransportResolver interface {
 	// TransportFor returns the client for hook; nil means the default.
 	TransportFor(hook *v1alpha1.Hook) (*http.Client, error)
@@ -88,8 +88,9 @@ func (f RequestPreparerFunc) PrepareRequest(hook *v1alpha1.Hook, req *http.Reque
 
 // Options configure a Client. The zero value is ready to use.
 type Options struct {
-	// HTTPClient calls the hooks. Default: DefaultHTTPClient(). A client
-	// whose CheckRedirect is nil is used without following redirects.
+	// HTTPClient calls the hooks. Default: DefaultHTTPClient(). It is used
+	// without following redirects, whatever its CheckRedirect (a copy of
+	// it is).
 	HTTPClient *http.Client
 	// Transport, when set, chooses the client per hook instead; a nil
 	// client from it falls back to HTTPClient or its default.
@@ -140,9 +141,10 @@ func NewClient(opts Options) *Client {
 		now:        time.Now,
 	}
 	if c.httpClient == nil {
-		c.httpClient = DefaultHTTPClient()
+		c.httpClient = DefaultHTTPClient() // shared; refuses redirects
+	} else {
+		c.httpClient = withoutRedirects(c.httpClient)
 	}
-	c.httpClient = withoutRedirects(c.httpClient)
 	if c.maxBody <= 0 {
 		c.maxBody = DefaultMaxResponseBytes
 	}
@@ -307,7 +309,7 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 		return nil
 	}
 	if resp.StatusCode != http.StatusOK {
-		body := readErrorBody(resp.Body, enc.b.Bytes(), req)
+		body := readErrorBody(resp.Body, request, req)
 		c.observe(controller, hookName, resp.StatusCode, time.Since(start))
 		se := &StatusError{Controller: controller, Hook: hookName, URL: call.URL, Code: resp.StatusCode, Body: body}
 		if resp.StatusCode == http.StatusTooManyRequests {
@@ -398,12 +400,9 @@ func (c *Client) clientFor(ctx context.Context, hook *v1alpha1.Hook) (*http.Clie
 // another host or plain http included.
 func refuseRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
-// withoutRedirects returns hc, or, when hc has the default redirect policy
-// (follow up to 10), a copy of it that follows none.
+// withoutRedirects returns a copy of hc that follows no redirect, whatever
+// hc's own CheckRedirect says: one rule for every client that calls hooks.
 func withoutRedirects(hc *http.Client) *http.Client {
-	if hc.CheckRedirect != nil {
-		return hc
-	}
 	copied := *hc
 	copied.CheckRedirect = refuseRedirects
 	return &copied
@@ -420,7 +419,7 @@ func isRedirect(code int) bool {
 }
 
 // redirectLocation returns, for a redirect, its Location resolved against
-// the request's URL, for messages: without userinfo, query or fragment.
+// the request's URL, for messages (see redactURL).
 // It is empty for other answers and for a redirect without a Location,
 // and "(invalid Location)" when it does not parse.
 func redirectLocation(resp *http.Response) string {
@@ -498,13 +497,9 @@ func responseMode(hook *v1alpha1.Hook) v1alpha1.ResponseUnMarshallMode {
 	return v1alpha1.ResponseUnMarshallModeLoose
 }
 
-// redactURL returns u for messages: without userinfo, query or fragment,
-// any of which may carry credentials.
+// redactURL returns u for messages as redact.URL writes it (the one rule
+// for URLs in logs, Events and conditions): its user information and the
+// values of its query, which may carry credentials, are redact.Redacted.
 func redactURL(u *url.URL) string {
-	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
-	s := r.String()
-	if u.RawQuery != "" || u.ForceQuery {
-		s += "?..."
-	}
-	return s
+	return redact.URL(u.String())
 }

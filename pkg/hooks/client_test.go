@@ -531,7 +531,7 @@ func TestCallErrorsHideCredentials(t *testing.T) {
 		if err == nil {
 			t.Fatal("no error")
 		}
-		if !strings.Contains(err.Error(), base+"/sync?...") {
+		if !strings.Contains(err.Error(), strings.Replace(base, "http://", "http://<redacted>@", 1)+"/sync?token=<redacted>") {
 			t.Errorf("message %q does not show the redacted URL", err)
 		}
 		for e := err; e != nil; e = errors.Unwrap(e) {

@@ -109,8 +109,8 @@ Licensed under the Apache License, Version 2.0.
 // cancelled by the caller give a plain error (the last wraps the context's
 // error). Every message names the hook and the webhook's URL, but not the
 // controller (the errors carry it in a field): the caller says which
-// controller, once. URLs are shown without userinfo or query, so no
-// credentials appear.
+// controller, once. URLs are shown with their user information and query
+// values redacted (redact.URL), so no credentials appear.
 //
 // # Guarantees
 //

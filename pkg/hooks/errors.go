@@ -39,7 +39,7 @@ func (c hookCall) prefix() string {
 // its answer was complete (see ClosedByHook).
 type UnreachableError struct {
 	// Controller and Hook name the call; URL is the webhook address
-	// without userinfo or query.
+	// with its user information and query values redacted (redact.URL).
 	Controller, Hook, URL string
 	// Err is the cause.
 	Err error
@@ -128,7 +128,7 @@ const MaxRetryAfter = 24 * time.Hour
 // than 200.
 type StatusError struct {
 	// Controller and Hook name the call; URL is the webhook address
-	// without userinfo or query.
+	// with its user information and query values redacted (redact.URL).
 	Controller, Hook, URL string
 	// Code is the HTTP status code.
 	Code int
@@ -136,7 +136,7 @@ type StatusError struct {
 	// bytes, as valid UTF-8.
 	Body string
 	// Location is, for a redirect (301, 302, 303, 307 or 308), where it
-	// points, without userinfo or query; empty for other codes and for a
+	// points, redacted as URL is; empty for other codes and for a
 	// redirect without a Location. metactl does not follow redirects.
 	Location string
 	// RetryAfter is the delay a 429 response asked for with a Retry-After
@@ -171,7 +171,7 @@ func (e *StatusError) Error() string {
 // mode, a status that is not an object, or an invalid child.
 type ResponseError struct {
 	// Controller and Hook name the call; URL is the webhook address
-	// without userinfo or query.
+	// with its user information and query values redacted (redact.URL).
 	Controller, Hook, URL string
 	// Err says what is wrong.
 	Err error

@@ -9,6 +9,7 @@ package hooks
 import (
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
@@ -87,7 +88,7 @@ func (p CredentialPolicy) Check(w *v1alpha1.Webhook) error {
 	}
 	serviceNamespace := ""
 	if w.URL == nil && w.Service != nil {
-		serviceNamespace = w.Service.Namespace
+		serviceNamespace = serviceNamespaceOf(w)
 	}
 	for _, c := range credentialsOf(w) {
 		if !p.namespaceAllowed(c.ref.Namespace, serviceNamespace) {
@@ -122,6 +123,23 @@ func (p CredentialPolicy) Check(w *v1alpha1.Webhook) error {
 	return &CredentialError{Setting: c.setting, Reference: c.ref, Refused: RefusedInsecure,
 		Reason: "credentials are never sent over plain " + u.Scheme + " (" + redactURL(u) + "): call the hook over https, " +
 			"or, for development only, run metactl with --allow-insecure-credentials"}
+}
+
+// serviceNamespaceOf returns the namespace of w's Service when w, a service
+// hook, is called at that Service's host (ServiceReference.Host) and
+// nowhere else, or "". Address refuses a name or namespace that is not a
+// DNS label; the host of the address is compared as well, so that no
+// field can send the namespace's credentials to another host.
+func serviceNamespaceOf(w *v1alpha1.Webhook) string {
+	address, err := w.Address()
+	if err != nil {
+		return ""
+	}
+	u, err := url.Parse(address)
+	if err != nil || u.User != nil || !strings.EqualFold(u.Hostname(), w.Service.Host()) {
+		return ""
+	}
+	return w.Service.Namespace
 }
 
 // namespaceAllowed reports whether a credential may be read from ns by a

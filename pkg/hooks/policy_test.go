@@ -32,6 +32,11 @@ func TestCredentialPolicyCheck(t *testing.T) {
 		configure(w)
 		return w
 	}
+	serviceOf := func(name, namespace string, configure func(w *v1alpha1.Webhook)) *v1alpha1.Webhook {
+		w := &v1alpha1.Webhook{Service: &v1alpha1.ServiceReference{Name: name, Namespace: namespace, Protocol: ptr.To("https")}}
+		configure(w)
+		return w
+	}
 	allowed := CredentialPolicy{Namespaces: []string{"metactl", "shared"}}
 	cases := []struct {
 		name    string
@@ -50,6 +55,24 @@ func TestCredentialPolicyCheck(t *testing.T) {
 		{"service hook, its own namespace", CredentialPolicy{}, serviceWebhook(ptr.To("https"), func(w *v1alpha1.Webhook) { w.Authorization = token("team-a") }), "", nil},
 		{"service hook, another namespace", CredentialPolicy{}, serviceWebhook(ptr.To("https"), func(w *v1alpha1.Webhook) { w.Authorization = token("team-b") }),
 			RefusedNamespace, []string{"Secret team-b/token"}},
+		// A Service whose name or namespace would move the host elsewhere
+		// does not lend its namespace's credentials.
+		{"service name that is a host and path", CredentialPolicy{}, serviceOf("evil.example.com/", "team-b", func(w *v1alpha1.Webhook) { w.Authorization = token("team-b") }),
+			RefusedNamespace, []string{"Secret team-b/token"}},
+		{"service name with user information", CredentialPolicy{}, serviceOf("x@evil.com:443/?", "team-b", func(w *v1alpha1.Webhook) { w.Authorization = token("team-b") }),
+			RefusedNamespace, nil},
+		{"service name with dots", CredentialPolicy{}, serviceOf("evil.com", "team-b", func(w *v1alpha1.Webhook) { w.Authorization = token("team-b") }),
+			RefusedNamespace, nil},
+		{"service namespace that is a host", CredentialPolicy{}, serviceOf("hook", "evil.com#", func(w *v1alpha1.Webhook) { w.Authorization = token("evil.com#") }),
+			RefusedNamespace, nil},
+		{"service protocol that is a URL", CredentialPolicy{}, serviceOf("hook", "team-b", func(w *v1alpha1.Webhook) {
+			w.Service.Protocol = ptr.To("https://evil.com/#")
+			w.Authorization = token("team-b")
+		}), RefusedNamespace, nil},
+		{"service path that is a host", CredentialPolicy{}, serviceOf("hook", "team-b", func(w *v1alpha1.Webhook) {
+			w.Path = ptr.To("@evil.com/")
+			w.Authorization = token("team-b")
+		}), RefusedNamespace, nil},
 		{"url wins over service: no service namespace", CredentialPolicy{}, serviceWebhook(ptr.To("https"), func(w *v1alpha1.Webhook) {
 			w.URL = ptr.To("https://h/sync")
 			w.Authorization = token("team-a")
@@ -70,7 +93,7 @@ func TestCredentialPolicyCheck(t *testing.T) {
 			w.BasicAuth = &v1alpha1.BasicAuthConfig{SecretRef: v1alpha1.SecretReference{Namespace: "other", Name: "basic"}}
 		}), RefusedNamespace, []string{"basicAuth", "Secret other/basic"}},
 		{"authorization over http", allowed, urlWebhook("http://h/sync?key=x", func(w *v1alpha1.Webhook) { w.Authorization = token("shared") }),
-			RefusedInsecure, []string{"authorization", "Secret shared/token", "plain http (http://h/sync?...)", "--allow-insecure-credentials"}},
+			RefusedInsecure, []string{"authorization", "Secret shared/token", "plain http (http://h/sync?key=<redacted>)", "--allow-insecure-credentials"}},
 		{"URL scheme in capitals", allowed, urlWebhook("HTTP://h/sync", func(w *v1alpha1.Webhook) { w.Authorization = token("shared") }), RefusedInsecure, nil},
 		{"basicAuth, service with the default protocol", CredentialPolicy{}, serviceWebhook(nil, func(w *v1alpha1.Webhook) {
 			w.BasicAuth = &v1alpha1.BasicAuthConfig{SecretRef: v1alpha1.SecretReference{Namespace: "team-a", Name: "basic"}}

@@ -257,6 +257,9 @@ func TestWebhookAddress(t *testing.T) {
 		{"url", Webhook{URL: ptr.To("http://h/p")}, "http://h/p"},
 		{"url wins over service", Webhook{URL: ptr.To("http://h/p"), Service: &ServiceReference{Name: "s", Namespace: "n"}, Path: ptr.To("/q")}, "http://h/p"},
 		{"service", Webhook{Service: &ServiceReference{Name: "s", Namespace: "n"}, Path: ptr.To("/q")}, "http://s.n:80/q"},
+		{"service with a query in its path", Webhook{Service: &ServiceReference{Name: "s", Namespace: "n"}, Path: ptr.To("/q?x=1")}, "http://s.n:80/q?x=1"},
+		{"service protocol in capitals", Webhook{Service: &ServiceReference{Name: "s", Namespace: "n", Protocol: ptr.To("HTTPS")}}, "https://s.n:80"},
+		{"service name and namespace in capitals", Webhook{Service: &ServiceReference{Name: "Svc", Namespace: "NS"}}, "http://Svc.NS:80"},
 		{"service with all", Webhook{Service: &ServiceReference{Name: "s", Namespace: "n", Port: ptr.To[int32](8443), Protocol: ptr.To("https")}}, "https://s.n:8443"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -266,7 +269,13 @@ func TestWebhookAddress(t *testing.T) {
 			}
 		})
 	}
-	for _, w := range []Webhook{{}, {Service: &ServiceReference{Name: "s"}}} {
+	for _, w := range []Webhook{{}, {Service: &ServiceReference{Name: "s"}},
+		{Service: &ServiceReference{Name: "evil.example.com/", Namespace: "n"}},
+		{Service: &ServiceReference{Name: "x@evil.com:443/?", Namespace: "n"}},
+		{Service: &ServiceReference{Name: "s", Namespace: "n.evil.com"}},
+		{Service: &ServiceReference{Name: "s", Namespace: "n", Protocol: ptr.To("https://evil.com/#")}},
+		{Service: &ServiceReference{Name: "s", Namespace: "n"}, Path: ptr.To("@evil.com/")},
+	} {
 		if got, err := w.Address(); err == nil {
 			t.Errorf("Address() of %+v = %q, want an error", w, got)
 		}

@@ -269,11 +269,24 @@ func validateWebhook(w *Webhook, path *field.Path, ec *endpointConfigsInUse) fie
 	default:
 		s := w.Service
 		sp := path.Child("service")
+		// Both are parts of the host called (ServiceReference.Host): a
+		// name such as "evil.example.com/" would call another host, with
+		// the credentials of the Service's namespace.
 		if s.Name == "" {
 			errs = append(errs, field.Required(sp.Child("name"), ""))
+		} else {
+			// Capitals are allowed, as DNS ignores case: a name that
+			// metacontroller calls stays valid.
+			for _, msg := range validation.IsDNS1035Label(strings.ToLower(s.Name)) {
+				errs = append(errs, field.Invalid(sp.Child("name"), s.Name, msg))
+			}
 		}
 		if s.Namespace == "" {
 			errs = append(errs, field.Required(sp.Child("namespace"), ""))
+		} else {
+			for _, msg := range validation.IsDNS1123Label(strings.ToLower(s.Namespace)) {
+				errs = append(errs, field.Invalid(sp.Child("namespace"), s.Namespace, msg))
+			}
 		}
 		if s.Port != nil && (*s.Port < 1 || *s.Port > 65535) {
 			errs = append(errs, field.Invalid(sp.Child("port"), *s.Port, "must be between 1 and 65535"))

@@ -77,6 +77,15 @@ func TestValidateCompositeController(t *testing.T) {
 		{"service without namespace", func(cc *CompositeController) {
 			cc.Spec.Hooks.Sync.Webhook = &Webhook{Service: &ServiceReference{Name: "hook"}}
 		}, "spec.hooks.sync.webhook.service.namespace"},
+		{"service name that is a host", func(cc *CompositeController) {
+			cc.Spec.Hooks.Sync.Webhook = &Webhook{Service: &ServiceReference{Name: "evil.example.com/", Namespace: "ns"}}
+		}, "spec.hooks.sync.webhook.service.name"},
+		{"service name with user information", func(cc *CompositeController) {
+			cc.Spec.Hooks.Sync.Webhook = &Webhook{Service: &ServiceReference{Name: "x@evil.com:443/?", Namespace: "ns"}}
+		}, "spec.hooks.sync.webhook.service.name"},
+		{"service namespace that is not a label", func(cc *CompositeController) {
+			cc.Spec.Hooks.Sync.Webhook = &Webhook{Service: &ServiceReference{Name: "hook", Namespace: "evil.com"}}
+		}, "spec.hooks.sync.webhook.service.namespace"},
 		{"service port out of range", func(cc *CompositeController) {
 			cc.Spec.Hooks.Sync.Webhook = &Webhook{Service: &ServiceReference{Name: "hook", Namespace: "ns", Port: ptr.To[int32](70000)}}
 		}, "spec.hooks.sync.webhook.service.port"},

@@ -6,13 +6,20 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Address returns where w is called: its url when set (service and path
 // are then ignored, as in metacontroller), else
 // protocol://name.namespace:port followed by its path, protocol and port
-// defaulting to http and 80. It does not check that the address is a valid
-// URL.
+// defaulting to http and 80: the host is the one metacontroller calls
+// (ServiceReference.Host). A service whose name is not a DNS-1035 label,
+// whose namespace is not a DNS-1123 label (in either case letters are
+// allowed: DNS ignores case, and metacontroller calls them as written), whose protocol is not http or
+// https, or a path that does not start with "/", is an error, so that no
+// field can move the address to another host. It does not check that a
+// url is a valid URL.
 func (w *Webhook) Address() (string, error) {
 	switch {
 	case w.URL != nil:
@@ -22,9 +29,18 @@ func (w *Webhook) Address() (string, error) {
 		if s.Name == "" || s.Namespace == "" {
 			return "", errors.New("webhook service needs a name and a namespace")
 		}
+		if msgs := validation.IsDNS1035Label(strings.ToLower(s.Name)); len(msgs) > 0 {
+			return "", errors.New("webhook service name " + strconv.Quote(s.Name) + " is not a DNS-1035 label: " + strings.Join(msgs, "; "))
+		}
+		if msgs := validation.IsDNS1123Label(strings.ToLower(s.Namespace)); len(msgs) > 0 {
+			return "", errors.New("webhook service namespace " + strconv.Quote(s.Namespace) + " is not a DNS-1123 label: " + strings.Join(msgs, "; "))
+		}
 		protocol := DefaultServiceProtocol
 		if s.Protocol != nil {
 			protocol = *s.Protocol
+		}
+		if !strings.EqualFold(protocol, "http") && !strings.EqualFold(protocol, "https") {
+			return "", errors.New("webhook service protocol " + strconv.Quote(protocol) + " is neither http nor https")
 		}
 		port := DefaultServicePort
 		if s.Port != nil {
@@ -34,10 +50,25 @@ func (w *Webhook) Address() (string, error) {
 		if w.Path != nil {
 			path = *w.Path
 		}
-		return protocol + "://" + s.Name + "." + s.Namespace + ":" + strconv.Itoa(int(port)) + path, nil
+		if path != "" && !strings.HasPrefix(path, "/") {
+			return "", errors.New("webhook path must start with /")
+		}
+		// The path is appended as written (a query in it stays a query,
+		// as in metacontroller); starting with "/", it cannot change the
+		// host.
+		u := url.URL{Scheme: strings.ToLower(protocol), Host: net.JoinHostPort(s.Host(), strconv.Itoa(int(port)))}
+		return u.String() + path, nil
 	default:
 		return "", errors.New("webhook sets neither url nor service")
 	}
+}
+
+// Host returns the host name a hook given as this Service is called at:
+// name.namespace, as metacontroller calls it (no ".svc" suffix: the
+// cluster's DNS search path resolves it). Address refuses a name or
+// namespace that is not a DNS label, which could make it another host.
+func (s *ServiceReference) Host() string {
+	return s.Name + "." + s.Namespace
 }
 
 // hasConnectionSettings reports whether w sets any of caBundle, clientTLS,
