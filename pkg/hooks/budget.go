@@ -239,9 +239,13 @@ var errTooLarge = errors.New("answer too large")
 
 // readBody reads body into buf, reserving from the budget what it reads
 // before reading it: all of contentLength when it is known (>= 0), else in
-// doubling steps. An answer over the limit gives errTooLarge, a ctx done
-// while waiting for room a *budgetWaitError, and a failed read the
-// reader's error.
+// doubling steps. buf's capacity never exceeds the reservation, so that
+// the caller may account by it (shrinkTo(buf.Cap())): an answer of known
+// length is read into a buffer of exactly its length, one of unknown
+// length into one that doubles as it fills (a final reservation of the
+// whole limit does not allocate the limit). An answer over the limit
+// gives errTooLarge, a ctx done while waiting for room a
+// *budgetWaitError, and a failed read the reader's error.
 func (c *Client) readBody(ctx context.Context, body io.Reader, contentLength int64, buf *bytes.Buffer, r *reservation) error {
 	limit := c.budget.limit
 	if contentLength > limit {
@@ -253,6 +257,24 @@ func (c *Client) readBody(ctx context.Context, body io.Reader, contentLength int
 		}
 	} else if err := r.growTo(ctx, min(firstReservation, limit)); err != nil {
 		return &budgetWaitError{need: min(firstReservation, limit), budget: c.budget.size, err: err}
+	}
+	if int64(buf.Cap()) > r.held {
+		// A pooled buffer larger than the reservation would hold more
+		// than it.
+		*buf = bytes.Buffer{}
+	}
+	// grow makes room for at least one more byte, within the reservation.
+	grow := func() {
+		if buf.Available() > 0 {
+			return
+		}
+		n := int(r.held)
+		if contentLength < 0 {
+			n = min(max(2*buf.Cap(), 4<<10), n)
+		}
+		b := make([]byte, buf.Len(), n)
+		copy(b, buf.Bytes())
+		*buf = *bytes.NewBuffer(b)
 	}
 	for {
 		if int64(buf.Len()) == r.held {
@@ -274,12 +296,12 @@ func (c *Client) readBody(ctx context.Context, body io.Reader, contentLength int
 			if err := r.growTo(ctx, next); err != nil {
 				return &budgetWaitError{need: next, budget: c.budget.size, err: err}
 			}
-			buf.Grow(int(r.held) - buf.Len())
+			grow()
 			buf.WriteByte(probe[0])
 			continue
 		}
-		room := int(r.held) - buf.Len()
-		buf.Grow(room)
+		grow()
+		room := min(buf.Available(), int(r.held)-buf.Len())
 		p := buf.AvailableBuffer()[:room]
 		n, err := body.Read(p)
 		buf.Write(p[:n])

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -288,5 +289,55 @@ func TestBudgetKeepsRoomForSmallAnswers(t *testing.T) {
 	}
 	if err := <-waiter; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// capturingResponse records, while its answer is decoded, the capacity
+// of the buffer the answer was read into and the bytes the budget holds.
+type capturingResponse struct {
+	c             *Client
+	cap, inFlight int64
+}
+
+func (r *capturingResponse) DecodeHookResponse(body []byte, _ v1alpha1.ResponseUnMarshallMode) error {
+	r.cap, r.inFlight = int64(cap(body)), r.c.ResponseBytesInFlight()
+	return nil
+}
+
+// TestBudgetCoversTheAnswersBuffer: the buffer an answer was read into,
+// alive while it is decoded, is within what the budget holds for it, and
+// an answer of unknown length that gets a final reservation of the whole
+// limit is not read into a buffer of the limit's size.
+func TestBudgetCoversTheAnswersBuffer(t *testing.T) {
+	const size = 100 << 10
+	body := statusAnswer(size)
+	for name, h := range map[string]http.HandlerFunc{
+		"content-length": answer(body),
+		"chunked": func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			for i := 0; i < len(body); i += 10 << 10 {
+				_, _ = io.WriteString(w, body[i:min(i+10<<10, len(body))])
+				w.(http.Flusher).Flush()
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			// The limit is the main part: answers of unknown length
+			// over 64 KiB reserve the whole limit at once.
+			c := NewClient(Options{ResponseBudgetBytes: 8 << 20, MaxResponseBytes: 16 << 20})
+			if c.budget.growCap != 0 {
+				t.Fatalf("growCap %d, want 0", c.budget.growCap)
+			}
+			resp := &capturingResponse{c: c}
+			if err := c.Call(context.Background(), "c", "sync", urlHook(serve(t, h).URL), &CompositeSyncRequest{}, resp); err != nil {
+				t.Fatal(err)
+			}
+			if resp.cap > resp.inFlight {
+				t.Errorf("the answer's buffer holds %d bytes, the budget only %d", resp.cap, resp.inFlight)
+			}
+			if resp.cap > 2*size {
+				t.Errorf("an answer of %d bytes was read into a buffer of %d", size, resp.cap)
+			}
+		})
 	}
 }

@@ -356,7 +356,9 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 			return transportError(ctx, callCtx, call, timeout, phaseBody, err)
 		}
 	}
-	budget.shrinkTo(int64(buf.Len()))
+	// What the answer holds is its buffer, which readBody kept within
+	// the reservation.
+	budget.shrinkTo(int64(buf.Cap()))
 	if logger := klog.FromContext(ctx).V(6); logger.Enabled() {
 		logger.Info("Hook response", "controller", controller, "hook", hookName, "url", call.URL, "body", redact.JSON(buf.Bytes()))
 	}
