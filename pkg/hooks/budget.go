@@ -17,13 +17,13 @@ import (
 )
 
 // DefaultResponseBudgetBytes is the default of Options.ResponseBudgetBytes:
-// the most bytes of hook answers held in memory at once, all controllers
-// together. An answer decoded into objects takes about three times its
-// size again until the sync is done with it, so 32 MiB of answers cost
-// up to about 130 MiB; with the ETag cache's default
-// (DefaultEtagCacheMaxBytes) that leaves a third of the shipped
-// Deployment's 256 MiB memory limit to the informer caches (see
-// docs/security.md).
+// the most bytes of hook answers as read (raw JSON) held in memory at
+// once, all controllers together, from the first read of a body until it
+// is decoded. It does not bound the objects decoded from the answers:
+// those are allocated while the raw bytes are held and stay live, outside
+// the budget, while the sync writes them; they take from about 1.5 times
+// the answer's size (objects with long string values) to over 40 times
+// (many tiny objects). See docs/security.md, section 4.
 const DefaultResponseBudgetBytes int64 = 32 << 20
 
 // firstReservation is the budget an answer of unknown length (sent
