@@ -264,6 +264,54 @@ func TestBudgetReleasedOnEveryPath(t *testing.T) {
 			}
 		})
 	}
+	t.Run("timeout mid-read", func(t *testing.T) {
+		for name, length := range map[string]string{"content-length": "100000", "chunked": ""} {
+			c := NewClient(Options{})
+			srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+				if length != "" {
+					w.Header().Set("Content-Length", length)
+				}
+				_, _ = io.WriteString(w, `{"children":[`)
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+			})
+			held := make(chan int64, 1)
+			go func() {
+				// While the call waits for the rest of the body, its
+				// bytes are held.
+				deadline := time.Now().Add(5 * time.Second)
+				for c.ResponseBytesInFlight() == 0 && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+				held <- c.ResponseBytesInFlight()
+			}()
+			if err := callSync(c, context.Background(), srv.URL, 300*time.Millisecond); !IsUnreachable(err) {
+				t.Fatalf("%s: err = %v, want a timeout", name, err)
+			}
+			if n := <-held; n == 0 {
+				t.Fatalf("%s: nothing was held while reading", name)
+			}
+			if n := c.ResponseBytesInFlight(); n != 0 {
+				t.Errorf("%s: %d bytes still held after the timeout", name, n)
+			}
+		}
+	})
+	t.Run("304 from the ETag cache", func(t *testing.T) {
+		es := &etagServer{}
+		srv := serve(t, es.handler)
+		c := NewClient(Options{})
+		for range 2 {
+			if err := c.Call(context.Background(), "c", "sync", etagHook(srv.URL, 60), &CompositeSyncRequest{}, &CompositeSyncResponse{}); err != nil {
+				t.Fatal(err)
+			}
+			if n := c.ResponseBytesInFlight(); n != 0 {
+				t.Errorf("%d bytes still held", n)
+			}
+		}
+		if _, code := es.last(); code != http.StatusNotModified {
+			t.Fatalf("the second call was answered %d, want 304", code)
+		}
+	})
 }
 
 // TestBudgetKeepsRoomForSmallAnswers: answers over 64 KiB leave an eighth
