@@ -158,14 +158,6 @@ func NewClient(opts Options) *Client {
 // calls together (at most Options.ResponseBudgetBytes); for metrics.
 func (c *Client) ResponseBytesInFlight() int64 { return c.budget.inFlight() }
 
-// The HTTP/2 flow-control windows of hook answers (see NewTransport): the
-// most of an answer that the transport buffers before Call reads it, per
-// call and per connection.
-const (
-	h2ReceiveBufferPerStream     = 64 << 10
-	h2ReceiveBufferPerConnection = 1 << 20
-)
-
 var sharedHTTPClient = sync.OnceValue(func() *http.Client {
 	return &http.Client{Transport: NewTransport(), CheckRedirect: refuseRedirects}
 })
@@ -178,26 +170,27 @@ func DefaultHTTPClient() *http.Client {
 }
 
 // NewTransport returns a transport with the settings metactl uses for
-// hooks: certificates verified, TLS 1.2 or later, HTTP/2 when the server
-// offers it, proxies from the environment, and a connection pool sized for
-// many concurrent calls to one hook. Build per-webhook transports from it.
+// hooks: certificates verified, TLS 1.2 or later, HTTP/1.1 only, proxies
+// from the environment, and a connection pool sized for many concurrent
+// calls to one hook. Build per-webhook transports from it.
 //
-// Over HTTP/2 the transport reads an answer into its own buffers, before
-// Call reserves its bytes from the budget, as far as the flow-control
-// windows let the server send: by default 4 MiB per stream and 1 GiB per
-// connection, which would hold answers waiting for room outside the
-// budget. The windows are therefore small (h2ReceiveBufferPerStream,
-// h2ReceiveBufferPerConnection): the server sends more as Call reads.
+// HTTP/2 is not used, even when the server offers it: its transport reads
+// an answer into its own buffers, before Call reserves its bytes from the
+// budget (Options.ResponseBudgetBytes), as far as the flow-control
+// windows let the server send (by default 4 MiB per call), so that calls
+// waiting for room would hold answers outside the budget; and with
+// windows small enough to bound that, the answers waiting for room fill
+// the connection's shared window and starve the calls that hold room
+// (measured: those calls then time out). Over HTTP/1.1 each call has its
+// own connection, read only as fast as Call reads it.
 func NewTransport() *http.Transport {
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
 	return &http.Transport{
-		HTTP2: &http.HTTP2Config{
-			MaxReceiveBufferPerStream:     h2ReceiveBufferPerStream,
-			MaxReceiveBufferPerConnection: h2ReceiveBufferPerConnection,
-		},
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           dialer.DialContext,
-		ForceAttemptHTTP2:     true,
+		Protocols:             protocols,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,
