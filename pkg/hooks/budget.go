@@ -100,11 +100,13 @@ type reservation struct {
 	// final is true once the call reserved all it will need and never
 	// waits again.
 	final bool
+	// waited is how long the call waited for room.
+	waited time.Duration
 }
 
 // wait blocks until try (called with b.mu held) reports that it made the
 // reservation, or returns ctx's error.
-func (b *responseBudget) wait(ctx context.Context, try func() bool) error {
+func (b *responseBudget) wait(ctx context.Context, waited *time.Duration, try func() bool) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for !try() {
@@ -114,12 +116,14 @@ func (b *responseBudget) wait(ctx context.Context, try func() bool) error {
 		b.waiters++
 		freed := b.freed
 		b.mu.Unlock()
+		start := time.Now()
 		var err error
 		select {
 		case <-freed:
 		case <-ctx.Done():
 			err = ctx.Err()
 		}
+		*waited += time.Since(start)
 		b.mu.Lock()
 		b.waiters--
 		if err != nil {
@@ -133,7 +137,7 @@ func (b *responseBudget) wait(ctx context.Context, try func() bool) error {
 // they are free. The reservation must hold nothing.
 func (r *reservation) reserveAll(ctx context.Context, n int64) error {
 	b := r.b
-	return b.wait(ctx, func() bool {
+	return b.wait(ctx, &r.waited, func() bool {
 		switch {
 		case b.usedMain+n <= b.main:
 			b.usedMain += n
@@ -154,7 +158,7 @@ func (r *reservation) reserveAll(ctx context.Context, n int64) error {
 // it never waits again.
 func (r *reservation) growTo(ctx context.Context, n int64) error {
 	b := r.b
-	return b.wait(ctx, func() bool {
+	return b.wait(ctx, &r.waited, func() bool {
 		more := n - r.held
 		switch {
 		case !r.inReserve && b.usedMain+more <= b.main && b.growing+more <= b.growCap:
@@ -218,21 +222,29 @@ func (b *responseBudget) notifyLocked() {
 	}
 }
 
-// budgetWaitError is the cause of an UnreachableError when a call's
-// answer found no room in the budget within the hook's timeout.
-type budgetWaitError struct {
-	timeout time.Duration // set by Call
-	need    int64
-	budget  int64
-	err     error // the context's
+// BudgetError is returned by Call when the hook answered but its answer
+// found no room in the budget of all hook answers
+// (Options.ResponseBudgetBytes) within the hook's timeout: other answers,
+// of any controller, held it. The hook is not at fault; the caller retries
+// with backoff like any failed call.
+type BudgetError struct {
+	Controller string
+	Hook       string
+	URL        string // redacted
+	// Need is the bytes the answer waited for; Budget the budget's size.
+	Need, Budget int64
+	// Timeout is the hook's timeout, which ended the wait.
+	Timeout time.Duration
+	// Err is the context's error.
+	Err error
 }
 
-func (e *budgetWaitError) Error() string {
-	return fmt.Sprintf("no room for the answer's %d bytes within the hook timeout of %s: hook answers of all controllers together may hold at most %d bytes at once (--hook-response-budget-bytes)", e.need, e.timeout, e.budget)
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("%s: no room for the answer's %d bytes within the hook timeout of %s: hook answers of all controllers together may hold at most %d bytes at once (--hook-response-budget-bytes)",
+		hookCall{e.Controller, e.Hook, e.URL}.prefix(), e.Need, e.Timeout, e.Budget)
 }
 
-func (e *budgetWaitError) Unwrap() error { return e.err }
-func (e *budgetWaitError) Timeout() bool { return errors.Is(e.err, context.DeadlineExceeded) }
+func (e *BudgetError) Unwrap() error { return e.Err }
 
 // errTooLarge is returned by readBody for an answer over the limit.
 var errTooLarge = errors.New("answer too large")
@@ -244,8 +256,8 @@ var errTooLarge = errors.New("answer too large")
 // length is read into a buffer of exactly its length, one of unknown
 // length into one that doubles as it fills (a final reservation of the
 // whole limit does not allocate the limit). An answer over the limit
-// gives errTooLarge, a ctx done while waiting for room a
-// *budgetWaitError, and a failed read the reader's error.
+// gives errTooLarge, a ctx done while waiting for room a *BudgetError
+// (Need and Budget set), and a failed read the reader's error.
 func (c *Client) readBody(ctx context.Context, body io.Reader, contentLength int64, buf *bytes.Buffer, r *reservation) error {
 	limit := c.budget.limit
 	if contentLength > limit {
@@ -253,10 +265,10 @@ func (c *Client) readBody(ctx context.Context, body io.Reader, contentLength int
 	}
 	if contentLength >= 0 {
 		if err := r.reserveAll(ctx, contentLength); err != nil {
-			return &budgetWaitError{need: contentLength, budget: c.budget.size, err: err}
+			return &BudgetError{Need: contentLength, Budget: c.budget.size, Err: err}
 		}
 	} else if err := r.growTo(ctx, min(firstReservation, limit)); err != nil {
-		return &budgetWaitError{need: min(firstReservation, limit), budget: c.budget.size, err: err}
+		return &BudgetError{Need: min(firstReservation, limit), Budget: c.budget.size, Err: err}
 	}
 	if int64(buf.Cap()) > r.held {
 		// A pooled buffer larger than the reservation would hold more
@@ -294,7 +306,7 @@ func (c *Client) readBody(ctx context.Context, body io.Reader, contentLength int
 			}
 			next := min(2*r.held, limit)
 			if err := r.growTo(ctx, next); err != nil {
-				return &budgetWaitError{need: next, budget: c.budget.size, err: err}
+				return &BudgetError{Need: next, Budget: c.budget.size, Err: err}
 			}
 			grow()
 			buf.WriteByte(probe[0])

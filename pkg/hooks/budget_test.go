@@ -106,8 +106,9 @@ func TestBudgetAnswerWaitsForRoom(t *testing.T) {
 }
 
 // TestBudgetWaitEndsWithTheCall: waiting for room ends at the hook's
-// timeout, with an UnreachableError that is a timeout and names the flag,
-// or when the caller gives up, with the caller's error.
+// timeout, with a BudgetError that names the flag (and the call is
+// observed without the wait), or when the caller gives up, with the
+// caller's error.
 func TestBudgetWaitEndsWithTheCall(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
@@ -117,10 +118,18 @@ func TestBudgetWaitEndsWithTheCall(t *testing.T) {
 	go func() { _ = callSync(c, context.Background(), stalled.URL, 0) }()
 	until(t, "the stalled answer holds its bytes", func() bool { return c.ResponseBytesInFlight() == 6000 })
 
+	var observed []time.Duration
+	c.metrics = ObserverFunc(func(_, _ string, _ int, d time.Duration) { observed = append(observed, d) })
 	err := callSync(c, context.Background(), other.URL, 200*time.Millisecond)
-	var ue *UnreachableError
-	if !errors.As(err, &ue) || !ue.Timeout() {
-		t.Fatalf("err = %v, want an UnreachableError that is a timeout", err)
+	var be *BudgetError
+	if !errors.As(err, &be) || !errors.Is(err, context.DeadlineExceeded) || IsUnreachable(err) {
+		t.Fatalf("err = %v, want a BudgetError for the hook's timeout, not an UnreachableError", err)
+	}
+	if be.Controller != "c" || be.Hook != "sync" || be.Need == 0 || be.Budget != 10000 {
+		t.Errorf("BudgetError %+v", be)
+	}
+	if len(observed) != 1 || observed[0] >= 200*time.Millisecond {
+		t.Errorf("observed %v, want one call whose duration leaves out the 200ms waited for room", observed)
 	}
 	for _, want := range []string{"200ms", "--hook-response-budget-bytes", "10000 bytes"} {
 		if !strings.Contains(err.Error(), want) {

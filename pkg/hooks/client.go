@@ -34,7 +34,8 @@ type Observer interface {
 	// ObserveHookCall reports one call: the controller's name, the hook
 	// ("sync", "finalize", "customize"), the HTTP status code (0 when no
 	// response arrived) and how long the call took, reading the body
-	// included.
+	// included but not the time waited for room in the budget of hook
+	// answers.
 	ObserveHookCall(controller, hook string, code int, d time.Duration)
 }
 
@@ -225,8 +226,9 @@ func NewTransport() *http.Transport {
 // Call never follows a redirect: a 3xx answer is a *StatusError naming
 // its Location, and the request (body and credentials) goes nowhere else.
 //
-// Call never retries. Its errors are an *UnreachableError, a *StatusError
-// or a *ResponseError as described in the package documentation, or a
+// Call never retries. Its errors are an *UnreachableError, a *StatusError,
+// a *ResponseError or a *BudgetError as described in the package
+// documentation, or a
 // *CredentialError (wrapped) when a credential of the hook cannot be used;
 // a misconfigured hook, a request that cannot be encoded or a ctx cancelled
 // by the caller give a plain error.
@@ -336,15 +338,16 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	budget := reservation{b: c.budget}
 	defer budget.release()
 	err = c.readBody(callCtx, resp.Body, resp.ContentLength, buf, &budget)
-	c.observe(controller, hookName, resp.StatusCode, time.Since(start))
+	// The time waited for room in the budget is metactl's, not the hook's.
+	c.observe(controller, hookName, resp.StatusCode, time.Since(start)-budget.waited)
 	if err != nil {
-		var waited *budgetWaitError
+		var waited *BudgetError
 		switch {
 		case err == errTooLarge:
 			return &ResponseError{Controller: controller, Hook: hookName, URL: call.URL, Err: c.tooLarge()}
 		case errors.As(err, &waited) && ctx.Err() == nil:
-			waited.timeout = timeout
-			return &UnreachableError{Controller: controller, Hook: hookName, URL: call.URL, Err: waited}
+			waited.Controller, waited.Hook, waited.URL, waited.Timeout = controller, hookName, call.URL, timeout
+			return waited
 		default:
 			return transportError(ctx, callCtx, call, timeout, phaseBody, err)
 		}
