@@ -57,8 +57,8 @@ type Options struct {
 }
 
 // DefaultMaxObjects is the default of Options.MaxObjects, as many as the
-// children one answer may ask for (hooks.MaxObjects).
-const DefaultMaxObjects = hooks.MaxObjects
+// children one answer may ask for (v1alpha1.MaxAnswerObjects).
+const DefaultMaxObjects = v1alpha1.MaxAnswerObjects
 
 // Resolver serves one controller's customize hook.
 type Resolver struct {

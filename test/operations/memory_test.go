@@ -31,7 +31,7 @@ const memoryLimit = 256 << 20
 const maxAnswer = 16 << 20
 
 // bigAnswer is an answer of nearly maxAnswer bytes: thousands of Secrets
-// of 24 keys each (fewer than hooks.MaxObjects), which metactl decodes whole before it finds the answer
+// of 24 keys each (fewer than v1alpha1.MaxAnswerObjects), which metactl decodes whole before it finds the answer
 // wrong (its status is not an object), so that the sync fails, to be
 // retried, without writing anything.
 func bigAnswer() []byte {
