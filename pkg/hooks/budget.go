@@ -17,13 +17,13 @@ import (
 )
 
 // DefaultResponseBudgetBytes is the default of Options.ResponseBudgetBytes:
-// the most bytes of hook answers held in memory at once, all controllers
-// together. An answer decoded into objects takes about three times its
-// size again until the sync is done with it, so 32 MiB of answers cost
-// up to about 130 MiB; with the ETag cache's default
-// (DefaultEtagCacheMaxBytes) that leaves a third of the shipped
-// Deployment's 256 MiB memory limit to the informer caches (see
-// docs/security.md).
+// the most bytes of hook answers as read (raw JSON) held in memory at
+// once, all controllers together, from the first read of a body until it
+// is decoded. It does not bound the objects decoded from the answers:
+// those are allocated while the raw bytes are held and stay live, outside
+// the budget, while the sync writes them; they take from about 1.5 times
+// the answer's size (objects with long string values) to over 40 times
+// (many tiny objects). See docs/security.md, section 4.
 const DefaultResponseBudgetBytes int64 = 32 << 20
 
 // firstReservation is the budget an answer of unknown length (sent
@@ -100,11 +100,13 @@ type reservation struct {
 	// final is true once the call reserved all it will need and never
 	// waits again.
 	final bool
+	// waited is how long the call waited for room.
+	waited time.Duration
 }
 
 // wait blocks until try (called with b.mu held) reports that it made the
 // reservation, or returns ctx's error.
-func (b *responseBudget) wait(ctx context.Context, try func() bool) error {
+func (b *responseBudget) wait(ctx context.Context, waited *time.Duration, try func() bool) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for !try() {
@@ -114,12 +116,14 @@ func (b *responseBudget) wait(ctx context.Context, try func() bool) error {
 		b.waiters++
 		freed := b.freed
 		b.mu.Unlock()
+		start := time.Now()
 		var err error
 		select {
 		case <-freed:
 		case <-ctx.Done():
 			err = ctx.Err()
 		}
+		*waited += time.Since(start)
 		b.mu.Lock()
 		b.waiters--
 		if err != nil {
@@ -133,7 +137,7 @@ func (b *responseBudget) wait(ctx context.Context, try func() bool) error {
 // they are free. The reservation must hold nothing.
 func (r *reservation) reserveAll(ctx context.Context, n int64) error {
 	b := r.b
-	return b.wait(ctx, func() bool {
+	return b.wait(ctx, &r.waited, func() bool {
 		switch {
 		case b.usedMain+n <= b.main:
 			b.usedMain += n
@@ -154,7 +158,7 @@ func (r *reservation) reserveAll(ctx context.Context, n int64) error {
 // it never waits again.
 func (r *reservation) growTo(ctx context.Context, n int64) error {
 	b := r.b
-	return b.wait(ctx, func() bool {
+	return b.wait(ctx, &r.waited, func() bool {
 		more := n - r.held
 		switch {
 		case !r.inReserve && b.usedMain+more <= b.main && b.growing+more <= b.growCap:
@@ -218,30 +222,42 @@ func (b *responseBudget) notifyLocked() {
 	}
 }
 
-// budgetWaitError is the cause of an UnreachableError when a call's
-// answer found no room in the budget within the hook's timeout.
-type budgetWaitError struct {
-	timeout time.Duration // set by Call
-	need    int64
-	budget  int64
-	err     error // the context's
+// BudgetError is returned by Call when the hook answered but its answer
+// found no room in the budget of all hook answers
+// (Options.ResponseBudgetBytes) within the hook's timeout: other answers,
+// of any controller, held it. The hook is not at fault; the caller retries
+// with backoff like any failed call.
+type BudgetError struct {
+	Controller string
+	Hook       string
+	URL        string // redacted
+	// Need is the bytes the answer waited for; Budget the budget's size.
+	Need, Budget int64
+	// Timeout is the hook's timeout, which ended the wait.
+	Timeout time.Duration
+	// Err is the context's error.
+	Err error
 }
 
-func (e *budgetWaitError) Error() string {
-	return fmt.Sprintf("no room for the answer's %d bytes within the hook timeout of %s: hook answers of all controllers together may hold at most %d bytes at once (--hook-response-budget-bytes)", e.need, e.timeout, e.budget)
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("%s: no room for the answer's %d bytes within the hook timeout of %s: hook answers of all controllers together may hold at most %d bytes at once (--hook-response-budget-bytes)",
+		hookCall{e.Controller, e.Hook, e.URL}.prefix(), e.Need, e.Timeout, e.Budget)
 }
 
-func (e *budgetWaitError) Unwrap() error { return e.err }
-func (e *budgetWaitError) Timeout() bool { return errors.Is(e.err, context.DeadlineExceeded) }
+func (e *BudgetError) Unwrap() error { return e.Err }
 
 // errTooLarge is returned by readBody for an answer over the limit.
 var errTooLarge = errors.New("answer too large")
 
 // readBody reads body into buf, reserving from the budget what it reads
 // before reading it: all of contentLength when it is known (>= 0), else in
-// doubling steps. An answer over the limit gives errTooLarge, a ctx done
-// while waiting for room a *budgetWaitError, and a failed read the
-// reader's error.
+// doubling steps. buf's capacity never exceeds the reservation, so that
+// the caller may account by it (shrinkTo(buf.Cap())): an answer of known
+// length is read into a buffer of exactly its length, one of unknown
+// length into one that doubles as it fills (a final reservation of the
+// whole limit does not allocate the limit). An answer over the limit
+// gives errTooLarge, a ctx done while waiting for room a *BudgetError
+// (Need and Budget set), and a failed read the reader's error.
 func (c *Client) readBody(ctx context.Context, body io.Reader, contentLength int64, buf *bytes.Buffer, r *reservation) error {
 	limit := c.budget.limit
 	if contentLength > limit {
@@ -249,10 +265,28 @@ func (c *Client) readBody(ctx context.Context, body io.Reader, contentLength int
 	}
 	if contentLength >= 0 {
 		if err := r.reserveAll(ctx, contentLength); err != nil {
-			return &budgetWaitError{need: contentLength, budget: c.budget.size, err: err}
+			return &BudgetError{Need: contentLength, Budget: c.budget.size, Err: err}
 		}
 	} else if err := r.growTo(ctx, min(firstReservation, limit)); err != nil {
-		return &budgetWaitError{need: min(firstReservation, limit), budget: c.budget.size, err: err}
+		return &BudgetError{Need: min(firstReservation, limit), Budget: c.budget.size, Err: err}
+	}
+	if int64(buf.Cap()) > r.held {
+		// A pooled buffer larger than the reservation would hold more
+		// than it.
+		*buf = bytes.Buffer{}
+	}
+	// grow makes room for at least one more byte, within the reservation.
+	grow := func() {
+		if buf.Available() > 0 {
+			return
+		}
+		n := int(r.held)
+		if contentLength < 0 {
+			n = min(max(2*buf.Cap(), 4<<10), n)
+		}
+		b := make([]byte, buf.Len(), n)
+		copy(b, buf.Bytes())
+		*buf = *bytes.NewBuffer(b)
 	}
 	for {
 		if int64(buf.Len()) == r.held {
@@ -272,14 +306,14 @@ func (c *Client) readBody(ctx context.Context, body io.Reader, contentLength int
 			}
 			next := min(2*r.held, limit)
 			if err := r.growTo(ctx, next); err != nil {
-				return &budgetWaitError{need: next, budget: c.budget.size, err: err}
+				return &BudgetError{Need: next, Budget: c.budget.size, Err: err}
 			}
-			buf.Grow(int(r.held) - buf.Len())
+			grow()
 			buf.WriteByte(probe[0])
 			continue
 		}
-		room := int(r.held) - buf.Len()
-		buf.Grow(room)
+		grow()
+		room := min(buf.Available(), int(r.held)-buf.Len())
 		p := buf.AvailableBuffer()[:room]
 		n, err := body.Read(p)
 		buf.Write(p[:n])

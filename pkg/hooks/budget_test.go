@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -105,8 +106,9 @@ func TestBudgetAnswerWaitsForRoom(t *testing.T) {
 }
 
 // TestBudgetWaitEndsWithTheCall: waiting for room ends at the hook's
-// timeout, with an UnreachableError that is a timeout and names the flag,
-// or when the caller gives up, with the caller's error.
+// timeout, with a BudgetError that names the flag (and the call is
+// observed without the wait), or when the caller gives up, with the
+// caller's error.
 func TestBudgetWaitEndsWithTheCall(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
@@ -116,10 +118,18 @@ func TestBudgetWaitEndsWithTheCall(t *testing.T) {
 	go func() { _ = callSync(c, context.Background(), stalled.URL, 0) }()
 	until(t, "the stalled answer holds its bytes", func() bool { return c.ResponseBytesInFlight() == 6000 })
 
+	var observed []time.Duration
+	c.metrics = ObserverFunc(func(_, _ string, _ int, d time.Duration) { observed = append(observed, d) })
 	err := callSync(c, context.Background(), other.URL, 200*time.Millisecond)
-	var ue *UnreachableError
-	if !errors.As(err, &ue) || !ue.Timeout() {
-		t.Fatalf("err = %v, want an UnreachableError that is a timeout", err)
+	var be *BudgetError
+	if !errors.As(err, &be) || !errors.Is(err, context.DeadlineExceeded) || IsUnreachable(err) {
+		t.Fatalf("err = %v, want a BudgetError for the hook's timeout, not an UnreachableError", err)
+	}
+	if be.Controller != "c" || be.Hook != "sync" || be.Need == 0 || be.Budget != 10000 {
+		t.Errorf("BudgetError %+v", be)
+	}
+	if len(observed) != 1 || observed[0] >= 200*time.Millisecond {
+		t.Errorf("observed %v, want one call whose duration leaves out the 200ms waited for room", observed)
 	}
 	for _, want := range []string{"200ms", "--hook-response-budget-bytes", "10000 bytes"} {
 		if !strings.Contains(err.Error(), want) {
@@ -263,6 +273,54 @@ func TestBudgetReleasedOnEveryPath(t *testing.T) {
 			}
 		})
 	}
+	t.Run("timeout mid-read", func(t *testing.T) {
+		for name, length := range map[string]string{"content-length": "100000", "chunked": ""} {
+			c := NewClient(Options{})
+			srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+				if length != "" {
+					w.Header().Set("Content-Length", length)
+				}
+				_, _ = io.WriteString(w, `{"children":[`)
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+			})
+			held := make(chan int64, 1)
+			go func() {
+				// While the call waits for the rest of the body, its
+				// bytes are held.
+				deadline := time.Now().Add(5 * time.Second)
+				for c.ResponseBytesInFlight() == 0 && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+				held <- c.ResponseBytesInFlight()
+			}()
+			if err := callSync(c, context.Background(), srv.URL, 300*time.Millisecond); !IsUnreachable(err) {
+				t.Fatalf("%s: err = %v, want a timeout", name, err)
+			}
+			if n := <-held; n == 0 {
+				t.Fatalf("%s: nothing was held while reading", name)
+			}
+			if n := c.ResponseBytesInFlight(); n != 0 {
+				t.Errorf("%s: %d bytes still held after the timeout", name, n)
+			}
+		}
+	})
+	t.Run("304 from the ETag cache", func(t *testing.T) {
+		es := &etagServer{}
+		srv := serve(t, es.handler)
+		c := NewClient(Options{})
+		for range 2 {
+			if err := c.Call(context.Background(), "c", "sync", etagHook(srv.URL, 60), &CompositeSyncRequest{}, &CompositeSyncResponse{}); err != nil {
+				t.Fatal(err)
+			}
+			if n := c.ResponseBytesInFlight(); n != 0 {
+				t.Errorf("%d bytes still held", n)
+			}
+		}
+		if _, code := es.last(); code != http.StatusNotModified {
+			t.Fatalf("the second call was answered %d, want 304", code)
+		}
+	})
 }
 
 // TestBudgetKeepsRoomForSmallAnswers: answers over 64 KiB leave an eighth
@@ -288,5 +346,55 @@ func TestBudgetKeepsRoomForSmallAnswers(t *testing.T) {
 	}
 	if err := <-waiter; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// capturingResponse records, while its answer is decoded, the capacity
+// of the buffer the answer was read into and the bytes the budget holds.
+type capturingResponse struct {
+	c             *Client
+	cap, inFlight int64
+}
+
+func (r *capturingResponse) DecodeHookResponse(body []byte, _ v1alpha1.ResponseUnMarshallMode) error {
+	r.cap, r.inFlight = int64(cap(body)), r.c.ResponseBytesInFlight()
+	return nil
+}
+
+// TestBudgetCoversTheAnswersBuffer: the buffer an answer was read into,
+// alive while it is decoded, is within what the budget holds for it, and
+// an answer of unknown length that gets a final reservation of the whole
+// limit is not read into a buffer of the limit's size.
+func TestBudgetCoversTheAnswersBuffer(t *testing.T) {
+	const size = 100 << 10
+	body := statusAnswer(size)
+	for name, h := range map[string]http.HandlerFunc{
+		"content-length": answer(body),
+		"chunked": func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			for i := 0; i < len(body); i += 10 << 10 {
+				_, _ = io.WriteString(w, body[i:min(i+10<<10, len(body))])
+				w.(http.Flusher).Flush()
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			// The limit is the main part: answers of unknown length
+			// over 64 KiB reserve the whole limit at once.
+			c := NewClient(Options{ResponseBudgetBytes: 8 << 20, MaxResponseBytes: 16 << 20})
+			if c.budget.growCap != 0 {
+				t.Fatalf("growCap %d, want 0", c.budget.growCap)
+			}
+			resp := &capturingResponse{c: c}
+			if err := c.Call(context.Background(), "c", "sync", urlHook(serve(t, h).URL), &CompositeSyncRequest{}, resp); err != nil {
+				t.Fatal(err)
+			}
+			if resp.cap > resp.inFlight {
+				t.Errorf("the answer's buffer holds %d bytes, the budget only %d", resp.cap, resp.inFlight)
+			}
+			if resp.cap > 2*size {
+				t.Errorf("an answer of %d bytes was read into a buffer of %d", size, resp.cap)
+			}
+		})
 	}
 }

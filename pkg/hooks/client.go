@@ -34,7 +34,8 @@ type Observer interface {
 	// ObserveHookCall reports one call: the controller's name, the hook
 	// ("sync", "finalize", "customize"), the HTTP status code (0 when no
 	// response arrived) and how long the call took, reading the body
-	// included.
+	// included but not the time waited for room in the budget of hook
+	// answers.
 	ObserveHookCall(controller, hook string, code int, d time.Duration)
 }
 
@@ -172,15 +173,27 @@ func DefaultHTTPClient() *http.Client {
 }
 
 // NewTransport returns a transport with the settings metactl uses for
-// hooks: certificates verified, TLS 1.2 or later, HTTP/2 when the server
-// offers it, proxies from the environment, and a connection pool sized for
-// many concurrent calls to one hook. Build per-webhook transports from it.
+// hooks: certificates verified, TLS 1.2 or later, HTTP/1.1 only, proxies
+// from the environment, and a connection pool sized for many concurrent
+// calls to one hook. Build per-webhook transports from it.
+//
+// HTTP/2 is not used, even when the server offers it: its transport reads
+// an answer into its own buffers, before Call reserves its bytes from the
+// budget (Options.ResponseBudgetBytes), as far as the flow-control
+// windows let the server send (by default 4 MiB per call), so that calls
+// waiting for room would hold answers outside the budget; and with
+// windows small enough to bound that, the answers waiting for room fill
+// the connection's shared window and starve the calls that hold room
+// (measured: those calls then time out). Over HTTP/1.1 each call has its
+// own connection, read only as fast as Call reads it.
 func NewTransport() *http.Transport {
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           dialer.DialContext,
-		ForceAttemptHTTP2:     true,
+		Protocols:             protocols,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,
@@ -215,8 +228,9 @@ func NewTransport() *http.Transport {
 // Call never follows a redirect: a 3xx answer is a *StatusError naming
 // its Location, and the request (body and credentials) goes nowhere else.
 //
-// Call never retries. Its errors are an *UnreachableError, a *StatusError
-// or a *ResponseError as described in the package documentation, or a
+// Call never retries. Its errors are an *UnreachableError, a *StatusError,
+// a *ResponseError or a *BudgetError as described in the package
+// documentation, or a
 // *CredentialError (wrapped) when a credential of the hook cannot be used;
 // a misconfigured hook, a request that cannot be encoded or a ctx cancelled
 // by the caller give a plain error.
@@ -326,20 +340,23 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	budget := reservation{b: c.budget}
 	defer budget.release()
 	err = c.readBody(callCtx, resp.Body, resp.ContentLength, buf, &budget)
-	c.observe(controller, hookName, resp.StatusCode, time.Since(start))
+	// The time waited for room in the budget is metactl's, not the hook's.
+	c.observe(controller, hookName, resp.StatusCode, time.Since(start)-budget.waited)
 	if err != nil {
-		var waited *budgetWaitError
+		var waited *BudgetError
 		switch {
 		case err == errTooLarge:
 			return &ResponseError{Controller: controller, Hook: hookName, URL: call.URL, Err: c.tooLarge()}
 		case errors.As(err, &waited) && ctx.Err() == nil:
-			waited.timeout = timeout
-			return &UnreachableError{Controller: controller, Hook: hookName, URL: call.URL, Err: waited}
+			waited.Controller, waited.Hook, waited.URL, waited.Timeout = controller, hookName, call.URL, timeout
+			return waited
 		default:
 			return transportError(ctx, callCtx, call, timeout, phaseBody, err)
 		}
 	}
-	budget.shrinkTo(int64(buf.Len()))
+	// What the answer holds is its buffer, which readBody kept within
+	// the reservation.
+	budget.shrinkTo(int64(buf.Cap()))
 	if logger := klog.FromContext(ctx).V(6); logger.Enabled() {
 		logger.Info("Hook response", "controller", controller, "hook", hookName, "url", call.URL, "body", redact.JSON(buf.Bytes()))
 	}

@@ -54,17 +54,10 @@ type compositeSyncResponseJSON struct {
 // for suggestions.
 var compositeSyncResponseKeys = []string{"status", "children", "resyncAfterSeconds", "finalized"}
 
-// MaxObjects is the most objects one answer may ask for (children or
-// attachments); more is an error (a hook gone wrong, not a controller).
-// Decoding stops as soon as the list is found longer, before its objects
-// are decoded. It is children.MaxObjects, which pkg/hooks cannot import
-// (pkg/controller's TestAnswerObjectLimitsAgree checks that they agree).
-const MaxObjects = 10000
-
 // DecodeHookResponse implements Response.
 func (r *CompositeSyncResponse) DecodeHookResponse(body []byte, mode v1alpha1.ResponseUnMarshallMode) error {
 	*r = CompositeSyncResponse{}
-	if err := checkListLength(body, "children", MaxObjects); err != nil {
+	if err := checkListLength(body, "children", v1alpha1.MaxAnswerObjects); err != nil {
 		return err
 	}
 	var w compositeSyncResponseJSON
@@ -111,7 +104,7 @@ var decoratorSyncResponseKeys = []string{"labels", "annotations", "status", "att
 // DecodeHookResponse implements Response.
 func (r *DecoratorSyncResponse) DecodeHookResponse(body []byte, mode v1alpha1.ResponseUnMarshallMode) error {
 	*r = DecoratorSyncResponse{}
-	if err := checkListLength(body, "attachments", MaxObjects); err != nil {
+	if err := checkListLength(body, "attachments", v1alpha1.MaxAnswerObjects); err != nil {
 		return err
 	}
 	var w decoratorSyncResponseJSON

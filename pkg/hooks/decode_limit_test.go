@@ -9,6 +9,8 @@ package hooks
 import (
 	"strings"
 	"testing"
+
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
 // objectsAnswer is an answer whose list key holds n copies of item, the
@@ -26,8 +28,8 @@ func objectsAnswer(key string, n int, item, tail string) []byte {
 	return []byte(b.String())
 }
 
-// TestDecodeStopsAtObjectLimit: an answer asking for more than MaxObjects
-// children or attachments is refused, naming the limit, as soon as the
+// TestDecodeStopsAtObjectLimit: an answer asking for more than
+// v1alpha1.MaxAnswerObjects children or attachments is refused, naming the limit, as soon as the
 // list is found too long: what follows is never looked at (here, invalid
 // JSON), and none of its objects is decoded (a few allocations, not one
 // per object).
@@ -41,7 +43,7 @@ func TestDecodeStopsAtObjectLimit(t *testing.T) {
 	} {
 		t.Run(tc.key, func(t *testing.T) {
 			for _, mode := range bothModes {
-				body := objectsAnswer(tc.key, MaxObjects+1, childCM, `, this is not JSON`)
+				body := objectsAnswer(tc.key, v1alpha1.MaxAnswerObjects+1, childCM, `, this is not JSON`)
 				err := tc.response().DecodeHookResponse(body, mode)
 				if err == nil || !strings.Contains(err.Error(), "more than the limit of 10000 "+tc.key) {
 					t.Fatalf("%s: err = %v, want the limit of 10000 %s", mode, err, tc.key)
@@ -52,7 +54,7 @@ func TestDecodeStopsAtObjectLimit(t *testing.T) {
 				}
 			}
 			// At the limit, the answer decodes.
-			body := objectsAnswer(tc.key, MaxObjects, childCM, `}`)
+			body := objectsAnswer(tc.key, v1alpha1.MaxAnswerObjects, childCM, `}`)
 			if err := tc.response().DecodeHookResponse(body, strict); err != nil {
 				t.Fatalf("at the limit: %v", err)
 			}

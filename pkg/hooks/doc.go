@@ -77,7 +77,7 @@ Licensed under the Apache License, Version 2.0.
 //
 // # Errors
 //
-// Call returns one of four error types, so the caller can react to each:
+// Call returns one of five error types, so the caller can react to each:
 //
 //   - *UnreachableError: the hook could not be reached or did not answer
 //     in time: refused connection, DNS or TLS failure, the hook's timeout
@@ -95,6 +95,10 @@ Licensed under the Apache License, Version 2.0.
 //   - *ResponseError: the hook answered 200 with an unusable body: larger
 //     than Options.MaxResponseBytes, not JSON, with an unknown field in
 //     strict mode, a status that is not an object, or an invalid child.
+//   - *BudgetError: the hook answered 200, but its answer found no room
+//     in the budget of all hook answers (Options.ResponseBudgetBytes)
+//     within the hook's timeout; the message names
+//     --hook-response-budget-bytes.
 //   - *CredentialError (wrapped; IsCredentialError tells): a credential or
 //     trust setting of the webhook cannot be used, and the hook was not
 //     called: its Secret, ConfigMap or key is missing or may not be read,

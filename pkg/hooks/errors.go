@@ -47,8 +47,7 @@ type UnreachableError struct {
 
 func (e *UnreachableError) Error() string {
 	var closed *closedError
-	var waited *budgetWaitError
-	if errors.As(e.Err, &closed) || errors.As(e.Err, &waited) {
+	if errors.As(e.Err, &closed) {
 		// The hook was reached: "unreachable" would mislead.
 		return hookCall{e.Controller, e.Hook, e.URL}.prefix() + ": " + e.Err.Error()
 	}

@@ -75,8 +75,8 @@ func (r *Resolver) mayRead(ctx context.Context, rl *rule) error {
 }
 
 // DefaultMaxObjects is the default of Options.MaxObjects, as many as the
-// children one answer may ask for (hooks.MaxObjects).
-const DefaultMaxObjects = hooks.MaxObjects
+// children one answer may ask for (v1alpha1.MaxAnswerObjects).
+const DefaultMaxObjects = v1alpha1.MaxAnswerObjects
 
 // Resolver serves one controller's customize hook.
 type Resolver struct {

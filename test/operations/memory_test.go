@@ -2,8 +2,10 @@ package operations
 
 import (
 	"context"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -28,7 +31,7 @@ const memoryLimit = 256 << 20
 const maxAnswer = 16 << 20
 
 // bigAnswer is an answer of nearly maxAnswer bytes: thousands of Secrets
-// of 24 keys each (fewer than hooks.MaxObjects), which metactl decodes whole before it finds the answer
+// of 24 keys each (fewer than v1alpha1.MaxAnswerObjects), which metactl decodes whole before it finds the answer
 // wrong (its status is not an object), so that the sync fails, to be
 // retried, without writing anything.
 func bigAnswer() []byte {
@@ -66,8 +69,10 @@ type bigHook struct {
 	inFlight, peak, served atomic.Int64
 }
 
-func (h *bigHook) server(t *testing.T, body []byte, chunked bool) *httptest.Server {
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// server starts the hook: over plain http, or with useTLS over HTTPS
+// offering HTTP/2, whose CA bundle (PEM) it returns.
+func (h *bigHook) server(t *testing.T, body []byte, chunked, useTLS bool) (*httptest.Server, string) {
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		n := h.inFlight.Add(1)
 		defer h.inFlight.Add(-1)
@@ -87,8 +92,43 @@ func (h *bigHook) server(t *testing.T, body []byte, chunked bool) *httptest.Serv
 		}
 		h.served.Add(1)
 	}))
+	s.Config.ErrorLog = log.New(io.Discard, "", 0) // calls given up mid-answer are expected
 	t.Cleanup(s.Close)
-	return s
+	if !useTLS {
+		s.Start()
+		return s, ""
+	}
+	s.EnableHTTP2 = true
+	s.StartTLS()
+	return s, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw}))
+}
+
+// createControllerWithCA is createController for a hook called over
+// HTTPS, trusting caBundle.
+func createControllerWithCA(t *testing.T, name, url, caBundle, children string) {
+	t.Helper()
+	if caBundle == "" {
+		createController(t, name, url, children)
+		return
+	}
+	cc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"parentResource": map[string]any{"apiVersion": "v1", "resource": "configmaps",
+				"labelSelector": map[string]any{"matchLabels": map[string]any{"parent": name}}},
+			"childResources":   []any{map[string]any{"apiVersion": "v1", "resource": children}},
+			"generateSelector": true,
+			"hooks": map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": url,
+				"caBundle": map[string]any{"inline": caBundle}}}},
+		},
+	}}
+	if _, err := env.Dynamic.Resource(v1alpha1.CompositeControllerResource).Create(context.Background(), cc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Dynamic.Resource(v1alpha1.CompositeControllerResource).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 }
 
 // rss returns the resident set of process pid now and at its peak.
@@ -123,15 +163,24 @@ func rss(pid int) (now, peak int64, err error) {
 // both has a hook call in flight, and each answer fails after it is
 // decoded, so that they are called again and again. metactl's peak
 // resident set stays under the memory limit, while a third controller
-// with a small hook creates the children of its new parents.
+// with a small hook creates the children of its new parents. It runs with
+// the big hooks over plain http, and over HTTPS with HTTP/2 (the only way
+// a hook with credentials is called), whose transport could buffer
+// answers ahead of the budget.
 func TestOneHookCannotExhaustMemory(t *testing.T) {
-	ns := env.CreateNamespace(t)
 	body := bigAnswer()
+	t.Run("http", func(t *testing.T) { testOneHookCannotExhaustMemory(t, body, false) })
+	t.Run("https-http2", func(t *testing.T) { testOneHookCannotExhaustMemory(t, body, true) })
+}
+
+func testOneHookCannotExhaustMemory(t *testing.T, body []byte, useTLS bool) {
+	ns := env.CreateNamespace(t)
 	var hookA, hookB bigHook
-	a, b := hookA.server(t, body, false), hookB.server(t, body, true)
+	a, caA := hookA.server(t, body, false, useTLS)
+	b, caB := hookB.server(t, body, true, useTLS)
 	small, _ := hookServer(t, childAnswer)
-	createController(t, "memory-big-a", a.URL, "secrets")
-	createController(t, "memory-big-b", b.URL, "secrets")
+	createControllerWithCA(t, "memory-big-a", a.URL, caA, "secrets")
+	createControllerWithCA(t, "memory-big-b", b.URL, caB, "secrets")
 	createController(t, "memory-small", small.URL, "secrets")
 
 	metactl := testenv.BuildMetactl(t)

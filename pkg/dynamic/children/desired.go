@@ -12,10 +12,6 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// MaxObjects is the most objects one hook answer may ask for; more is an
-// error (a hook gone wrong, not a controller).
-const MaxObjects = 10000
-
 // Declared is a controller's set of declared child resources.
 type Declared struct {
 	// Resources in declaration order.
@@ -41,19 +37,17 @@ func (d *Declared) ForObject(obj *unstructured.Unstructured) *Resource {
 // Desired checks the objects a hook asked for (field names the list in
 // errors, "children" or "attachments") and returns them by resource, ready
 // to write: deep copies, namespace defaulted to the owner's, owner as their
-// controller, then prepare applied. Rules: at most MaxObjects; the
-// resource is declared; the name is set and can be a single path segment
-// (not "." or "..", no "/" or "%"; the API server judges the rest when the
-// object is written); a namespaced owner's objects are in its namespace; a
+// controller, then prepare applied. Rules: the resource is declared; the
+// name is set and can be a single path segment (not "." or "..", no "/"
+// or "%"; the API server judges the rest when the object is written); a namespaced owner's objects are in its namespace; a
 // cluster-scoped owner's namespaced objects name their namespace; no
 // duplicates. Every problem is reported, and any fails the whole answer.
+// (How many objects one answer may ask for, v1alpha1.MaxAnswerObjects, is
+// checked by pkg/hooks while decoding it.)
 func (d *Declared) Desired(owner metav1.Object, ownerRef metav1.OwnerReference, field string, objs []*unstructured.Unstructured, prepare func(*unstructured.Unstructured) error) (map[*Resource]Set, error) {
 	out := make(map[*Resource]Set, len(d.Resources))
 	for _, res := range d.Resources {
 		out[res] = Set{}
-	}
-	if len(objs) > MaxObjects {
-		return nil, fmt.Errorf("the hook asked for %d %s, more than the limit of %d", len(objs), field, MaxObjects)
 	}
 	var errs []error
 	for i, obj := range objs {

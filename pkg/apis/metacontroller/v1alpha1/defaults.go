@@ -23,6 +23,12 @@ const (
 	DefaultBasicAuthPasswordKey       = "password"
 )
 
+// MaxAnswerObjects is the most objects (children or attachments) one sync
+// or finalize hook answer may ask for; more is an error (a hook gone wrong,
+// not a controller). pkg/hooks refuses such an answer while decoding it,
+// before decoding its objects.
+const MaxAnswerObjects = 10000
+
 // MaxHookTimeout is the longest webhook timeout metactl accepts: a longer
 // one makes the controller object InvalidSpec. A hook call holds one of
 // the controller's syncs (and its request and answer in memory) for as long
