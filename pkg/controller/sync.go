@@ -35,6 +35,10 @@ import (
 // A failed hook call or an invalid first answer writes nothing; the
 // object gets a SyncError Event and the key is retried (SyncFailed).
 func (e *Engine) sync(ctx context.Context, key string) (time.Duration, error) {
+	// The hook's answers count against the budget of answers in memory
+	// until the sync is done writing them.
+	ctx, releaseAnswers := hooks.HoldAnswers(ctx)
+	defer releaseAnswers()
 	// Events for this object that arrive meanwhile are judged at the end,
 	// once this sync's writes are known: echoes of them need no new sync.
 	e.echoes.Begin(key)

@@ -19,11 +19,10 @@ import (
 // DefaultResponseBudgetBytes is the default of Options.ResponseBudgetBytes:
 // the most bytes of hook answers as read (raw JSON) held in memory at
 // once, all controllers together, from the first read of a body until it
-// is decoded. It does not bound the objects decoded from the answers:
-// those are allocated while the raw bytes are held and stay live, outside
-// the budget, while the sync writes them; they take from about 1.5 times
-// the answer's size (objects with long string values) to over 40 times
-// (many tiny objects). See docs/security.md, section 4.
+// is decoded. The objects decoded from the answers, which take from about
+// as much as an answer's text to over 40 times it, are bounded by the
+// decoded budget (DefaultDecodedBudgetBytes). See docs/security.md,
+// section 4.
 const DefaultResponseBudgetBytes int64 = 32 << 20
 
 // firstReservation is the budget an answer of unknown length (sent
@@ -235,11 +234,19 @@ type BudgetError struct {
 	Need, Budget int64
 	// Timeout is the hook's timeout, which ended the wait.
 	Timeout time.Duration
+	// Flag is the flag that sets the budget: --hook-response-budget-bytes
+	// (the answers' bytes, the default when empty) or
+	// --hook-decoded-budget-bytes (their decoded objects).
+	Flag string
 	// Err is the context's error.
 	Err error
 }
 
 func (e *BudgetError) Error() string {
+	if e.Flag == "--hook-decoded-budget-bytes" {
+		return fmt.Sprintf("%s: no room for the answer's %d bytes, decoded, within the hook timeout of %s: decoded hook answers of all controllers together may take at most %d bytes at once (%s)",
+			hookCall{e.Controller, e.Hook, e.URL}.prefix(), e.Need, e.Timeout, e.Budget, e.Flag)
+	}
 	return fmt.Sprintf("%s: no room for the answer's %d bytes within the hook timeout of %s: hook answers of all controllers together may hold at most %d bytes at once (--hook-response-budget-bytes)",
 		hookCall{e.Controller, e.Hook, e.URL}.prefix(), e.Need, e.Timeout, e.Budget)
 }

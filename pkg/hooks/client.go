@@ -107,6 +107,13 @@ type Options struct {
 	// one than that is refused as too large. Default:
 	// DefaultResponseBudgetBytes.
 	ResponseBudgetBytes int64
+	// DecodedBudgetBytes bounds the memory the objects decoded from
+	// answers take at once, all calls together, as estimated from each
+	// answer's JSON before it is decoded: from decoding until Call
+	// returns, or, under HoldAnswers, until the caller is done with them.
+	// An answer whose estimate is larger is refused. Default:
+	// DefaultDecodedBudgetBytes.
+	DecodedBudgetBytes int64
 	// Metrics, when set, observes every call.
 	Metrics Observer
 	// EtagCacheMaxEntries caps the number of responses cached for hooks
@@ -127,6 +134,7 @@ type Client struct {
 	metrics    Observer
 	etags      *etagCache
 	budget     *responseBudget
+	decoded    *decodedBudget
 	now        func() time.Time
 }
 
@@ -154,12 +162,22 @@ func NewClient(opts Options) *Client {
 		budget = DefaultResponseBudgetBytes
 	}
 	c.budget = newResponseBudget(budget, c.maxBody)
+	decoded := opts.DecodedBudgetBytes
+	if decoded <= 0 {
+		decoded = DefaultDecodedBudgetBytes
+	}
+	c.decoded = newDecodedBudget(decoded)
 	return c
 }
 
 // ResponseBytesInFlight returns the bytes of hook answers held now, all
 // calls together (at most Options.ResponseBudgetBytes); for metrics.
 func (c *Client) ResponseBytesInFlight() int64 { return c.budget.inFlight() }
+
+// DecodedBytesInUse returns the estimated memory of the decoded answers in
+// use now, all calls together (at most Options.DecodedBudgetBytes); for
+// metrics.
+func (c *Client) DecodedBytesInUse() int64 { return c.decoded.inUse() }
 
 var sharedHTTPClient = sync.OnceValue(func() *http.Client {
 	return &http.Client{Transport: NewTransport(), CheckRedirect: refuseRedirects}
@@ -243,6 +261,11 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	if err != nil {
 		return fmt.Errorf("%s: %w", call.prefix(), err)
 	}
+	// The answer the previous call under ctx kept is no longer used: give
+	// back its part of the decoded budget before this call may wait for
+	// room.
+	hold := heldAnswers(ctx)
+	hold.release()
 	timeout := hookTimeout(hook.Webhook)
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -316,9 +339,12 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 		if response == nil {
 			return nil
 		}
-		if err := response.DecodeHookResponse(etagCached.body, responseMode(hook)); err != nil {
-			c.etags.remove(cacheKey)
-			return &ResponseError{Controller: controller, Hook: hookName, URL: call.URL, Err: err}
+		if err := c.decode(callCtx, call, timeout, hook, etagCached.body, response, hold); err != nil {
+			var re *ResponseError
+			if errors.As(err, &re) {
+				c.etags.remove(cacheKey)
+			}
+			return err
 		}
 		return nil
 	}
@@ -361,11 +387,12 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 		logger.Info("Hook response", "controller", controller, "hook", hookName, "url", call.URL, "body", redact.JSON(buf.Bytes()))
 	}
 	if response != nil {
-		if err := response.DecodeHookResponse(buf.Bytes(), responseMode(hook)); err != nil {
-			if etagOn {
+		if err := c.decode(callCtx, call, timeout, hook, buf.Bytes(), response, hold); err != nil {
+			var re *ResponseError
+			if etagOn && errors.As(err, &re) {
 				c.etags.remove(cacheKey)
 			}
-			return &ResponseError{Controller: controller, Hook: hookName, URL: call.URL, Err: err}
+			return err
 		}
 	}
 	if etagOn {
@@ -376,6 +403,34 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 		} else if etagCached != nil {
 			c.etags.remove(cacheKey)
 		}
+	}
+	return nil
+}
+
+// decode decodes body into response within the decoded budget: it takes
+// the answer's estimated part (decodedSize) first, waiting for room up to
+// the call's timeout, and gives it back when it returns, or leaves it to
+// hold (HoldAnswers) when the answer is decoded. An answer whose estimate
+// exceeds the whole budget is a *ResponseError; no room within the
+// timeout, a *BudgetError.
+func (c *Client) decode(callCtx context.Context, call hookCall, timeout time.Duration, hook *v1alpha1.Hook, body []byte, response Response, hold *answerHold) error {
+	n := decodedSize(body)
+	if n > c.decoded.size {
+		return &ResponseError{Controller: call.Controller, Hook: call.Hook, URL: call.URL,
+			Err: fmt.Errorf("the answer's %d bytes of JSON would take about %d bytes once decoded, more than all decoded hook answers together may take (%d bytes, --hook-decoded-budget-bytes): answer fewer or larger values", len(body), n, c.decoded.size)}
+	}
+	if err := c.decoded.acquire(callCtx, n); err != nil {
+		return &BudgetError{Controller: call.Controller, Hook: call.Hook, URL: call.URL, Need: n, Budget: c.decoded.size,
+			Timeout: timeout, Flag: "--hook-decoded-budget-bytes", Err: err}
+	}
+	if err := response.DecodeHookResponse(body, responseMode(hook)); err != nil {
+		c.decoded.release(n)
+		return &ResponseError{Controller: call.Controller, Hook: call.Hook, URL: call.URL, Err: err}
+	}
+	if hold != nil {
+		hold.keep(c.decoded, n)
+	} else {
+		c.decoded.release(n)
 	}
 	return nil
 }

@@ -93,12 +93,15 @@ Licensed under the Apache License, Version 2.0.
 //     308) is one too: no client follows redirects, and the error names
 //     the Location (see StatusError.Location).
 //   - *ResponseError: the hook answered 200 with an unusable body: larger
-//     than Options.MaxResponseBytes, not JSON, with an unknown field in
-//     strict mode, a status that is not an object, or an invalid child.
+//     than Options.MaxResponseBytes, estimated to take more than
+//     Options.DecodedBudgetBytes once decoded, not JSON, with an unknown
+//     field in strict mode, a status that is not an object, or an invalid
+//     child.
 //   - *BudgetError: the hook answered 200, but its answer found no room
-//     in the budget of all hook answers (Options.ResponseBudgetBytes)
-//     within the hook's timeout; the message names
-//     --hook-response-budget-bytes.
+//     within the hook's timeout in the budget of all hook answers as read
+//     (Options.ResponseBudgetBytes) or decoded (Options.DecodedBudgetBytes);
+//     the message names the flag (--hook-response-budget-bytes,
+//     --hook-decoded-budget-bytes).
 //   - *CredentialError (wrapped; IsCredentialError tells): a credential or
 //     trust setting of the webhook cannot be used, and the hook was not
 //     called: its Secret, ConfigMap or key is missing or may not be read,
