@@ -154,6 +154,7 @@ func TestRunMemoryFlags(t *testing.T) {
 	run := newRunCommand()
 	for name, want := range map[string]string{
 		"hook-response-budget-bytes": "33554432",
+		"hook-decoded-budget-bytes":  "67108864",
 		"etag-cache-max-bytes":       "33554432",
 		"max-related-objects":        "10000",
 		"max-hook-response-bytes":    "16777216",

@@ -42,6 +42,7 @@ type runFlags struct {
 	pprofAddr         string
 	maxResponseBytes  int64
 	responseBudget    int64
+	decodedBudget     int64
 	etagCacheMaxBytes int64
 	maxRelated        int
 	maxRetryDelay     time.Duration
@@ -102,6 +103,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.DurationVar(&f.stopGracePeriod, "stop-grace-period", loop.DefaultStopGracePeriod, "longest wait for a stopping controller's syncs in flight (on shutdown, a spec change, a deletion), once cancelled; syncs still running then are abandoned and logged")
 	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", hooks.DefaultMaxResponseBytes, "largest hook response accepted")
 	fs.Int64Var(&f.responseBudget, "hook-response-budget-bytes", hooks.DefaultResponseBudgetBytes, "most bytes of hook responses held in memory at once, all controllers together, from reading a response until it is decoded; a call waits for room (up to its hook's timeout); responses over 64 KiB use at most seven eighths of it (the rest is kept for small ones), and a larger one than that is refused; responses over 64 KiB sent without a Content-Length are read side by side within seven eighths of it less --max-hook-response-bytes, one at a time when that leaves no room")
+	fs.Int64Var(&f.decodedBudget, "hook-decoded-budget-bytes", hooks.DefaultDecodedBudgetBytes, "most memory the objects decoded from hook responses may take at once, all controllers together, as estimated from each response's JSON before decoding it, from decoding until the sync that called the hook ends; a call waits for room (up to its hook's timeout), and a response whose estimate is larger is refused")
 	fs.Int64Var(&f.etagCacheMaxBytes, "etag-cache-max-bytes", hooks.DefaultEtagCacheMaxBytes, "most bytes of hook responses kept for hooks with etag enabled, all controllers together (the least recently used go first)")
 	fs.IntVar(&f.maxRelated, "max-related-objects", related.DefaultMaxObjects, "most related objects the customize hook's rules may select for one parent; more fails the sync with an error naming the rule")
 	fs.StringSliceVar(&f.credentialNamespaces, "credential-namespaces", []string{inClusterNamespace()}, "comma-separated namespaces whose Secrets and ConfigMaps hooks may name for caBundle, clientTLS, authorization and basicAuth, by default metactl's own (its Pod's namespace; outside a cluster \"default\", as for --leader-elect-namespace); spaces around an entry are ignored, and an entry that is neither a namespace name nor \"*\" is refused; a hook given as a Service may always use its Service's namespace; \"*\" allows every namespace, as metacontroller does. A controller naming another namespace does not start (Ready=False CredentialNotAllowed)")
@@ -158,6 +160,7 @@ func run(ctx context.Context, f *runFlags) error {
 	}{
 		{"--max-hook-response-bytes", f.maxResponseBytes},
 		{"--hook-response-budget-bytes", f.responseBudget},
+		{"--hook-decoded-budget-bytes", f.decodedBudget},
 		{"--etag-cache-max-bytes", f.etagCacheMaxBytes},
 		{"--max-related-objects", int64(f.maxRelated)},
 	} {
@@ -183,6 +186,7 @@ func run(ctx context.Context, f *runFlags) error {
 		Hooks: hooks.Options{
 			MaxResponseBytes:    f.maxResponseBytes,
 			ResponseBudgetBytes: f.responseBudget,
+			DecodedBudgetBytes:  f.decodedBudget,
 			EtagCacheMaxBytes:   f.etagCacheMaxBytes,
 		},
 		MaxRelatedObjects: f.maxRelated,

@@ -171,6 +171,7 @@ func New(opts Options) (*Manager, error) {
 	m.recorder = m.events.NewRecorder(eventScheme(), corev1.EventSource{Component: "metactl"})
 	metrics.SetInformerCounter(m.informers.Counts)
 	metrics.SetHookResponseBytesInFlight(m.hooks.ResponseBytesInFlight)
+	metrics.SetHookDecodedBytesInUse(m.hooks.DecodedBytesInUse)
 	return m, nil
 }
 

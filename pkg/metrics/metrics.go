@@ -82,7 +82,7 @@ var registerOnce sync.Once
 func Register() {
 	registerOnce.Do(func() {
 		Registry.MustRegister(HookRequests, HookDuration, Syncs, UnsettledSyncs, SyncDuration, ObjectWrites, UncachedReads,
-			APIRequests, cachedObjects{}, ControllerReady, Leader, hookResponseBytes,
+			APIRequests, cachedObjects{}, ControllerReady, Leader, hookResponseBytes, hookDecodedBytes,
 			workqueueDepth, workqueueAdds, workqueueLatency, workqueueWorkDuration, workqueueUnfinished,
 			workqueueLongestRunning, workqueueRetries,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -127,6 +127,24 @@ var hookResponseBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 // SetHookResponseBytesInFlight sets the function that reports the bytes
 // of hook responses in flight, read at each scrape.
 func SetHookResponseBytesInFlight(f func() int64) { hookResponseBytesInFlight.Store(&f) }
+
+var hookDecodedBytesInUse atomic.Pointer[func() int64]
+
+// hookDecodedBytes reports, at scrape time, the estimated memory of the
+// decoded hook answers in use (see SetHookDecodedBytesInUse).
+var hookDecodedBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	Name: "metactl_hook_decoded_bytes_in_use",
+	Help: "Estimated memory of the objects decoded from hook answers and still in use, all controllers together: at most --hook-decoded-budget-bytes.",
+}, func() float64 {
+	if f := hookDecodedBytesInUse.Load(); f != nil {
+		return float64((*f)())
+	}
+	return 0
+})
+
+// SetHookDecodedBytesInUse sets the function that reports the estimated
+// memory of the decoded hook answers in use, read at each scrape.
+func SetHookDecodedBytesInUse(f func() int64) { hookDecodedBytesInUse.Store(&f) }
 
 // cachedObjects reports metactl_informer_objects at scrape time.
 type cachedObjects struct{}
