@@ -169,11 +169,39 @@ func rss(pid int) (now, peak int64, err error) {
 // answers ahead of the budget.
 func TestOneHookCannotExhaustMemory(t *testing.T) {
 	body := bigAnswer()
-	t.Run("http", func(t *testing.T) { testOneHookCannotExhaustMemory(t, body, false) })
-	t.Run("https-http2", func(t *testing.T) { testOneHookCannotExhaustMemory(t, body, true) })
+	t.Run("http", func(t *testing.T) { testOneHookCannotExhaustMemory(t, body, false, 32) })
+	t.Run("https-http2", func(t *testing.T) { testOneHookCannotExhaustMemory(t, body, true, 32) })
+	// Answers of about 1 MiB that decode into about 50 MiB each: the
+	// response budget would let some 24 of them be decoded at once; the
+	// decoded budget (64 MiB, estimated before decoding) lets one. Such an
+	// answer is sent quickly: fewer calls are in flight at the hooks at
+	// once than metactl makes.
+	t.Run("tiny-objects", func(t *testing.T) { testOneHookCannotExhaustMemory(t, tinyObjectsAnswer(), false, 2) })
 }
 
-func testOneHookCannotExhaustMemory(t *testing.T, body []byte, useTLS bool) {
+// tinyObjectsAnswer is an answer of about 1.1 MiB whose status holds
+// 140,000 objects of one key, which decode into about 50 MiB (and which
+// metactl estimates, before decoding, at about 55 MiB: under the default
+// decoded budget of 64 MiB). Its one child is a ConfigMap, a resource the
+// memory test's controllers do not declare: the answer is refused once
+// decoded, and nothing is written.
+func tinyObjectsAnswer() []byte {
+	var b strings.Builder
+	b.WriteString(`{"status":{"n":[`)
+	for i := range 140000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`{"a":0}`)
+	}
+	b.WriteString(`]},"children":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"undeclared"}}]}`)
+	return []byte(b.String())
+}
+
+// testOneHookCannotExhaustMemory runs the test with the big hooks
+// answering body, and waits until at least minInFlight calls were in
+// flight at once at each.
+func testOneHookCannotExhaustMemory(t *testing.T, body []byte, useTLS bool, minInFlight int64) {
 	ns := env.CreateNamespace(t)
 	var hookA, hookB bigHook
 	a, caA := hookA.server(t, body, false, useTLS)
@@ -238,9 +266,9 @@ func testOneHookCannotExhaustMemory(t *testing.T, body []byte, useTLS bool) {
 	// Far more calls are in flight than the default budget (32 MiB)
 	// holds answers of 16 MiB, for both controllers, and their answers
 	// are read whole, again and again.
-	testenv.Eventually(t, 60*time.Second, "32 calls in flight at once and 10 answers read whole at each big hook", func(context.Context) (bool, error) {
+	testenv.Eventually(t, 60*time.Second, fmt.Sprintf("%d calls in flight at once and 10 answers read whole at each big hook", minInFlight), func(context.Context) (bool, error) {
 		mustBeHealthy(t, healthy)
-		return hookA.peak.Load() >= 32 && hookB.peak.Load() >= 32 && hookA.served.Load() >= 10 && hookB.served.Load() >= 10, nil
+		return hookA.peak.Load() >= minInFlight && hookB.peak.Load() >= minInFlight && hookA.served.Load() >= 10 && hookB.served.Load() >= 10, nil
 	})
 
 	// Meanwhile, the small controller works.
