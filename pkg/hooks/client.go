@@ -241,7 +241,12 @@ func NewTransport() *http.Transport {
 // at once) and holds them until the answer is decoded. It waits for room,
 // at most until the hook's timeout; an answer larger than
 // Options.MaxResponseBytes, or than seven eighths of the budget (the last
-// eighth is kept for answers of 64 KiB or less), is refused.
+// eighth is kept for answers of 64 KiB or less), is refused. Before
+// decoding it, the call also takes the answer's estimated decoded size
+// from the decoded budget (Options.DecodedBudgetBytes), waiting for room
+// likewise, and gives it back as it returns; under HoldAnswers, when the
+// next call under the same context begins or the hold is released. An
+// answer whose estimate exceeds that budget is refused undecoded.
 //
 // Call never follows a redirect: a 3xx answer is a *StatusError naming
 // its Location, and the request (body and credentials) goes nowhere else.
