@@ -66,16 +66,25 @@ type responseBudget struct {
 	limit   int64 // the largest answer: min(Options.MaxResponseBytes, main)
 	growCap int64 // the most of main that calls that may still wait hold together
 
-	mu       sync.Mutex
-	usedMain int64         // reserved in the main part
-	usedRes  int64         // reserved in the reserve
-	growing  int64         // of usedMain, by calls that may still wait
-	waiters  int           // calls waiting for room
-	freed    chan struct{} // closed when bytes are released while calls wait
+	room           // guards the fields below
+	usedMain int64 // reserved in the main part
+	usedRes  int64 // reserved in the reserve
+	growing  int64 // of usedMain, by calls that may still wait
 }
 
+// room is how calls wait for room in a budget: mu guards the budget's
+// counts; a call that finds no room waits, without holding mu, until parts
+// are released (notifyLocked) or its context ends.
+type room struct {
+	mu      sync.Mutex
+	waiters int           // calls waiting
+	freed   chan struct{} // closed, and replaced, when parts are released while calls wait
+}
+
+func newRoom() room { return room{freed: make(chan struct{})} }
+
 func newResponseBudget(size, maxBody int64) *responseBudget {
-	b := &responseBudget{size: size, reserve: size / 8, freed: make(chan struct{})}
+	b := &responseBudget{size: size, reserve: size / 8, room: newRoom()}
 	b.main = size - b.reserve
 	b.limit = min(maxBody, b.main)
 	b.growCap = b.main - b.limit
@@ -103,9 +112,10 @@ type reservation struct {
 	waited time.Duration
 }
 
-// wait blocks until try (called with b.mu held) reports that it made the
-// reservation, or returns ctx's error.
-func (b *responseBudget) wait(ctx context.Context, waited *time.Duration, try func() bool) error {
+// wait blocks until try (called with b.mu held) reports that it took the
+// part it needs, or returns ctx's error; it adds the time waited to
+// waited.
+func (b *room) wait(ctx context.Context, waited *time.Duration, try func() bool) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for !try() {
@@ -214,7 +224,8 @@ func (r *reservation) release() {
 	r.shrinkTo(0)
 }
 
-func (b *responseBudget) notifyLocked() {
+// notifyLocked wakes the calls waiting, to try again; b.mu is held.
+func (b *room) notifyLocked() {
 	if b.waiters > 0 {
 		close(b.freed)
 		b.freed = make(chan struct{})

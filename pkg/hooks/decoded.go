@@ -9,6 +9,7 @@ package hooks
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // DefaultDecodedBudgetBytes is the default of Options.DecodedBudgetBytes:
@@ -84,42 +85,25 @@ func decodedSize(body []byte) int64 {
 type decodedBudget struct {
 	size int64
 
-	mu      sync.Mutex
-	used    int64
-	waiters int
-	freed   chan struct{} // closed, and replaced, when parts are released while calls wait
+	room       // guards used
+	used int64 // taken now
 }
 
 func newDecodedBudget(size int64) *decodedBudget {
-	return &decodedBudget{size: size, freed: make(chan struct{})}
+	return &decodedBudget{size: size, room: newRoom()}
 }
 
 // acquire waits until n bytes are free and takes them, or returns ctx's
 // error. n must be at most the budget's size.
 func (b *decodedBudget) acquire(ctx context.Context, n int64) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for b.used+n > b.size {
-		if err := ctx.Err(); err != nil {
-			return err
+	var waited time.Duration
+	return b.wait(ctx, &waited, func() bool {
+		if b.used+n > b.size {
+			return false
 		}
-		b.waiters++
-		freed := b.freed
-		b.mu.Unlock()
-		var err error
-		select {
-		case <-freed:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-		b.mu.Lock()
-		b.waiters--
-		if err != nil {
-			return err
-		}
-	}
-	b.used += n
-	return nil
+		b.used += n
+		return true
+	})
 }
 
 // release gives back n bytes.
@@ -130,10 +114,7 @@ func (b *decodedBudget) release(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.used -= n
-	if b.waiters > 0 {
-		close(b.freed)
-		b.freed = make(chan struct{})
-	}
+	b.notifyLocked()
 }
 
 // inUse returns the bytes taken now.
