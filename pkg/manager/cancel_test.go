@@ -221,7 +221,8 @@ spec:
 // TestStuckStartDoesNotHoldOthers creates more controllers stuck in
 // start-up (their child resource's cache never syncs) than the manager has
 // workers, then another controller: it starts and syncs its parent at
-// once, while the stuck ones still wait.
+// once, while the stuck ones still wait; past Options.StartTimeout each
+// stuck one is Ready=False StartFailed.
 func TestStuckStartDoesNotHoldOthers(t *testing.T) {
 	ctx := context.Background()
 	kubectlApply(t, gadgetsCRD)
@@ -244,7 +245,8 @@ func TestStuckStartDoesNotHoldOthers(t *testing.T) {
 		return err != nil, nil
 	})
 
-	runManager(t, manager.Options{Config: env.Config, Workers: 2})
+	const startTimeout = 5 * time.Second
+	runManager(t, manager.Options{Config: env.Config, Workers: 2, StartTimeout: startTimeout})
 	ccs := env.Dynamic.Resource(v1alpha1.CompositeControllerResource)
 	// More than the manager's 4 workers.
 	for i := range 6 {
@@ -269,5 +271,15 @@ func TestStuckStartDoesNotHoldOthers(t *testing.T) {
 	waitReady(t, "healthy", metav1.ConditionTrue, v1alpha1.ReasonRunning)
 	if c := readyCondition(t, "stuck-0"); c != nil && c.Status == metav1.ConditionTrue {
 		t.Errorf("stuck-0 is Ready although its cache cannot sync: %+v", c)
+	}
+	// Past the start timeout, each stuck controller says why it is not
+	// running (the deadline allows the timeout and a few seconds to
+	// report it).
+	for i := range 6 {
+		name := fmt.Sprintf("stuck-%d", i)
+		testenv.Eventually(t, startTimeout+10*time.Second, name+" Ready=False StartFailed", func(context.Context) (bool, error) {
+			c := readyCondition(t, name)
+			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == manager.ReasonStartFailed, nil
+		})
 	}
 }

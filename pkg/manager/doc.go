@@ -42,7 +42,7 @@
 // Options.CleanupTimeout with a Warning Event saying what may be left.
 //
 // A controller starts in the background (its caches' first sync bounded by
-// StartTimeout; Ready=False StartFailed when it does not make it, then
+// Options.StartTimeout; Ready=False StartFailed when it does not make it, then
 // started again after a backoff that grows with each failure in a row), so
 // that one whose caches never sync holds none of the manager's workers.
 // Stopping a controller (a spec or account change, a deletion, shutdown,

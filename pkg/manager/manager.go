@@ -72,6 +72,11 @@ type Options struct {
 	// failed; then the object goes anyway (see Manager.cleanup). Zero
 	// means DefaultCleanupTimeout.
 	CleanupTimeout time.Duration
+	// StartTimeout bounds a controller's start-up (its caches' first
+	// sync, in the background); past it the controller object is
+	// Ready=False StartFailed and the start is tried again with backoff.
+	// Zero means DefaultStartTimeout (2 minutes).
+	StartTimeout time.Duration
 	// StopGracePeriod is the longest that stopping a controller (on
 	// shutdown, a spec change, the object's deletion) waits for its
 	// syncs in flight, once it has cancelled them (their hook calls end,
@@ -135,6 +140,9 @@ func New(opts Options) (*Manager, error) {
 	}
 	if opts.CleanupTimeout <= 0 {
 		opts.CleanupTimeout = DefaultCleanupTimeout
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = DefaultStartTimeout
 	}
 	metrics.Register()
 	c, err := newClients(opts.Config)

@@ -49,11 +49,11 @@ type runningController struct {
 	checkedAt time.Time
 }
 
-// StartTimeout bounds a controller's start-up: its caches' first sync.
-const StartTimeout = 2 * time.Minute
+// DefaultStartTimeout is the default of Options.StartTimeout.
+const DefaultStartTimeout = 2 * time.Minute
 
 // ReasonStartFailed is the Ready condition's reason when a controller did
-// not start: its caches did not sync within StartTimeout.
+// not start: its caches did not sync within Options.StartTimeout.
 const ReasonStartFailed = "StartFailed"
 
 // startFailure is the failed start-ups in a row of one version of a
@@ -128,7 +128,7 @@ func (m *Manager) forgetStartFailures(key string) {
 // list keeps failing) holds none of the manager's workers and delays no
 // other controller's start; the object is queued again when Start returns.
 func (m *Manager) start(ctx context.Context, key string, r *runningController) {
-	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StartTimeout)
+	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.StartTimeout)
 	r.cancelStart, r.started = cancel, make(chan struct{})
 	go func() {
 		defer cancel()
