@@ -163,12 +163,7 @@ func TestBudgetRefusesAnswerLargerThanBudget(t *testing.T) {
 		handler http.HandlerFunc
 	}{
 		{"content-length", answer(big)},
-		{"chunked", func(w http.ResponseWriter, r *http.Request) {
-			for i := 0; i < len(big); i += 100 {
-				_, _ = io.WriteString(w, big[i:min(i+100, len(big))])
-				w.(http.Flusher).Flush()
-			}
-		}},
+		{"chunked", answerChunked(big, 100)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := serve(t, tc.handler)
@@ -370,13 +365,7 @@ func TestBudgetCoversTheAnswersBuffer(t *testing.T) {
 	body := statusAnswer(size)
 	for name, h := range map[string]http.HandlerFunc{
 		"content-length": answer(body),
-		"chunked": func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			for i := 0; i < len(body); i += 10 << 10 {
-				_, _ = io.WriteString(w, body[i:min(i+10<<10, len(body))])
-				w.(http.Flusher).Flush()
-			}
-		},
+		"chunked":        answerChunked(body, 10<<10),
 	} {
 		t.Run(name, func(t *testing.T) {
 			// The limit is the main part: answers of unknown length

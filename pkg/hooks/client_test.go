@@ -53,6 +53,19 @@ func answer(body string) http.HandlerFunc {
 	}
 }
 
+// answerChunked serves body without a Content-Length, in pieces of step
+// bytes, each flushed: an answer whose length the client learns only at
+// its end.
+func answerChunked(body string, step int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		for i := 0; i < len(body); i += step {
+			_, _ = io.WriteString(w, body[i:min(i+step, len(body))])
+			w.(http.Flusher).Flush()
+		}
+	}
+}
+
 func sampleCompositeRequest(version v1alpha1.HookVersion) *CompositeSyncRequest {
 	parent := newObject("ctl.example.com/v1", "Thing", "ns", "p")
 	parent.Object["spec"] = map[string]any{"replicas": int64(2)}
@@ -401,12 +414,7 @@ func TestCallBodyLimit(t *testing.T) {
 		handler http.HandlerFunc
 	}{
 		{"content-length", answer(big)},
-		{"chunked", func(w http.ResponseWriter, r *http.Request) {
-			for i := 0; i < len(big); i += 100 {
-				_, _ = io.WriteString(w, big[i:min(i+100, len(big))])
-				w.(http.Flusher).Flush()
-			}
-		}},
+		{"chunked", answerChunked(big, 100)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := serve(t, tc.handler)
