@@ -11,7 +11,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -116,11 +116,10 @@ func (m *Manager) tryCleanup(ctx context.Context, k *kind, name string, obj *uns
 		// has every failure.
 		msg := fmt.Sprintf("removing this controller's finalizer from its parents failed (retrying until %s, then the %s goes anyway): %v",
 			deadline.UTC().Format(time.RFC3339), k.name, err)
-		m.recorder.Event(ref, corev1.EventTypeWarning, ReasonCleanupFailed, msg)
-		if obj != nil {
-			if err := m.setReady(ctx, k, obj, metav1.ConditionFalse, ReasonCleanupFailed, msg); err != nil {
-				logger.Error(err, "Reporting the failed cleanup")
-			}
+		if obj == nil {
+			m.recorder.Event(ref, corev1.EventTypeWarning, ReasonCleanupFailed, msg)
+		} else if err := m.notRunning(ctx, k, obj, ReasonCleanupFailed, msg); err != nil {
+			logger.Error(err, "Reporting the failed cleanup")
 		}
 	}
 	// The backoff may outlast the deadline: come back by then at the latest.

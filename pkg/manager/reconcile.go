@@ -17,7 +17,7 @@ import (
 	"github.com/metactl/metactl/pkg/rbac"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -204,8 +204,7 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		case current.startErr != nil:
 			err := fmt.Errorf("starting: %w", current.startErr)
 			m.stopRunning(k, key, current)
-			m.recorder.Event(obj, corev1.EventTypeWarning, ReasonStartFailed, err.Error())
-			if werr := m.setReady(ctx, k, obj, metav1.ConditionFalse, ReasonStartFailed, err.Error()); werr != nil {
+			if werr := m.notRunning(ctx, k, obj, ReasonStartFailed, err.Error()); werr != nil {
 				logger.Error(werr, "Reporting the failed start")
 			}
 			// Retried with a backoff of its own: the queue's, reset by
@@ -226,8 +225,7 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		if refused != "" {
 			logger.Info("Stopping controller: its ServiceAccount lost a permission it needs", "generation", current.generation, "message", refused)
 			m.stopRunning(k, key, current)
-			m.recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.ReasonForbidden, refused)
-			if err := m.setReady(ctx, k, obj, metav1.ConditionFalse, v1alpha1.ReasonForbidden, refused); err != nil {
+			if err := m.notRunning(ctx, k, obj, v1alpha1.ReasonForbidden, refused); err != nil {
 				return 0, err
 			}
 			return 0, loop.ErrWaiting // retried with backoff, as a refused start
@@ -284,18 +282,15 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		// Only a new generation of the object or other flags mend it:
 		// both reconcile it again.
 		logger.Info("Refusing to start the controller: its hooks' credentials are not allowed", "reason", refused.reason, "message", refused.message)
-		m.recorder.Event(obj, corev1.EventTypeWarning, refused.reason, refused.message)
-		return 0, m.setReady(ctx, k, obj, metav1.ConditionFalse, refused.reason, refused.message)
+		return 0, m.notRunning(ctx, k, obj, refused.reason, refused.message)
 	}
 	c, err := m.build(ctx, k, obj)
 	var invalid *controller.InvalidSpecError
 	switch {
 	case errors.As(err, &invalid):
-		m.recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, err.Error())
-		return 0, m.setReady(ctx, k, obj, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())
+		return 0, m.notRunning(ctx, k, obj, v1alpha1.ReasonInvalidSpec, err.Error())
 	case discovery.IsNotFound(err):
-		m.recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.ReasonUnknownResource, err.Error())
-		if err := m.setReady(ctx, k, obj, metav1.ConditionFalse, v1alpha1.ReasonUnknownResource, err.Error()); err != nil {
+		if err := m.notRunning(ctx, k, obj, v1alpha1.ReasonUnknownResource, err.Error()); err != nil {
 			return 0, err
 		}
 		// A change in discovery requeues it at once (a CRD being
@@ -309,8 +304,7 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		return 0, err
 	} else if msg != "" {
 		c.Stop()
-		m.recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.ReasonForbidden, msg)
-		if err := m.setReady(ctx, k, obj, metav1.ConditionFalse, v1alpha1.ReasonForbidden, msg); err != nil {
+		if err := m.notRunning(ctx, k, obj, v1alpha1.ReasonForbidden, msg); err != nil {
 			return 0, err
 		}
 		return 0, loop.ErrWaiting // RBAC is not watched: retried with backoff

@@ -10,6 +10,7 @@ import (
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/controller"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,10 +107,12 @@ func (m *Manager) setRunning(ctx context.Context, k *kind, obj *unstructured.Uns
 	return nil
 }
 
-// setReady writes the Ready condition of a controller that does not run;
-// it has no Synced condition and no failing objects.
-func (m *Manager) setReady(ctx context.Context, k *kind, obj *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) error {
-	return m.writeStatus(ctx, k, obj, metav1.Condition{Status: status, Reason: reason, Message: message}, nil)
+// notRunning reports why the controller of obj does not run: a Warning
+// Event with reason and message, and the Ready condition False with the
+// same (it has no Synced condition and no failing objects).
+func (m *Manager) notRunning(ctx context.Context, k *kind, obj *unstructured.Unstructured, reason, message string) error {
+	m.recorder.Event(obj, corev1.EventTypeWarning, reason, message)
+	return m.writeStatus(ctx, k, obj, metav1.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message}, nil)
 }
 
 // writeStatus writes the Ready condition, the failing objects (none when
