@@ -1,0 +1,39 @@
+package loop
+
+// Trigger is one cause of a sync: why its key was queued.
+type Trigger struct {
+	// Cause is what happened.
+	Cause Cause `json:"cause"`
+	// Object names the object whose change it was, as
+	// resource/namespace/name (resource/name when cluster-scoped): the
+	// dependent or related object, or the synced object itself; empty for
+	// the causes that are no object's change.
+	Object string `json:"object,omitempty"`
+	// Generation is the synced object's metadata.generation, for
+	// CauseObject.
+	Generation int64 `json:"generation,omitempty"`
+}
+
+// Cause is the kind of a Trigger; its values are the trigger label of
+// metactl_syncs_total.
+type Cause string
+
+// The causes of a sync.
+const (
+	// CauseObject: the synced object (parent, decorated object) changed.
+	CauseObject Cause = "object"
+	// CauseDependent: one of its children or attachments changed.
+	CauseDependent Cause = "dependent"
+	// CauseRelated: a related object (customize hook) changed.
+	CauseRelated Cause = "related"
+	// CauseResync: the resync period (resyncPeriodSeconds, or the informer
+	// cache's --cache-resync).
+	CauseResync Cause = "resync"
+	// CauseResyncAfter: the hook's resyncAfterSeconds.
+	CauseResyncAfter Cause = "resync-after"
+	// CauseRetry: a retry after a failed or waiting sync.
+	CauseRetry Cause = "retry"
+	// CauseStart: the controller started (or restarted) and syncs every
+	// object once.
+	CauseStart Cause = "start"
+)

@@ -1,0 +1,13 @@
+// Package history keeps a bounded, in-memory record of each object's last
+// syncs, for `metactl explain` and the metactl.io/Synced condition: why
+// each sync ran (its triggers), the hook calls it made, the writes it did,
+// how it ended, and when the object is tried again.
+//
+// The event path: the work queue (internal/loop) queues a key with the
+// Trigger that caused it and hands a sync the triggers gathered while the
+// key waited; the engine (pkg/controller) starts a Sync for it in the
+// sync's context (With), the hook caller and the writers add to it
+// (From(ctx).AddCall, AddWrite), the engine ends it with the outcome, and
+// the Store keeps the last few per object within a fixed memory budget,
+// evicting the objects synced longest ago.
+package history
