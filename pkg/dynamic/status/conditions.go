@@ -1,0 +1,80 @@
+package status
+
+import (
+	"time"
+)
+
+// A condition, in a status's "conditions" list, is an object with string
+// "type" and "status" fields (metav1.Condition's shape); entries of another
+// shape are left as they are.
+
+// FillConditions completes the conditions of want, a status about to be
+// written over given (the status the object has, or had when the hook
+// was called), in place:
+//
+//   - lastTransitionTime, when a condition lacks it (or has it empty): the
+//     given condition's of the same type when its status is the same, so
+//     that a condition that did not change keeps the time it last changed;
+//     else now, in RFC 3339 to the second (UTC), as the API server writes
+//     times;
+//   - observedGeneration, when a condition lacks it and generation is
+//     positive: generation, the generation of the object whose status it
+//     is.
+//
+// What a condition has is never changed. Given the same given, want and
+// generation, the result is the same at any later now unless a condition's
+// status changed, so a hook that answers the same conditions reaches a fixed
+// point. It reports whether it changed want.
+func FillConditions(given, want map[string]any, generation int64, now time.Time) bool {
+	wantList, ok := want["conditions"].([]any)
+	if !ok {
+		return false
+	}
+	givenByType := map[string]map[string]any{}
+	if givenList, ok := given["conditions"].([]any); ok {
+		for _, c := range givenList {
+			if cond, typ, _, ok := condition(c); ok {
+				givenByType[typ] = cond
+			}
+		}
+	}
+	changed := false
+	for _, c := range wantList {
+		cond, typ, st, ok := condition(c)
+		if !ok {
+			continue
+		}
+		if t, _ := cond["lastTransitionTime"].(string); t == "" {
+			t = now.UTC().Truncate(time.Second).Format(time.RFC3339)
+			if old, ok := givenByType[typ]; ok {
+				if oldStatus, _ := old["status"].(string); oldStatus == st {
+					if oldTime, _ := old["lastTransitionTime"].(string); oldTime != "" {
+						t = oldTime
+					}
+				}
+			}
+			cond["lastTransitionTime"] = t
+			changed = true
+		}
+		if _, has := cond["observedGeneration"]; !has && generation > 0 {
+			cond["observedGeneration"] = generation
+			changed = true
+		}
+	}
+	return changed
+}
+
+// condition returns c as a condition, with its type and status, when it
+// has the shape of one.
+func condition(c any) (cond map[string]any, typ, status string, ok bool) {
+	cond, ok = c.(map[string]any)
+	if !ok {
+		return nil, "", "", false
+	}
+	typ, ok1 := cond["type"].(string)
+	status, ok2 := cond["status"].(string)
+	if !ok1 || !ok2 || typ == "" {
+		return nil, "", "", false
+	}
+	return cond, typ, status, true
+}

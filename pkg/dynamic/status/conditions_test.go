@@ -1,0 +1,45 @@
+package status
+
+import (
+	"testing"
+	"time"
+)
+
+func TestFillConditions(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 500, time.UTC)
+	earlier := "2026-11-25T08:00:00Z"
+	given := map[string]any{"conditions": []any{
+		map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": earlier, "observedGeneration": int64(3)},
+		map[string]any{"type": "Degraded", "status": "False", "lastTransitionTime": earlier},
+	}}
+	want := map[string]any{"conditions": []any{
+		map[string]any{"type": "Ready", "status": "True"},                                                   // unchanged: keeps its time
+		map[string]any{"type": "Degraded", "status": "True"},                                                // changed: now
+		map[string]any{"type": "New", "status": "Unknown"},                                                  // new: now
+		map[string]any{"type": "Own", "status": "True", "lastTransitionTime": "x", "observedGeneration": 1}, // the hook's own kept
+		"not a condition",
+	}}
+	if !FillConditions(given, want, 4, now) {
+		t.Fatal("FillConditions reported no change")
+	}
+	conds := want["conditions"].([]any)
+	check := func(i int, time string, gen any) {
+		t.Helper()
+		c := conds[i].(map[string]any)
+		if c["lastTransitionTime"] != time || c["observedGeneration"] != gen {
+			t.Errorf("condition %v: lastTransitionTime %v observedGeneration %v, want %v %v", c["type"], c["lastTransitionTime"], c["observedGeneration"], time, gen)
+		}
+	}
+	check(0, earlier, int64(4))
+	check(1, "2026-11-26T12:00:00Z", int64(4))
+	check(2, "2026-11-26T12:00:00Z", int64(4))
+	check(3, "x", 1)
+
+	// A fixed point: the same answer over the status as written changes
+	// nothing, however much later.
+	again := map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
+	FillConditions(want, again, 4, now.Add(time.Hour))
+	if !Equal(map[string]any{"conditions": []any{conds[0]}}, again) {
+		t.Errorf("second fill %v differs from the first %v", again, conds[0])
+	}
+}
