@@ -374,15 +374,26 @@ func (r *retryState) requeue() (time.Duration, int) {
 // counts a failure of the key, so call it only for a sync about to return
 // err. ok is false outside a Loop's sync.
 func RetryDelay(ctx context.Context, err error) (delay time.Duration, ok bool) {
+	delay, _, ok = Retry(ctx, err)
+	return delay, ok
+}
+
+// Retry is RetryDelay with the attempt: how many syncs of the key in a row
+// have now failed or waited, this one included (1 for the first). The
+// backoff does not count a retry a hook asked for with 429 Retry-After:
+// its attempt is one more than the failures counted before it. Like
+// RetryDelay, it counts a failure of the key (once per sync, however often
+// either is called), so call it only for a sync about to return err.
+func Retry(ctx context.Context, err error) (delay time.Duration, attempt int, ok bool) {
 	r, ok := ctx.Value(retryStateKey{}).(*retryState)
 	if !ok {
-		return 0, false
+		return 0, 0, false
 	}
 	if delay, ok := retryAfter(err); ok {
-		return delay, true
+		return delay, r.loop.opts.RateLimiter.NumRequeues(r.key) + 1, true
 	}
-	delay, _ = r.decide()
-	return delay, true
+	delay, attempt = r.decide()
+	return delay, attempt, true
 }
 
 // ErrWaiting marks a sync that waits for something, such as a resource not

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -268,6 +269,49 @@ func TestRetryDelayInsideTheSync(t *testing.T) {
 	}
 	if _, ok := loop.RetryDelay(context.Background(), errHook); ok {
 		t.Errorf("RetryDelay outside a loop's sync gave a delay")
+	}
+}
+
+// TestRetryAttemptInsideTheSync: a SyncFunc learns, with the delay, how
+// many syncs in a row have failed, this one included; a 429, which the
+// backoff does not count, is one more than those before it; a success
+// starts again from 1.
+func TestRetryAttemptInsideTheSync(t *testing.T) {
+	var mu sync.Mutex
+	var attempts []int
+	tooMany := &hooks.StatusError{Code: http.StatusTooManyRequests, RetryAfter: 20 * time.Millisecond}
+	errs := []error{errHook, errHook, tooMany, nil, errHook}
+	calls := &script{}
+	syncFunc := func(ctx context.Context, key string) (time.Duration, error) {
+		_, _ = calls.sync(ctx, key)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(errs) == 0 {
+			return 0, nil
+		}
+		err := errs[0]
+		errs = errs[1:]
+		if err == nil {
+			return 10 * time.Millisecond, nil
+		}
+		delay, attempt, ok := loop.Retry(ctx, err)
+		if !ok || delay <= 0 {
+			t.Errorf("Retry: delay %v, ok %v inside a sync", delay, ok)
+		}
+		attempts = append(attempts, attempt)
+		return 0, err
+	}
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 10*time.Second)
+	l, _ := start(t, loop.Options{RateLimiter: limiter}, syncFunc)
+	l.Add("ns/a")
+	calls.waitCalls(t, 6, 10*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []int{1, 2, 3, 1}; !slices.Equal(attempts, want) {
+		t.Errorf("attempts %v, want %v", attempts, want)
+	}
+	if _, _, ok := loop.Retry(context.Background(), errHook); ok {
+		t.Errorf("Retry outside a loop's sync gave a delay")
 	}
 }
 
