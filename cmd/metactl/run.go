@@ -57,6 +57,8 @@ type runFlags struct {
 	allowInsecureCredentials bool
 	// requireServiceAccount: see manager.Options.RequireServiceAccount.
 	requireServiceAccount bool
+	// syncedCondition: see manager.Options.SyncedCondition.
+	syncedCondition bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -109,6 +111,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.StringSliceVar(&f.credentialNamespaces, "credential-namespaces", []string{inClusterNamespace()}, "comma-separated namespaces whose Secrets and ConfigMaps hooks may name for caBundle, clientTLS, authorization and basicAuth, by default metactl's own (its Pod's namespace; outside a cluster \"default\", as for --leader-elect-namespace); spaces around an entry are ignored, and an entry that is neither a namespace name nor \"*\" is refused; a hook given as a Service may always use its Service's namespace; \"*\" allows every namespace, as metacontroller does. A controller naming another namespace does not start (Ready=False CredentialNotAllowed)")
 	fs.BoolVar(&f.allowInsecureCredentials, "allow-insecure-credentials", false, "let hooks called over plain http send authorization, basicAuth and clientTLS credentials, for development only (metactl dev sets it); without it such a controller does not start (Ready=False InsecureCredentials)")
 	fs.BoolVar(&f.requireServiceAccount, "require-service-account", false, "run only controllers annotated metactl.io/service-account (whose writes act as that ServiceAccount); any other is Ready=False Forbidden")
+	fs.BoolVar(&f.syncedCondition, "synced-condition", false, "write the metactl.io/Synced condition (how the last sync went, the retry count and next attempt) on the objects of every controller, except those annotated metactl.io/synced-condition: \"false\"; without it, only controllers annotated metactl.io/synced-condition: \"true\" write it (status belongs to the hook)")
 	return cmd
 }
 
@@ -199,6 +202,7 @@ func run(ctx context.Context, f *runFlags) error {
 		CredentialNamespaces:     credentialNamespaces,
 		AllowInsecureCredentials: f.allowInsecureCredentials,
 		RequireServiceAccount:    f.requireServiceAccount,
+		SyncedCondition:          f.syncedCondition,
 	})
 	if err != nil {
 		return err

@@ -91,14 +91,14 @@ func (c *Controller) rollingSync(ctx context.Context, r *controller.Round, paren
 			return nil, false, fmt.Errorf("revision %s: %w", rev.name, err)
 		}
 		if rev.wants, err = c.desiredChildren(parent, selector, rev.answer.Children); err != nil {
-			return nil, false, fmt.Errorf("invalid sync hook response for revision %s: %w", rev.name, err)
+			return nil, false, controller.InvalidAnswer(fmt.Errorf("invalid sync hook response for revision %s: %w", rev.name, err))
 		}
 	}
 
 	owners, cond := c.rollOut(parent, revisions, observed)
 	status, err := withCondition(latest.answer.Status, cond)
 	if err != nil {
-		return nil, false, fmt.Errorf("invalid sync hook response: %w", err)
+		return nil, false, controller.InvalidAnswer(fmt.Errorf("invalid sync hook response: %w", err))
 	}
 	// Revisions left with no children are forgotten; the latest stays.
 	live, gone := []*revision{latest}, duplicates
@@ -113,7 +113,7 @@ func (c *Controller) rollingSync(ctx context.Context, r *controller.Round, paren
 	// is written, so that a restart goes on from there.
 	revisionsWritten, err := c.writeRevisions(ctx, parent, selector, live, gone)
 	if err != nil {
-		return nil, false, err
+		return nil, false, controller.WriteFailed(err)
 	}
 
 	// Children of the latest revision get its answer; those of an older

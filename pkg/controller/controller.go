@@ -94,6 +94,11 @@ type Options struct {
 	// StopGracePeriod is the longest Stop waits for the syncs in flight,
 	// once it has cancelled them; 0 is loop.DefaultStopGracePeriod (10s).
 	StopGracePeriod time.Duration
+	// SyncedCondition writes the metactl.io/Synced condition on the
+	// objects of every controller whose object does not turn it off with
+	// SyncedConditionAnnotation "false". Default false: only controllers
+	// annotated "true" write it (status belongs to the hook).
+	SyncedCondition bool
 }
 
 // InvalidSpecError reports a controller object whose spec is invalid.
@@ -104,7 +109,7 @@ func (e *InvalidSpecError) Error() string { return e.Errs.ToAggregate().Error() 
 // DecodeSpec decodes a controller object into spec (a
 // *v1alpha1.CompositeController, say), checks it with validate and checks
 // its annotation that chooses how answers without their list are read
-// (see ValidateAbsentListAnnotation). Any problem is an
+// (see ValidateAbsentListAnnotation) and SyncedConditionAnnotation. Any problem is an
 // *InvalidSpecError. The spec is not defaulted.
 func DecodeSpec[T any](object *unstructured.Unstructured, spec *T, validate func(*T) field.ErrorList, annotation string) error {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(object.Object, spec); err != nil {
@@ -112,6 +117,7 @@ func DecodeSpec[T any](object *unstructured.Unstructured, spec *T, validate func
 	}
 	errs := validate(spec)
 	errs = append(errs, ValidateAbsentListAnnotation(object.GetAnnotations(), annotation)...)
+	errs = append(errs, ValidateSyncedConditionAnnotation(object.GetAnnotations())...)
 	if len(errs) > 0 {
 		return &InvalidSpecError{Errs: errs}
 	}

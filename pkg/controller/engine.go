@@ -110,6 +110,8 @@ type Engine struct {
 	answers *Answers
 	// related serves the customize hook; nil without one.
 	related *related.Resolver
+	// synced maintains the metactl.io/Synced condition (synced.go).
+	synced *syncedConditions
 
 	watches  *Watches
 	loop     *loop.Loop
@@ -133,6 +135,7 @@ func NewEngine(cfg Config, opts Options, kind Kind) *Engine {
 		failing:    &Failing{Describe: cfg.Describe},
 		stop:       make(chan struct{}),
 	}
+	e.synced = &syncedConditions{e: e, enabled: syncedConditionEnabled(cfg.Object, opts.SyncedCondition)}
 	e.answers = &Answers{
 		Kind: kindName, Resource: cfg.Kind, Controller: name,
 		List: cfg.List, Annotation: cfg.Annotation,

@@ -34,7 +34,7 @@ import (
 //
 // A failed hook call or an invalid first answer writes nothing; the
 // object gets a SyncError Event and the key is retried (SyncFailed).
-func (e *Engine) sync(ctx context.Context, key string) (time.Duration, error) {
+func (e *Engine) sync(ctx context.Context, key string) (requeueAfter time.Duration, err error) {
 	// The hook's answers count against the budget of answers in memory
 	// until the sync is done writing them.
 	ctx, releaseAnswers := hooks.HoldAnswers(ctx)
@@ -56,9 +56,13 @@ func (e *Engine) sync(ctx context.Context, key string) (time.Duration, error) {
 			e.related.Forget(key)
 		}
 		e.unsettled.Settled(key)
+		e.synced.forget(key)
 		return 0, nil
 	}
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues(t.Resource.Noun, klog.KObj(t.Object), "kind", t.Resource.Kind))
+	// The metactl.io/Synced condition, when the controller writes it.
+	synced := e.synced.begin(key, t)
+	defer func() { synced.finish(ctx, t, err) }()
 	if done, err := e.decideFinalizer(ctx, t); done || err != nil {
 		if done {
 			e.unsettled.Settled(key)
@@ -101,6 +105,7 @@ func (e *Engine) sync(ctx context.Context, key string) (time.Duration, error) {
 		errs = append(errs, err)
 	}
 	if out.status != nil {
+		out.status = synced.answered(ctx, t, out.status, errs, out.settled)
 		if err := e.writeStatus(ctx, t, out.status, out.statusSeen); err != nil {
 			errs = append(errs, err)
 		}
@@ -177,7 +182,7 @@ func (e *Engine) setFinalizer(ctx context.Context, t *Target, add bool) error {
 	}
 	written, err := e.objects.Patch(ctx, t.Resource.GroupVersionResource(), obj.GetNamespace(), obj.GetName(), types.MergePatchType, patch)
 	if err != nil {
-		return fmt.Errorf("setting finalizers %v: %w", want, err)
+		return WriteFailed(fmt.Errorf("setting finalizers %v: %w", want, err))
 	}
 	metrics.ObjectWrites.WithLabelValues(e.name, "patch", "finalizer").Inc()
 	e.echoes.Expect(written)
@@ -227,7 +232,7 @@ func (r *Round) Call(ctx context.Context, request any, response hooks.Response) 
 func (r *Round) Write(ctx context.Context, desired map[*children.Resource]children.Set) (bool, error) {
 	result, err := r.e.dependents.Manage(ctx, r.t.Object, r.e.kind.Dependents().Resources, r.observed, desired)
 	if err != nil {
-		return false, err
+		return false, WriteFailed(err)
 	}
 	r.observed = result.Observed
 	return result.Wrote(), nil
@@ -244,7 +249,7 @@ func (r *Round) step(ctx context.Context, seen *unstructured.Unstructured) (hook
 	}
 	desired, err := r.sync.Desired(response)
 	if err != nil {
-		return nil, false, fmt.Errorf("invalid %s hook response: %w", r.hookName, err)
+		return nil, false, InvalidAnswer(fmt.Errorf("invalid %s hook response: %w", r.hookName, err))
 	}
 	if !r.t.Manage {
 		// The garbage collector owns the dependents while it deletes the
@@ -253,7 +258,7 @@ func (r *Round) step(ctx context.Context, seen *unstructured.Unstructured) (hook
 	}
 	result, err := r.e.dependents.Manage(ctx, r.t.Object, r.e.kind.Dependents().Resources, r.observed, desired)
 	if err != nil {
-		return response, false, err
+		return response, false, WriteFailed(err)
 	}
 	for _, obj := range result.Written {
 		r.e.echoes.Expect(obj)
@@ -310,6 +315,7 @@ func (e *Engine) rounds(ctx context.Context, r *Round) roundsResult {
 			return out
 		}
 		answer := r.sync.Read(response)
+		e.synced.keep(ctx, out.seen, &answer)
 		out.answer = &answer
 		next, metadataChanged, statusChanged := asAnswered(out.seen, &answer)
 		out.seen = next
@@ -413,7 +419,7 @@ func (e *Engine) patchMetadata(ctx context.Context, t *Target, want *unstructure
 	metrics.ObjectWrites.WithLabelValues(e.name, "patch", "metadata").Inc()
 	written, err := e.objects.Patch(ctx, t.Resource.GroupVersionResource(), obj.GetNamespace(), obj.GetName(), types.MergePatchType, patch)
 	if err != nil {
-		return fmt.Errorf("patching labels and annotations: %w", err)
+		return WriteFailed(fmt.Errorf("patching labels and annotations: %w", err))
 	}
 	e.echoes.Expect(written)
 	t.Object = withMetadata(obj, written)
@@ -433,7 +439,7 @@ func (e *Engine) writeStatus(ctx context.Context, t *Target, want map[string]any
 	}
 	written, err := status.Replace(ctx, patch, gvr.GroupResource(), obj, want, t.Resource.HasStatus)
 	if err != nil || written == nil {
-		return err
+		return WriteFailed(err)
 	}
 	metrics.ObjectWrites.WithLabelValues(e.name, "patch", "status").Inc()
 	if seen {

@@ -89,6 +89,12 @@ type Options struct {
 	// ServiceAccount's. Default false: a controller without it writes as
 	// metactl.
 	RequireServiceAccount bool
+	// SyncedCondition writes the metactl.io/Synced condition on the
+	// objects of every controller, except those whose object is annotated
+	// controller.SyncedConditionAnnotation "false". Default false: only
+	// controllers annotated "true" write it, as status belongs to the
+	// hook. metactl run sets it from --synced-condition.
+	SyncedCondition bool
 	// AccountReviewTTL is how long an answer about a controller's
 	// ServiceAccount holds, RBAC not being watched: a running controller
 	// that acts as one has its access checked again once per this period

@@ -34,6 +34,9 @@ type runningController struct {
 	// the controller, as a new generation does (metadata changes keep the
 	// generation).
 	account string
+	// synced is the value of its controller.SyncedConditionAnnotation
+	// ("" when absent): a change restarts it too.
+	synced string
 	// failing throttles the writes of its failing objects to its status.
 	failing *failingStatus
 	// cancelStart cancels the start-up; started is closed once Start has
@@ -196,7 +199,7 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	current := m.running[key]
 	m.mu.Unlock()
 	if current != nil && exists && !deleting && current.uid == obj.GetUID() && current.generation == obj.GetGeneration() &&
-		current.account == obj.GetAnnotations()[rbac.ServiceAccountAnnotation] {
+		current.account == obj.GetAnnotations()[rbac.ServiceAccountAnnotation] && current.synced == obj.GetAnnotations()[controller.SyncedConditionAnnotation] {
 		switch {
 		case !current.isStarted():
 			// Still starting: queued again once it has started.
@@ -246,6 +249,8 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		if exists && !deleting {
 			if account := obj.GetAnnotations()[rbac.ServiceAccountAnnotation]; current.uid == obj.GetUID() && current.generation == obj.GetGeneration() && current.account != account {
 				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start it again: annotation %s changed", current.generation, rbac.ServiceAccountAnnotation)
+			} else if current.uid == obj.GetUID() && current.generation == obj.GetGeneration() {
+				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start it again: annotation %s changed", current.generation, controller.SyncedConditionAnnotation)
 			} else {
 				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start generation %d", current.generation, obj.GetGeneration())
 			}
@@ -310,7 +315,7 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		return 0, loop.ErrWaiting // RBAC is not watched: retried with backoff
 	}
 	started := &runningController{uid: obj.GetUID(), generation: obj.GetGeneration(), controller: c, failing: &failingStatus{},
-		account: obj.GetAnnotations()[rbac.ServiceAccountAnnotation], checkedAt: time.Now()}
+		account: obj.GetAnnotations()[rbac.ServiceAccountAnnotation], synced: obj.GetAnnotations()[controller.SyncedConditionAnnotation], checkedAt: time.Now()}
 	c.Failing().OnChange(m.onFailingChange(key, started.failing))
 	m.mu.Lock()
 	defer m.mu.Unlock()

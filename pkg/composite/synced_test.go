@@ -1,0 +1,237 @@
+package composite_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/metactl/metactl/internal/controllertest"
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/composite"
+	"github.com/metactl/metactl/pkg/controller"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// syncedCondition returns the metactl.io/Synced condition of obj; nil when
+// it has none.
+func syncedCondition(obj *unstructured.Unstructured) map[string]any {
+	if obj == nil {
+		return nil
+	}
+	list, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range list {
+		if m, ok := c.(map[string]any); ok && m["type"] == controller.SyncedConditionType {
+			return m
+		}
+	}
+	return nil
+}
+
+// hasSynced returns a check that obj has the Synced condition with status
+// and reason.
+func hasSynced(status, reason string) func(*unstructured.Unstructured) bool {
+	return func(obj *unstructured.Unstructured) bool {
+		c := syncedCondition(obj)
+		return c != nil && c["status"] == status && c["reason"] == reason
+	}
+}
+
+// optIn annotates a controller object to write the Synced condition.
+func optIn(cc *unstructured.Unstructured, value string) *unstructured.Unstructured {
+	cc.SetAnnotations(map[string]string{controller.SyncedConditionAnnotation: value})
+	return cc
+}
+
+func failWith500(h *testHook) {
+	h.setHandler(func(w http.ResponseWriter, _ *http.Request, _ *syncRequest) {
+		http.Error(w, "boom", http.StatusInternalServerError)
+	})
+}
+
+// TestSyncedConditionShowsFailureAndRecovery: a failing hook makes the
+// parent Synced=False HookFailed, with the attempt and the next attempt in
+// the message, written once however often the sync is retried (only the
+// attempt changes, within SyncedRewriteInterval); a recovered hook makes it
+// Synced=True.
+func TestSyncedConditionShowsFailureAndRecovery(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook := newTestHook(t, valueHook)
+	failWith500(hook)
+	cc := optIn(compositeController(t, hook, thingsGVR, nil), "true")
+	limiter := &countingLimiter{delays: []time.Duration{20 * time.Millisecond}}
+	startController(t, cc, func(o *composite.Options) { o.RateLimiter = limiter })
+	started := time.Now()
+	newThing(t, thingsGVR, ns, "p1", map[string]any{"value": "a"})
+
+	obj := waitFor(t, thingsGVR, ns, "p1", "Synced=False HookFailed", hasSynced("False", controller.ReasonHookFailed))
+	c := syncedCondition(obj)
+	msg, _ := c["message"].(string)
+	t.Logf("condition: %v", c)
+	for _, want := range []string{"HTTP 500", "; attempt ", ", next attempt at "} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+	if c["lastTransitionTime"] == nil || c["observedGeneration"] == nil {
+		t.Errorf("condition %v lacks lastTransitionTime or observedGeneration", c)
+	}
+
+	// Many retries of the same error: the condition is not written again
+	// for each (only its attempt and next attempt would change).
+	testenv.Eventually(t, 30*time.Second, "20 failed hook calls", func(context.Context) (bool, error) {
+		return hook.calls.Load() >= 20, nil
+	})
+	writes := controllertest.Writes(cc.GetName(), "patch", "status")
+	if bound := 1 + float64(time.Since(started)/controller.SyncedRewriteInterval); writes > bound {
+		t.Errorf("%v status writes during %d failing syncs in %v, want at most %v", writes, hook.calls.Load(), time.Since(started).Round(time.Millisecond), bound)
+	}
+
+	hook.answer(valueHook)
+	obj = waitFor(t, thingsGVR, ns, "p1", "Synced=True after the hook recovered", hasSynced("True", controller.ReasonSynced))
+	if got := statusField(obj, "value"); got != "a" {
+		t.Errorf("status.value = %v, want a: the hook's status and the condition together", got)
+	}
+	if c := syncedCondition(obj); c["message"] != "" {
+		t.Errorf("Synced=True message %q, want empty", c["message"])
+	}
+}
+
+// TestSyncedConditionRetryAfter: a hook answering 429 with Retry-After is
+// shown with its next attempt that far ahead.
+func TestSyncedConditionRetryAfter(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook := newTestHook(t, valueHook)
+	hook.setHandler(func(w http.ResponseWriter, _ *http.Request, _ *syncRequest) {
+		w.Header().Set("Retry-After", "3600")
+		http.Error(w, "later", http.StatusTooManyRequests)
+	})
+	startController(t, optIn(compositeController(t, hook, thingsGVR, nil), "true"))
+	newThing(t, thingsGVR, ns, "p1", nil)
+	obj := waitFor(t, thingsGVR, ns, "p1", "Synced=False HookFailed", hasSynced("False", controller.ReasonHookFailed))
+	msg, _ := syncedCondition(obj)["message"].(string)
+	_, at, ok := strings.Cut(msg, "next attempt at ")
+	if !ok {
+		t.Fatalf("message %q has no next attempt", msg)
+	}
+	next, err := time.Parse(time.RFC3339, at)
+	if err != nil {
+		t.Fatalf("next attempt %q: %v", at, err)
+	}
+	if d := time.Until(next); d < 55*time.Minute || d > 61*time.Minute {
+		t.Errorf("next attempt %v is %v away, want the hour the hook asked for", next, d.Round(time.Second))
+	}
+}
+
+// TestSyncedConditionWithTheHooksOwnConditions: a hook that writes its own
+// conditions keeps them next to Synced; it reaches a fixed point in one
+// call per sync, and resyncs write nothing (no ping-pong between the hook's
+// status and metactl's condition).
+func TestSyncedConditionWithTheHooksOwnConditions(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook := newTestHook(t, func(req *syncRequest) any {
+		answer := valueHook(req).(map[string]any)
+		answer["status"].(map[string]any)["conditions"] = []any{
+			map[string]any{"type": "Ready", "status": "True", "reason": "Fine", "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+		}
+		return answer
+	})
+	cc := optIn(compositeController(t, hook, thingsGVR, func(spec map[string]any) { spec["resyncPeriodSeconds"] = int64(1) }), "true")
+	startController(t, cc)
+	newThing(t, thingsGVR, ns, "p1", map[string]any{"value": "a"})
+	obj := waitFor(t, thingsGVR, ns, "p1", "Ready and Synced=True", func(o *unstructured.Unstructured) bool {
+		if !hasSynced("True", controller.ReasonSynced)(o) {
+			return false
+		}
+		list, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+		return len(list) == 2 && list[0].(map[string]any)["type"] == "Ready"
+	})
+	rv := obj.GetResourceVersion()
+	calls, syncs := hook.calls.Load(), controllertest.Syncs(cc.GetName(), "success")
+	converged := time.Now()
+	testenv.Eventually(t, 20*time.Second, "three resync periods and as many syncs", func(context.Context) (bool, error) {
+		return controllertest.Syncs(cc.GetName(), "success") >= syncs+3 && time.Since(converged) > 3*time.Second, nil
+	})
+	gotCalls, gotSyncs := hook.calls.Load()-calls, controllertest.Syncs(cc.GetName(), "success")-syncs
+	if float64(gotCalls) > gotSyncs+1 {
+		t.Errorf("%d hook calls in %v resyncs, want one each: metactl's condition made the hook's status differ", gotCalls, gotSyncs)
+	}
+	now, err := get(t, thingsGVR, ns, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.GetResourceVersion() != rv {
+		t.Errorf("resourceVersion %s after the resyncs, was %s: status written again; conditions %v", now.GetResourceVersion(), rv, statusField(now, "conditions"))
+	}
+	if got := controllertest.Writes(cc.GetName(), "patch", "status"); got != 1 {
+		t.Errorf("status writes = %v, want 1: the hook's status carrying the condition", got)
+	}
+}
+
+// TestSyncedConditionReasons: an answer metactl refuses is InvalidAnswer;
+// a child the API server refuses is WriteFailed.
+func TestSyncedConditionReasons(t *testing.T) {
+	for _, tc := range []struct {
+		name, reason, message string
+		child                 func(parent *unstructured.Unstructured) map[string]any
+	}{
+		{"invalid", controller.ReasonInvalidAnswer, "invalid sync hook response", func(parent *unstructured.Unstructured) map[string]any {
+			return map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "undeclared"}}
+		}},
+		{"write", controller.ReasonWriteFailed, "creating ConfigMap", func(parent *unstructured.Unstructured) map[string]any {
+			return configMapChild(parent, "Not-A-Valid-Name", nil)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.CreateNamespace(t)
+			hook := newTestHook(t, func(req *syncRequest) any {
+				return map[string]any{"status": map[string]any{"x": 1}, "children": []any{tc.child(req.Parent)}}
+			})
+			startController(t, optIn(compositeController(t, hook, thingsGVR, nil), "true"))
+			newThing(t, thingsGVR, ns, "p1", nil)
+			obj := waitFor(t, thingsGVR, ns, "p1", "Synced=False "+tc.reason, hasSynced("False", tc.reason))
+			if msg, _ := syncedCondition(obj)["message"].(string); !strings.Contains(msg, tc.message) {
+				t.Errorf("message %q lacks %q", msg, tc.message)
+			}
+		})
+	}
+}
+
+// TestSyncedConditionIsOptIn: without the annotation or the option nothing
+// is written; the option turns it on for every controller, and the
+// annotation "false" off for one.
+func TestSyncedConditionIsOptIn(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		annotation string // "" for none
+		option     bool
+		want       bool
+	}{
+		{"default", "", false, false},
+		{"option", "", true, true},
+		{"option-annotation-false", "false", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.CreateNamespace(t)
+			hook := newTestHook(t, valueHook)
+			failWith500(hook)
+			cc := compositeController(t, hook, thingsGVR, nil)
+			if tc.annotation != "" {
+				optIn(cc, tc.annotation)
+			}
+			startController(t, cc, func(o *composite.Options) { o.SyncedCondition = tc.option })
+			newThing(t, thingsGVR, ns, "p1", map[string]any{"value": "a"})
+			waitForEvent(t, ns, "p1", controller.ReasonSyncError, "HTTP 500")
+			hook.answer(valueHook)
+			// The status write of the sync after the failures: when the
+			// condition is on, it is there by then.
+			obj := waitFor(t, thingsGVR, ns, "p1", "the hook's status", func(o *unstructured.Unstructured) bool {
+				return o != nil && statusField(o, "value") == "a"
+			})
+			if got := syncedCondition(obj) != nil; got != tc.want {
+				t.Errorf("Synced condition present = %v, want %v: %v", got, tc.want, statusField(obj, "conditions"))
+			}
+		})
+	}
+}

@@ -1,0 +1,496 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/dynamic/status"
+	"github.com/metactl/metactl/pkg/history"
+	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/metrics"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
+)
+
+// SyncedConditionType is the type of the condition in which metactl shows,
+// on each object a controller syncs, how its last sync went, when the
+// controller opts in (SyncedConditionAnnotation, Options.SyncedCondition).
+const SyncedConditionType = "metactl.io/Synced"
+
+// SyncedConditionAnnotation on a CompositeController or DecoratorController
+// turns the SyncedConditionType condition on ("true") or off ("false") for
+// that controller, whatever Options.SyncedCondition says. Status belongs to
+// the hook: without either, metactl writes none of its own.
+const SyncedConditionAnnotation = "metactl.io/synced-condition"
+
+// The reasons of the SyncedConditionType condition (see SyncReason).
+const (
+	// ReasonSynced: the last sync succeeded (status True).
+	ReasonSynced = "Synced"
+	// ReasonHookFailed: a hook call failed: the hook could not be reached
+	// or did not answer in time, answered other than 200, or with a body
+	// that is not a valid answer, or its credentials could not be used.
+	ReasonHookFailed = "HookFailed"
+	// ReasonInvalidAnswer: metactl's checks refused the hook's answer (an
+	// invalid child, an answer without its list of children, ...).
+	ReasonInvalidAnswer = "InvalidAnswer"
+	// ReasonWriteFailed: a write to the API server failed.
+	ReasonWriteFailed = "WriteFailed"
+	// ReasonWaiting: the sync waits (loop.ErrWaiting): the hook did not
+	// settle, or something it needs is not there yet.
+	ReasonWaiting = "Waiting"
+	// ReasonSyncFailed: any other failure (related objects, ...).
+	ReasonSyncFailed = "SyncFailed"
+)
+
+// SyncedRewriteInterval is the least time between two writes of one
+// object's SyncedConditionType condition that differ only in its attempt
+// count and next attempt; any other change is written at once.
+const SyncedRewriteInterval = 30 * time.Second
+
+// maxSyncedError bounds the error quoted in the condition's message.
+const maxSyncedError = 1024
+
+// SyncReason returns the reason of the SyncedConditionType condition a sync
+// that ended with err leads to: ReasonSynced for nil. The sync record
+// (history.Outcome.Reason) uses it too.
+func SyncReason(err error) string {
+	var (
+		invalid     *InvalidAnswerError
+		refused     *RefusedAnswerError
+		unreachable *hooks.UnreachableError
+		statusErr   *hooks.StatusError
+		response    *hooks.ResponseError
+		budget      *hooks.BudgetError
+		credential  *hooks.CredentialError
+		write       *WriteError
+	)
+	switch {
+	case err == nil:
+		return ReasonSynced
+	case errors.As(err, &invalid), errors.As(err, &refused):
+		return ReasonInvalidAnswer
+	case errors.As(err, &unreachable), errors.As(err, &statusErr), errors.As(err, &response),
+		errors.As(err, &budget), errors.As(err, &credential):
+		return ReasonHookFailed
+	case errors.As(err, &write):
+		return ReasonWriteFailed
+	case errors.Is(err, loop.ErrWaiting):
+		return ReasonWaiting
+	default:
+		return ReasonSyncFailed
+	}
+}
+
+// InvalidAnswerError marks an answer of a hook that metactl's checks
+// refused: nothing of it was applied. Its message is its cause's.
+type InvalidAnswerError struct{ Err error }
+
+func (e *InvalidAnswerError) Error() string { return e.Err.Error() }
+func (e *InvalidAnswerError) Unwrap() error { return e.Err }
+
+// InvalidAnswer marks err, a refusal of a hook's answer, as an
+// *InvalidAnswerError; nil stays nil.
+func InvalidAnswer(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &InvalidAnswerError{Err: err}
+}
+
+// WriteError marks the failure of a write to the API server by a sync.
+// Its message is its cause's.
+type WriteError struct{ Err error }
+
+func (e *WriteError) Error() string { return e.Err.Error() }
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// WriteFailed marks err, the failure of a write, as a *WriteError; nil
+// stays nil.
+func WriteFailed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &WriteError{Err: err}
+}
+
+// ValidateSyncedConditionAnnotation checks the value of
+// SyncedConditionAnnotation on a controller object: absent, "true" or
+// "false".
+func ValidateSyncedConditionAnnotation(annotations map[string]string) field.ErrorList {
+	v, ok := annotations[SyncedConditionAnnotation]
+	if !ok || v == "true" || v == "false" {
+		return nil
+	}
+	return field.ErrorList{field.NotSupported(field.NewPath("metadata", "annotations").Key(SyncedConditionAnnotation), v, []string{"true", "false"})}
+}
+
+// syncedConditionEnabled says whether a controller object writes the
+// condition: its annotation, else the default (Options.SyncedCondition).
+func syncedConditionEnabled(obj *unstructured.Unstructured, def bool) bool {
+	if v, ok := obj.GetAnnotations()[SyncedConditionAnnotation]; ok {
+		return v == "true"
+	}
+	return def
+}
+
+// syncedConditions maintains the SyncedConditionType condition of one
+// controller's objects. The condition is metactl's: it is kept in the
+// status the hook answers (keep), so that it never counts as a change of
+// the hook's and is never dropped by its status write; its new value goes
+// with that write when there is one (syncedReport.answered), else alone in
+// a JSON patch of status.conditions (syncedReport.finish). Safe for
+// concurrent use.
+type syncedConditions struct {
+	e       *Engine
+	enabled bool
+
+	mu sync.Mutex
+	// written is when each object's condition was last written, by
+	// work-queue key; dropped when the object is gone.
+	written map[string]time.Time
+	// warned: a status whose conditions are not a list was logged.
+	warned atomic.Bool
+}
+
+// keep puts the condition the object was given (given's status's; none
+// when it has none) into the status answer asks for, in place of any the
+// hook answered, so that an answer that leaves the hook's status as it
+// was compares equal to it: called on each answer before the fixed-point
+// comparison.
+func (s *syncedConditions) keep(ctx context.Context, given *unstructured.Unstructured, answer *Answer) {
+	if s == nil || !s.enabled || answer.Status == nil {
+		return
+	}
+	givenStatus, _ := given.Object["status"].(map[string]any)
+	answer.Status = s.put(ctx, answer.Status, syncedCondition(givenStatus))
+}
+
+// put returns a copy of st with cond as its only condition of type
+// SyncedConditionType (none when cond is nil); st itself when there is
+// nothing to change or its conditions are not a list (logged once per
+// controller).
+func (s *syncedConditions) put(ctx context.Context, st map[string]any, cond map[string]any) map[string]any {
+	list, isList := st["conditions"].([]any)
+	if v := st["conditions"]; v != nil && !isList {
+		if s.warned.CompareAndSwap(false, true) {
+			klog.FromContext(ctx).V(2).Info("The status's conditions are not a list: the "+SyncedConditionType+" condition is not written", "type", fmt.Sprintf("%T", v))
+		}
+		return st
+	}
+	out := make([]any, 0, len(list)+1)
+	placed := false
+	for _, c := range list {
+		if m, ok := c.(map[string]any); ok && m["type"] == SyncedConditionType {
+			if cond != nil && !placed {
+				out = append(out, cond)
+				placed = true
+			}
+			continue
+		}
+		out = append(out, c)
+	}
+	if cond == nil && len(out) == len(list) {
+		return st // none to remove, none to put
+	}
+	if cond != nil && !placed {
+		out = append(out, cond)
+	}
+	copied := make(map[string]any, len(st)+1)
+	for k, v := range st {
+		copied[k] = v
+	}
+	copied["conditions"] = out
+	return copied
+}
+
+// syncedCondition returns the SyncedConditionType condition of st; nil when
+// it has none.
+func syncedCondition(st map[string]any) map[string]any {
+	list, _ := st["conditions"].([]any)
+	for _, c := range list {
+		if m, ok := c.(map[string]any); ok && m["type"] == SyncedConditionType {
+			return m
+		}
+	}
+	return nil
+}
+
+// forget drops what is remembered of the object queued as key, gone.
+func (s *syncedConditions) forget(key string) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	delete(s.written, key)
+	s.mu.Unlock()
+}
+
+// wrote records that the condition of the object queued as key was
+// written now.
+func (s *syncedConditions) wrote(key string) {
+	s.mu.Lock()
+	if s.written == nil {
+		s.written = map[string]time.Time{}
+	}
+	s.written[key] = time.Now()
+	s.mu.Unlock()
+}
+
+// writtenRecently reports whether the condition of the object queued as
+// key was written less than SyncedRewriteInterval ago.
+func (s *syncedConditions) writtenRecently(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.written[key]
+	return ok && time.Since(at) < SyncedRewriteInterval
+}
+
+// begin starts the report of one sync of t's object, queued as key; nil
+// when the controller does not write the condition.
+func (s *syncedConditions) begin(key string, t *Target) *syncedReport {
+	if s == nil || !s.enabled {
+		return nil
+	}
+	st, _ := t.Object.Object["status"].(map[string]any)
+	return &syncedReport{s: s, key: key, start: syncedCondition(st)}
+}
+
+// syncedReport is the SyncedConditionType condition of one sync.
+type syncedReport struct {
+	s   *syncedConditions
+	key string
+	// start is the condition the object had when the sync began.
+	start map[string]any
+	// The retry, asked of the work queue once per sync.
+	retryAsked bool
+	attempt    int
+	next       time.Time
+	retryKnown bool
+}
+
+// retry returns the attempt and the time of the next attempt of a sync
+// failing with err; false outside a work queue's sync.
+func (r *syncedReport) retry(ctx context.Context, err error) (int, time.Time, bool) {
+	if !r.retryAsked {
+		r.retryAsked = true
+		var delay time.Duration
+		delay, r.attempt, r.retryKnown = loop.Retry(ctx, err)
+		r.next = time.Now().Add(delay)
+	}
+	return r.attempt, r.next, r.retryKnown
+}
+
+// decide returns the condition obj should carry after a sync that ended
+// with err, and whether it should be written now: when its status, reason,
+// the error in its message or its observed generation changed, or only the
+// attempt and next attempt did and SyncedRewriteInterval has passed since
+// the last write. A conflict (the retry resolves it) or a cancelled sync
+// changes nothing.
+func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructured, err error) (map[string]any, bool) {
+	if err != nil && (apierrors.IsConflict(err) || ctx.Err() != nil) {
+		return nil, false
+	}
+	st, _ := obj.Object["status"].(map[string]any)
+	if v := st["conditions"]; v != nil {
+		if _, ok := v.([]any); !ok {
+			return nil, false
+		}
+	}
+	want := map[string]any{"type": SyncedConditionType, "status": "True", "reason": ReasonSynced, "message": ""}
+	errPart := ""
+	if err != nil {
+		errPart = cutError(err.Error())
+		msg := errPart
+		if attempt, next, ok := r.retry(ctx, err); ok {
+			msg += fmt.Sprintf("; attempt %d, next attempt at %s", attempt, next.UTC().Truncate(time.Second).Format(time.RFC3339))
+		}
+		want["status"], want["reason"], want["message"] = "False", SyncReason(err), msg
+	}
+	if cur := syncedCondition(st); cur != nil && cur["status"] == want["status"] && cur["reason"] == want["reason"] &&
+		generationOf(cur["observedGeneration"]) == obj.GetGeneration() {
+		msg, _ := cur["message"].(string)
+		if msg == want["message"] {
+			return nil, false
+		}
+		if errorPart(msg) == errPart && r.s.writtenRecently(r.key) {
+			return nil, false
+		}
+	}
+	status.FillConditions(st, map[string]any{"conditions": []any{want}}, obj.GetGeneration(), time.Now())
+	return want, true
+}
+
+// errorPart returns the error a condition's message quotes, without the
+// attempt and next attempt.
+func errorPart(msg string) string {
+	for i := len(msg) - len("; attempt "); i >= 0; i-- {
+		if msg[i:i+len("; attempt ")] == "; attempt " {
+			return msg[:i]
+		}
+	}
+	return msg
+}
+
+// cutError cuts msg to maxSyncedError bytes at a rune boundary.
+func cutError(msg string) string {
+	if len(msg) <= maxSyncedError {
+		return msg
+	}
+	cut := maxSyncedError
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "..."
+}
+
+// generationOf reads an observedGeneration as JSON gives it.
+func generationOf(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case int:
+		return int64(n)
+	case float64:
+		return int64(n)
+	}
+	return 0
+}
+
+// answered returns the status a sync writes for the hook, st, with the
+// condition the sync leads to so far: errs are its failures until then,
+// and settled says whether the hook reached a fixed point (else the sync
+// is waiting). The status write then carries the condition, when it
+// changes, and finish writes nothing more unless the sync fails later.
+func (r *syncedReport) answered(ctx context.Context, t *Target, st map[string]any, errs []error, settled bool) map[string]any {
+	if r == nil {
+		return st
+	}
+	err := errors.Join(errs...)
+	if err == nil && !settled {
+		err = ErrNotSettled
+	}
+	want, change := r.decide(ctx, t.Object, err)
+	if !change {
+		return st
+	}
+	return r.s.put(ctx, st, want)
+}
+
+// finish writes the condition a sync of t's object that ended with err
+// leads to, unless the object has it already (see decide): alone, in a
+// JSON patch of status.conditions. A sync cancelled, or of an object the
+// controller leaves alone (deleted or no longer selected, without its
+// finalizer), writes nothing. A failed write is logged; the next sync
+// tries again.
+func (r *syncedReport) finish(ctx context.Context, t *Target, err error) {
+	if r == nil || ctx.Err() != nil {
+		return
+	}
+	if (t.Object.GetDeletionTimestamp() != nil || !t.Selected) && !t.Finalizing {
+		return
+	}
+	st, _ := t.Object.Object["status"].(map[string]any)
+	if now := syncedCondition(st); now != nil && (r.start == nil || !status.Equal(now, r.start)) {
+		// The hook's status write carried it.
+		r.s.wrote(r.key)
+	}
+	want, change := r.decide(ctx, t.Object, err)
+	if !change {
+		return
+	}
+	if werr := r.s.e.patchSynced(ctx, t, want); werr != nil {
+		klog.FromContext(ctx).V(2).Info("Writing the "+SyncedConditionType+" condition failed; the next sync tries again", "err", werr)
+		return
+	}
+	r.s.wrote(r.key)
+}
+
+// patchSynced makes cond the SyncedConditionType condition of t's object,
+// touching nothing else of its status: a JSON patch with the object's UID
+// and its status.conditions as the cache has them as preconditions,
+// through the status subresource when the resource has one. An object
+// changed meanwhile (the test fails) or gone is not written: its watch
+// event syncs it again. The write's own event is expected as an echo.
+func (e *Engine) patchSynced(ctx context.Context, t *Target, cond map[string]any) error {
+	obj := t.Object
+	ops := []map[string]any{{"op": "test", "path": "/metadata/uid", "value": obj.GetUID()}}
+	var newStatus map[string]any
+	switch st := obj.Object["status"].(type) {
+	case nil:
+		newStatus = map[string]any{"conditions": []any{cond}}
+		ops = append(ops, map[string]any{"op": "test", "path": "/status", "value": nil},
+			map[string]any{"op": "add", "path": "/status", "value": newStatus})
+	case map[string]any:
+		newStatus = e.synced.put(ctx, st, cond)
+		if list, ok := st["conditions"].([]any); ok {
+			ops = append(ops, map[string]any{"op": "test", "path": "/status/conditions", "value": list},
+				map[string]any{"op": "replace", "path": "/status/conditions", "value": newStatus["conditions"]})
+		} else {
+			ops = append(ops, map[string]any{"op": "test", "path": "/status/conditions", "value": nil},
+				map[string]any{"op": "add", "path": "/status/conditions", "value": newStatus["conditions"]})
+		}
+	default:
+		return nil // not an object: the hook's, left alone
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return fmt.Errorf("encoding the %s condition: %w", SyncedConditionType, err)
+	}
+	var subresources []string
+	if t.Resource.HasStatus {
+		subresources = []string{"status"}
+	}
+	gvr := t.Resource.GroupVersionResource()
+	written, err := e.objects.Patch(ctx, gvr, obj.GetNamespace(), obj.GetName(), types.JSONPatchType, data, subresources...)
+	history.From(ctx).AddWrite(history.Write{Verb: "patch", Target: "status", Object: objectName(gvr.Resource, obj), Error: errString(err)})
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err), apierrors.IsInvalid(err) && !hasCauses(err):
+		klog.FromContext(ctx).V(4).Info("Not writing the "+SyncedConditionType+" condition: the object changed or is gone", "err", err)
+		return nil
+	case err != nil:
+		return err
+	}
+	metrics.ObjectWrites.WithLabelValues(e.name, "patch", "status").Inc()
+	e.echoes.Expect(written)
+	t.Object = withMetadata(obj, written)
+	t.Object.Object["status"] = newStatus
+	klog.FromContext(ctx).V(4).Info("Updated the "+SyncedConditionType+" condition", "status", cond["status"], "reason", cond["reason"])
+	return nil
+}
+
+// hasCauses reports whether an API error names the fields it refuses (a
+// schema's refusal), unlike a JSON patch's failed test.
+func hasCauses(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return false
+	}
+	d := st.Status().Details
+	return d != nil && len(d.Causes) > 0
+}
+
+// objectName names obj as history.Write.Object does.
+func objectName(resource string, obj *unstructured.Unstructured) string {
+	if ns := obj.GetNamespace(); ns != "" {
+		return resource + "/" + ns + "/" + obj.GetName()
+	}
+	return resource + "/" + obj.GetName()
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
