@@ -161,6 +161,9 @@ type syncedConditions struct {
 	written map[string]time.Time
 	// warned: a status whose conditions are not a list was logged.
 	warned atomic.Bool
+	// dropped holds the resources (*Synced) whose objects keep no
+	// status: the server dropped the condition (a ConfigMap, say).
+	dropped sync.Map
 }
 
 // keep puts the condition the object was given (given's status's; none
@@ -400,6 +403,9 @@ func (r *syncedReport) finish(ctx context.Context, t *Target, err error) {
 	if (t.Object.GetDeletionTimestamp() != nil || !t.Selected) && !t.Finalizing {
 		return
 	}
+	if _, dropped := r.s.dropped.Load(t.Resource); dropped {
+		return
+	}
 	st, _ := t.Object.Object["status"].(map[string]any)
 	if now := syncedCondition(st); now != nil && (r.start == nil || !status.Equal(now, r.start)) {
 		// The hook's status write carried it.
@@ -462,6 +468,13 @@ func (e *Engine) patchSynced(ctx context.Context, t *Target, cond map[string]any
 		return err
 	}
 	metrics.ObjectWrites.WithLabelValues(e.name, "patch", "status").Inc()
+	if written.GetResourceVersion() == obj.GetResourceVersion() {
+		// The server changed nothing: the resource keeps no status.
+		if _, logged := e.synced.dropped.LoadOrStore(t.Resource, true); !logged {
+			klog.FromContext(ctx).Info("The resource keeps no status: its objects get no "+SyncedConditionType+" condition", "resource", gvr)
+		}
+		return nil
+	}
 	e.echoes.Expect(written)
 	t.Object = withMetadata(obj, written)
 	t.Object.Object["status"] = newStatus

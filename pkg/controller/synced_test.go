@@ -1,0 +1,160 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/dynamic/status"
+	"github.com/metactl/metactl/pkg/hooks"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func TestSyncReason(t *testing.T) {
+	gr := schema.GroupResource{Resource: "things"}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{nil, ReasonSynced},
+		{fmt.Errorf("revision r: %w", &hooks.StatusError{Code: 500}), ReasonHookFailed},
+		{&hooks.UnreachableError{Err: errors.New("refused")}, ReasonHookFailed},
+		{&hooks.ResponseError{Err: errors.New("not JSON")}, ReasonHookFailed},
+		{fmt.Errorf("x: %w", &hooks.CredentialError{}), ReasonHookFailed},
+		{&hooks.BudgetError{}, ReasonHookFailed},
+		{InvalidAnswer(errors.New("invalid sync hook response: a Secret")), ReasonInvalidAnswer},
+		{&RefusedAnswerError{}, ReasonInvalidAnswer},
+		{WriteFailed(errors.New("creating ConfigMap x: forbidden")), ReasonWriteFailed},
+		{WriteFailed(apierrors.NewConflict(gr, "p", errors.New("changed"))), ReasonWriteFailed},
+		{ErrNotSettled, ReasonWaiting},
+		{fmt.Errorf("related objects: %w", errors.New("selector refused")), ReasonSyncFailed},
+		// The first cause found in this order wins in a joined error.
+		{errors.Join(WriteFailed(errors.New("labels")), &hooks.StatusError{Code: 500}), ReasonHookFailed},
+	} {
+		if got := SyncReason(tc.err); got != tc.want {
+			t.Errorf("SyncReason(%v) = %s, want %s", tc.err, got, tc.want)
+		}
+	}
+	// The marks keep what callers test for.
+	if !apierrors.IsConflict(WriteFailed(apierrors.NewConflict(gr, "p", errors.New("changed")))) {
+		t.Error("a conflict marked WriteFailed is no longer a conflict")
+	}
+	if WriteFailed(nil) != nil || InvalidAnswer(nil) != nil {
+		t.Error("a nil error marked is not nil")
+	}
+}
+
+func TestSyncedMessageParts(t *testing.T) {
+	long := strings.Repeat("é", maxSyncedError) // two bytes each
+	cut := cutError(long)
+	if !utf8.ValidString(cut) || len(cut) > maxSyncedError+len("...") {
+		t.Errorf("cutError gave %d bytes, valid UTF-8 %v", len(cut), utf8.ValidString(cut))
+	}
+	msg := "x; attempt 1 went wrong; attempt 3, next attempt at 2026-11-26T16:00:00Z"
+	if got := errorPart(msg); got != "x; attempt 1 went wrong" {
+		t.Errorf("errorPart = %q", got)
+	}
+	if got := errorPart("no retry"); got != "no retry" {
+		t.Errorf("errorPart = %q", got)
+	}
+}
+
+func TestSyncedPut(t *testing.T) {
+	s := &syncedConditions{enabled: true}
+	ctx := context.Background()
+	cond := map[string]any{"type": SyncedConditionType, "status": "True", "reason": ReasonSynced}
+	ready := map[string]any{"type": "Ready", "status": "True"}
+
+	// The hook's own entry of the type is replaced; its others kept, in order.
+	forged := map[string]any{"type": SyncedConditionType, "status": "False"}
+	st := map[string]any{"a": 1, "conditions": []any{forged, ready}}
+	got := s.put(ctx, st, cond)
+	if want := map[string]any{"a": 1, "conditions": []any{cond, ready}}; !status.Equal(got, want) {
+		t.Errorf("put = %v, want %v", got, want)
+	}
+	if st["conditions"].([]any)[0].(map[string]any)["status"] != "False" {
+		t.Error("put changed the status it was given")
+	}
+	// No conditions: a list is made.
+	if got := s.put(ctx, map[string]any{}, cond); !status.Equal(got, map[string]any{"conditions": []any{cond}}) {
+		t.Errorf("put into no conditions = %v", got)
+	}
+	// Nothing to put and nothing to remove: the status as it is, no
+	// empty list added (it would differ from the hook's).
+	empty := map[string]any{"a": 1}
+	if got := s.put(ctx, empty, nil); !status.Equal(got, empty) {
+		t.Errorf("put nil = %v", got)
+	}
+	// Conditions that are not a list are the hook's, left alone.
+	odd := map[string]any{"conditions": "ready"}
+	if got := s.put(ctx, odd, cond); !status.Equal(got, odd) {
+		t.Errorf("put into conditions that are not a list = %v", got)
+	}
+}
+
+// TestSyncedDecide: the condition is rewritten when its status, reason or
+// error changes, and not when only the attempt would, within
+// SyncedRewriteInterval; conflicts and cancelled syncs change nothing.
+func TestSyncedDecide(t *testing.T) {
+	s := &syncedConditions{enabled: true}
+	obj := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "p", "namespace": "ns", "generation": int64(2)}}}
+	ctx := context.Background()
+	r := &syncedReport{s: s, key: "ns/p"}
+
+	want, change := r.decide(ctx, obj, nil)
+	if !change || want["status"] != "True" || want["lastTransitionTime"] == nil || want["observedGeneration"] != int64(2) {
+		t.Fatalf("decide(no condition, success) = %v, %v", want, change)
+	}
+	obj.Object["status"] = map[string]any{"conditions": []any{want}}
+	if _, change := r.decide(ctx, obj, nil); change {
+		t.Error("a success over Synced=True changes it")
+	}
+	obj.SetGeneration(3)
+	if _, change := r.decide(ctx, obj, nil); !change {
+		t.Error("a new generation does not change observedGeneration")
+	}
+
+	failed := &hooks.StatusError{Code: 500, Hook: "sync"}
+	want, change = r.decide(ctx, obj, failed)
+	if !change || want["reason"] != ReasonHookFailed || want["message"] != failed.Error() {
+		t.Fatalf("decide(failure) = %v, %v (outside a loop: no attempt)", want, change)
+	}
+	s.wrote(r.key)
+	withAttempt := map[string]any{}
+	for k, v := range want {
+		withAttempt[k] = v
+	}
+	withAttempt["message"] = failed.Error() + "; attempt 1, next attempt at 2026-11-26T16:00:00Z"
+	obj.Object["status"] = map[string]any{"conditions": []any{withAttempt}}
+	if _, change := r.decide(ctx, obj, failed); change {
+		t.Error("only the attempt changed, written a moment ago, yet rewritten")
+	}
+	s.mu.Lock()
+	s.written[r.key] = s.written[r.key].Add(-SyncedRewriteInterval)
+	s.mu.Unlock()
+	if _, change := r.decide(ctx, obj, failed); !change {
+		t.Error("only the attempt changed, SyncedRewriteInterval ago, and not rewritten")
+	}
+	s.wrote(r.key)
+	if _, change := r.decide(ctx, obj, &hooks.StatusError{Code: 503, Hook: "sync"}); !change {
+		t.Error("another error is not written at once")
+	}
+	if _, change := r.decide(ctx, obj, WriteFailed(apierrors.NewConflict(schema.GroupResource{}, "p", errors.New("x")))); change {
+		t.Error("a conflict changes the condition")
+	}
+	cancelled, cancel := context.WithCancelCause(ctx)
+	cancel(loop.ErrStopped)
+	if _, change := r.decide(cancelled, obj, loop.ErrStopped); change {
+		t.Error("a cancelled sync changes the condition")
+	}
+	s.forget(r.key)
+	if s.writtenRecently(r.key) {
+		t.Error("forget kept the last write")
+	}
+}

@@ -1,0 +1,79 @@
+package decorator_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/metactl/metactl/internal/controllertest"
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/controller"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// syncedCondition returns the metactl.io/Synced condition of obj; nil when
+// it has none.
+func syncedCondition(obj *unstructured.Unstructured) map[string]any {
+	if obj == nil {
+		return nil
+	}
+	list, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range list {
+		if m, ok := c.(map[string]any); ok && m["type"] == controller.SyncedConditionType {
+			return m
+		}
+	}
+	return nil
+}
+
+func optIn(obj *unstructured.Unstructured) {
+	obj.SetAnnotations(map[string]string{controller.SyncedConditionAnnotation: "true"})
+}
+
+// TestDecoratedObjectShowsSynced: a decorated object of a controller that
+// opts in is Synced=False HookFailed while the hook's answer cannot be
+// decoded, with the attempt in the message, and Synced=True next to the
+// hook's status once it answers.
+func TestDecoratedObjectShowsSynced(t *testing.T) {
+	name := testName(t)
+	h := newHook(t, func(*request) any { return "not JSON" })
+	start(t, []any{map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "clusterthings",
+		"labelSelector": map[string]any{"matchLabels": map[string]any{"decorate": name}}}}, nil, syncHook(h), optIn)
+	createClusterThing(t, name)
+	obj := waitFor(t, clusterThingsGVR, "", name, "Synced=False HookFailed", func(o *unstructured.Unstructured) bool {
+		c := syncedCondition(o)
+		return c != nil && c["status"] == "False" && c["reason"] == controller.ReasonHookFailed
+	})
+	if msg, _ := syncedCondition(obj)["message"].(string); !strings.Contains(msg, "invalid response") || !strings.Contains(msg, "; attempt ") {
+		t.Errorf("message %q lacks the error or the attempt", msg)
+	}
+	h.setAnswer(statusStepHook)
+	waitFor(t, clusterThingsGVR, "", name, "Synced=True and status step two", func(o *unstructured.Unstructured) bool {
+		c := syncedCondition(o)
+		return c != nil && c["status"] == "True" && statusStep(o) == "two"
+	})
+}
+
+// TestSyncedOnObjectsWithoutStatus: a decorated ConfigMap keeps no status;
+// the condition is tried once, not on every sync.
+func TestSyncedOnObjectsWithoutStatus(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	name := testName(t)
+	h := newHook(t, func(*request) any { return map[string]any{"labels": map[string]any{"seen": "yes"}} })
+	c := start(t, []any{map[string]any{"apiVersion": "v1", "resource": "configmaps",
+		"labelSelector": map[string]any{"matchLabels": map[string]any{"decorate": name}}}}, nil, syncHook(h), func(obj *unstructured.Unstructured) {
+		optIn(obj)
+		obj.Object["spec"].(map[string]any)["resyncPeriodSeconds"] = int64(1)
+	})
+	createConfigMap(t, ns, "target", map[string]any{"decorate": name}, nil)
+	waitFor(t, configMapsGVR, ns, "target", "labelled", func(o *unstructured.Unstructured) bool { return o != nil && o.GetLabels()["seen"] == "yes" })
+	syncs := controllertest.Syncs(c.Name(), "success")
+	began := time.Now()
+	testenv.Eventually(t, 20*time.Second, "three resync periods and as many syncs", func(context.Context) (bool, error) {
+		return controllertest.Syncs(c.Name(), "success") >= syncs+3 && time.Since(began) > 3*time.Second, nil
+	})
+	if got := controllertest.Writes(c.Name(), "patch", "status"); got > 1 {
+		t.Errorf("%v status writes to a ConfigMap, want at most 1", got)
+	}
+}
