@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,29 +171,37 @@ func TestSyncedConditionWithTheHooksOwnConditions(t *testing.T) {
 }
 
 // TestSyncedConditionReasons: an answer metactl refuses is InvalidAnswer;
-// a child the API server refuses is WriteFailed.
+// a child the API server refuses is WriteFailed; a hook that never settles
+// is Waiting.
 func TestSyncedConditionReasons(t *testing.T) {
+	child := func(c func(parent *unstructured.Unstructured) map[string]any) func(req *syncRequest) any {
+		return func(req *syncRequest) any {
+			return map[string]any{"status": map[string]any{"x": 1}, "children": []any{c(req.Parent)}}
+		}
+	}
+	var n atomic.Int64
 	for _, tc := range []struct {
 		name, reason, message string
-		child                 func(parent *unstructured.Unstructured) map[string]any
+		answer                func(req *syncRequest) any
 	}{
-		{"invalid", controller.ReasonInvalidAnswer, "invalid sync hook response", func(parent *unstructured.Unstructured) map[string]any {
+		{"invalid", controller.ReasonInvalidAnswer, "invalid sync hook response", child(func(*unstructured.Unstructured) map[string]any {
 			return map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "undeclared"}}
-		}},
-		{"write", controller.ReasonWriteFailed, "creating ConfigMap", func(parent *unstructured.Unstructured) map[string]any {
+		})},
+		{"write", controller.ReasonWriteFailed, "creating ConfigMap", child(func(parent *unstructured.Unstructured) map[string]any {
 			return configMapChild(parent, "Not-A-Valid-Name", nil)
+		})},
+		{"waiting", controller.ReasonWaiting, "fixed point", func(*syncRequest) any {
+			return map[string]any{"status": map[string]any{"n": n.Add(1)}, "children": []any{}}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := env.CreateNamespace(t)
-			hook := newTestHook(t, func(req *syncRequest) any {
-				return map[string]any{"status": map[string]any{"x": 1}, "children": []any{tc.child(req.Parent)}}
-			})
+			hook := newTestHook(t, tc.answer)
 			startController(t, optIn(compositeController(t, hook, thingsGVR, nil), "true"))
 			newThing(t, thingsGVR, ns, "p1", nil)
 			obj := waitFor(t, thingsGVR, ns, "p1", "Synced=False "+tc.reason, hasSynced("False", tc.reason))
-			if msg, _ := syncedCondition(obj)["message"].(string); !strings.Contains(msg, tc.message) {
-				t.Errorf("message %q lacks %q", msg, tc.message)
+			if msg, _ := syncedCondition(obj)["message"].(string); !strings.Contains(msg, tc.message) || !strings.Contains(msg, "; attempt ") {
+				t.Errorf("message %q lacks %q or the attempt", msg, tc.message)
 			}
 		})
 	}
