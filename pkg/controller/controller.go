@@ -26,9 +26,11 @@
 //	      (Unsettled)
 //	   failure: SyncError Event (SyncFailed), log, metric and retry with
 //	   backoff (internal/loop), the object counted as failing (Failing)
+//	   either way, for a controller that opts in: the metactl.io/Synced
+//	   condition (synced.go), with the status or alone
 //
-// A failed first hook call or an invalid first answer writes nothing; a
-// later round that fails leaves what the rounds before it wrote. The Engine
+// A failed first hook call or an invalid first answer writes nothing but
+// that condition; a later round that fails leaves what the rounds before it wrote. The Engine
 // talks to the hooks (HookClient), the API server (ObjectWriter,
 // DependentWriter) and the cache (Kind) through small interfaces, so
 // that its rules are tested with fakes.

@@ -32,8 +32,10 @@ import (
 //  6. the finalizer removed once the finalize hook is done
 //  7. a later sync: resyncAfterSeconds, or backoff when not settled
 //
-// A failed hook call or an invalid first answer writes nothing; the
-// object gets a SyncError Event and the key is retried (SyncFailed).
+// A failed hook call or an invalid first answer writes nothing (but the
+// metactl.io/Synced condition, when the controller opts in: see
+// synced.go); the object gets a SyncError Event and the key is retried
+// (SyncFailed).
 func (e *Engine) sync(ctx context.Context, key string) (requeueAfter time.Duration, err error) {
 	// The hook's answers count against the budget of answers in memory
 	// until the sync is done writing them.
