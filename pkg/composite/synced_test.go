@@ -12,6 +12,7 @@ import (
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/composite"
 	"github.com/metactl/metactl/pkg/controller"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -45,6 +46,27 @@ func optIn(cc *unstructured.Unstructured, value string) *unstructured.Unstructur
 	return cc
 }
 
+// isolated makes cc select only the parents of namespace ns (newParent's),
+// not those a previous run of the test left in a namespace being deleted.
+func isolated(cc *unstructured.Unstructured, ns string) *unstructured.Unstructured {
+	cc.Object["spec"].(map[string]any)["parentResource"].(map[string]any)["labelSelector"] = map[string]any{"matchLabels": map[string]any{"test": ns}}
+	return cc
+}
+
+// newParent creates the Thing name in ns, labelled for isolated.
+func newParent(t *testing.T, ns, name string, spec map[string]any) {
+	t.Helper()
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	spec["selector"] = map[string]any{"matchLabels": map[string]any{"parent": name}}
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": thingsGVR.GroupVersion().String(), "kind": "Thing",
+		"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{"test": ns}}, "spec": spec}}
+	if _, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Create(ctx(t), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func failWith500(h *testHook) {
 	h.setHandler(func(w http.ResponseWriter, _ *http.Request, _ *syncRequest) {
 		http.Error(w, "boom", http.StatusInternalServerError)
@@ -60,11 +82,13 @@ func TestSyncedConditionShowsFailureAndRecovery(t *testing.T) {
 	ns := env.CreateNamespace(t)
 	hook := newTestHook(t, valueHook)
 	failWith500(hook)
-	cc := optIn(compositeController(t, hook, thingsGVR, nil), "true")
+	cc := optIn(isolated(compositeController(t, hook, thingsGVR, nil), ns), "true")
 	limiter := &countingLimiter{delays: []time.Duration{20 * time.Millisecond}}
+	// The metrics count per controller name, across runs of the test.
+	writes0 := controllertest.Writes(cc.GetName(), "patch", "status")
 	startController(t, cc, func(o *composite.Options) { o.RateLimiter = limiter })
 	started := time.Now()
-	newThing(t, thingsGVR, ns, "p1", map[string]any{"value": "a"})
+	newParent(t, ns, "p1", map[string]any{"value": "a"})
 
 	obj := waitFor(t, thingsGVR, ns, "p1", "Synced=False HookFailed", hasSynced("False", controller.ReasonHookFailed))
 	c := syncedCondition(obj)
@@ -84,7 +108,7 @@ func TestSyncedConditionShowsFailureAndRecovery(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "20 failed hook calls", func(context.Context) (bool, error) {
 		return hook.calls.Load() >= 20, nil
 	})
-	writes := controllertest.Writes(cc.GetName(), "patch", "status")
+	writes := controllertest.Writes(cc.GetName(), "patch", "status") - writes0
 	if bound := 1 + float64(time.Since(started)/controller.SyncedRewriteInterval); writes > bound {
 		t.Errorf("%v status writes during %d failing syncs in %v, want at most %v", writes, hook.calls.Load(), time.Since(started).Round(time.Millisecond), bound)
 	}
@@ -108,8 +132,8 @@ func TestSyncedConditionRetryAfter(t *testing.T) {
 		w.Header().Set("Retry-After", "3600")
 		http.Error(w, "later", http.StatusTooManyRequests)
 	})
-	startController(t, optIn(compositeController(t, hook, thingsGVR, nil), "true"))
-	newThing(t, thingsGVR, ns, "p1", nil)
+	startController(t, optIn(isolated(compositeController(t, hook, thingsGVR, nil), ns), "true"))
+	newParent(t, ns, "p1", nil)
 	obj := waitFor(t, thingsGVR, ns, "p1", "Synced=False HookFailed", hasSynced("False", controller.ReasonHookFailed))
 	msg, _ := syncedCondition(obj)["message"].(string)
 	_, at, ok := strings.Cut(msg, "next attempt at ")
@@ -138,9 +162,10 @@ func TestSyncedConditionWithTheHooksOwnConditions(t *testing.T) {
 		}
 		return answer
 	})
-	cc := optIn(compositeController(t, hook, thingsGVR, func(spec map[string]any) { spec["resyncPeriodSeconds"] = int64(1) }), "true")
+	cc := optIn(isolated(compositeController(t, hook, thingsGVR, func(spec map[string]any) { spec["resyncPeriodSeconds"] = int64(1) }), ns), "true")
+	writes0 := controllertest.Writes(cc.GetName(), "patch", "status")
 	startController(t, cc)
-	newThing(t, thingsGVR, ns, "p1", map[string]any{"value": "a"})
+	newParent(t, ns, "p1", map[string]any{"value": "a"})
 	obj := waitFor(t, thingsGVR, ns, "p1", "Ready and Synced=True", func(o *unstructured.Unstructured) bool {
 		if !hasSynced("True", controller.ReasonSynced)(o) {
 			return false
@@ -165,7 +190,7 @@ func TestSyncedConditionWithTheHooksOwnConditions(t *testing.T) {
 	if now.GetResourceVersion() != rv {
 		t.Errorf("resourceVersion %s after the resyncs, was %s: status written again; conditions %v", now.GetResourceVersion(), rv, statusField(now, "conditions"))
 	}
-	if got := controllertest.Writes(cc.GetName(), "patch", "status"); got != 1 {
+	if got := controllertest.Writes(cc.GetName(), "patch", "status") - writes0; got != 1 {
 		t.Errorf("status writes = %v, want 1: the hook's status carrying the condition", got)
 	}
 }
@@ -197,8 +222,8 @@ func TestSyncedConditionReasons(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := env.CreateNamespace(t)
 			hook := newTestHook(t, tc.answer)
-			startController(t, optIn(compositeController(t, hook, thingsGVR, nil), "true"))
-			newThing(t, thingsGVR, ns, "p1", nil)
+			startController(t, optIn(isolated(compositeController(t, hook, thingsGVR, nil), ns), "true"))
+			newParent(t, ns, "p1", nil)
 			obj := waitFor(t, thingsGVR, ns, "p1", "Synced=False "+tc.reason, hasSynced("False", tc.reason))
 			if msg, _ := syncedCondition(obj)["message"].(string); !strings.Contains(msg, tc.message) || !strings.Contains(msg, "; attempt ") {
 				t.Errorf("message %q lacks %q or the attempt", msg, tc.message)
@@ -225,12 +250,12 @@ func TestSyncedConditionIsOptIn(t *testing.T) {
 			ns := env.CreateNamespace(t)
 			hook := newTestHook(t, valueHook)
 			failWith500(hook)
-			cc := compositeController(t, hook, thingsGVR, nil)
+			cc := isolated(compositeController(t, hook, thingsGVR, nil), ns)
 			if tc.annotation != "" {
 				optIn(cc, tc.annotation)
 			}
 			startController(t, cc, func(o *composite.Options) { o.SyncedCondition = tc.option })
-			newThing(t, thingsGVR, ns, "p1", map[string]any{"value": "a"})
+			newParent(t, ns, "p1", map[string]any{"value": "a"})
 			waitForEvent(t, ns, "p1", controller.ReasonSyncError, "HTTP 500")
 			hook.answer(valueHook)
 			// The status write of the sync after the failures: when the
