@@ -269,3 +269,37 @@ func TestSyncedConditionIsOptIn(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncedConditionIgnoreStatusChanges: with ignoreStatusChanges, the
+// condition's own writes call the hook no more than the hook's status
+// does: a label change later gives the hook the status it wrote first, with
+// the condition in it.
+func TestSyncedConditionIgnoreStatusChanges(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook := newTestHook(t, stepHook)
+	failWith500(hook)
+	cc := optIn(isolated(compositeController(t, hook, thingsGVR, func(spec map[string]any) {
+		spec["parentResource"].(map[string]any)["ignoreStatusChanges"] = true
+	}), ns), "true")
+	startController(t, cc)
+	newParent(t, ns, "p1", nil)
+	waitFor(t, thingsGVR, ns, "p1", "Synced=False HookFailed", hasSynced("False", controller.ReasonHookFailed))
+	hook.answer(stepHook)
+	waitFor(t, thingsGVR, ns, "p1", "step one and Synced=True", func(o *unstructured.Unstructured) bool {
+		return hasSynced("True", controller.ReasonSynced)(o) && statusField(o, "step") == "one"
+	})
+	if _, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Patch(ctx(t), "p1", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"poke":"1"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the hook to see the label", func(context.Context) (bool, error) {
+		last := hook.lastRequest()
+		return last != nil && last.Parent.GetLabels()["poke"] == "1", nil
+	})
+	given := hook.lastRequest().Parent
+	if step, _, _ := unstructured.NestedString(given.Object, "status", "step"); step != "one" {
+		t.Errorf("the label's sync was given step %q, want one: a sync ran in between", step)
+	}
+	if !hasSynced("True", controller.ReasonSynced)(given) {
+		t.Errorf("the hook was not given the condition: %v", statusField(given, "conditions"))
+	}
+}
