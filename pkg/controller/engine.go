@@ -110,8 +110,6 @@ type Engine struct {
 	answers *Answers
 	// related serves the customize hook; nil without one.
 	related *related.Resolver
-	// conditions completes the conditions of the statuses hooks answer.
-	conditions managedConditions
 
 	watches  *Watches
 	loop     *loop.Loop

@@ -316,7 +316,7 @@ func (e *Engine) rounds(ctx context.Context, r *Round) roundsResult {
 			return out
 		}
 		answer := r.sync.Read(response)
-		e.fillConditions(r.t, out.seen, answer.Status)
+		e.fillConditions(r.t, out.seen, &answer)
 		out.events.add(answer.Events)
 		out.answer = &answer
 		next, metadataChanged, statusChanged := asAnswered(out.seen, &answer)
@@ -444,7 +444,6 @@ func (e *Engine) writeStatus(ctx context.Context, t *Target, want map[string]any
 		return err
 	}
 	metrics.ObjectWrites.WithLabelValues(e.name, "patch", "status").Inc()
-	e.checkPruned(ctx, t, want, written)
 	if seen {
 		e.echoes.Expect(written)
 	}
