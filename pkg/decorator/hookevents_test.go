@@ -59,8 +59,11 @@ func TestDecoratorAnswerEventsAndConditions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(events.Items) != 1 || events.Items[0].Type != corev1.EventTypeWarning || events.Items[0].Count != 1 {
-		t.Errorf("QuotaLow Events %+v: want one Warning, recorded once for the two calls of one sync", events.Items)
+	if len(events.Items) != 1 {
+		t.Fatalf("%d QuotaLow Events, want 1", len(events.Items))
+	}
+	if e := events.Items[0]; e.Type != corev1.EventTypeWarning || e.Count != 1 {
+		t.Errorf("QuotaLow Event: type %s, count %d; want Warning, recorded once for the two calls of one sync", e.Type, e.Count)
 	}
 	if got := h.calls.Load(); got != 2 {
 		t.Errorf("hook calls = %d, want 2 (the conditions, the same again: the fixed point)", got)
