@@ -27,7 +27,8 @@ import (
 //  2. Kind.Observe: its children and claims, or attachments
 //  3. related objects (customize hook)
 //  4. rounds: the hook, its answer checked whole, the dependents written;
-//     again until a fixed point (see MaxRounds)
+//     again until a fixed point (see MaxRounds); then the Events the
+//     accepted answers ask for (hookEvents)
 //  5. labels and annotations, then status, as the last answers ask
 //  6. the finalizer removed once the finalize hook is done
 //  7. a later sync: resyncAfterSeconds, or backoff when not settled
@@ -90,6 +91,7 @@ func (e *Engine) sync(ctx context.Context, key string) (time.Duration, error) {
 	if out.answer == nil {
 		return 0, e.syncFailed(ctx, t, out.err)
 	}
+	e.recordHookEvents(ctx, t.Object, &out.events)
 	var errs []error
 	if out.err != nil {
 		errs = append(errs, out.err)
@@ -280,13 +282,17 @@ type roundsResult struct {
 	statusSeen bool
 	// err is the error of a write or of a later call or answer.
 	err error
+	// events are the Events the valid answers asked for.
+	events hookEvents
 }
 
 // rounds calls the hook and writes what it asks for, in rounds until the
 // hook settles (see MaxRounds): after an answer that wrote dependents or
 // asks for labels, annotations or a status other than those the hook was
 // given, the hook is called again with the dependents as written and the
-// object as the answer leaves it, as if written. The object itself is
+// object as the answer leaves it, as if written. An answer's conditions are
+// completed (fillConditions) against the status the hook was given before
+// that comparison. The object itself is
 // written once, by the caller, from the last answers. With
 // IgnoreStatusChanges, a status alone does not call for another round.
 // A later call that fails or answers invalidly leaves the answers before
@@ -310,6 +316,8 @@ func (e *Engine) rounds(ctx context.Context, r *Round) roundsResult {
 			return out
 		}
 		answer := r.sync.Read(response)
+		e.fillConditions(r.t, out.seen, &answer)
+		out.events.add(answer.Events)
 		out.answer = &answer
 		next, metadataChanged, statusChanged := asAnswered(out.seen, &answer)
 		out.seen = next
