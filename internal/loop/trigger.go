@@ -1,5 +1,7 @@
 package loop
 
+import "strconv"
+
 // Trigger is one cause of a sync: why its key was queued.
 type Trigger struct {
 	// Cause is what happened.
@@ -37,3 +39,16 @@ const (
 	// object once.
 	CauseStart Cause = "start"
 )
+
+// String names t in logs: its cause, then the object ("dependent
+// configmaps/ns/c1") and the generation ("object pets/ns/p generation 3").
+func (t Trigger) String() string {
+	s := string(t.Cause)
+	if t.Object != "" {
+		s += " " + t.Object
+	}
+	if t.Generation != 0 {
+		s += " generation " + strconv.FormatInt(t.Generation, 10)
+	}
+	return s
+}

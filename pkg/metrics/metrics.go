@@ -28,11 +28,13 @@ var (
 		Help:    "Latency of hook calls.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
 	}, []string{"controller", "hook"})
-	// Syncs counts syncs by controller and result (success, error).
+	// Syncs counts syncs by controller, result (success, error) and
+	// trigger: the cause of the first of the sync's triggers (see
+	// loop.Cause), so that the sum over triggers is the number of syncs.
 	Syncs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "metactl_syncs_total",
-		Help: "Syncs of parents or decorated objects by controller and result (success, error).",
-	}, []string{"controller", "result"})
+		Help: "Syncs of parents or decorated objects by controller, result (success, error) and trigger: the cause of the sync's first trigger (object, dependent, related, resync, resync-after, retry, start); a sync with several triggers counts once, under its first.",
+	}, []string{"controller", "result", "trigger"})
 	// UnsettledSyncs counts syncs whose hook still asked for writes after
 	// the most calls one sync makes (see controller.MaxRounds).
 	UnsettledSyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
