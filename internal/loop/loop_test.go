@@ -353,7 +353,7 @@ func TestWorkersBoundsSyncsInFlight(t *testing.T) {
 		return 0, nil
 	})
 	for i := range keys {
-		l.AddFor(string(rune('a' + i)), changed)
+		l.AddFor(string(rune('a'+i)), changed)
 	}
 	l.Start(context.Background())
 	t.Cleanup(l.Stop)
@@ -428,7 +428,7 @@ func TestWaitingSyncsGiveUpTheirTurn(t *testing.T) {
 		return 0, nil
 	})
 	for i := range keys {
-		l.AddFor(string(rune('a' + i)), changed)
+		l.AddFor(string(rune('a'+i)), changed)
 	}
 	l.Start(context.Background())
 	t.Cleanup(l.Stop)

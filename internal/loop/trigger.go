@@ -7,9 +7,10 @@ type Trigger struct {
 	// Cause is what happened.
 	Cause Cause `json:"cause"`
 	// Object names the object whose change it was, as
-	// resource/namespace/name (resource/name when cluster-scoped): the
-	// dependent or related object, or the synced object itself; empty for
-	// the causes that are no object's change.
+	// resource/namespace/name (resource/name when cluster-scoped; see
+	// ObjectName): the dependent or related object; empty for the synced
+	// object itself (CauseObject: the record is its own) and for the
+	// causes that are no object's change.
 	Object string `json:"object,omitempty"`
 	// Generation is the synced object's metadata.generation, for
 	// CauseObject.
@@ -40,6 +41,9 @@ const (
 	CauseStart Cause = "start"
 )
 
+// Causes lists every Cause.
+var Causes = []Cause{CauseObject, CauseDependent, CauseRelated, CauseResync, CauseResyncAfter, CauseRetry, CauseStart}
+
 // String names t in logs: its cause, then the object ("dependent
 // configmaps/ns/c1") and the generation ("object pets/ns/p generation 3").
 func (t Trigger) String() string {
@@ -51,4 +55,15 @@ func (t Trigger) String() string {
 		s += " generation " + strconv.FormatInt(t.Generation, 10)
 	}
 	return s
+}
+
+// ObjectName names an object in a Trigger (and the sync record):
+// resource/namespace/name, or resource/name when namespace is empty.
+// resource is the group-qualified plural ("configmaps",
+// "deployments.apps"), as schema.GroupResource.String gives it.
+func ObjectName(resource, namespace, name string) string {
+	if namespace != "" {
+		return resource + "/" + namespace + "/" + name
+	}
+	return resource + "/" + name
 }

@@ -195,3 +195,23 @@ func (s *syncInfo) isGone() bool {
 	defer s.mu.Unlock()
 	return s.gone
 }
+
+// RetryOf returns, from within a SyncFunc called by a Loop, when a sync
+// failing with err is retried (as RetryDelay, whose failure it counts the
+// same way) and which failure in a row it is: the backoff's attempt, or,
+// for a hook's 429 (which the backoff does not count), one more than the
+// failures counted before it.
+//
+// TODO(issue 18 part 2): one function with RetryDelay once it returns the
+// attempt too.
+func RetryOf(ctx context.Context, err error) (delay time.Duration, attempt int, ok bool) {
+	r, ok := ctx.Value(retryStateKey{}).(*retryState)
+	if !ok {
+		return 0, 0, false
+	}
+	if delay, ok := retryAfter(err); ok {
+		return delay, r.loop.opts.RateLimiter.NumRequeues(r.key) + 1, true
+	}
+	delay, attempt = r.decide()
+	return delay, attempt, true
+}

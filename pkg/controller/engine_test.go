@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
@@ -247,18 +248,20 @@ func (d *fakeDependents) Manage(_ context.Context, _ *unstructured.Unstructured,
 }
 
 type fakeQueue struct {
-	mu    sync.Mutex
-	added []string
-	after []time.Duration
+	mu       sync.Mutex
+	added    []string
+	triggers []loop.Trigger
+	after    []time.Duration
 }
 
-func (q *fakeQueue) Add(key string) {
+func (q *fakeQueue) AddFor(key string, t loop.Trigger) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.added = append(q.added, key)
+	q.triggers = append(q.triggers, t)
 }
 
-func (q *fakeQueue) AddAfter(_ string, d time.Duration) {
+func (q *fakeQueue) AddAfterFor(_ string, d time.Duration, _ loop.Trigger) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.after = append(q.after, d)
@@ -592,8 +595,8 @@ func TestEchoesOfOwnWritesNeedNoSync(t *testing.T) {
 	calls := 0
 	h.answer = func(name string, request *fakeRequest) (*fakeResponse, error) {
 		if calls++; calls == 2 {
-			f.e.EnqueueFor("ns/p", configMap("c"))                                                                     // the echo of the child written
-			f.e.EnqueueFor("ns/p", &metav1.ObjectMeta{UID: "uid-c", ResourceVersion: "2", Namespace: "ns", Name: "c"}) // not ours
+			f.e.EnqueueFor("ns/p", configMap("c"), loop.Trigger{Cause: loop.CauseDependent})                                                                     // the echo of the child written
+			f.e.EnqueueFor("ns/p", &metav1.ObjectMeta{UID: "uid-c", ResourceVersion: "2", Namespace: "ns", Name: "c"}, loop.Trigger{Cause: loop.CauseDependent}) // not ours
 		}
 		return countChildren(name, request)
 	}
@@ -608,7 +611,7 @@ func TestEchoesOfOwnWritesNeedNoSync(t *testing.T) {
 	calls = 0
 	h.answer = func(name string, request *fakeRequest) (*fakeResponse, error) {
 		if calls++; calls == 2 {
-			f.e.EnqueueFor("ns/p", configMap("c"))
+			f.e.EnqueueFor("ns/p", configMap("c"), loop.Trigger{Cause: loop.CauseDependent})
 		}
 		return countChildren(name, request)
 	}

@@ -234,7 +234,7 @@ func (m *Manager) run(ctx context.Context) error {
 		defer k.informer.Release()
 		enqueue := func(obj any) {
 			if u := informer.ObjectOf(obj); u != nil {
-				m.loop.Add(queueKey(k.name, u.GetName()))
+				m.loop.AddFor(queueKey(k.name, u.GetName()), loop.Trigger{Cause: loop.CauseObject, Generation: u.GetGeneration()})
 			}
 		}
 		if err := k.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
