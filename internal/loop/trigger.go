@@ -44,15 +44,18 @@ const (
 // Causes lists every Cause.
 var Causes = []Cause{CauseObject, CauseDependent, CauseRelated, CauseResync, CauseResyncAfter, CauseRetry, CauseStart}
 
-// String names t in logs: its cause, then the object ("dependent
-// configmaps/ns/c1") and the generation ("object pets/ns/p generation 3").
+// String names t in logs, in one word: its cause, with the object and
+// the generation when it has them ("dependent(configmaps/ns/c1)",
+// "object(generation=3)", "retry").
 func (t Trigger) String() string {
 	s := string(t.Cause)
-	if t.Object != "" {
-		s += " " + t.Object
-	}
-	if t.Generation != 0 {
-		s += " generation " + strconv.FormatInt(t.Generation, 10)
+	switch {
+	case t.Object != "" && t.Generation != 0:
+		s += "(" + t.Object + ",generation=" + strconv.FormatInt(t.Generation, 10) + ")"
+	case t.Object != "":
+		s += "(" + t.Object + ")"
+	case t.Generation != 0:
+		s += "(generation=" + strconv.FormatInt(t.Generation, 10) + ")"
 	}
 	return s
 }
