@@ -135,3 +135,22 @@ func TestCutBoundsErrors(t *testing.T) {
 		t.Error("a short error was cut")
 	}
 }
+
+// BenchmarkPut is the cost the record adds to a sync: the Store's Put of
+// a typical record, over 10,000 objects within the default budget.
+func BenchmarkPut(b *testing.B) {
+	st := NewStore(StoreOptions{})
+	keys := make([]string, 10000)
+	for i := range keys {
+		keys[i] = fmt.Sprint("ns/p", i)
+	}
+	syncs := make([]*Sync, 64)
+	for i := range syncs {
+		syncs[i] = typical(i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		st.Put("compositecontroller/c", keys[i%len(keys)], syncs[i%len(syncs)])
+	}
+}
