@@ -586,8 +586,9 @@ func TestGoneObject(t *testing.T) {
 }
 
 // TestEchoesOfOwnWritesNeedNoSync: the watch events of the sync's own
-// writes, arriving during the sync, do not queue the object again; an
-// event of someone else's write does.
+// writes, arriving during the sync, do not queue the object again, nor
+// leave their trigger; an event of someone else's write does, with its
+// trigger.
 func TestEchoesOfOwnWritesNeedNoSync(t *testing.T) {
 	f := newFixture(t, thing(), false, countChildren)
 	// The child's echo arrives while the sync runs (after the first write).
@@ -595,19 +596,19 @@ func TestEchoesOfOwnWritesNeedNoSync(t *testing.T) {
 	calls := 0
 	h.answer = func(name string, request *fakeRequest) (*fakeResponse, error) {
 		if calls++; calls == 2 {
-			f.e.EnqueueFor("ns/p", configMap("c"), loop.Trigger{Cause: loop.CauseDependent})                                                                     // the echo of the child written
-			f.e.EnqueueFor("ns/p", &metav1.ObjectMeta{UID: "uid-c", ResourceVersion: "2", Namespace: "ns", Name: "c"}, loop.Trigger{Cause: loop.CauseDependent}) // not ours
+			f.e.EnqueueFor("ns/p", configMap("c"), loop.Trigger{Cause: loop.CauseDependent, Object: "echo"})                                                                      // the echo of the child written
+			f.e.EnqueueFor("ns/p", &metav1.ObjectMeta{UID: "uid-c", ResourceVersion: "2", Namespace: "ns", Name: "c"}, loop.Trigger{Cause: loop.CauseDependent, Object: "other"}) // not ours
 		}
 		return countChildren(name, request)
 	}
 	if err := f.sync(t); err != nil {
 		t.Fatal(err)
 	}
-	if len(f.queue.added) != 1 {
-		t.Errorf("queued %v after the sync, want once, for the change not ours", f.queue.added)
+	if want := []loop.Trigger{{Cause: loop.CauseDependent, Object: "other"}}; len(f.queue.added) != 1 || !slices.Equal(f.queue.triggers, want) {
+		t.Errorf("queued %v for %v after the sync, want once, for the change not ours (%v)", f.queue.added, f.queue.triggers, want)
 	}
 
-	f.queue.added = nil
+	f.queue.added, f.queue.triggers = nil, nil
 	calls = 0
 	h.answer = func(name string, request *fakeRequest) (*fakeResponse, error) {
 		if calls++; calls == 2 {
