@@ -11,12 +11,14 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/apply"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/ownership"
+	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -476,7 +478,7 @@ func (c *Controller) claimRevisions(ctx context.Context, parent *unstructured.Un
 	claimer := ownership.NewClaimer(parent, c.parent.GroupVersionKind(), revSelector, c.canAdopt(parent))
 	adopted, err := claimer.Claim(ctx, c.opts.Client.Resource(v1alpha1.ControllerRevisionResource), orphans)
 	for _, obj := range adopted {
-		metrics.ObjectWrites.WithLabelValues(c.name, "patch", "ownership").Inc()
+		history.Wrote(ctx, c.name, "patch", "ownership", revisionObject(obj), nil)
 		klog.FromContext(ctx).V(2).Info("Adopted ControllerRevision", "revision", klog.KObj(obj))
 	}
 	return append(claimed, adopted...), err
@@ -491,9 +493,9 @@ func (c *Controller) claimRevisions(ctx context.Context, parent *unstructured.Un
 func (c *Controller) writeRevisions(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, live []*revision, gone []*unstructured.Unstructured) (wrote bool, err error) {
 	client := c.opts.Client.Resource(v1alpha1.ControllerRevisionResource).Namespace(parent.GetNamespace())
 	for _, obj := range gone {
-		metrics.ObjectWrites.WithLabelValues(c.name, "delete", "revision").Inc()
 		wrote = true
 		err := client.Delete(ctx, obj.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(obj.GetUID())}})
+		history.Wrote(ctx, c.name, "delete", "revision", revisionObject(obj), err)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return wrote, fmt.Errorf("deleting ControllerRevision %s: %w", obj.GetName(), err)
 		}
@@ -505,8 +507,8 @@ func (c *Controller) writeRevisions(ctx context.Context, parent *unstructured.Un
 			if err != nil {
 				return wrote, err
 			}
-			metrics.ObjectWrites.WithLabelValues(c.name, "create", "revision").Inc()
 			_, err = client.Create(ctx, obj, metav1.CreateOptions{})
+			history.Wrote(ctx, c.name, "create", "revision", revisionObject(obj), err)
 			if apierrors.IsAlreadyExists(err) {
 				// Written by an earlier sync whose write the cache has not
 				// seen yet: read it, and go on from it if it is this one.
@@ -531,9 +533,10 @@ func (c *Controller) writeRevisions(ctx context.Context, parent *unstructured.Un
 		if len(rev.children) > 0 {
 			updated.Object["children"] = childrenField(rev.children)
 		}
-		metrics.ObjectWrites.WithLabelValues(c.name, "update", "revision").Inc()
 		wrote = true
-		if _, err := client.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		_, err = client.Update(ctx, updated, metav1.UpdateOptions{})
+		history.Wrote(ctx, c.name, "update", "revision", revisionObject(updated), err)
+		if err != nil {
 			return wrote, fmt.Errorf("updating ControllerRevision %s: %w", rev.name, err)
 		}
 		klog.FromContext(ctx).V(4).Info("Updated ControllerRevision", "revision", rev.name, "children", rev.children)
@@ -730,4 +733,9 @@ func revisionName(res *discovery.Resource, parent *unstructured.Unstructured, pa
 	h.Write([]byte(parent.GetUID()))
 	h.Write(data)
 	return prefix + "-" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// revisionObject names a ControllerRevision in the sync's record.
+func revisionObject(obj metav1.Object) string {
+	return loop.ObjectName(v1alpha1.ControllerRevisionResource.GroupResource().String(), obj.GetNamespace(), obj.GetName())
 }

@@ -45,6 +45,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
+	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hooks"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -94,6 +95,10 @@ type Options struct {
 	// StopGracePeriod is the longest Stop waits for the syncs in flight,
 	// once it has cancelled them; 0 is loop.DefaultStopGracePeriod (10s).
 	StopGracePeriod time.Duration
+	// History keeps the record of each object's last syncs (Engine.History),
+	// one Store shared by every controller of the process; nil (the
+	// default) records nothing and allocates no record per sync.
+	History *history.Store
 }
 
 // InvalidSpecError reports a controller object whose spec is invalid.

@@ -12,8 +12,8 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/status"
+	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hooks"
-	"github.com/metactl/metactl/pkg/metrics"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,7 +35,11 @@ import (
 //
 // A failed hook call or an invalid first answer writes nothing; the
 // object gets a SyncError Event and the key is retried (SyncFailed).
-func (e *Engine) sync(ctx context.Context, key string) (time.Duration, error) {
+func (e *Engine) sync(ctx context.Context, key string) (after time.Duration, err error) {
+	// The sync's record (history): its triggers, calls, writes, outcome.
+	ctx = e.beginRecord(ctx)
+	gone := false
+	defer func() { e.endRecord(ctx, key, gone, after, err) }()
 	// The hook's answers count against the budget of answers in memory
 	// until the sync is done writing them.
 	ctx, releaseAnswers := hooks.HoldAnswers(ctx)
@@ -44,8 +48,8 @@ func (e *Engine) sync(ctx context.Context, key string) (time.Duration, error) {
 	// once this sync's writes are known: echoes of them need no new sync.
 	e.echoes.Begin(key)
 	defer func() {
-		if e.echoes.End(key) {
-			e.queue.Add(key)
+		for _, t := range e.echoes.End(key) {
+			e.queue.AddFor(key, t)
 		}
 	}()
 
@@ -53,6 +57,7 @@ func (e *Engine) sync(ctx context.Context, key string) (time.Duration, error) {
 	// children with it through garbage collection.
 	t, ok := e.target(key)
 	if !ok {
+		gone = true
 		if e.related != nil {
 			e.related.Forget(key)
 		}
@@ -120,7 +125,7 @@ func (e *Engine) sync(ctx context.Context, key string) (time.Duration, error) {
 
 	// 7. Again with backoff when the hook did not settle; a later sync
 	// when it asked for one.
-	return e.unsettled.Finish(t.Object, key, out.settled, out.answer.ResyncAfterSeconds, e.queue.AddAfter)
+	return e.unsettled.Finish(t.Object, key, out.settled, out.answer.ResyncAfterSeconds, e.resyncAfter)
 }
 
 // decideFinalizer makes the finalizer decision: an object being deleted or
@@ -179,9 +184,10 @@ func (e *Engine) setFinalizer(ctx context.Context, t *Target, add bool) error {
 	}
 	written, err := e.objects.Patch(ctx, t.Resource.GroupVersionResource(), obj.GetNamespace(), obj.GetName(), types.MergePatchType, patch)
 	if err != nil {
+		history.Failed(ctx, "patch", "finalizer", t.Name(), err)
 		return fmt.Errorf("setting finalizers %v: %w", want, err)
 	}
-	metrics.ObjectWrites.WithLabelValues(e.name, "patch", "finalizer").Inc()
+	history.Wrote(ctx, e.name, "patch", "finalizer", t.Name(), nil)
 	e.echoes.Expect(written)
 	t.Object = withMetadata(obj, written)
 	klog.FromContext(ctx).V(4).Info("Set finalizers", "finalizers", written.GetFinalizers())
@@ -418,8 +424,8 @@ func (e *Engine) patchMetadata(ctx context.Context, t *Target, want *unstructure
 	if err != nil {
 		return err
 	}
-	metrics.ObjectWrites.WithLabelValues(e.name, "patch", "metadata").Inc()
 	written, err := e.objects.Patch(ctx, t.Resource.GroupVersionResource(), obj.GetNamespace(), obj.GetName(), types.MergePatchType, patch)
+	history.Wrote(ctx, e.name, "patch", "metadata", t.Name(), err)
 	if err != nil {
 		return fmt.Errorf("patching labels and annotations: %w", err)
 	}
@@ -440,10 +446,14 @@ func (e *Engine) writeStatus(ctx context.Context, t *Target, want map[string]any
 		return e.objects.Patch(ctx, gvr, obj.GetNamespace(), name, pt, data, subresources...)
 	}
 	written, err := status.Replace(ctx, patch, gvr.GroupResource(), obj, want, t.Resource.HasStatus)
-	if err != nil || written == nil {
+	if err != nil {
+		history.Failed(ctx, "patch", "status", t.Name(), err)
 		return err
 	}
-	metrics.ObjectWrites.WithLabelValues(e.name, "patch", "status").Inc()
+	if written == nil {
+		return nil
+	}
+	history.Wrote(ctx, e.name, "patch", "status", t.Name(), nil)
 	if seen {
 		e.echoes.Expect(written)
 	}
