@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/manager"
 	"github.com/metactl/metactl/pkg/metrics"
@@ -47,6 +48,7 @@ type runFlags struct {
 	maxRelated        int
 	maxRetryDelay     time.Duration
 	stopGracePeriod   time.Duration
+	historyMaxBytes   int64
 	eventsQPS         float32
 	eventsBurst       int
 	leaderElect       bool
@@ -103,6 +105,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.DurationVar(&f.leaderElection.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "pace of acquire and renew attempts")
 	fs.DurationVar(&f.maxRetryDelay, "max-retry-delay", loop.MaxRetryDelay, "longest wait before a failing sync is retried (the backoff doubles from 250ms up to this); a hook that recovers is called again within this long (metactl dev uses 5s)")
 	fs.DurationVar(&f.stopGracePeriod, "stop-grace-period", loop.DefaultStopGracePeriod, "longest wait for a stopping controller's syncs in flight (on shutdown, a spec change, a deletion), once cancelled; syncs still running then are abandoned and logged")
+	fs.Int64Var(&f.historyMaxBytes, "history-max-bytes", history.DefaultMaxBytes, "memory budget of the record of each object's last syncs (why each ran, its hook calls, writes and outcome; metactl explain), all controllers together: past it the objects synced longest ago are dropped; 0 disables the record")
 	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", hooks.DefaultMaxResponseBytes, "largest hook response accepted")
 	fs.Int64Var(&f.responseBudget, "hook-response-budget-bytes", hooks.DefaultResponseBudgetBytes, "most bytes of hook responses held in memory at once, all controllers together, from reading a response until it is decoded; a call waits for room (up to its hook's timeout); responses over 64 KiB use at most seven eighths of it (the rest is kept for small ones), and a larger one than that is refused; responses over 64 KiB sent without a Content-Length are read side by side within seven eighths of it less --max-hook-response-bytes, one at a time when that leaves no room")
 	fs.Int64Var(&f.decodedBudget, "hook-decoded-budget-bytes", hooks.DefaultDecodedBudgetBytes, "most memory the objects decoded from hook responses may take at once, all controllers together, as estimated from each response's JSON before decoding it, from decoding until the sync that called the hook ends; a call waits for room (up to its hook's timeout), and a response whose estimate is larger is refused")
@@ -198,6 +201,7 @@ func run(ctx context.Context, f *runFlags) error {
 		LeaderElection:    leaderElection(f),
 		MaxRetryDelay:     f.maxRetryDelay,
 		StopGracePeriod:   f.stopGracePeriod,
+		HistoryMaxBytes:   historyMaxBytes(f.historyMaxBytes),
 
 		CredentialNamespaces:     credentialNamespaces,
 		AllowInsecureCredentials: f.allowInsecureCredentials,
@@ -294,4 +298,13 @@ func inClusterNamespace() string {
 		return string(data)
 	}
 	return "default"
+}
+
+// historyMaxBytes maps --history-max-bytes to manager.Options: its 0
+// disables the record.
+func historyMaxBytes(flag int64) int64 {
+	if flag <= 0 {
+		return -1
+	}
+	return flag
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
@@ -112,9 +113,19 @@ func Writes(controller, verb, target string) float64 {
 	return testutil.ToFloat64(metrics.ObjectWrites.WithLabelValues(controller, verb, target))
 }
 
-// Syncs reads metactl_syncs_total of a controller.
+// Syncs reads metactl_syncs_total of a controller, over every trigger.
 func Syncs(controller, result string) float64 {
-	return testutil.ToFloat64(metrics.Syncs.WithLabelValues(controller, result))
+	var n float64
+	for _, cause := range loop.Causes {
+		n += SyncsFor(controller, result, cause)
+	}
+	return n
+}
+
+// SyncsFor reads metactl_syncs_total of a controller for the syncs whose
+// first trigger had cause.
+func SyncsFor(controller, result string, cause loop.Cause) float64 {
+	return testutil.ToFloat64(metrics.Syncs.WithLabelValues(controller, result, string(cause)))
 }
 
 // Unsettled reads metactl_syncs_unsettled_total of a controller.

@@ -11,6 +11,14 @@
 // come back, and closes otherwise, so a fast hook with a busy API server
 // does not pile up syncs in memory.
 //
+// Every key is queued with its Trigger (AddFor, AddAfterFor): the loop
+// gathers the triggers of a key while it waits (distinct ones, at most
+// MaxTriggers, the rest counted) and hands them to its sync (TriggersOf);
+// a trigger queued with a delay counts only once due. Its own retries are
+// CauseRetry, a sync's requeueAfter Options.RequeueCause. A sync that
+// finds its object gone (Gone) drops the retries and resyncs scheduled for
+// it. metactl_syncs_total counts each sync under its first trigger's cause.
+//
 // Guarantees: a key is never synced twice at once; a key added
 // while it is being synced is synced again afterwards, once however many
 // times it was added; a key whose sync fails is retried with the rate

@@ -50,6 +50,9 @@ type Options struct {
 	// Syncs still running then are abandoned: Stop logs their keys and
 	// returns.
 	StopGracePeriod time.Duration
+	// RequeueCause is the cause of the sync a SyncFunc's requeueAfter
+	// asks for; default CauseResyncAfter.
+	RequeueCause Cause
 }
 
 // DefaultStopGracePeriod is the default of Options.StopGracePeriod: as
@@ -119,6 +122,8 @@ type Loop struct {
 	stop    context.CancelCauseFunc
 	// logger is Start's.
 	logger klog.Logger
+	// pending are the triggers of the keys queued.
+	pending pending
 	// inFlight holds the keys being synced, and since when.
 	inFlightMu sync.Mutex
 	inFlight   map[string]time.Time
@@ -145,6 +150,9 @@ func New(opts Options, sync SyncFunc) *Loop {
 	if opts.StopGracePeriod <= 0 {
 		opts.StopGracePeriod = DefaultStopGracePeriod
 	}
+	if opts.RequeueCause == "" {
+		opts.RequeueCause = CauseResyncAfter
+	}
 	stopped, stop := context.WithCancelCause(context.Background())
 	return &Loop{
 		stopped:  stopped,
@@ -161,12 +169,6 @@ func New(opts Options, sync SyncFunc) *Loop {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: opts.Name}),
 	}
 }
-
-// Add queues key now. Adding a key already queued does nothing.
-func (l *Loop) Add(key string) { l.queue.Add(key) }
-
-// AddAfter queues key after delay.
-func (l *Loop) AddAfter(key string, delay time.Duration) { l.queue.AddAfter(key, delay) }
 
 // Start starts taking keys from the queue, at most Options.Workers syncs at
 // once. A key is handed to an idle worker goroutine, or to a new one when
@@ -275,8 +277,26 @@ func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
 		// Stopped: a key still queued is dropped.
 		return
 	}
+	logger := klog.FromContext(ctx)
+	start := time.Now()
+	info := &syncInfo{}
+	var next time.Time
+	info.triggers, info.dropped, next = l.pending.take(key, start)
+	if !next.IsZero() {
+		// A delayed trigger not yet due: the queue, which keeps one
+		// delayed add per key (the soonest), wakes the key for it.
+		l.queue.AddAfter(key, next.Sub(start))
+	}
+	if len(info.triggers) == 0 {
+		// Every add carries a trigger, so none here means that the
+		// triggers this add stood for were taken by the sync that ran
+		// after them (an add racing with the start of that sync), or that
+		// they were dropped with the object (Gone): nothing to do.
+		logger.V(5).Info("No trigger pending; sync skipped", "key", key)
+		return
+	}
 	l.inFlightMu.Lock()
-	l.inFlight[key] = time.Now()
+	l.inFlight[key] = start
 	l.inFlightMu.Unlock()
 	defer func() {
 		l.inFlightMu.Lock()
@@ -285,43 +305,50 @@ func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
 	}()
 
 	retry := &retryState{loop: l, key: key}
-	start := time.Now()
 	syncCtx := context.WithValue(ctx, retryStateKey{}, retry)
 	syncCtx = context.WithValue(syncCtx, waitStateKey{}, &waitState{gate: l.active, window: l.slots})
+	syncCtx = context.WithValue(syncCtx, syncInfoKey{}, info)
 	requeueAfter, err := l.sync(syncCtx, key)
-	metrics.SyncDuration.WithLabelValues(l.opts.Name).Observe(time.Since(start).Seconds())
-	logger := klog.FromContext(ctx)
+	took := time.Since(start)
+	metrics.SyncDuration.WithLabelValues(l.opts.Name).Observe(took.Seconds())
+	if info.isGone() {
+		l.pending.forgetDelayed(key, time.Now())
+	}
+	// The first trigger labels the sync's count, so that the counts over
+	// triggers add up to the syncs.
+	first := string(info.triggers[0].Cause)
 	if err != nil && ctx.Err() != nil {
 		// Cancelled by Stop: not a failure of the object, and not retried.
-		logger.V(2).Info("Sync cancelled", "key", key, "cause", context.Cause(ctx), "err", err)
+		logger.V(2).Info("Sync cancelled", "key", key, "triggers", info.triggers, "cause", context.Cause(ctx), "err", err)
 		return
 	}
 	switch {
 	case err == nil:
-		metrics.Syncs.WithLabelValues(l.opts.Name, "success").Inc()
+		metrics.Syncs.WithLabelValues(l.opts.Name, "success", first).Inc()
+		logger.V(4).Info("Synced", "key", key, "triggers", info.triggers, "duration", took, "result", "success")
 		l.queue.Forget(key)
-		if requeueAfter > 0 {
-			l.queue.AddAfter(key, requeueAfter)
+		if requeueAfter > 0 && !info.isGone() {
+			l.AddAfterFor(key, requeueAfter, Trigger{Cause: l.opts.RequeueCause})
 		}
 		return
 	case errors.Is(err, ErrWaiting):
 		delay, attempt := retry.requeue()
-		logger.V(4).Info("Waiting; retrying", "key", key, "after", delay, "attempt", attempt)
+		logger.V(4).Info("Waiting; retrying", "key", key, "triggers", info.triggers, "duration", took, "after", delay, "attempt", attempt)
 		return
 	}
-	metrics.Syncs.WithLabelValues(l.opts.Name, "error").Inc()
+	metrics.Syncs.WithLabelValues(l.opts.Name, "error", first).Inc()
 	if delay, ok := retryAfter(err); ok {
-		logger.V(2).Info("Hook asked to retry later", "key", key, "after", delay)
-		l.queue.AddAfter(key, delay)
+		logger.V(2).Info("Hook asked to retry later", "key", key, "triggers", info.triggers, "duration", took, "after", delay)
+		l.AddAfterFor(key, delay, Trigger{Cause: CauseRetry})
 		return
 	}
 	delay, attempt := retry.requeue()
 	if apierrors.IsConflict(err) {
 		// The object changed under the sync; the cache catches up and the
 		// retry resolves it.
-		logger.V(4).Info("Conflict; retrying", "key", key, "err", err, "after", delay, "attempt", attempt)
+		logger.V(4).Info("Conflict; retrying", "key", key, "triggers", info.triggers, "err", err, "after", delay, "attempt", attempt)
 	} else {
-		logger.Error(err, "Sync failed; retrying", "key", key, "after", delay, "attempt", attempt)
+		logger.Error(err, "Sync failed; retrying", "key", key, "triggers", info.triggers, "duration", took, "after", delay, "attempt", attempt)
 	}
 }
 
@@ -360,10 +387,10 @@ func (r *retryState) decide() (time.Duration, int) {
 }
 
 // requeue queues key again after decide's delay (AddRateLimited with the
-// delay known) and returns the delay and attempt.
+// delay known), for a retry, and returns the delay and attempt.
 func (r *retryState) requeue() (time.Duration, int) {
 	delay, attempt := r.decide()
-	r.loop.queue.AddAfter(r.key, delay)
+	r.loop.AddAfterFor(r.key, delay, Trigger{Cause: CauseRetry})
 	return delay, attempt
 }
 

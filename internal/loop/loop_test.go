@@ -113,7 +113,7 @@ func TestFailedSyncIsRetriedAfterTheLoggedDelay(t *testing.T) {
 	s := &script{results: []error{errHook, errHook, errHook}}
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 10*time.Second)
 	l, logs := start(t, loop.Options{RateLimiter: limiter}, s.sync)
-	l.Add("ns/a")
+	l.AddFor("ns/a", changed)
 	calls := s.waitCalls(t, 4, 10*time.Second)
 
 	want := []retry{
@@ -141,7 +141,7 @@ func TestMaxRetryDelayCapsTheBackoff(t *testing.T) {
 	s := &script{results: []error{errHook}}
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Hour, time.Hour)
 	l, logs := start(t, loop.Options{RateLimiter: limiter, MaxRetryDelay: 50 * time.Millisecond}, s.sync)
-	l.Add("ns/a")
+	l.AddFor("ns/a", changed)
 	s.waitCalls(t, 2, 10*time.Second)
 	got := retries(logs, "Sync failed; retrying")
 	if len(got) != 1 || got[0].after != 50*time.Millisecond {
@@ -155,9 +155,9 @@ func TestSuccessResetsTheBackoff(t *testing.T) {
 	s := &script{results: []error{errHook, errHook, nil, errHook}}
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](20*time.Millisecond, 10*time.Second)
 	l, logs := start(t, loop.Options{RateLimiter: limiter}, s.sync)
-	l.Add("ns/a")
+	l.AddFor("ns/a", changed)
 	s.waitCalls(t, 3, 10*time.Second)
-	l.Add("ns/a") // a change of the object after the success, which fails
+	l.AddFor("ns/a", changed) // a change of the object after the success, which fails
 	s.waitCalls(t, 5, 10*time.Second)
 	got := retries(logs, "Sync failed; retrying")
 	if len(got) != 3 {
@@ -174,7 +174,7 @@ func TestWaitingIsRetriedWithBackoff(t *testing.T) {
 	s := &script{results: []error{loop.ErrWaiting, loop.ErrWaiting}}
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](30*time.Millisecond, 10*time.Second)
 	l, logs := start(t, loop.Options{RateLimiter: limiter}, s.sync)
-	l.Add("a")
+	l.AddFor("a", changed)
 	s.waitCalls(t, 3, 10*time.Second)
 	got := retries(logs, "Waiting; retrying")
 	if len(got) != 2 || got[0].after != 30*time.Millisecond || got[1].after != 60*time.Millisecond || got[1].attempt != 2 {
@@ -248,7 +248,7 @@ func TestRetryDelayInsideTheSync(t *testing.T) {
 	}
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](30*time.Millisecond, 10*time.Second)
 	l, logs := start(t, loop.Options{RateLimiter: limiter}, syncFunc)
-	l.Add("ns/a")
+	l.AddFor("ns/a", changed)
 	calls.waitCalls(t, 4, 10*time.Second)
 
 	mu.Lock()
@@ -303,7 +303,7 @@ func TestRetryAttemptInsideTheSync(t *testing.T) {
 	}
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 10*time.Second)
 	l, _ := start(t, loop.Options{RateLimiter: limiter}, syncFunc)
-	l.Add("ns/a")
+	l.AddFor("ns/a", changed)
 	calls.waitCalls(t, 6, 10*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
@@ -325,7 +325,7 @@ func TestTooManyRequestsWaitsForRetryAfter(t *testing.T) {
 	s := &script{results: []error{tooMany, errHook}}
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 10*time.Second)
 	l, logs := start(t, loop.Options{RateLimiter: limiter, MaxRetryDelay: 50 * time.Millisecond}, s.sync)
-	l.Add("ns/a")
+	l.AddFor("ns/a", changed)
 	calls := s.waitCalls(t, 3, 10*time.Second)
 	if gap := calls[1].Sub(calls[0]); gap < retryAfter {
 		t.Errorf("the sync after a 429 came %v after it, before its Retry-After %v", gap, retryAfter)
@@ -360,7 +360,7 @@ func TestDocumentedBackoff(t *testing.T) {
 	// A loop built without a RateLimiter uses it.
 	s := &script{results: []error{errHook, errHook}}
 	l, logs := start(t, loop.Options{}, s.sync)
-	l.Add("ns/a")
+	l.AddFor("ns/a", changed)
 	calls := s.waitCalls(t, 3, 10*time.Second)
 	got := retries(logs, "Sync failed; retrying")
 	if len(got) != 2 || got[0].after != 250*time.Millisecond || got[1].after != 500*time.Millisecond {
@@ -397,7 +397,7 @@ func TestWorkersBoundsSyncsInFlight(t *testing.T) {
 		return 0, nil
 	})
 	for i := range keys {
-		l.Add(string(rune('a' + i)))
+		l.AddFor(string(rune('a'+i)), changed)
 	}
 	l.Start(context.Background())
 	t.Cleanup(l.Stop)
@@ -472,7 +472,7 @@ func TestWaitingSyncsGiveUpTheirTurn(t *testing.T) {
 		return 0, nil
 	})
 	for i := range keys {
-		l.Add(string(rune('a' + i)))
+		l.AddFor(string(rune('a'+i)), changed)
 	}
 	l.Start(context.Background())
 	t.Cleanup(l.Stop)
@@ -496,3 +496,6 @@ func poll(t *testing.T, timeout time.Duration, cond func() bool, what string) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// changed is the trigger of the tests' adds.
+var changed = loop.Trigger{Cause: loop.CauseObject}

@@ -23,7 +23,7 @@ func TestStopCancelsSyncs(t *testing.T) {
 		cause <- context.Cause(ctx)
 		return 0, ctx.Err()
 	})
-	l.Add("a")
+	l.AddFor("a", changed)
 	<-entered
 	began := time.Now()
 	l.Stop()
@@ -49,7 +49,7 @@ func TestStopAbandonsSyncsAfterTheGracePeriod(t *testing.T) {
 		<-release
 		return 0, nil
 	})
-	l.Add("stuck")
+	l.AddFor("stuck", changed)
 	<-entered
 	began := time.Now()
 	l.Stop()

@@ -1,13 +1,16 @@
 package loop
 
+import "strconv"
+
 // Trigger is one cause of a sync: why its key was queued.
 type Trigger struct {
 	// Cause is what happened.
 	Cause Cause `json:"cause"`
 	// Object names the object whose change it was, as
-	// resource/namespace/name (resource/name when cluster-scoped): the
-	// dependent or related object, or the synced object itself; empty for
-	// the causes that are no object's change.
+	// resource/namespace/name (resource/name when cluster-scoped; see
+	// ObjectName): the dependent or related object; empty for the synced
+	// object itself (CauseObject: the record is its own) and for the
+	// causes that are no object's change.
 	Object string `json:"object,omitempty"`
 	// Generation is the synced object's metadata.generation, for
 	// CauseObject.
@@ -37,3 +40,33 @@ const (
 	// object once.
 	CauseStart Cause = "start"
 )
+
+// Causes lists every Cause.
+var Causes = []Cause{CauseObject, CauseDependent, CauseRelated, CauseResync, CauseResyncAfter, CauseRetry, CauseStart}
+
+// String names t in logs, in one word: its cause, with the object and
+// the generation when it has them ("dependent(configmaps/ns/c1)",
+// "object(generation=3)", "retry").
+func (t Trigger) String() string {
+	s := string(t.Cause)
+	switch {
+	case t.Object != "" && t.Generation != 0:
+		s += "(" + t.Object + ",generation=" + strconv.FormatInt(t.Generation, 10) + ")"
+	case t.Object != "":
+		s += "(" + t.Object + ")"
+	case t.Generation != 0:
+		s += "(generation=" + strconv.FormatInt(t.Generation, 10) + ")"
+	}
+	return s
+}
+
+// ObjectName names an object in a Trigger (and the sync record):
+// resource/namespace/name, or resource/name when namespace is empty.
+// resource is the group-qualified plural ("configmaps",
+// "deployments.apps"), as schema.GroupResource.String gives it.
+func ObjectName(resource, namespace, name string) string {
+	if namespace != "" {
+		return resource + "/" + namespace + "/" + name
+	}
+	return resource + "/" + name
+}

@@ -28,6 +28,7 @@ func (c *Controller) claimChildren(ctx context.Context, parent *unstructured.Uns
 		if parent.GetDeletionTimestamp() == nil {
 			candidates = append(candidates, child.Informer.Orphans(orphanNamespace, selector)...)
 		}
+		claimer.Resource = child.GroupVersionResource().GroupResource().String()
 		claimed, err := claimer.Claim(ctx, c.opts.Client.Resource(child.GroupVersionResource()), candidates)
 		if err != nil {
 			errs = append(errs, err)

@@ -132,6 +132,7 @@ func (c *Controller) Watch(w *controller.Watches) error {
 	}
 	owners := controller.Owners{Keys: c.ownerKeys, Orphan: c.enqueueCandidates}
 	for _, child := range c.children.Resources {
+		owners.Resource = child.GroupVersionResource().GroupResource().String()
 		if child.Informer, err = w.Watch(child.GroupVersionResource(), c.DependentHandler(owners)); err != nil {
 			return err
 		}

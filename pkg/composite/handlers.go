@@ -1,6 +1,7 @@
 package composite
 
 import (
+	"github.com/metactl/metactl/internal/loop"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -22,10 +23,10 @@ func (c *Controller) ownerKeys(child metav1.Object, ref *metav1.OwnerReference) 
 	return []string{parentKey(&metav1.ObjectMeta{Namespace: namespace, Name: ref.Name})}
 }
 
-// enqueueCandidates enqueues the parents that may adopt an orphan: those
-// in its namespace (any namespace, for cluster-scoped parents) whose
+// enqueueCandidates enqueues the parents that may adopt an orphan, for t:
+// those in its namespace (any namespace, for cluster-scoped parents) whose
 // selector matches it.
-func (c *Controller) enqueueCandidates(orphan metav1.Object) {
+func (c *Controller) enqueueCandidates(orphan metav1.Object, t loop.Trigger) {
 	namespace := orphan.GetNamespace()
 	if !c.parent.Namespaced {
 		namespace = ""
@@ -40,7 +41,7 @@ func (c *Controller) enqueueCandidates(orphan metav1.Object) {
 		}
 		for _, parent := range c.parents.Informer.ListMeta(namespace, nil) {
 			if string(parent.UID) == uid {
-				c.Enqueue(parentKey(parent))
+				c.Enqueue(parentKey(parent), t)
 				return
 			}
 		}
@@ -48,7 +49,7 @@ func (c *Controller) enqueueCandidates(orphan metav1.Object) {
 	}
 	for _, parent := range c.parents.Informer.ListMeta(namespace, nil) {
 		if selector := c.selectorOf(parent); selector != nil && selector.Matches(childLabels) {
-			c.Enqueue(parentKey(parent))
+			c.Enqueue(parentKey(parent), t)
 		}
 	}
 }

@@ -5,17 +5,20 @@ import (
 	"crypto/sha1" // metacontroller names revisions by a SHA-1 hash: a name, not a security measure
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/apply"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/ownership"
+	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 )
@@ -474,7 +478,7 @@ func (c *Controller) claimRevisions(ctx context.Context, parent *unstructured.Un
 	claimer := ownership.NewClaimer(parent, c.parent.GroupVersionKind(), revSelector, c.canAdopt(parent))
 	adopted, err := claimer.Claim(ctx, c.opts.Client.Resource(v1alpha1.ControllerRevisionResource), orphans)
 	for _, obj := range adopted {
-		metrics.ObjectWrites.WithLabelValues(c.name, "patch", "ownership").Inc()
+		history.Wrote(ctx, c.name, "patch", "ownership", revisionObject(obj), nil)
 		klog.FromContext(ctx).V(2).Info("Adopted ControllerRevision", "revision", klog.KObj(obj))
 	}
 	return append(claimed, adopted...), err
@@ -483,14 +487,15 @@ func (c *Controller) claimRevisions(ctx context.Context, parent *unstructured.Un
 // writeRevisions deletes the revisions gone (by UID), then creates or
 // updates the live ones whose children changed. It stops at the first
 // error: the children are written only once their revisions are. A
-// revision that exists although the cache does not have it yet is a
-// conflict, retried.
+// revision that exists although the cache does not have it yet (an
+// earlier sync wrote it) is read from the API server and used, when it is
+// the parent's and records the same fields (else a conflict, retried).
 func (c *Controller) writeRevisions(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector, live []*revision, gone []*unstructured.Unstructured) (wrote bool, err error) {
 	client := c.opts.Client.Resource(v1alpha1.ControllerRevisionResource).Namespace(parent.GetNamespace())
 	for _, obj := range gone {
-		metrics.ObjectWrites.WithLabelValues(c.name, "delete", "revision").Inc()
 		wrote = true
 		err := client.Delete(ctx, obj.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(obj.GetUID())}})
+		history.Wrote(ctx, c.name, "delete", "revision", revisionObject(obj), err)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return wrote, fmt.Errorf("deleting ControllerRevision %s: %w", obj.GetName(), err)
 		}
@@ -502,17 +507,22 @@ func (c *Controller) writeRevisions(ctx context.Context, parent *unstructured.Un
 			if err != nil {
 				return wrote, err
 			}
-			metrics.ObjectWrites.WithLabelValues(c.name, "create", "revision").Inc()
-			wrote = true
 			_, err = client.Create(ctx, obj, metav1.CreateOptions{})
+			history.Wrote(ctx, c.name, "create", "revision", revisionObject(obj), err)
 			if apierrors.IsAlreadyExists(err) {
-				return wrote, apierrors.NewConflict(v1alpha1.ControllerRevisionResource.GroupResource(), rev.name, fmt.Errorf("it exists but is not in the cache yet: %w", err))
+				// Written by an earlier sync whose write the cache has not
+				// seen yet: read it, and go on from it if it is this one.
+				if rev.object, err = c.uncachedRevision(ctx, client, parent, rev); err != nil {
+					return wrote, err
+				}
+			} else {
+				if err != nil {
+					return wrote, fmt.Errorf("creating ControllerRevision %s: %w", rev.name, err)
+				}
+				wrote = true
+				klog.FromContext(ctx).V(4).Info("Created ControllerRevision", "revision", rev.name)
+				continue
 			}
-			if err != nil {
-				return wrote, fmt.Errorf("creating ControllerRevision %s: %w", rev.name, err)
-			}
-			klog.FromContext(ctx).V(4).Info("Created ControllerRevision", "revision", rev.name)
-			continue
 		}
 		_, stored, err := decodeRevision(rev.object)
 		if err == nil && sameChildren(stored, rev.children) {
@@ -523,14 +533,39 @@ func (c *Controller) writeRevisions(ctx context.Context, parent *unstructured.Un
 		if len(rev.children) > 0 {
 			updated.Object["children"] = childrenField(rev.children)
 		}
-		metrics.ObjectWrites.WithLabelValues(c.name, "update", "revision").Inc()
 		wrote = true
-		if _, err := client.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		_, err = client.Update(ctx, updated, metav1.UpdateOptions{})
+		history.Wrote(ctx, c.name, "update", "revision", revisionObject(updated), err)
+		if err != nil {
 			return wrote, fmt.Errorf("updating ControllerRevision %s: %w", rev.name, err)
 		}
 		klog.FromContext(ctx).V(4).Info("Updated ControllerRevision", "revision", rev.name, "children", rev.children)
 	}
 	return wrote, nil
+}
+
+// uncachedRevision reads rev, which exists although the cache does not
+// have it yet, from the API server. It is a conflict, retried, unless the
+// revision read is the parent's and records the same parent fields.
+func (c *Controller) uncachedRevision(ctx context.Context, client dynamic.ResourceInterface, parent *unstructured.Unstructured, rev *revision) (*unstructured.Unstructured, error) {
+	conflict := func(why string) error {
+		return apierrors.NewConflict(v1alpha1.ControllerRevisionResource.GroupResource(), rev.name, errors.New(why))
+	}
+	metrics.UncachedReads.WithLabelValues(c.name, "revision").Inc()
+	obj, err := client.Get(ctx, rev.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, conflict("it was deleted while being created")
+	case err != nil:
+		return nil, fmt.Errorf("reading ControllerRevision %s: %w", rev.name, err)
+	}
+	if ref := metav1.GetControllerOfNoCopy(obj); ref == nil || ref.UID != parent.GetUID() {
+		return nil, conflict("it exists and is not this parent's")
+	}
+	if patch, _, err := decodeRevision(obj); err != nil || !apply.Equal(patch, rev.patch) {
+		return nil, conflict("it exists and records other parent fields")
+	}
+	return obj, nil
 }
 
 // newRevision is a new ControllerRevision as metacontroller makes it:
@@ -698,4 +733,9 @@ func revisionName(res *discovery.Resource, parent *unstructured.Unstructured, pa
 	h.Write([]byte(parent.GetUID()))
 	h.Write(data)
 	return prefix + "-" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// revisionObject names a ControllerRevision in the sync's record.
+func revisionObject(obj metav1.Object) string {
+	return loop.ObjectName(v1alpha1.ControllerRevisionResource.GroupResource().String(), obj.GetNamespace(), obj.GetName())
 }

@@ -59,7 +59,7 @@ func (s *parentSync) Read(response hooks.Response) controller.Answer {
 	maps.Copy(status, r.Status)
 	status["observedGeneration"] = s.parent.GetGeneration()
 	return controller.Answer{Unknown: r.UnknownFields, ListAbsent: r.ChildrenAbsent, Status: status,
-		ResyncAfterSeconds: r.ResyncAfterSeconds, Finalized: r.Finalized}
+		ResyncAfterSeconds: r.ResyncAfterSeconds, Finalized: r.Finalized, Events: r.Events}
 }
 
 func (s *parentSync) Desired(response hooks.Response) (map[*children.Resource]children.Set, error) {

@@ -115,9 +115,9 @@ func (a *Answers) ReportUnknown(ctx context.Context, obj runtime.Object, hook st
 // knownKeys lists the top-level keys of the controller's answers.
 func (a *Answers) knownKeys() string {
 	if a.List == "attachments" {
-		return `"labels", "annotations", "status", "attachments", "resyncAfterSeconds", "finalized"`
+		return `"labels", "annotations", "status", "attachments", "resyncAfterSeconds", "finalized", "events"`
 	}
-	return `"status", "children", "resyncAfterSeconds", "finalized"`
+	return `"status", "children", "resyncAfterSeconds", "finalized", "events"`
 }
 
 // RefusedAnswerError is returned for an answer without its list of

@@ -85,7 +85,7 @@ func TestReportUnknown(t *testing.T) {
 	if len(rec.Events) != 1 {
 		t.Fatalf("%d Events, want 1 (none without unknown keys)", len(rec.Events))
 	}
-	want := `Warning UnknownAnswerField compositecontroller web: the sync hook answered with unknown keys "childern" (did you mean "children"?), "x", which metactl ignores; the answer's keys are "status", "children", "resyncAfterSeconds", "finalized"`
+	want := `Warning UnknownAnswerField compositecontroller web: the sync hook answered with unknown keys "childern" (did you mean "children"?), "x", which metactl ignores; the answer's keys are "status", "children", "resyncAfterSeconds", "finalized", "events"`
 	if got := <-rec.Events; got != want {
 		t.Errorf("Event\n%s\nwant\n%s", got, want)
 	}

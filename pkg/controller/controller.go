@@ -47,6 +47,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
+	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hooks"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -101,6 +102,10 @@ type Options struct {
 	// SyncedConditionAnnotation "false". Default false: only controllers
 	// annotated "true" write it (status belongs to the hook).
 	SyncedCondition bool
+	// History keeps the record of each object's last syncs (Engine.History),
+	// one Store shared by every controller of the process; nil (the
+	// default) records nothing and allocates no record per sync.
+	History *history.Store
 }
 
 // InvalidSpecError reports a controller object whose spec is invalid.

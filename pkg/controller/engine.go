@@ -76,8 +76,8 @@ type DependentWriter interface {
 
 // queue is the work queue, as the Engine uses it; *loop.Loop is one.
 type queue interface {
-	Add(key string)
-	AddAfter(key string, delay time.Duration)
+	AddFor(key string, t loop.Trigger)
+	AddAfterFor(key string, delay time.Duration, t loop.Trigger)
 }
 
 // Engine runs one controller of any kind: its informers, work queue and
@@ -208,7 +208,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if hook := e.cfg.Hooks.Customize; hook != nil {
 		e.related = related.New(related.Options{
 			Object: e.cfg.Object, Customize: hook, Version: *e.cfg.Hooks.Sync.Version,
-			Hooks: e.hooks, Resources: e.opts.Resources, Informers: e.opts.Informers, Enqueue: e.loop.Add,
+			Hooks: e.hooks, Resources: e.opts.Resources, Informers: e.opts.Informers, Enqueue: e.loop.AddFor,
 			MaxObjects: e.opts.MaxRelatedObjects,
 			MayRead:    e.opts.MayRead,
 		})
@@ -220,7 +220,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			defer e.resync.Done()
 			wait.Until(func() {
 				for _, key := range e.kind.Keys() {
-					e.queue.Add(key)
+					e.queue.AddFor(key, loop.Trigger{Cause: loop.CauseResync})
 				}
 			}, time.Duration(*p)*time.Second, e.stop)
 		}()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
@@ -247,18 +248,20 @@ func (d *fakeDependents) Manage(_ context.Context, _ *unstructured.Unstructured,
 }
 
 type fakeQueue struct {
-	mu    sync.Mutex
-	added []string
-	after []time.Duration
+	mu       sync.Mutex
+	added    []string
+	triggers []loop.Trigger
+	after    []time.Duration
 }
 
-func (q *fakeQueue) Add(key string) {
+func (q *fakeQueue) AddFor(key string, t loop.Trigger) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.added = append(q.added, key)
+	q.triggers = append(q.triggers, t)
 }
 
-func (q *fakeQueue) AddAfter(_ string, d time.Duration) {
+func (q *fakeQueue) AddAfterFor(_ string, d time.Duration, _ loop.Trigger) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.after = append(q.after, d)
@@ -583,8 +586,9 @@ func TestGoneObject(t *testing.T) {
 }
 
 // TestEchoesOfOwnWritesNeedNoSync: the watch events of the sync's own
-// writes, arriving during the sync, do not queue the object again; an
-// event of someone else's write does.
+// writes, arriving during the sync, do not queue the object again, nor
+// leave their trigger; an event of someone else's write does, with its
+// trigger.
 func TestEchoesOfOwnWritesNeedNoSync(t *testing.T) {
 	f := newFixture(t, thing(), false, countChildren)
 	// The child's echo arrives while the sync runs (after the first write).
@@ -592,23 +596,23 @@ func TestEchoesOfOwnWritesNeedNoSync(t *testing.T) {
 	calls := 0
 	h.answer = func(name string, request *fakeRequest) (*fakeResponse, error) {
 		if calls++; calls == 2 {
-			f.e.EnqueueFor("ns/p", configMap("c"))                                                                     // the echo of the child written
-			f.e.EnqueueFor("ns/p", &metav1.ObjectMeta{UID: "uid-c", ResourceVersion: "2", Namespace: "ns", Name: "c"}) // not ours
+			f.e.EnqueueFor("ns/p", configMap("c"), loop.Trigger{Cause: loop.CauseDependent, Object: "echo"})                                                                      // the echo of the child written
+			f.e.EnqueueFor("ns/p", &metav1.ObjectMeta{UID: "uid-c", ResourceVersion: "2", Namespace: "ns", Name: "c"}, loop.Trigger{Cause: loop.CauseDependent, Object: "other"}) // not ours
 		}
 		return countChildren(name, request)
 	}
 	if err := f.sync(t); err != nil {
 		t.Fatal(err)
 	}
-	if len(f.queue.added) != 1 {
-		t.Errorf("queued %v after the sync, want once, for the change not ours", f.queue.added)
+	if want := []loop.Trigger{{Cause: loop.CauseDependent, Object: "other"}}; len(f.queue.added) != 1 || !slices.Equal(f.queue.triggers, want) {
+		t.Errorf("queued %v for %v after the sync, want once, for the change not ours (%v)", f.queue.added, f.queue.triggers, want)
 	}
 
-	f.queue.added = nil
+	f.queue.added, f.queue.triggers = nil, nil
 	calls = 0
 	h.answer = func(name string, request *fakeRequest) (*fakeResponse, error) {
 		if calls++; calls == 2 {
-			f.e.EnqueueFor("ns/p", configMap("c"))
+			f.e.EnqueueFor("ns/p", configMap("c"), loop.Trigger{Cause: loop.CauseDependent})
 		}
 		return countChildren(name, request)
 	}

@@ -1,21 +1,38 @@
 package controller
 
 import (
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
-// Enqueue queues key for a sync.
-func (e *Engine) Enqueue(key string) { e.queue.Add(key) }
+// Enqueue queues key for a sync, for t.
+func (e *Engine) Enqueue(key string, t loop.Trigger) { e.queue.AddFor(key, t) }
 
-// EnqueueFor queues key for an event about obj (nil: an event that always
-// counts), unless it is the echo of this controller's own write; see
-// echo.Echoes.
-func (e *Engine) EnqueueFor(key string, obj metav1.Object) {
-	if e.echoes.ShouldEnqueue(key, obj) {
-		e.queue.Add(key)
+// EnqueueFor queues key, for t, for an event about obj (nil: an event that
+// always counts), unless it is the echo of this controller's own write;
+// see echo.Echoes. An event held while key is synced keeps t: if it is no
+// echo, the sync after carries it.
+func (e *Engine) EnqueueFor(key string, obj metav1.Object, t loop.Trigger) {
+	if e.echoes.ShouldEnqueue(key, obj, t) {
+		e.queue.AddFor(key, t)
 	}
+}
+
+// objectTrigger is the trigger of an event about obj, the synced object:
+// CauseStart for an add of the informer's initial list (or of its cache
+// when the controller starts on a running informer), CauseResync for an
+// update that changed nothing (the informer's resync), else CauseObject
+// with obj's generation.
+func objectTrigger(obj metav1.Object, initial, resync bool) loop.Trigger {
+	switch {
+	case initial:
+		return loop.Trigger{Cause: loop.CauseStart}
+	case resync:
+		return loop.Trigger{Cause: loop.CauseResync}
+	}
+	return loop.Trigger{Cause: loop.CauseObject, Generation: obj.GetGeneration()}
 }
 
 // ObjectHandler returns the event handler of the informer of a resource
@@ -28,10 +45,10 @@ func (e *Engine) ObjectHandler(key func(metav1.Object) string, concerns func(met
 	if concerns == nil {
 		concerns = func(metav1.Object) bool { return true }
 	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
 			if u, ok := obj.(*informer.Object); ok && concerns(u) {
-				e.EnqueueFor(key(u), u)
+				e.EnqueueFor(key(u), u, objectTrigger(u, initial, false))
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -40,10 +57,11 @@ func (e *Engine) ObjectHandler(key func(metav1.Object) string, concerns func(met
 			if !ok1 || !ok2 || !(concerns(newU) || concerns(oldU)) {
 				return
 			}
-			if ignoreStatus && oldU.GetResourceVersion() != newU.GetResourceVersion() && informer.OnlyStatusChanged(oldU, newU) {
+			resync := oldU.GetResourceVersion() == newU.GetResourceVersion()
+			if ignoreStatus && !resync && informer.OnlyStatusChanged(oldU, newU) {
 				return
 			}
-			e.EnqueueFor(key(newU), newU)
+			e.EnqueueFor(key(newU), newU, objectTrigger(newU, false, resync))
 		},
 		DeleteFunc: func(obj any) {
 			if u := informer.ObjectOf(obj); u != nil {
@@ -53,7 +71,7 @@ func (e *Engine) ObjectHandler(key func(metav1.Object) string, concerns func(met
 				}
 				// The sync of a gone object forgets what is known of it
 				// (and costs a cache miss).
-				e.EnqueueFor(key(u), nil)
+				e.EnqueueFor(key(u), nil, objectTrigger(u, false, false))
 			}
 		},
 	}
@@ -67,8 +85,21 @@ type Owners struct {
 	Keys func(dependent metav1.Object, ref *metav1.OwnerReference) []string
 	// Orphan, when set, is told of a dependent without a controller
 	// reference that is not being deleted (composite: the parents that
-	// may adopt it).
-	Orphan func(dependent metav1.Object)
+	// may adopt it), with the trigger to queue them for.
+	Orphan func(dependent metav1.Object, t loop.Trigger)
+	// Resource names the dependents' resource in triggers, group-qualified
+	// ("configmaps", "deployments.apps"; see loop.ObjectName).
+	Resource string
+}
+
+// dependentTrigger is the trigger of an event about dependent: CauseStart
+// for an add of the informer's initial list (the owner's own start
+// trigger), else CauseDependent naming it.
+func (o Owners) dependentTrigger(dependent metav1.Object, initial bool) loop.Trigger {
+	if initial {
+		return loop.Trigger{Cause: loop.CauseStart}
+	}
+	return loop.Trigger{Cause: loop.CauseDependent, Object: loop.ObjectName(o.Resource, dependent.GetNamespace(), dependent.GetName())}
 }
 
 // DependentHandler returns the event handler of the informer of a
@@ -76,10 +107,10 @@ type Owners struct {
 // owner; when an update changes the owner, the previous one is queued too,
 // for it lost a dependent; an orphan goes to owners.Orphan.
 func (e *Engine) DependentHandler(owners Owners) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
 			if u, ok := obj.(*informer.Object); ok {
-				e.enqueueOwner(owners, u, u)
+				e.enqueueOwner(owners, u, u, owners.dependentTrigger(u, initial))
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -88,33 +119,35 @@ func (e *Engine) DependentHandler(owners Owners) cache.ResourceEventHandler {
 			if !ok1 || !ok2 || oldU.GetResourceVersion() == newU.GetResourceVersion() {
 				return // a resync: the owner's covers it
 			}
+			t := owners.dependentTrigger(newU, false)
 			oldRef, newRef := metav1.GetControllerOfNoCopy(oldU), metav1.GetControllerOfNoCopy(newU)
 			if oldRef != nil && (newRef == nil || oldRef.UID != newRef.UID) {
 				for _, key := range owners.Keys(oldU, oldRef) {
-					e.EnqueueFor(key, nil)
+					e.EnqueueFor(key, nil, t)
 				}
 			}
-			e.enqueueOwner(owners, newU, newU)
+			e.enqueueOwner(owners, newU, newU, t)
 		},
 		DeleteFunc: func(obj any) {
 			if u := informer.ObjectOf(obj); u != nil {
 				e.echoes.Forget(u.GetUID())
-				e.enqueueOwner(owners, u, nil)
+				e.enqueueOwner(owners, u, nil, owners.dependentTrigger(u, false))
 			}
 		},
 	}
 }
 
-// enqueueOwner queues the controller owner of dependent, for an event
-// about event (nil: always counts), or tells owners.Orphan of an orphan.
-func (e *Engine) enqueueOwner(owners Owners, dependent, event metav1.Object) {
+// enqueueOwner queues the controller owner of dependent, for t, for an
+// event about event (nil: always counts), or tells owners.Orphan of an
+// orphan.
+func (e *Engine) enqueueOwner(owners Owners, dependent, event metav1.Object, t loop.Trigger) {
 	if ref := metav1.GetControllerOfNoCopy(dependent); ref != nil {
 		for _, key := range owners.Keys(dependent, ref) {
-			e.EnqueueFor(key, event)
+			e.EnqueueFor(key, event, t)
 		}
 		return
 	}
 	if owners.Orphan != nil && dependent.GetDeletionTimestamp() == nil {
-		owners.Orphan(dependent)
+		owners.Orphan(dependent, t)
 	}
 }

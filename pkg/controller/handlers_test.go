@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,7 +36,7 @@ func TestDependentHandlerQueuesThePreviousOwner(t *testing.T) {
 	var orphans []string
 	h := f.e.DependentHandler(Owners{
 		Keys:   func(_ metav1.Object, ref *metav1.OwnerReference) []string { return []string{"ns/" + ref.Name} },
-		Orphan: func(d metav1.Object) { orphans = append(orphans, d.GetName()) },
+		Orphan: func(d metav1.Object, _ loop.Trigger) { orphans = append(orphans, d.GetName()) },
 	})
 	h.OnUpdate(dependent(t, "1", "a"), dependent(t, "2", "b"))
 	if want := []string{"ns/a", "ns/b"}; !slices.Equal(f.queue.added, want) {
@@ -108,7 +109,7 @@ func TestCustomizeCredentialErrorIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.e.Stop()
-	f.e.Enqueue("ns/p")
+	f.e.Enqueue("ns/p", loop.Trigger{Cause: loop.CauseObject})
 	select {
 	case <-changed:
 	case <-ctx.Done():
@@ -119,5 +120,54 @@ func TestCustomizeCredentialErrorIsReported(t *testing.T) {
 	}
 	if calls := f.hooks.names(); calls[0] != "customize" || slices.Contains(calls, "sync") {
 		t.Errorf("calls %v, want customize and no sync", calls)
+	}
+}
+
+// TestHandlersGiveTheirCauses: the object's handler queues an add of the
+// informer's initial list for CauseStart, an update that changed nothing
+// (an informer resync) for CauseResync, and a change for CauseObject with
+// the generation; the dependents' handler queues for CauseDependent
+// naming the dependent (the previous owner too), and its initial list for
+// CauseStart.
+func TestHandlersGiveTheirCauses(t *testing.T) {
+	f := newFixture(t, thing(), false, countChildren)
+	object := func(rv string, generation int64) *informer.Object {
+		o, err := informer.NewObject(fmt.Appendf(nil, `{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"namespace":"ns","name":"p","uid":"uid-p","resourceVersion":%q,"generation":%d}}`, rv, generation))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	key := func(o metav1.Object) string { return o.GetNamespace() + "/" + o.GetName() }
+	h := f.e.ObjectHandler(key, nil, false, nil)
+	h.OnAdd(object("1", 1), true)
+	h.OnAdd(object("1", 1), false)
+	h.OnUpdate(object("1", 1), object("1", 1))
+	h.OnUpdate(object("1", 1), object("2", 2))
+	h.OnDelete(object("2", 2))
+	want := []loop.Trigger{
+		{Cause: loop.CauseStart},
+		{Cause: loop.CauseObject, Generation: 1},
+		{Cause: loop.CauseResync},
+		{Cause: loop.CauseObject, Generation: 2},
+		{Cause: loop.CauseObject, Generation: 2},
+	}
+	if !slices.Equal(f.queue.triggers, want) {
+		t.Errorf("object events queued for %v, want %v", f.queue.triggers, want)
+	}
+
+	f.queue.added, f.queue.triggers = nil, nil
+	d := f.e.DependentHandler(Owners{
+		Keys:     func(_ metav1.Object, ref *metav1.OwnerReference) []string { return []string{"ns/" + ref.Name} },
+		Resource: "configmaps",
+	})
+	d.OnAdd(dependent(t, "1", "a"), true)
+	d.OnUpdate(dependent(t, "1", "a"), dependent(t, "2", "b"))
+	changed := loop.Trigger{Cause: loop.CauseDependent, Object: "configmaps/ns/c"}
+	if want := []loop.Trigger{{Cause: loop.CauseStart}, changed, changed}; !slices.Equal(f.queue.triggers, want) {
+		t.Errorf("dependent events queued for %v, want %v", f.queue.triggers, want)
+	}
+	if want := []string{"ns/a", "ns/a", "ns/b"}; !slices.Equal(f.queue.added, want) {
+		t.Errorf("dependent events queued %v, want %v", f.queue.added, want)
 	}
 }

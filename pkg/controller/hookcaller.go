@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
@@ -32,12 +33,16 @@ type HookCaller struct {
 // so that the sync writes nothing of the answer.
 func (h *HookCaller) Call(ctx context.Context, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error {
 	var err error
+	start := time.Now()
 	loop.WhileWaiting(ctx, func() {
 		err = h.Hooks.Call(ctx, h.Controller, name, hook, request, response)
 	})
 	if ctx.Err() != nil {
-		return fmt.Errorf("%s hook: %w", name, context.Cause(ctx))
+		err = fmt.Errorf("%s hook: %w", name, context.Cause(ctx))
+		RecordCall(ctx, name, start, err)
+		return err
 	}
+	RecordCall(ctx, name, start, err)
 	if h.health.Record(err) && h.OnHealthChange != nil {
 		h.OnHealthChange()
 	}

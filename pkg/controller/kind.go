@@ -139,4 +139,8 @@ type Answer struct {
 	ResyncAfterSeconds float64
 	// Finalized lets the finalizer be removed.
 	Finalized bool
+	// Events are the Events the answer asks for on the object, checked
+	// (hooks.CheckEvents); the rounds record those of the answers they
+	// accept (see hookEvents).
+	Events []hooks.Event
 }

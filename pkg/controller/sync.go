@@ -12,8 +12,8 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/status"
+	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hooks"
-	"github.com/metactl/metactl/pkg/metrics"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,7 +27,8 @@ import (
 //  2. Kind.Observe: its children and claims, or attachments
 //  3. related objects (customize hook)
 //  4. rounds: the hook, its answer checked whole, the dependents written;
-//     again until a fixed point (see MaxRounds)
+//     again until a fixed point (see MaxRounds); then the Events the
+//     accepted answers ask for (hookEvents)
 //  5. labels and annotations, then status, as the last answers ask
 //  6. the finalizer removed once the finalize hook is done
 //  7. a later sync: resyncAfterSeconds, or backoff when not settled
@@ -36,7 +37,11 @@ import (
 // metactl.io/Synced condition, when the controller opts in: see
 // synced.go); the object gets a SyncError Event and the key is retried
 // (SyncFailed).
-func (e *Engine) sync(ctx context.Context, key string) (requeueAfter time.Duration, err error) {
+func (e *Engine) sync(ctx context.Context, key string) (after time.Duration, err error) {
+	// The sync's record (history): its triggers, calls, writes, outcome.
+	ctx = e.beginRecord(ctx)
+	gone := false
+	defer func() { e.endRecord(ctx, key, gone, after, err) }()
 	// The hook's answers count against the budget of answers in memory
 	// until the sync is done writing them.
 	ctx, releaseAnswers := hooks.HoldAnswers(ctx)
@@ -45,8 +50,8 @@ func (e *Engine) sync(ctx context.Context, key string) (requeueAfter time.Durati
 	// once this sync's writes are known: echoes of them need no new sync.
 	e.echoes.Begin(key)
 	defer func() {
-		if e.echoes.End(key) {
-			e.queue.Add(key)
+		for _, t := range e.echoes.End(key) {
+			e.queue.AddFor(key, t)
 		}
 	}()
 
@@ -54,6 +59,7 @@ func (e *Engine) sync(ctx context.Context, key string) (requeueAfter time.Durati
 	// children with it through garbage collection.
 	t, ok := e.target(key)
 	if !ok {
+		gone = true
 		if e.related != nil {
 			e.related.Forget(key)
 		}
@@ -96,6 +102,7 @@ func (e *Engine) sync(ctx context.Context, key string) (requeueAfter time.Durati
 	if out.answer == nil {
 		return 0, e.syncFailed(ctx, t, out.err)
 	}
+	e.recordHookEvents(ctx, t.Object, &out.events)
 	var errs []error
 	if out.err != nil {
 		errs = append(errs, out.err)
@@ -125,7 +132,7 @@ func (e *Engine) sync(ctx context.Context, key string) (requeueAfter time.Durati
 
 	// 7. Again with backoff when the hook did not settle; a later sync
 	// when it asked for one.
-	return e.unsettled.Finish(t.Object, key, out.settled, out.answer.ResyncAfterSeconds, e.queue.AddAfter)
+	return e.unsettled.Finish(t.Object, key, out.settled, out.answer.ResyncAfterSeconds, e.resyncAfter)
 }
 
 // decideFinalizer makes the finalizer decision: an object being deleted or
@@ -184,9 +191,10 @@ func (e *Engine) setFinalizer(ctx context.Context, t *Target, add bool) error {
 	}
 	written, err := e.objects.Patch(ctx, t.Resource.GroupVersionResource(), obj.GetNamespace(), obj.GetName(), types.MergePatchType, patch)
 	if err != nil {
+		history.Failed(ctx, "patch", "finalizer", t.Name(), err)
 		return WriteFailed(fmt.Errorf("setting finalizers %v: %w", want, err))
 	}
-	metrics.ObjectWrites.WithLabelValues(e.name, "patch", "finalizer").Inc()
+	history.Wrote(ctx, e.name, "patch", "finalizer", t.Name(), nil)
 	e.echoes.Expect(written)
 	t.Object = withMetadata(obj, written)
 	klog.FromContext(ctx).V(4).Info("Set finalizers", "finalizers", written.GetFinalizers())
@@ -287,13 +295,17 @@ type roundsResult struct {
 	statusSeen bool
 	// err is the error of a write or of a later call or answer.
 	err error
+	// events are the Events the valid answers asked for.
+	events hookEvents
 }
 
 // rounds calls the hook and writes what it asks for, in rounds until the
 // hook settles (see MaxRounds): after an answer that wrote dependents or
 // asks for labels, annotations or a status other than those the hook was
 // given, the hook is called again with the dependents as written and the
-// object as the answer leaves it, as if written. The object itself is
+// object as the answer leaves it, as if written. An answer's conditions are
+// completed (fillConditions) against the status the hook was given before
+// that comparison. The object itself is
 // written once, by the caller, from the last answers. With
 // IgnoreStatusChanges, a status alone does not call for another round.
 // A later call that fails or answers invalidly leaves the answers before
@@ -318,6 +330,8 @@ func (e *Engine) rounds(ctx context.Context, r *Round) roundsResult {
 		}
 		answer := r.sync.Read(response)
 		e.synced.keep(ctx, out.seen, &answer)
+		e.fillConditions(r.t, out.seen, &answer)
+		out.events.add(answer.Events)
 		out.answer = &answer
 		next, metadataChanged, statusChanged := asAnswered(out.seen, &answer)
 		out.seen = next
@@ -418,8 +432,8 @@ func (e *Engine) patchMetadata(ctx context.Context, t *Target, want *unstructure
 	if err != nil {
 		return err
 	}
-	metrics.ObjectWrites.WithLabelValues(e.name, "patch", "metadata").Inc()
 	written, err := e.objects.Patch(ctx, t.Resource.GroupVersionResource(), obj.GetNamespace(), obj.GetName(), types.MergePatchType, patch)
+	history.Wrote(ctx, e.name, "patch", "metadata", t.Name(), err)
 	if err != nil {
 		return WriteFailed(fmt.Errorf("patching labels and annotations: %w", err))
 	}
@@ -440,10 +454,14 @@ func (e *Engine) writeStatus(ctx context.Context, t *Target, want map[string]any
 		return e.objects.Patch(ctx, gvr, obj.GetNamespace(), name, pt, data, subresources...)
 	}
 	written, err := status.Replace(ctx, patch, gvr.GroupResource(), obj, want, t.Resource.HasStatus)
-	if err != nil || written == nil {
+	if err != nil {
+		history.Failed(ctx, "patch", "status", t.Name(), err)
 		return WriteFailed(err)
 	}
-	metrics.ObjectWrites.WithLabelValues(e.name, "patch", "status").Inc()
+	if written == nil {
+		return nil
+	}
+	history.Wrote(ctx, e.name, "patch", "status", t.Name(), nil)
 	if seen {
 		e.echoes.Expect(written)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/status"
 	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hooks"
-	"github.com/metactl/metactl/pkg/metrics"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -459,7 +458,9 @@ func (e *Engine) patchSynced(ctx context.Context, t *Target, cond map[string]any
 	}
 	gvr := t.Resource.GroupVersionResource()
 	written, err := e.objects.Patch(ctx, gvr, obj.GetNamespace(), obj.GetName(), types.JSONPatchType, data, subresources...)
-	history.From(ctx).AddWrite(history.Write{Verb: "patch", Target: "status", Object: objectName(gvr.Resource, obj), Error: errString(err)})
+	if err != nil {
+		history.Failed(ctx, "patch", "status", t.Name(), err)
+	}
 	switch {
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err), apierrors.IsInvalid(err) && !hasCauses(err):
 		klog.FromContext(ctx).V(4).Info("Not writing the "+SyncedConditionType+" condition: the object changed or is gone", "err", err)
@@ -467,7 +468,7 @@ func (e *Engine) patchSynced(ctx context.Context, t *Target, cond map[string]any
 	case err != nil:
 		return err
 	}
-	metrics.ObjectWrites.WithLabelValues(e.name, "patch", "status").Inc()
+	history.Wrote(ctx, e.name, "patch", "status", t.Name(), nil)
 	if written.GetResourceVersion() == obj.GetResourceVersion() {
 		// The server changed nothing: the resource keeps no status.
 		if _, logged := e.synced.dropped.LoadOrStore(t.Resource, true); !logged {
@@ -491,19 +492,4 @@ func hasCauses(err error) bool {
 	}
 	d := st.Status().Details
 	return d != nil && len(d.Causes) > 0
-}
-
-// objectName names obj as history.Write.Object does.
-func objectName(resource string, obj *unstructured.Unstructured) string {
-	if ns := obj.GetNamespace(); ns != "" {
-		return resource + "/" + ns + "/" + obj.GetName()
-	}
-	return resource + "/" + obj.GetName()
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }

@@ -182,6 +182,7 @@ func (c *Controller) Watch(w *controller.Watches) error {
 	}
 	owners := controller.Owners{Keys: c.ownerKeys}
 	for _, res := range c.attachments.Resources {
+		owners.Resource = res.GroupVersionResource().GroupResource().String()
 		if res.Informer, err = w.Watch(res.GroupVersionResource(), c.DependentHandler(owners)); err != nil {
 			return err
 		}

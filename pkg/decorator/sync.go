@@ -48,6 +48,7 @@ func (s *objectSync) Read(response hooks.Response) controller.Answer {
 		Annotations:        r.Annotations,
 		ResyncAfterSeconds: r.ResyncAfterSeconds,
 		Finalized:          r.Finalized,
+		Events:             r.Events,
 	}
 }
 

@@ -7,7 +7,10 @@
 // Trigger that caused it and hands a sync the triggers gathered while the
 // key waited; the engine (pkg/controller) starts a Sync for it in the
 // sync's context (With), the hook caller and the writers add to it
-// (From(ctx).AddCall, AddWrite), the engine ends it with the outcome, and
-// the Store keeps the last few per object within a fixed memory budget,
-// evicting the objects synced longest ago.
+// (From(ctx).AddCall; Wrote, which counts the write in
+// metactl_object_writes_total as it records it), the engine ends it with
+// the outcome, and the Store keeps the last few per object within a fixed
+// memory budget (StoreOptions.MaxBytes, estimated by Sync.Size), evicting
+// the objects synced longest ago. A process has one Store, shared by its
+// controllers, each under its ControllerID (kinds may share names).
 package history

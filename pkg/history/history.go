@@ -4,8 +4,11 @@ import (
 	"context"
 	"sync"
 	"time"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/metrics"
 )
 
 // Sync is the record of one sync of one object. The methods that add to
@@ -17,8 +20,11 @@ type Sync struct {
 	Start    time.Time     `json:"start"`
 	Duration time.Duration `json:"duration"`
 	// Triggers are the causes that queued the key since its last sync,
-	// first first.
+	// first first (at most loop.MaxTriggers).
 	Triggers []loop.Trigger `json:"triggers"`
+	// TriggersDropped counts the distinct triggers beyond
+	// loop.MaxTriggers, not listed.
+	TriggersDropped int `json:"triggersDropped,omitempty"`
 	// Calls are the hook calls, in the order they were made.
 	Calls []Call `json:"calls,omitempty"`
 	// Writes are the writes to the API server, in the order they ended.
@@ -93,6 +99,7 @@ func (s *Sync) AddCall(c Call) {
 	if s == nil {
 		return
 	}
+	c.Error = Cut(c.Error)
 	s.mu.Lock()
 	s.Calls = append(s.Calls, c)
 	s.mu.Unlock()
@@ -103,7 +110,98 @@ func (s *Sync) AddWrite(w Write) {
 	if s == nil {
 		return
 	}
+	w.Error = Cut(w.Error)
 	s.mu.Lock()
 	s.Writes = append(s.Writes, w)
 	s.mu.Unlock()
+}
+
+// MaxErrorBytes bounds each error text a Sync keeps (Cut).
+const MaxErrorBytes = 1024
+
+// Cut returns s cut to MaxErrorBytes, at a character boundary, marked
+// with "..." when cut.
+func Cut(s string) string {
+	if len(s) <= MaxErrorBytes {
+		return s
+	}
+	n := MaxErrorBytes - len("...")
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}
+
+// The sizes of the records' fixed parts.
+var (
+	syncSize    = int64(unsafe.Sizeof(Sync{}))
+	triggerSize = int64(unsafe.Sizeof(loop.Trigger{}))
+	callSize    = int64(unsafe.Sizeof(Call{}))
+	writeSize   = int64(unsafe.Sizeof(Write{}))
+)
+
+// alloc estimates the heap taken by an allocation of n bytes: rounded up
+// to 16 bytes, plus an eighth for the size classes of Go's allocator
+// (whose rounding wastes at most that much).
+func alloc(n int) int64 {
+	if n == 0 {
+		return 0
+	}
+	a := int64(n+15) &^ 15
+	return a + a/8
+}
+
+// Size estimates the memory s holds: its fixed parts, the capacity of its
+// slices and the bytes of its strings, each as an allocation (an upper
+// bound: strings it shares with others, such as the hook names, count as
+// its own).
+func (s *Sync) Size() int64 {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := alloc(int(syncSize))
+	n += alloc(cap(s.Triggers) * int(triggerSize))
+	for _, t := range s.Triggers {
+		n += alloc(len(t.Object)) + alloc(len(t.Cause))
+	}
+	n += alloc(cap(s.Calls) * int(callSize))
+	for _, c := range s.Calls {
+		n += alloc(len(c.Hook)) + alloc(len(c.Result)) + alloc(len(c.Error))
+	}
+	n += alloc(cap(s.Writes) * int(writeSize))
+	for _, w := range s.Writes {
+		n += alloc(len(w.Verb)) + alloc(len(w.Target)) + alloc(len(w.Object)) + alloc(len(w.Error))
+	}
+	o := s.Outcome
+	n += alloc(len(o.Result)) + alloc(len(o.Reason)) + alloc(len(o.Error))
+	return n
+}
+
+// Wrote counts a write of controller in metactl_object_writes_total (by
+// verb and target) and records it in the sync's record (From(ctx)), with
+// the object written (loop.ObjectName) and the write's error: every write
+// that counts goes through it, after the request, so that the metric and
+// the record agree. controller "" counts nothing (a write counted by its
+// caller).
+func Wrote(ctx context.Context, controller, verb, target, object string, err error) {
+	if controller != "" {
+		metrics.ObjectWrites.WithLabelValues(controller, verb, target).Inc()
+	}
+	Failed(ctx, verb, target, object, err)
+}
+
+// Failed records a write in the sync's record without counting it: a
+// write that failed where only successful writes are counted.
+func Failed(ctx context.Context, verb, target, object string, err error) {
+	s := From(ctx)
+	if s == nil {
+		return
+	}
+	w := Write{Verb: verb, Target: target, Object: object}
+	if err != nil {
+		w.Error = err.Error()
+	}
+	s.AddWrite(w)
 }

@@ -48,11 +48,12 @@ type compositeSyncResponseJSON struct {
 	Children           *[]any  `json:"children"`
 	ResyncAfterSeconds float64 `json:"resyncAfterSeconds"`
 	Finalized          bool    `json:"finalized"`
+	Events             *[]any  `json:"events"`
 }
 
 // compositeSyncResponseKeys are the top-level keys of a composite answer,
 // for suggestions.
-var compositeSyncResponseKeys = []string{"status", "children", "resyncAfterSeconds", "finalized"}
+var compositeSyncResponseKeys = []string{"status", "children", "resyncAfterSeconds", "finalized", "events"}
 
 // DecodeHookResponse implements Response.
 func (r *CompositeSyncResponse) DecodeHookResponse(body []byte, mode v1alpha1.ResponseUnMarshallMode) error {
@@ -76,11 +77,16 @@ func (r *CompositeSyncResponse) DecodeHookResponse(body []byte, mode v1alpha1.Re
 	if err != nil {
 		return err
 	}
+	events, err := CheckEvents(w.Events)
+	if err != nil {
+		return err
+	}
 	*r = CompositeSyncResponse{
 		Status:             status,
 		Children:           children,
 		ResyncAfterSeconds: w.ResyncAfterSeconds,
 		Finalized:          w.Finalized,
+		Events:             events,
 		ChildrenAbsent:     w.Children == nil && !hasKey(body, "children"),
 		UnknownFields:      unknown,
 	}
@@ -95,11 +101,12 @@ type decoratorSyncResponseJSON struct {
 	Attachments        *[]any             `json:"attachments"`
 	ResyncAfterSeconds float64            `json:"resyncAfterSeconds"`
 	Finalized          bool               `json:"finalized"`
+	Events             *[]any             `json:"events"`
 }
 
 // decoratorSyncResponseKeys are the top-level keys of a decorator answer,
 // for suggestions.
-var decoratorSyncResponseKeys = []string{"labels", "annotations", "status", "attachments", "resyncAfterSeconds", "finalized"}
+var decoratorSyncResponseKeys = []string{"labels", "annotations", "status", "attachments", "resyncAfterSeconds", "finalized", "events"}
 
 // DecodeHookResponse implements Response.
 func (r *DecoratorSyncResponse) DecodeHookResponse(body []byte, mode v1alpha1.ResponseUnMarshallMode) error {
@@ -120,6 +127,10 @@ func (r *DecoratorSyncResponse) DecodeHookResponse(body []byte, mode v1alpha1.Re
 	if err != nil {
 		return err
 	}
+	events, err := CheckEvents(w.Events)
+	if err != nil {
+		return err
+	}
 	*r = DecoratorSyncResponse{
 		Labels:             w.Labels,
 		Annotations:        w.Annotations,
@@ -127,6 +138,7 @@ func (r *DecoratorSyncResponse) DecodeHookResponse(body []byte, mode v1alpha1.Re
 		Attachments:        attachments,
 		ResyncAfterSeconds: w.ResyncAfterSeconds,
 		Finalized:          w.Finalized,
+		Events:             events,
 		AttachmentsAbsent:  w.Attachments == nil && !hasKey(body, "attachments"),
 		UnknownFields:      unknown,
 	}

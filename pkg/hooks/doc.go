@@ -19,11 +19,13 @@ Licensed under the Apache License, Version 2.0.
 //   - CompositeSyncRequest / CompositeSyncResponse: the sync and finalize
 //     hooks of a CompositeController
 //     ({"controller","parent","children","related","finalizing"} →
-//     {"status","children","resyncAfterSeconds","finalized"}).
+//     {"status","children","resyncAfterSeconds","finalized","events"}).
 //   - DecoratorSyncRequest / DecoratorSyncResponse: the sync and finalize
 //     hooks of a DecoratorController
 //     ({"controller","object","attachments","related","finalizing"} →
-//     {"labels","annotations","status","attachments","resyncAfterSeconds","finalized"}).
+//     {"labels","annotations","status","attachments","resyncAfterSeconds","finalized","events"}).
+//     "events" is metactl's addition: Events to record on the parent or
+//     object, checked whole by CheckEvents.
 //   - CustomizeRequest / CustomizeResponse: the customize hook
 //     ({"controller","parent"} → {"relatedResources"}).
 //
@@ -69,6 +71,9 @@ Licensed under the Apache License, Version 2.0.
 //     AttachmentsAbsent) so that the controller can tell it from an empty
 //     list; each entry must be an object with a non-empty apiVersion,
 //     kind and metadata.name;
+//   - "events", when present, must pass CheckEvents (at most MaxEvents
+//     entries, each with a type Normal or Warning and a reason without
+//     white space); a long message is cut;
 //   - in a decorator response, a label or annotation whose value is null
 //     is to be removed (a nil *string in the map), while keys not in the
 //     map are left alone;

@@ -65,6 +65,9 @@ type CompositeSyncResponse struct {
 	ResyncAfterSeconds float64 `json:"resyncAfterSeconds"`
 	// Finalized lets the finalizer be removed (finalize hook only).
 	Finalized bool `json:"finalized"`
+	// Events are the Events to record on the parent, checked by
+	// CheckEvents (a metactl addition to the protocol).
+	Events []Event `json:"events,omitempty"`
 
 	// ChildrenAbsent is true when the answer had no children key at all:
 	// Children is then empty, but the hook may not have meant "no
@@ -136,6 +139,9 @@ type DecoratorSyncResponse struct {
 	ResyncAfterSeconds float64 `json:"resyncAfterSeconds"`
 	// Finalized lets the finalizer be removed (finalize hook only).
 	Finalized bool `json:"finalized"`
+	// Events are the Events to record on the object (see
+	// CompositeSyncResponse.Events).
+	Events []Event `json:"events,omitempty"`
 
 	// AttachmentsAbsent is true when the answer had no attachments key at
 	// all (see CompositeSyncResponse.ChildrenAbsent).

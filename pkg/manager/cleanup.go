@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
@@ -123,7 +124,7 @@ func (m *Manager) tryCleanup(ctx context.Context, k *kind, name string, obj *uns
 		}
 	}
 	// The backoff may outlast the deadline: come back by then at the latest.
-	m.loop.AddAfter(queueKey(k.name, name), deadline.Sub(now))
+	m.loop.AddAfterFor(queueKey(k.name, name), deadline.Sub(now), loop.Trigger{Cause: loop.CauseRetry})
 	return state
 }
 

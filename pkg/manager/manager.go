@@ -11,6 +11,7 @@ import (
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
 	"github.com/metactl/metactl/pkg/rbac"
@@ -95,6 +96,14 @@ type Options struct {
 	// controllers annotated "true" write it, as status belongs to the
 	// hook. metactl run sets it from --synced-condition.
 	SyncedCondition bool
+	// HistoryMaxBytes is the memory budget of the record of each
+	// object's last syncs (why each ran, its hook calls and writes, its
+	// outcome), all controllers together, that Manager.History serves
+	// (metactl explain): past it, the objects synced longest ago are
+	// dropped. Zero means history.DefaultMaxBytes (8 MiB); negative
+	// records nothing (no record is allocated per sync). metactl run sets
+	// it from --history-max-bytes, whose 0 disables it.
+	HistoryMaxBytes int64
 	// AccountReviewTTL is how long an answer about a controller's
 	// ServiceAccount holds, RBAC not being watched: a running controller
 	// that acts as one has its access checked again once per this period
@@ -108,6 +117,9 @@ type Options struct {
 // DecoratorController object.
 type Manager struct {
 	opts Options
+	// history is the record of syncs every controller adds to; nil
+	// when disabled.
+	history *history.Store
 	clients
 	resources *discovery.ResourceMap
 	informers *informer.Factory
@@ -178,6 +190,9 @@ func New(opts Options) (*Manager, error) {
 		startFailures: map[string]*startFailure{},
 		accounts:      map[rbac.ServiceAccount]*accountClients{},
 	}
+	if opts.HistoryMaxBytes >= 0 {
+		m.history = history.NewStore(history.StoreOptions{MaxBytes: opts.HistoryMaxBytes})
+	}
 	for _, k := range kinds {
 		copied := *k
 		m.kinds = append(m.kinds, &copied)
@@ -240,7 +255,7 @@ func (m *Manager) run(ctx context.Context) error {
 		defer k.informer.Release()
 		enqueue := func(obj any) {
 			if u := informer.ObjectOf(obj); u != nil {
-				m.loop.Add(queueKey(k.name, u.GetName()))
+				m.loop.AddFor(queueKey(k.name, u.GetName()), loop.Trigger{Cause: loop.CauseObject, Generation: u.GetGeneration()})
 			}
 		}
 		if err := k.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -290,3 +305,8 @@ func (m *Manager) stopGracePeriod() time.Duration {
 	}
 	return loop.DefaultStopGracePeriod
 }
+
+// History returns the record of the syncs of every controller, nil when
+// disabled (Options.HistoryMaxBytes): the last syncs of each object, by
+// history.ControllerID and work-queue key (see controller.Engine.History).
+func (m *Manager) History() *history.Store { return m.history }

@@ -137,7 +137,7 @@ func (m *Manager) start(ctx context.Context, key string, r *runningController) {
 		defer cancel()
 		r.startErr = r.controller.Start(startCtx)
 		close(r.started)
-		m.loop.Add(key)
+		m.loop.AddFor(key, loop.Trigger{Cause: loop.CauseStart})
 	}()
 }
 
@@ -171,7 +171,7 @@ func (r *runningController) isStarted() bool {
 func (m *Manager) enqueueAll() {
 	for _, k := range m.kinds {
 		for _, obj := range k.informer.ListMeta("", nil) {
-			m.loop.Add(queueKey(k.name, obj.GetName()))
+			m.loop.AddFor(queueKey(k.name, obj.GetName()), loop.Trigger{Cause: loop.CauseResync})
 		}
 	}
 }
@@ -363,10 +363,11 @@ func (m *Manager) recheckAccount(ctx context.Context, r *runningController) (nex
 }
 
 // healthChanged returns a callback that re-reconciles a controller object,
-// to update its Ready condition.
+// to update its Ready condition: for a change of the controller it runs
+// (loop.CauseDependent).
 func (m *Manager) healthChanged(kindName string, obj *unstructured.Unstructured) func() {
 	key := queueKey(kindName, obj.GetName())
-	return func() { m.loop.Add(key) }
+	return func() { m.loop.AddFor(key, loop.Trigger{Cause: loop.CauseDependent}) }
 }
 
 // stopAll stops every running (or starting) controller, all at once, and

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/controller"
 	corev1 "k8s.io/api/core/v1"
@@ -53,7 +54,8 @@ func (f *failingStatus) wait(now time.Time) time.Duration {
 func (m *Manager) onFailingChange(key string, f *failingStatus) func() {
 	return func() {
 		if f.scheduled.CompareAndSwap(false, true) {
-			m.loop.AddAfter(key, f.wait(time.Now()))
+			// A change of the controller it runs: loop.CauseDependent.
+			m.loop.AddAfterFor(key, f.wait(time.Now()), loop.Trigger{Cause: loop.CauseDependent})
 		}
 	}
 }
@@ -91,7 +93,7 @@ func (m *Manager) setRunning(ctx context.Context, k *kind, obj *unstructured.Uns
 	now := time.Now()
 	summary, wait := r.failing.next(r.controller.Failing(), now)
 	if wait > 0 {
-		m.loop.AddAfter(queueKey(k.name, obj.GetName()), wait)
+		m.loop.AddAfterFor(queueKey(k.name, obj.GetName()), wait, loop.Trigger{Cause: loop.CauseResyncAfter})
 	}
 	ready := metav1.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRunning, Message: runningMessage}
 	if summary.Count > 0 {

@@ -28,11 +28,25 @@ var (
 		Help:    "Latency of hook calls.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
 	}, []string{"controller", "hook"})
-	// Syncs counts syncs by controller and result (success, error).
+	// Syncs counts syncs by controller, result (success, error) and
+	// trigger: the cause of the first of the sync's triggers (see
+	// loop.Cause), so that the sum over triggers is the number of syncs.
 	Syncs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "metactl_syncs_total",
-		Help: "Syncs of parents or decorated objects by controller and result (success, error).",
-	}, []string{"controller", "result"})
+		Help: "Syncs of parents or decorated objects by controller, result (success, error) and trigger: the cause of the sync's first trigger (object, dependent, related, resync, resync-after, retry, start); a sync with several triggers counts once, under its first.",
+	}, []string{"controller", "result", "trigger"})
+	// HistoryBytes is the estimated memory of the record of syncs
+	// (pkg/history), all controllers together.
+	HistoryBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "metactl_history_bytes",
+		Help: "Estimated memory held by the record of the last syncs of each object (metactl explain), all controllers together; bounded by --history-max-bytes.",
+	})
+	// HistoryEvictions counts the objects whose record was dropped for
+	// the memory budget.
+	HistoryEvictions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "metactl_history_evictions_total",
+		Help: "Objects whose record of syncs was dropped to keep within --history-max-bytes, those synced longest ago first.",
+	})
 	// UnsettledSyncs counts syncs whose hook still asked for writes after
 	// the most calls one sync makes (see controller.MaxRounds).
 	UnsettledSyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -81,7 +95,7 @@ var registerOnce sync.Once
 // is idempotent.
 func Register() {
 	registerOnce.Do(func() {
-		Registry.MustRegister(HookRequests, HookDuration, Syncs, UnsettledSyncs, SyncDuration, ObjectWrites, UncachedReads,
+		Registry.MustRegister(HookRequests, HookDuration, Syncs, UnsettledSyncs, SyncDuration, ObjectWrites, UncachedReads, HistoryBytes, HistoryEvictions,
 			APIRequests, cachedObjects{}, ControllerReady, Leader, hookResponseBytes, hookDecodedBytes,
 			workqueueDepth, workqueueAdds, workqueueLatency, workqueueWorkDuration, workqueueUnfinished,
 			workqueueLongestRunning, workqueueRetries,

@@ -44,8 +44,9 @@ type Options struct {
 	Hooks     Caller
 	Resources *discovery.ResourceMap
 	Informers *informer.Factory
-	// Enqueue asks for a sync of a parent, by its queue key.
-	Enqueue func(key string)
+	// Enqueue asks for a sync of a parent, by its queue key, for a
+	// related object's change (loop.CauseRelated).
+	Enqueue func(key string, t loop.Trigger)
 	// MaxObjects is the most related objects the rules may select for
 	// one parent; more fails its sync. Default: DefaultMaxObjects.
 	MaxObjects int
@@ -338,9 +339,10 @@ func (r *Resolver) ensureInformerLocked(gvr schema.GroupVersionResource) *inform
 	isNamespaces := gvr == namespacesResource
 	changed := func(objs ...any) {
 		// One enqueue per parent: two in a row may become two syncs.
-		r.objectChanged(gvr, objs...)
+		t := relatedTrigger(gvr, objs...)
+		r.objectChanged(gvr, t, objs...)
 		if isNamespaces {
-			r.namespaceChanged()
+			r.namespaceChanged(t)
 		}
 	}
 	_ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -415,7 +417,7 @@ func (r *Resolver) matches(rl *rule, obj metav1.Object) bool {
 
 // objectChanged re-syncs, once each, the parents whose declarations select
 // any of objs (an update's old and new versions).
-func (r *Resolver) objectChanged(gvr schema.GroupVersionResource, objs ...any) {
+func (r *Resolver) objectChanged(gvr schema.GroupVersionResource, t loop.Trigger, objs ...any) {
 	var changed []*informer.Object
 	for _, obj := range objs {
 		if o := informer.ObjectOf(obj); o != nil {
@@ -434,9 +436,22 @@ func (r *Resolver) objectChanged(gvr schema.GroupVersionResource, objs ...any) {
 	r.mu.Unlock()
 	for key, rules := range snapshot {
 		if r.selectsAny(rules, changed) {
-			r.opts.Enqueue(key)
+			r.opts.Enqueue(key, t)
 		}
 	}
+}
+
+// relatedTrigger is the trigger of a change of a related object of gvr,
+// objs its versions (the same object).
+func relatedTrigger(gvr schema.GroupVersionResource, objs ...any) loop.Trigger {
+	t := loop.Trigger{Cause: loop.CauseRelated}
+	for _, obj := range objs {
+		if o := informer.ObjectOf(obj); o != nil {
+			t.Object = loop.ObjectName(gvr.GroupResource().String(), o.GetNamespace(), o.GetName())
+			break
+		}
+	}
+	return t
 }
 
 func (r *Resolver) selectsAny(rules []*rule, objs []*informer.Object) bool {
@@ -452,7 +467,7 @@ func (r *Resolver) selectsAny(rules []*rule, objs []*informer.Object) bool {
 
 // namespaceChanged re-syncs parents with namespace selectors when a
 // namespace's labels change (it may enter or leave their selection).
-func (r *Resolver) namespaceChanged() {
+func (r *Resolver) namespaceChanged(t loop.Trigger) {
 	r.mu.Lock()
 	var keys []string
 	for _, byParent := range r.declared {
@@ -467,7 +482,7 @@ func (r *Resolver) namespaceChanged() {
 	}
 	r.mu.Unlock()
 	for _, key := range keys {
-		r.opts.Enqueue(key)
+		r.opts.Enqueue(key, t)
 	}
 }
 

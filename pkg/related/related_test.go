@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/controller"
@@ -93,7 +94,7 @@ func newFixtureOptions(t *testing.T, opts related.Options, customizeVersion *v1a
 		Informers:  f.informers,
 		MaxObjects: opts.MaxObjects,
 		MayRead:    opts.MayRead,
-		Enqueue: func(key string) {
+		Enqueue: func(key string, _ loop.Trigger) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.enqueued = append(f.enqueued, key)

@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/testenv"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -27,14 +30,28 @@ func TestHelloWorldPython(t *testing.T) {
 	t.Logf("%v: applied", time.Since(began))
 	waitFor(t, time.Minute, configmapsGVR, ns, "your-name-greeting", "greets World", greeting("Hello, World!"))
 	t.Logf("%v: greets World", time.Since(began))
-	waitFor(t, time.Minute, helloworlds, ns, "your-name", "status greets World", func(o *unstructured.Unstructured) bool {
-		return nestedString(o, "status", "greeting") == "Hello, World!"
+	// The hook's Ready condition has no lastTransitionTime: metactl fills
+	// it, and observedGeneration.
+	var readySince string
+	waitFor(t, time.Minute, helloworlds, ns, "your-name", "status greets World, Ready since a time", func(o *unstructured.Unstructured) bool {
+		ready := helloReady(o)
+		readySince, _ = ready["lastTransitionTime"].(string)
+		return nestedString(o, "status", "greeting") == "Hello, World!" && ready["status"] == "True" && readySince != "" &&
+			ready["observedGeneration"] == o.GetGeneration()
 	})
+	helloEvent(t, ns, "Hello, World!")
 
 	kubectl(t, "patch", "-n", ns, "helloworld", "your-name", "--type", "merge", "-p", `{"spec":{"who":"metactl"}}`)
 	t.Logf("%v: patched", time.Since(began))
 	waitFor(t, time.Minute, configmapsGVR, ns, "your-name-greeting", "greets metactl", greeting("Hello, metactl!"))
 	t.Logf("%v: greets metactl", time.Since(began))
+	// Still Ready: the time it became Ready is kept, at the new generation.
+	waitFor(t, time.Minute, helloworlds, ns, "your-name", "status greets metactl, Ready since the same time", func(o *unstructured.Unstructured) bool {
+		ready := helloReady(o)
+		return nestedString(o, "status", "greeting") == "Hello, metactl!" && ready["lastTransitionTime"] == readySince &&
+			ready["observedGeneration"] == o.GetGeneration() && o.GetGeneration() > 1
+	})
+	helloEvent(t, ns, "Hello, metactl!")
 
 	out, err := env.Kubectl(context.Background(), "get", "cc", "hello-world")
 	if err != nil {
@@ -85,4 +102,39 @@ func tableRow(t *testing.T, out string) map[string]string {
 		values[name] = strings.TrimSpace(row[start:min(end, len(row))])
 	}
 	return values
+}
+
+// helloReady returns the Ready condition of a HelloWorld's status.
+func helloReady(o *unstructured.Unstructured) map[string]any {
+	if o == nil {
+		return nil
+	}
+	list, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	for _, c := range list {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			return m
+		}
+	}
+	return nil
+}
+
+// helloEvent waits for the hook's GreetingChanged Event with message on
+// the HelloWorld your-name, recorded once.
+func helloEvent(t *testing.T, ns, message string) {
+	t.Helper()
+	testenv.Eventually(t, time.Minute, "a GreetingChanged Event "+message, func(ctx context.Context) (bool, error) {
+		events, err := env.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=your-name,reason=GreetingChanged"})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Message == message {
+				if e.Type != "Normal" || e.Count != 1 {
+					return false, fmt.Errorf("GreetingChanged %q: type %s, count %d; want Normal, once", message, e.Type, e.Count)
+				}
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 }

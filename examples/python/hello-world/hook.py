@@ -2,8 +2,15 @@
 """Sync hook of the hello-world CompositeController.
 
 For each HelloWorld parent it asks for one ConfigMap holding a greeting
-for spec.who, and reports the greeting in the parent's status. Standard
-library only.
+for spec.who, and reports the greeting in the parent's status, with a
+Ready condition (True once the ConfigMap exists) and an Event when the
+greeting changes. Standard library only.
+
+The condition has no lastTransitionTime: metactl keeps the time the
+condition's status last changed, and sets its observedGeneration. The
+Event ("events", a metactl addition to the protocol) is asked for only
+when the greeting differs from the one in the status the hook is given,
+so that it is recorded once per change, not at every sync.
 
 Usage: hook.py [--port PORT]   (default 8080, or $PORT)
 """
@@ -18,8 +25,16 @@ def sync(request):
     who = parent.get("spec", {}).get("who", "World")
     greeting = f"Hello, {who}!"
     children = request["children"].get("ConfigMap.v1", {})
+    ready = {"type": "Ready", "status": "True", "reason": "ConfigMapCreated",
+             "message": "the greeting is in its ConfigMap"}
+    if not children:
+        ready.update(status="False", reason="ConfigMapPending", message="the ConfigMap is being created")
+    events = []
+    if parent.get("status", {}).get("greeting") != greeting:
+        events.append({"type": "Normal", "reason": "GreetingChanged", "message": greeting})
     return {
-        "status": {"greeting": greeting, "configMaps": len(children)},
+        "status": {"greeting": greeting, "configMaps": len(children), "conditions": [ready]},
+        "events": events,
         "children": [
             {
                 "apiVersion": "v1",

@@ -10,12 +10,13 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/metactl/metactl/internal/redact"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/apply"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
-	"github.com/metactl/metactl/pkg/metrics"
+	"github.com/metactl/metactl/pkg/history"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -222,9 +223,9 @@ func (w *Writer) create(ctx context.Context, parent *unstructured.Unstructured, 
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s %s: %w", res.Kind, key, err)
 	}
-	metrics.ObjectWrites.WithLabelValues(w.Controller, "create", "child").Inc()
 	writeCtx, warnings := collectWarnings(ctx)
 	created, err := w.Objects.Create(writeCtx, res.GroupVersionResource(), obj.GetNamespace(), body)
+	history.Wrote(ctx, w.Controller, "create", "child", objectName(res, obj), err)
 	w.reportWarnings(ctx, parent, res, "create", obj, warnings())
 	if apierrors.IsAlreadyExists(err) {
 		// Another owner's, or ours not yet in the cache: not an error.
@@ -243,9 +244,9 @@ func (w *Writer) update(ctx context.Context, parent *unstructured.Unstructured, 
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s %s: %w", res.Kind, key, err)
 	}
-	metrics.ObjectWrites.WithLabelValues(w.Controller, "update", "child").Inc()
 	writeCtx, warnings := collectWarnings(ctx)
 	updated, err := w.Objects.Update(writeCtx, res.GroupVersionResource(), merged.GetNamespace(), merged.GetName(), body)
+	history.Wrote(ctx, w.Controller, "update", "child", objectName(res, merged), err)
 	w.reportWarnings(ctx, parent, res, "update", merged, warnings())
 	if err != nil {
 		return nil, fmt.Errorf("updating %s %s: %w", res.Kind, key, err)
@@ -268,12 +269,12 @@ func decodeWritten(res *Resource, key string, obj *informer.Object) (*unstructur
 // still the object that was observed. A child already gone, or replaced by
 // another object of that name, counts as deleted.
 func (w *Writer) delete(ctx context.Context, parent *unstructured.Unstructured, res *Resource, obj *unstructured.Unstructured) error {
-	metrics.ObjectWrites.WithLabelValues(w.Controller, "delete", "child").Inc()
 	writeCtx, warnings := collectWarnings(ctx)
 	err := w.Objects.Delete(writeCtx, res.GroupVersionResource(), obj.GetNamespace(), obj.GetName(), metav1.DeleteOptions{
 		Preconditions:     &metav1.Preconditions{UID: ptr.To(obj.GetUID())},
 		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
 	})
+	history.Wrote(ctx, w.Controller, "delete", "child", objectName(res, obj), err)
 	w.reportWarnings(ctx, parent, res, "delete", obj, warnings())
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting %s %s: %w", res.Kind, Key(obj), err)
@@ -299,4 +300,9 @@ func logDiff(ctx context.Context, res *Resource, key string, have, merged *unstr
 		return
 	}
 	logger.Info("Child diff", "kind", res.Kind, "child", key, "patch", string(patch))
+}
+
+// objectName names a child of res in the sync's record.
+func objectName(res *Resource, obj metav1.Object) string {
+	return loop.ObjectName(res.GroupVersionResource().GroupResource().String(), obj.GetNamespace(), obj.GetName())
 }

@@ -14,8 +14,9 @@
 //     (a delete) is never an echo.
 //   - An event that arrives while its key is being synced (between Begin and
 //     End) is not enqueued then: it is held, and End, which runs after the
-//     sync has recorded its writes, reports whether any held event was not
-//     an echo, that is whether the key needs another sync. So an echo that
+//     sync has recorded its writes, returns the triggers of the held events
+//     that were not echoes: the key needs another sync, for them. An echo
+//     leaves no trigger behind. So an echo that
 //     arrives before the response to its write is still recognised.
 //   - Memory stays bounded: an expected version is forgotten when its echo
 //     arrives, when Forget drops its object, or, once it is older than two

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/metactl/metactl/internal/loop"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -38,12 +40,13 @@ type Echoes struct {
 	writes   int
 }
 
-// heldEvent is an event held for a key being synced; any marks an event
-// that always needs a sync (a delete).
+// heldEvent is an event held for a key being synced, with its trigger;
+// any marks an event that always needs a sync (a delete).
 type heldEvent struct {
-	uid types.UID
-	rv  string
-	any bool
+	uid     types.UID
+	rv      string
+	any     bool
+	trigger loop.Trigger
 }
 
 // New returns an empty Echoes.
@@ -58,30 +61,33 @@ func (e *Echoes) Begin(key string) {
 	e.inflight[key] = nil
 }
 
-// End ends the sync of key and reports whether an event held meanwhile
-// needs another sync (it was not an echo of a write recorded by Expect).
-func (e *Echoes) End(key string) (resync bool) {
+// End ends the sync of key and returns the triggers of the events held
+// meanwhile that need another sync (they were not echoes of writes
+// recorded by Expect), in the order they came; none when every one was
+// an echo.
+func (e *Echoes) End(key string) (resync []loop.Trigger) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	held := e.inflight[key]
 	delete(e.inflight, key)
 	for _, ev := range held {
 		if ev.any || !e.isEchoLocked(ev.uid, ev.rv) {
-			resync = true
+			resync = append(resync, ev.trigger)
 		}
 	}
 	return resync
 }
 
 // ShouldEnqueue takes an event about obj (nil for one that always counts,
-// such as a delete) for key, and reports whether key should be enqueued
-// now: false for an echo, which it consumes, and false while key is being
-// synced, when it holds the event for End to judge; true otherwise.
-func (e *Echoes) ShouldEnqueue(key string, obj metav1.Object) bool {
+// such as a delete) for key, with its trigger t, and reports whether key
+// should be enqueued now: false for an echo, which it consumes, and false
+// while key is being synced, when it holds the event (and t) for End to
+// judge; true otherwise.
+func (e *Echoes) ShouldEnqueue(key string, obj metav1.Object, t loop.Trigger) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if held, ok := e.inflight[key]; ok {
-		ev := heldEvent{any: obj == nil}
+		ev := heldEvent{any: obj == nil, trigger: t}
 		if obj != nil {
 			ev.uid, ev.rv = obj.GetUID(), obj.GetResourceVersion()
 		}

@@ -2,9 +2,11 @@ package echo
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/loop"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -19,23 +21,23 @@ func version(uid, rv string) metav1.Object {
 func TestEchoIsFilteredOnce(t *testing.T) {
 	e := New()
 	e.Expect(version("u1", "5"))
-	if e.ShouldEnqueue("ns/a", version("u1", "5")) {
+	if e.ShouldEnqueue("ns/a", version("u1", "5"), loop.Trigger{}) {
 		t.Error("the echo of a write was enqueued")
 	}
-	if !e.ShouldEnqueue("ns/a", version("u1", "5")) {
+	if !e.ShouldEnqueue("ns/a", version("u1", "5"), loop.Trigger{}) {
 		t.Error("the same version counted as an echo twice")
 	}
 	e.Expect(version("u1", "6"))
-	if !e.ShouldEnqueue("ns/a", version("u1", "7")) {
+	if !e.ShouldEnqueue("ns/a", version("u1", "7"), loop.Trigger{}) {
 		t.Error("a later version, written by someone else, was taken for an echo")
 	}
-	if !e.ShouldEnqueue("ns/a", version("u2", "6")) {
+	if !e.ShouldEnqueue("ns/a", version("u2", "6"), loop.Trigger{}) {
 		t.Error("another object with the written resourceVersion was taken for an echo")
 	}
-	if !e.ShouldEnqueue("ns/a", nil) {
+	if !e.ShouldEnqueue("ns/a", nil, loop.Trigger{}) {
 		t.Error("a delete was not enqueued")
 	}
-	if e.ShouldEnqueue("ns/a", version("u1", "6")) {
+	if e.ShouldEnqueue("ns/a", version("u1", "6"), loop.Trigger{}) {
 		t.Error("the echo of the second write was enqueued")
 	}
 	if n := expectedObjects(e); n != 0 {
@@ -53,7 +55,7 @@ func TestExpectIgnoresIncompleteObjects(t *testing.T) {
 	if n := expectedObjects(e); n != 0 {
 		t.Errorf("%d objects expected, want 0", n)
 	}
-	if !e.ShouldEnqueue("ns/a", version("u1", "")) {
+	if !e.ShouldEnqueue("ns/a", version("u1", ""), loop.Trigger{}) {
 		t.Error("an event without resourceVersion was taken for an echo")
 	}
 }
@@ -61,51 +63,58 @@ func TestExpectIgnoresIncompleteObjects(t *testing.T) {
 // TestEventsDuringASyncAreJudgedAtEnd: events for a key being synced are
 // held (not enqueued); at End, echoes of the sync's writes need no new sync,
 // even when they arrived before the write's response was recorded, and
-// anything else does.
+// anything else does, with its trigger.
 func TestEventsDuringASyncAreJudgedAtEnd(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		held   []metav1.Object // events while the sync runs, before its writes are recorded
 		writes []metav1.Object
-		resync bool
+		resync []int // the held events that need a sync: End returns their triggers
 	}{
-		{name: "no event", resync: false},
-		{name: "the echo before the response", held: []metav1.Object{version("u1", "5")}, writes: []metav1.Object{version("u1", "5")}, resync: false},
-		{name: "two echoes", held: []metav1.Object{version("u1", "5"), version("u2", "9")}, writes: []metav1.Object{version("u1", "5"), version("u2", "9")}, resync: false},
-		{name: "another change", held: []metav1.Object{version("u1", "4")}, writes: []metav1.Object{version("u1", "5")}, resync: true},
-		{name: "an echo and another change", held: []metav1.Object{version("u1", "5"), version("u3", "1")}, writes: []metav1.Object{version("u1", "5")}, resync: true},
-		{name: "a delete", held: []metav1.Object{nil}, resync: true},
-		{name: "the same echo twice", held: []metav1.Object{version("u1", "5"), version("u1", "5")}, writes: []metav1.Object{version("u1", "5")}, resync: true},
+		{name: "no event"},
+		{name: "the echo before the response", held: []metav1.Object{version("u1", "5")}, writes: []metav1.Object{version("u1", "5")}},
+		{name: "two echoes", held: []metav1.Object{version("u1", "5"), version("u2", "9")}, writes: []metav1.Object{version("u1", "5"), version("u2", "9")}},
+		{name: "another change", held: []metav1.Object{version("u1", "4")}, writes: []metav1.Object{version("u1", "5")}, resync: []int{0}},
+		{name: "an echo and another change", held: []metav1.Object{version("u1", "5"), version("u3", "1")}, writes: []metav1.Object{version("u1", "5")}, resync: []int{1}},
+		{name: "a delete", held: []metav1.Object{nil}, resync: []int{0}},
+		{name: "the same echo twice", held: []metav1.Object{version("u1", "5"), version("u1", "5")}, writes: []metav1.Object{version("u1", "5")}, resync: []int{1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := New()
 			e.Begin("ns/a")
-			for _, obj := range tc.held {
+			trigger := func(i int) loop.Trigger {
+				return loop.Trigger{Cause: loop.CauseDependent, Object: fmt.Sprint("configmaps/ns/c", i)}
+			}
+			for i, obj := range tc.held {
 				if obj == nil {
-					if e.ShouldEnqueue("ns/a", nil) {
+					if e.ShouldEnqueue("ns/a", nil, trigger(i)) {
 						t.Error("a delete during the sync was enqueued at once")
 					}
 					continue
 				}
-				if e.ShouldEnqueue("ns/a", obj) {
+				if e.ShouldEnqueue("ns/a", obj, trigger(i)) {
 					t.Errorf("an event during the sync was enqueued at once")
 				}
 			}
-			if !e.ShouldEnqueue("ns/other", version("u9", "1")) {
+			if !e.ShouldEnqueue("ns/other", version("u9", "1"), trigger(9)) {
 				t.Error("an event of another key was held")
 			}
 			for _, w := range tc.writes {
 				e.Expect(w)
 			}
-			if got := e.End("ns/a"); got != tc.resync {
-				t.Errorf("End = %v, want %v", got, tc.resync)
+			var want []loop.Trigger
+			for _, i := range tc.resync {
+				want = append(want, trigger(i))
+			}
+			if got := e.End("ns/a"); !slices.Equal(got, want) {
+				t.Errorf("End = %v, want %v", got, want)
 			}
 			// After End, events are judged at once again.
 			e.Expect(version("u1", "50"))
-			if e.ShouldEnqueue("ns/a", version("u1", "50")) {
+			if e.ShouldEnqueue("ns/a", version("u1", "50"), trigger(0)) {
 				t.Error("an echo after End was enqueued")
 			}
-			if !e.ShouldEnqueue("ns/a", version("u1", "51")) {
+			if !e.ShouldEnqueue("ns/a", version("u1", "51"), trigger(0)) {
 				t.Error("a change after End was not enqueued")
 			}
 		})
@@ -122,10 +131,10 @@ func TestForgetDropsExpectedEchoes(t *testing.T) {
 	if n := expectedObjects(e); n != 1 {
 		t.Errorf("%d objects expected after Forget, want 1", n)
 	}
-	if !e.ShouldEnqueue("ns/a", version("u1", "5")) {
+	if !e.ShouldEnqueue("ns/a", version("u1", "5"), loop.Trigger{}) {
 		t.Error("a forgotten write was taken for an echo")
 	}
-	if e.ShouldEnqueue("ns/b", version("u2", "5")) {
+	if e.ShouldEnqueue("ns/b", version("u2", "5"), loop.Trigger{}) {
 		t.Error("Forget of one object dropped another's echo")
 	}
 }
@@ -140,7 +149,7 @@ func TestEchoesExpire(t *testing.T) {
 	e.expected["old"]["5"] = time.Now().Add(-echoTTL - time.Second)
 	e.expected["stale"]["1"] = time.Now().Add(-echoTTL - time.Second)
 	e.mu.Unlock()
-	if !e.ShouldEnqueue("ns/a", version("old", "5")) {
+	if !e.ShouldEnqueue("ns/a", version("old", "5"), loop.Trigger{}) {
 		t.Error("an expected echo older than echoTTL was still taken for an echo")
 	}
 	// Writes of other objects expire it: memory stays bounded by what was

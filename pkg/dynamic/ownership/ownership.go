@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/metactl/metactl/pkg/metrics"
+	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/history"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -45,8 +46,12 @@ type Claimer struct {
 
 	// Controller, when set, names the controller in
 	// metactl_object_writes_total, where each adoption and release is
-	// counted as a patch of target "ownership".
+	// counted as a patch of target "ownership", and recorded in the
+	// sync's record (history.Wrote).
 	Controller string
+	// Resource names the candidates' resource in the sync's record,
+	// group-qualified ("configmaps", "deployments.apps").
+	Resource string
 
 	checkOnce sync.Once
 	checkErr  error
@@ -156,10 +161,11 @@ func (c *Claimer) patchOwners(ctx context.Context, client dynamic.NamespaceableR
 	if err != nil {
 		return nil, err
 	}
+	patched, err := client.Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
 	if c.Controller != "" {
-		metrics.ObjectWrites.WithLabelValues(c.Controller, "patch", "ownership").Inc()
+		history.Wrote(ctx, c.Controller, "patch", "ownership", loop.ObjectName(c.Resource, obj.GetNamespace(), obj.GetName()), err)
 	}
-	return client.Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+	return patched, err
 }
 
 func describe(obj *unstructured.Unstructured) string {

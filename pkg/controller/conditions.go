@@ -1,0 +1,90 @@
+package controller
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/metactl/metactl/pkg/dynamic/status"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// filledFields are the fields of a condition that metactl fills
+// (status.FillConditions).
+var filledFields = []string{"lastTransitionTime", "observedGeneration"}
+
+// fillConditions completes the conditions of the status an answer asks
+// for (status.FillConditions: lastTransitionTime, observedGeneration)
+// against the status of given, the object as the hook was given it in
+// this round, with the generation of t's object. The rounds call it
+// before they compare the answer's status with the given one, so that the
+// times metactl keeps are no change and a hook that answers the same
+// conditions reaches a fixed point. A nil status (left alone) and a
+// status without a list of conditions are left as they are.
+//
+// A filled field counts as a change only in a condition whose counterpart
+// in the given status (same type) has that field: when the answer differs
+// from the given status only by filled fields its conditions lack, the
+// answer's status is the given one, without them. So adding them alone
+// never writes a status: not when a controller takes over objects whose
+// conditions were written without them (by metacontroller, say), and not
+// when the status schema of the resource prunes them, where a write of
+// them would never stick and the status would be written again at every
+// sync.
+func (e *Engine) fillConditions(t *Target, given *unstructured.Unstructured, answer *Answer) {
+	want := answer.Status
+	list, ok := want["conditions"].([]any)
+	if !ok {
+		return
+	}
+	// What the hook left out, before it is filled.
+	absent := make([][]string, len(list))
+	for i, c := range list {
+		if cond, ok := c.(map[string]any); ok {
+			for _, f := range filledFields {
+				if _, has := cond[f]; !has {
+					absent[i] = append(absent[i], f)
+				}
+			}
+		}
+	}
+	have, _ := given.Object["status"].(map[string]any)
+	if !status.FillConditions(have, want, t.Object.GetGeneration(), time.Now()) {
+		return
+	}
+	haveByType := map[any]map[string]any{}
+	if haveList, ok := have["conditions"].([]any); ok {
+		for _, c := range haveList {
+			if cond, ok := c.(map[string]any); ok {
+				haveByType[cond["type"]] = cond
+			}
+		}
+	}
+	// want without the filled fields the given conditions lack.
+	bare := maps.Clone(want)
+	bareList := slices.Clone(list)
+	for i, fields := range absent {
+		cond, ok := bareList[i].(map[string]any)
+		if !ok || len(fields) == 0 {
+			continue
+		}
+		old := haveByType[cond["type"]]
+		var stripped map[string]any
+		for _, f := range fields {
+			if _, kept := old[f]; kept {
+				continue
+			}
+			if stripped == nil {
+				stripped = maps.Clone(cond)
+			}
+			delete(stripped, f)
+		}
+		if stripped != nil {
+			bareList[i] = stripped
+		}
+	}
+	bare["conditions"] = bareList
+	if status.Equal(have, bare) {
+		answer.Status = bare
+	}
+}

@@ -1,0 +1,114 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/history"
+	"github.com/metactl/metactl/pkg/hooks"
+)
+
+// The results of a sync (history.Outcome.Result).
+const (
+	ResultSuccess   = "success"
+	ResultError     = "error"
+	ResultWaiting   = "waiting"
+	ResultCancelled = "cancelled"
+)
+
+// History returns the recorded syncs of the object queued as key, newest
+// first; nil when none is kept (or Options.History is nil).
+func (e *Engine) History(key string) []*history.Sync {
+	return e.opts.History.Get(e.historyID(), key)
+}
+
+// historyID names the controller in the Store: kinds may share names.
+func (e *Engine) historyID() string { return history.ControllerID(e.kindName, e.name) }
+
+// beginRecord starts the record of a sync of key, with the triggers the
+// work queue gives it, into ctx (history.With); without a Store nothing is
+// allocated and ctx is returned as is.
+func (e *Engine) beginRecord(ctx context.Context) context.Context {
+	if e.opts.History == nil {
+		return ctx
+	}
+	return history.With(ctx, &history.Sync{
+		Start:           time.Now(),
+		Triggers:        loop.TriggersOf(ctx),
+		TriggersDropped: loop.TriggersDroppedOf(ctx),
+	})
+}
+
+// endRecord ends the record of the sync of key that returned after and
+// err with its outcome and keeps it, unless the sync found the object
+// gone: its record is forgotten then, and so are the retries and resyncs
+// the work queue holds for it.
+func (e *Engine) endRecord(ctx context.Context, key string, gone bool, after time.Duration, err error) {
+	if gone {
+		loop.Gone(ctx)
+		e.opts.History.Forget(e.historyID(), key)
+		return
+	}
+	s := history.From(ctx)
+	if s == nil {
+		return
+	}
+	end := time.Now()
+	s.Duration = end.Sub(s.Start)
+	o := history.Outcome{Result: ResultSuccess, Reason: SyncReason(err)}
+	switch {
+	case err == nil:
+		if after > 0 {
+			o.NextAttempt = end.Add(after)
+		}
+	case ctx.Err() != nil:
+		o.Result, o.Reason, o.Error = ResultCancelled, "", history.Cut(err.Error())
+	default:
+		o.Result = ResultError
+		if errors.Is(err, loop.ErrWaiting) {
+			o.Result = ResultWaiting
+		}
+		o.Error = history.Cut(err.Error())
+		if delay, attempt, ok := loop.Retry(ctx, err); ok {
+			o.Attempt, o.NextAttempt = attempt, end.Add(delay)
+		}
+	}
+	s.Outcome = o
+	e.opts.History.Put(e.historyID(), key, s)
+}
+
+// resyncAfter queues key after delay for the hook's resyncAfterSeconds.
+func (e *Engine) resyncAfter(key string, delay time.Duration) {
+	e.queue.AddAfterFor(key, delay, loop.Trigger{Cause: loop.CauseResyncAfter})
+}
+
+// Name names t's object in the sync's record (loop.ObjectName).
+func (t *Target) Name() string {
+	return loop.ObjectName(t.Resource.GroupVersionResource().GroupResource().String(), t.Object.GetNamespace(), t.Object.GetName())
+}
+
+// RecordCall records a hook call in the sync's record (history.From(ctx)).
+func RecordCall(ctx context.Context, name string, start time.Time, err error) {
+	s := history.From(ctx)
+	if s == nil {
+		return
+	}
+	c := history.Call{Hook: name, Start: start, Duration: time.Since(start), Result: "200"}
+	if err != nil {
+		c.Error = err.Error()
+		var status *hooks.StatusError
+		var invalid *hooks.ResponseError
+		switch {
+		case errors.As(err, &status):
+			c.Result = strconv.Itoa(status.Code)
+		case errors.As(err, &invalid):
+			// Answered 200 with an invalid body.
+		default:
+			c.Result = "error"
+		}
+	}
+	s.AddCall(c)
+}

@@ -1,0 +1,37 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	"github.com/metactl/metactl/pkg/history"
+)
+
+// TestRecordOnlyWithAStore: without a Store a sync allocates no record;
+// with one, each sync is kept under the controller's kind and name.
+func TestRecordOnlyWithAStore(t *testing.T) {
+	f := newFixture(t, thing(), false, countChildren)
+	ctx := context.Background()
+	if got := f.e.beginRecord(ctx); got != ctx || history.From(got) != nil {
+		t.Error("a sync without a Store started a record")
+	}
+	if err := f.sync(t); err != nil {
+		t.Fatal(err)
+	}
+	if f.e.History("ns/p") != nil {
+		t.Error("a record kept without a Store")
+	}
+
+	store := history.NewStore(history.StoreOptions{})
+	f.e.opts.History = store
+	if err := f.sync(t); err != nil {
+		t.Fatal(err)
+	}
+	syncs := f.e.History("ns/p")
+	if len(syncs) != 1 || syncs[0].Outcome.Result != ResultSuccess || len(syncs[0].Calls) == 0 {
+		t.Fatalf("recorded %d syncs (%+v), want one success with its calls", len(syncs), syncs)
+	}
+	if store.Get(history.ControllerID("testcontroller", "test"), "ns/p") == nil {
+		t.Error("the record is not under the controller's kind and name")
+	}
+}

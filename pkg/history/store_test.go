@@ -1,0 +1,156 @@
+package history
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/metrics"
+)
+
+// typical returns a typical record: a trigger, two hook calls, three writes,
+// each string allocated on its own as a real sync's are.
+func typical(i int) *Sync {
+	s := &Sync{Start: time.Now(), Duration: time.Millisecond}
+	s.Triggers = append(s.Triggers, loop.Trigger{Cause: loop.CauseDependent, Object: fmt.Sprintf("configmaps/ns-%d/child-%d", i, i)})
+	for range 2 {
+		s.AddCall(Call{Hook: "sync", Start: time.Now(), Duration: time.Millisecond, Result: fmt.Sprint(200)})
+	}
+	for j := range 3 {
+		s.AddWrite(Write{Verb: "update", Target: "child", Object: fmt.Sprintf("configmaps/ns-%d/child-%d-%d", i, i, j)})
+	}
+	s.Outcome = Outcome{Result: "error", Error: fmt.Sprintf("sync hook: HTTP 500 Internal Server Error: %q", strings.Repeat("x", 100+i%50)), Attempt: 3, NextAttempt: time.Now()}
+	return s
+}
+
+// TestStoreKeepsTheLastSyncsOfEachObject: newest first, at most
+// SyncsPerObject; Forget drops them.
+func TestStoreKeepsTheLastSyncsOfEachObject(t *testing.T) {
+	st := NewStore(StoreOptions{SyncsPerObject: 3})
+	var all []*Sync
+	for i := range 5 {
+		s := typical(i)
+		all = append(all, s)
+		st.Put("compositecontroller/c", "ns/p", s)
+	}
+	got := st.Get("compositecontroller/c", "ns/p")
+	if len(got) != 3 || got[0] != all[4] || got[2] != all[2] {
+		t.Errorf("kept %d syncs, want the last 3 newest first", len(got))
+	}
+	if st.Get("decoratorcontroller/c", "ns/p") != nil {
+		t.Error("a controller of another kind with the same name shares the record")
+	}
+	want := objectOverhead + alloc(len("compositecontroller/c")) + alloc(len("ns/p")) + all[2].Size() + all[3].Size() + all[4].Size()
+	if st.Bytes() != want {
+		t.Errorf("Bytes() = %d, want %d (the object and its 3 syncs)", st.Bytes(), want)
+	}
+	st.Forget("compositecontroller/c", "ns/p")
+	if st.Get("compositecontroller/c", "ns/p") != nil || st.Bytes() != 0 || st.Len() != 0 {
+		t.Errorf("after Forget: %d objects, %d bytes", st.Len(), st.Bytes())
+	}
+}
+
+// TestStoreEvictsTheObjectsSyncedLongestAgo: past MaxBytes, the objects
+// whose last sync is oldest go first, whole; the budget holds after every
+// Put, and the gauge and the eviction counter follow.
+func TestStoreEvictsTheObjectsSyncedLongestAgo(t *testing.T) {
+	one := objectOverhead + alloc(len("c")) + alloc(len("ns/p0")) + typical(0).Size()
+	st := NewStore(StoreOptions{MaxBytes: 3*one + one/2}) // room for 3 objects of one sync
+	bytesBefore := testutil.ToFloat64(metrics.HistoryBytes)
+	evictionsBefore := testutil.ToFloat64(metrics.HistoryEvictions)
+	for i := range 3 {
+		st.Put("c", fmt.Sprint("ns/p", i), typical(0))
+	}
+	st.Put("c", "ns/p0", typical(0)) // p0 synced again: p1 is now the oldest
+	if st.Len() != 2 || st.Get("c", "ns/p1") != nil {
+		t.Fatalf("after a second sync of p0 over budget: %d objects, p1 kept: %v; want p1 evicted", st.Len(), st.Get("c", "ns/p1") != nil)
+	}
+	st.Put("c", "ns/p3", typical(0))
+	for key, want := range map[string]int{"ns/p0": 2, "ns/p1": 0, "ns/p2": 0, "ns/p3": 1} {
+		if got := len(st.Get("c", key)); got != want {
+			t.Errorf("%s: %d syncs kept, want %d", key, got, want)
+		}
+	}
+	if st.Bytes() > 3*one+one/2 {
+		t.Errorf("Bytes() = %d, over the budget %d", st.Bytes(), 3*one+one/2)
+	}
+	if got := testutil.ToFloat64(metrics.HistoryBytes) - bytesBefore; got != float64(st.Bytes()) {
+		t.Errorf("metactl_history_bytes rose by %v, want %d", got, st.Bytes())
+	}
+	if got := testutil.ToFloat64(metrics.HistoryEvictions) - evictionsBefore; got != 2 {
+		t.Errorf("metactl_history_evictions_total rose by %v, want 2", got)
+	}
+
+	// An object alone over the budget keeps its last sync only, or none.
+	small := NewStore(StoreOptions{MaxBytes: one + one/2})
+	small.Put("c", "ns/p0", typical(0))
+	small.Put("c", "ns/p0", typical(0))
+	if n := len(small.Get("c", "ns/p0")); n != 1 || small.Bytes() > one+one/2 {
+		t.Errorf("an object over the budget kept %d syncs in %d bytes, want 1 within %d", n, small.Bytes(), one+one/2)
+	}
+}
+
+// TestSizeBoundsTheHeap: the estimate of a record is at least the heap it
+// holds, and not wildly more.
+func TestSizeBoundsTheHeap(t *testing.T) {
+	const n = 5000
+	st := NewStore(StoreOptions{MaxBytes: 1 << 40, SyncsPerObject: 1})
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprint("ns/p", i)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		st.Put("compositecontroller/c", keys[i], typical(i))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	estimate := st.Bytes() - int64(n)*alloc(len("ns/p1000")) // the keys were allocated before
+	t.Logf("%d syncs: heap %d bytes (%d each), estimate %d (%d each)", n, heap, heap/n, estimate, estimate/n)
+	if estimate < heap {
+		t.Errorf("the estimate %d is below the heap %d the record holds", estimate, heap)
+	}
+	if estimate > 3*heap {
+		t.Errorf("the estimate %d is over 3 times the heap %d the record holds", estimate, heap)
+	}
+	runtime.KeepAlive(st)
+}
+
+// TestCutBoundsErrors: error texts are kept to MaxErrorBytes.
+func TestCutBoundsErrors(t *testing.T) {
+	s := &Sync{}
+	s.AddCall(Call{Error: strings.Repeat("é", MaxErrorBytes)})
+	if got := s.Calls[0].Error; len(got) > MaxErrorBytes || !strings.HasSuffix(got, "...") {
+		t.Errorf("a long error kept as %d bytes, want at most %d ending in ...", len(got), MaxErrorBytes)
+	}
+	if Cut("short") != "short" {
+		t.Error("a short error was cut")
+	}
+}
+
+// BenchmarkPut is the cost the record adds to a sync: the Store's Put of
+// a typical record, over 10,000 objects within the default budget.
+func BenchmarkPut(b *testing.B) {
+	st := NewStore(StoreOptions{})
+	keys := make([]string, 10000)
+	for i := range keys {
+		keys[i] = fmt.Sprint("ns/p", i)
+	}
+	syncs := make([]*Sync, 64)
+	for i := range syncs {
+		syncs[i] = typical(i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		st.Put("compositecontroller/c", keys[i%len(keys)], syncs[i%len(syncs)])
+	}
+}
