@@ -3,6 +3,7 @@ package explain
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -102,11 +103,20 @@ func printController(p func(string, ...any), c Controller, now time.Time) {
 		return
 	}
 	p("%s:", noun)
-	p("  RESOURCE\tNAME\tSTATE\tREVISION")
+	revisions := slices.ContainsFunc(c.Dependents, func(d Dependent) bool { return d.Revision != "" })
+	if revisions {
+		p("  RESOURCE\tNAME\tSTATE\tREVISION")
+	} else {
+		p("  RESOURCE\tNAME\tSTATE")
+	}
 	for _, d := range c.Dependents {
 		name := d.Name
 		if d.Namespace != "" {
 			name = d.Namespace + "/" + d.Name
+		}
+		if !revisions {
+			p("  %s\t%s\t%s", d.Resource, name, d.State)
+			continue
 		}
 		rev := d.Revision
 		if rev != "" && d.Latest {
