@@ -78,6 +78,21 @@ func TestPrint(t *testing.T) {
 		t.Errorf("healthy output lacks the Synced state line:\n%s", b.String())
 	}
 
+	rolling := failing()
+	rolling.Controllers[0].Dependents = []explain.Dependent{
+		{Resource: "pods", Namespace: "default", Name: "web-0", State: explain.DependentPresent, Revision: "things.example-abc", Latest: true},
+		{Resource: "pods", Namespace: "default", Name: "web-1", State: explain.DependentDeleting, Revision: "things.example-old"},
+	}
+	rolling.Controllers[0].Rollout = &explain.Rollout{Status: "False", Reason: "RolloutWaiting", Message: "pods web-0 is not ready"}
+	b.Reset()
+	_ = explain.Print(&b, rolling, now)
+	for _, want := range []string{"Rollout:      Updated=False RolloutWaiting: pods web-0 is not ready", "RESOURCE  NAME           STATE     REVISION",
+		"pods      default/web-0  present   things.example-abc (latest)", "pods      default/web-1  deleting  things.example-old"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("rolling output lacks %q:\n%s", want, b.String())
+		}
+	}
+
 	none := &explain.Answer{Object: request, Process: explain.Process{Name: "m", Leading: true}, Watched: true, InCache: true,
 		NotSelected: []explain.NotSelected{{Kind: "CompositeController", Name: "hello-world", Selector: "spec.parentResource.labelSelector team=a"}}}
 	b.Reset()
