@@ -74,7 +74,8 @@ func explainRun(metactl string, args ...string) (string, error) {
 // TestExplain runs `metactl explain`, the binary, against a running
 // `metactl run` with a CompositeController of HelloWorlds labelled
 // test=explain: for a parent whose hook fails (the output names the
-// controller, the error, the attempt), a healthy one (its child), in the
+// controller, the error, the attempt and the next attempt, the failed
+// hook calls), a healthy one (Synced, its syncs, its child), in the
 // human, JSON and YAML formats; a parent the controller does not select;
 // an unknown resource, an unknown object and an unreachable metactl (each
 // exits non-zero, saying what to check); the same binary as the kubectl
@@ -154,9 +155,10 @@ spec:
 		if err != nil {
 			return false, fmt.Errorf("%w: %s", err, out)
 		}
-		return strings.Contains(out, "State:        Failing:") && !strings.Contains(out, "attempt 1\n") && strings.Contains(out, ", attempt "), nil
+		return strings.Contains(out, "State:        Failing:") && !strings.Contains(out, "attempt 1, ") && strings.Contains(out, ", attempt "), nil
 	})
-	for _, want := range []string{controllerLine, "500", "the greeting service is down", "Answered by:  metactl "} {
+	for _, want := range []string{controllerLine, "the greeting service is down", "Answered by:  metactl ", ", next attempt ",
+		"Recent syncs (newest first):", "hook sync: 500 in "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explain helloworlds/broken lacks %q:\n%s", want, out)
 		}
@@ -167,13 +169,11 @@ spec:
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	for _, want := range []string{controllerLine, "configmaps  " + ns + "/healthy-greeting  present"} {
+	for _, want := range []string{controllerLine, "State:        Synced\n", "Recent syncs (newest first):", "hook sync: 200 in ",
+		"create child configmaps/" + ns + "/healthy-greeting", "configmaps  " + ns + "/healthy-greeting  present"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explain HelloWorld.example.metactl.io/healthy lacks %q:\n%s", want, out)
 		}
-	}
-	if strings.Contains(out, "Failing") {
-		t.Errorf("the healthy parent reads as failing:\n%s", out)
 	}
 
 	// JSON and YAML: the answer type.
@@ -196,11 +196,11 @@ spec:
 			s := a.Controllers[0].State
 			switch name {
 			case "broken":
-				if s.Phase != explain.PhaseFailing || s.Attempt < 1 || !strings.Contains(s.Error, "the greeting service is down") {
+				if s.Phase != explain.PhaseFailing || s.Attempt < 1 || s.NextAttempt.IsZero() || !strings.Contains(s.Error, "the greeting service is down") {
 					t.Errorf("-o %s broken: state %+v", format, s)
 				}
 			case "healthy":
-				if s.Phase == explain.PhaseFailing || len(a.Controllers[0].Dependents) != 1 || a.Controllers[0].Dependents[0].Name != "healthy-greeting" {
+				if s.Phase != explain.PhaseSynced || len(a.Controllers[0].Syncs) == 0 || len(a.Controllers[0].Dependents) != 1 || a.Controllers[0].Dependents[0].Name != "healthy-greeting" {
 					t.Errorf("-o %s healthy: %+v", format, a.Controllers[0])
 				}
 			}
