@@ -217,7 +217,7 @@ var ErrNotLeading = errors.New("this metactl is not the leader")
 func describeDuration(d time.Duration) string {
 	switch {
 	case d < time.Millisecond:
-		return d.String()
+		return d.Round(time.Microsecond).String()
 	case d < time.Second:
 		return d.Round(time.Millisecond).String()
 	case d < time.Minute:

@@ -74,12 +74,28 @@ func printController(p func(string, ...any), c Controller, now time.Time) {
 		p("Recent syncs:\tnone recorded (since metactl started, or evicted)")
 	} else {
 		p("Recent syncs (newest first):")
-		p("  TIME\tTRIGGERS\tDURATION\tOUTCOME")
+		// Aligned by hand: the lines of each sync's calls and writes
+		// between its rows would end a tabwriter's column block.
+		rows := [][4]string{{"TIME", "TRIGGERS", "DURATION", "OUTCOME"}}
 		for _, s := range c.Syncs {
-			p("  %s\t%s\t%s\t%s", s.Start.UTC().Format(time.TimeOnly), triggers(s.Triggers), describeDuration(s.Duration), outcome(s.Outcome))
+			rows = append(rows, [4]string{s.Start.UTC().Format(time.TimeOnly), triggers(s.Triggers), describeDuration(s.Duration), outcome(s.Outcome)})
+		}
+		var width [3]int
+		for _, r := range rows {
+			for i := range width {
+				width[i] = max(width[i], len(r[i]))
+			}
+		}
+		row := func(r [4]string) string {
+			return strings.TrimRight(fmt.Sprintf("  %-*s  %-*s  %-*s  %s", width[0], r[0], width[1], r[1], width[2], r[2], r[3]), " ")
+		}
+		p("%s", row(rows[0]))
+		for i, s := range c.Syncs {
+			p("%s", row(rows[i+1]))
 			for _, call := range s.Calls {
 				line := fmt.Sprintf("    hook %s: %s in %s", call.Hook, call.Result, describeDuration(call.Duration))
-				if call.Error != "" {
+				// The error that ended the sync is in its row already.
+				if call.Error != "" && !strings.Contains(s.Outcome.Error, call.Error) {
 					line += ": " + call.Error
 				}
 				p("%s", line)
