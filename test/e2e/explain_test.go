@@ -297,3 +297,32 @@ spec:
 		t.Errorf("explain with no Ready Pod: %v\n%s", err, out)
 	}
 }
+
+// TestExplainOff: with --explain=false, metactl serves no
+// /debug/explain on its metrics address, and still its /metrics.
+func TestExplainOff(t *testing.T) {
+	metactl := testenv.BuildMetactl(t)
+	if f, err := os.Open(metactl); err != nil {
+		t.Fatal(err)
+	} else {
+		f.Close()
+	}
+	port := testenv.FreePort(t)
+	p := testenv.StartProcess(t, metactl, "run", "--kubeconfig", env.KubeconfigPath, "--explain=false",
+		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "--health-addr", "127.0.0.1:0", "--workers", "2")
+	waitListening(t, p, port)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for path, want := range map[string]int{
+		explain.Path + "?resource=helloworlds&name=x": http.StatusNotFound,
+		"/metrics": http.StatusOK,
+	} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %s, want %d", path, resp.Status, want)
+		}
+	}
+}
