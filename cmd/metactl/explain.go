@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -126,7 +127,8 @@ func runExplain(ctx context.Context, out io.Writer, f *explainFlags, args []stri
 		return err
 	}
 	ri := client.Resource(mapping.Resource).Namespace(req.Namespace)
-	if _, err := ri.Get(ctx, name, metav1.GetOptions{}); err != nil {
+	obj, err := ri.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			where := ""
 			if req.Namespace != "" {
@@ -160,7 +162,24 @@ func runExplain(ctx context.Context, out io.Writer, f *explainFlags, args []stri
 		_, err = out.Write(data)
 		return err
 	}
-	return explain.Print(out, answer, time.Now())
+	if err := explain.Print(out, answer, time.Now()); err != nil {
+		return err
+	}
+	if ref := metav1.GetControllerOf(obj); ref != nil && len(answer.Controllers) == 0 {
+		// Asked about a child, most likely: its parent is what a
+		// controller syncs.
+		target := strings.ToLower(ref.Kind)
+		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv.Group != "" {
+			target += "." + gv.Group
+		}
+		flags := ""
+		if req.Namespace != "" {
+			flags = " -n " + req.Namespace
+		}
+		_, err = fmt.Fprintf(out, "Owner:        %s %s controls it: try metactl explain %s/%s%s\n", ref.Kind, ref.Name, target, ref.Name, flags)
+		return err
+	}
+	return nil
 }
 
 // explainTarget reads RESOURCE/NAME, or RESOURCE NAME as kubectl also

@@ -214,6 +214,13 @@ spec:
 		t.Errorf("explain of an unselected parent: %v\n%s", err, out)
 	}
 
+	// A child: no controller syncs it; its owner is named, with the
+	// command that explains it.
+	out, err = explainRun(metactl, explainArgs("cm/healthy-greeting")...)
+	if err != nil || !strings.Contains(out, "Owner:        HelloWorld healthy controls it: try metactl explain helloworld.example.metactl.io/healthy -n "+ns) {
+		t.Errorf("explain of a child: %v\n%s", err, out)
+	}
+
 	// Errors: non-zero, saying what to check.
 	for _, tc := range []struct {
 		args []string
