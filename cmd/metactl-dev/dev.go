@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/metactl/metactl/internal/controlplane"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/explain"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/manager"
 )
@@ -135,6 +137,11 @@ func dev(ctx context.Context, out io.Writer, f *devFlags) error {
 	if err != nil {
 		return err
 	}
+	stopExplain, err := serveExplain(m, cp.KubeconfigPath)
+	if err != nil {
+		return err
+	}
+	defer stopExplain()
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
 	managerDone := make(chan error, 1)
@@ -371,4 +378,24 @@ func (a *applier) apply(ctx context.Context, obj *unstructured.Unstructured) err
 	}
 	_, err = ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: "metactl-dev", Force: ptr.To(true)})
 	return err
+}
+
+// serveExplain serves `metactl explain`'s endpoint (explain.Path) for m on
+// a free loopback port and records its address in the kubeconfig's
+// current context (explain.RecordEndpoint), where `metactl explain` looks
+// for it. The returned func stops the server.
+func serveExplain(m *manager.Manager, kubeconfig string) (func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listening for metactl explain: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(explain.Path, explain.Handler(m))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	if err := explain.RecordEndpoint(kubeconfig, "http://"+ln.Addr().String()); err != nil {
+		_ = srv.Close()
+		return nil, fmt.Errorf("recording the explain endpoint in %s: %w", kubeconfig, err)
+	}
+	return func() { _ = srv.Close() }, nil
 }

@@ -4,6 +4,8 @@ package main
 
 import (
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -11,7 +13,13 @@ import (
 )
 
 func main() {
-	if err := newRootCommand().Execute(); err != nil {
+	root := newRootCommand()
+	if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
+		// Run by kubectl as the plugin kubectl-metactl: help and usage
+		// say "kubectl metactl", as the user typed it.
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl metactl"}
+	}
+	if err := root.Execute(); err != nil {
 		os.Exit(1)
 	}
 }
@@ -26,6 +34,6 @@ calls their webhooks, and applies what the webhooks ask for.`,
 		SilenceUsage: true,
 	}
 	cli.AddKlogFlags(root)
-	root.AddCommand(newVersionCommand(), newRunCommand(), newDevCommand(), newResyncCommand())
+	root.AddCommand(newVersionCommand(), newRunCommand(), newDevCommand(), newResyncCommand(), newExplainCommand())
 	return root
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/explain"
 	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/manager"
@@ -61,6 +62,8 @@ type runFlags struct {
 	requireServiceAccount bool
 	// syncedCondition: see manager.Options.SyncedCondition.
 	syncedCondition bool
+	// explain serves explain.Path on the metrics address.
+	explain bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -93,6 +96,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.DurationVar(&f.discoveryInterval, "discovery-interval", 30*time.Second, "how often to refresh the API server's resource list")
 	fs.DurationVar(&f.cacheResync, "cache-resync", 30*time.Minute, "informer resync period: every parent and decorated object is synced again this often, as metacontroller's --cache-flush-interval does; 0 disables (objects are then synced only by events, resyncPeriodSeconds or resyncAfterSeconds)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", ":9999", "address serving Prometheus metrics at /metrics; empty disables")
+	fs.BoolVar(&f.explain, "explain", true, "serve "+explain.Path+" on --metrics-addr, what `metactl explain` asks: for one object, its controller, last syncs, backoff and children (names and the errors metactl also puts in Events; no object contents); false turns it off")
 	fs.StringVar(&f.healthAddr, "health-addr", ":9998", "address serving /healthz and /readyz; empty disables")
 	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "address serving Go's /debug/pprof/ profiles; empty (the default) disables")
 	fs.Float32Var(&f.eventsQPS, "events-qps", 0, "Events per second per object once --events-burst is spent (client-go's spam filter); 0 keeps client-go's default of one per 5 minutes")
@@ -216,6 +220,9 @@ func run(ctx context.Context, f *runFlags) error {
 	if f.metricsAddr != "" {
 		r := mux.NewRouter()
 		r.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+		if f.explain {
+			r.Handle(explain.Path, explain.Handler(m))
+		}
 		servers = append(servers, &http.Server{Addr: f.metricsAddr, Handler: r, ReadHeaderTimeout: 10 * time.Second})
 	}
 	if f.healthAddr != "" {

@@ -11,6 +11,7 @@ import (
 	"github.com/metactl/metactl/pkg/decorator"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/explain"
 	"github.com/metactl/metactl/pkg/rbac"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,6 +34,9 @@ type runner interface {
 	Access() []rbac.Access
 	// Failing holds the objects whose last sync failed.
 	Failing() *controller.Failing
+	// Explain adds what the controller knows of an object to an answer
+	// of `metactl explain`.
+	Explain(a *explain.Answer)
 }
 
 // kind is one kind of controller object the manager runs.

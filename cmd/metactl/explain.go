@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/metactl/metactl/pkg/explain"
+)
+
+// endpointEnv names the environment variable that, like --endpoint, says
+// where metactl serves explain.Path.
+const endpointEnv = "METACTL_ENDPOINT"
+
+// explainFlags are the flags of `metactl explain`.
+type explainFlags struct {
+	kubeconfig, context, namespace, output string
+	endpoint                               string
+	metactlNamespace, metactlPort          string
+	timeout                                time.Duration
+}
+
+func newExplainCommand() *cobra.Command {
+	f := &explainFlags{}
+	cmd := &cobra.Command{
+		Use:   "explain RESOURCE/NAME",
+		Short: "Say why metactl did (or did not) call a parent's hook, and what came of it",
+		Long: `explain asks metactl about one parent (or decorated object): which
+controller manages it, its last syncs (why each ran, the hook calls, the
+writes, how it ended), its backoff and next attempt, and its children
+(attachments). RESOURCE is what kubectl takes: a plural, singular or
+short name, or a kind, optionally with its group (helloworlds, HelloWorld,
+helloworlds.example.metactl.io).
+
+metactl is asked at --endpoint (or $` + endpointEnv + `): its metrics
+address, such as http://127.0.0.1:9999; else at the address that
+"metactl dev" records in the kubeconfig's context; else through the API
+server's Pod proxy: each Ready metactl Pod in --metactl-namespace is asked
+on --metactl-port, and the leader answers (this needs get on pods/proxy in
+that namespace). It connects as kubectl does: --kubeconfig, else
+$KUBECONFIG, else ~/.kube/config, else the in-cluster config.
+
+Installed as kubectl-metactl on $PATH, the same binary runs as
+"kubectl metactl explain ...".`,
+		Example: `  metactl explain helloworlds/your-name
+  kubectl metactl explain helloworld your-name -n default -o yaml`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runExplain(cmd.Context(), cmd.OutOrStdout(), f, args)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default $KUBECONFIG, else ~/.kube/config, else the in-cluster config")
+	fs.StringVar(&f.context, "context", "", "kubeconfig context; default the current one")
+	fs.StringVarP(&f.namespace, "namespace", "n", "", "namespace of the object; default the kubeconfig context's namespace")
+	fs.StringVarP(&f.output, "output", "o", "", "output format: empty for people, json or yaml for the answer as metactl sends it")
+	fs.StringVar(&f.endpoint, "endpoint", "", "metactl's metrics address (http://host:port) to ask directly; default $"+endpointEnv+", else the one metactl dev records in the kubeconfig, else the Pod proxy")
+	fs.StringVar(&f.metactlNamespace, "metactl-namespace", explain.DefaultNamespace, "namespace of metactl's Pods, for the Pod proxy")
+	fs.StringVar(&f.metactlPort, "metactl-port", explain.DefaultPort, "metactl's metrics port number (the API server's Pod proxy takes no port name), for the Pod proxy")
+	fs.DurationVar(&f.timeout, "request-timeout", 30*time.Second, "longest wait for each answer")
+	return cmd
+}
+
+func runExplain(ctx context.Context, out io.Writer, f *explainFlags, args []string) error {
+	if f.output != "" && f.output != "json" && f.output != "yaml" {
+		return fmt.Errorf("--output %q: want json or yaml (or nothing, for people)", f.output)
+	}
+	resource, name, err := explainTarget(args)
+	if err != nil {
+		return err
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = f.kubeconfig
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context})
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		if clientcmd.IsEmptyConfig(err) {
+			return fmt.Errorf("no kubeconfig (--kubeconfig, $KUBECONFIG, %s) and not in a cluster: %w", clientcmd.RecommendedHomeFile, err)
+		}
+		return fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "metactl/" + buildVersion().version + " (explain)"
+	cfg.Timeout = f.timeout
+	namespace := f.namespace
+	if namespace == "" {
+		if namespace, _, err = loader.Namespace(); err != nil {
+			return fmt.Errorf("the kubeconfig's namespace: %w", err)
+		}
+	}
+
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	mapping, err := resolveResource(restmapper.NewShortcutExpander(
+		restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), dc, nil), resource)
+	if err != nil {
+		return fmt.Errorf("%w (check the name with `kubectl api-resources`)", err)
+	}
+	req := explain.Request{Group: mapping.Resource.Group, Version: mapping.Resource.Version, Resource: mapping.Resource.Resource, Name: name}
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		req.Namespace = namespace
+	}
+	// The object must exist: metactl's answer comes from its caches,
+	// which cannot tell a typo from an object not seen yet.
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ri := client.Resource(mapping.Resource).Namespace(req.Namespace)
+	obj, err := ri.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			where := ""
+			if req.Namespace != "" {
+				where = " (namespace from -n or the kubeconfig's context)"
+			}
+			return fmt.Errorf("%s not found: check the name and the namespace%s", req, where)
+		}
+		return fmt.Errorf("reading %s: %w", req, err)
+	}
+
+	answer, err := askMetactl(ctx, f, loader, cfg.Timeout, req, func() (kubernetes.Interface, error) { return kubernetes.NewForConfig(cfg) })
+	if err != nil {
+		return err
+	}
+	if !answer.Process.Leading {
+		return fmt.Errorf("%w: metactl %s stands by for the leader Lease and knows no controller; ask the leader (without --endpoint, through the Pod proxy)", explain.ErrNotLeading, answer.Process.Name)
+	}
+	switch f.output {
+	case "json":
+		data, err := json.MarshalIndent(answer, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(out, "%s\n", data)
+		return err
+	case "yaml":
+		data, err := yaml.Marshal(answer)
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(data)
+		return err
+	}
+	if err := explain.Print(out, answer, time.Now()); err != nil {
+		return err
+	}
+	if ref := metav1.GetControllerOf(obj); ref != nil && len(answer.Controllers) == 0 {
+		// Asked about a child, most likely: its parent is what a
+		// controller syncs.
+		target := strings.ToLower(ref.Kind)
+		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv.Group != "" {
+			target += "." + gv.Group
+		}
+		flags := ""
+		if req.Namespace != "" {
+			flags = " -n " + req.Namespace
+		}
+		_, err = fmt.Fprintf(out, "Owner:        %s %s controls it: try metactl explain %s/%s%s\n", ref.Kind, ref.Name, target, ref.Name, flags)
+		return err
+	}
+	return nil
+}
+
+// explainTarget reads RESOURCE/NAME, or RESOURCE NAME as kubectl also
+// takes it.
+func explainTarget(args []string) (resource, name string, err error) {
+	if len(args) == 2 {
+		resource, name = args[0], args[1]
+	} else {
+		var ok bool
+		if resource, name, ok = strings.Cut(args[0], "/"); !ok {
+			return "", "", fmt.Errorf("%q: want RESOURCE/NAME, such as helloworlds/your-name", args[0])
+		}
+	}
+	if resource == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("%q: want RESOURCE/NAME, such as helloworlds/your-name", strings.Join(args, " "))
+	}
+	return resource, name, nil
+}
+
+// askMetactl asks metactl directly, at --endpoint, $METACTL_ENDPOINT or
+// the endpoint metactl dev recorded in the kubeconfig, else through the
+// Pod proxy.
+func askMetactl(ctx context.Context, f *explainFlags, loader clientcmd.ClientConfig, timeout time.Duration, req explain.Request, clientset func() (kubernetes.Interface, error)) (*explain.Answer, error) {
+	endpoint, from := f.endpoint, "--endpoint"
+	if endpoint == "" {
+		endpoint, from = os.Getenv(endpointEnv), "$"+endpointEnv
+	}
+	if endpoint == "" {
+		if raw, err := loader.RawConfig(); err == nil {
+			endpoint, from = explain.RecordedEndpoint(raw, f.context), "the kubeconfig (written by metactl dev)"
+		}
+	}
+	if endpoint != "" {
+		a, err := explain.Fetch(ctx, &http.Client{Timeout: timeout}, endpoint, req)
+		if err != nil {
+			return nil, fmt.Errorf("%w; check that metactl runs and serves its metrics address there (endpoint from %s), and that it does not run with --explain=false", err, from)
+		}
+		return a, nil
+	}
+	cs, err := clientset()
+	if err != nil {
+		return nil, err
+	}
+	a, err := explain.FetchThroughPods(ctx, cs, f.metactlNamespace, explain.PodSelector, f.metactlPort, req)
+	if err != nil && !errors.Is(err, explain.ErrNotLeading) {
+		err = fmt.Errorf("%w; or give metactl's metrics address with --endpoint", err)
+	}
+	return a, err
+}

@@ -1,0 +1,125 @@
+package explain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// PodSelector selects metactl's Pods: the labels of the Deployment in
+// manifests/deploy/deployment.yaml.
+const PodSelector = "app.kubernetes.io/name=metactl,app.kubernetes.io/component=controller"
+
+// DefaultNamespace is the namespace of metactl's Deployment.
+const DefaultNamespace = "metactl-system"
+
+// DefaultPort is metactl's metrics port, where it serves Path (the
+// Deployment's container port "metrics"; the Pod proxy takes the number).
+const DefaultPort = "9999"
+
+// maxAnswerBytes bounds an answer read: a few records of a few syncs.
+const maxAnswerBytes = 8 << 20
+
+// Fetch asks the metactl serving at endpoint (http://host:port, its
+// metrics address) about req.
+func Fetch(ctx context.Context, client *http.Client, endpoint string, req Request) (*Answer, error) {
+	u := strings.TrimSuffix(endpoint, "/") + Path + "?" + req.Query().Encode()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %q: %w", endpoint, err)
+	}
+	resp, err := client.Do(hreq)
+	if err != nil {
+		return nil, fmt.Errorf("reaching metactl at %s: %w", endpoint, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	if err != nil {
+		return nil, fmt.Errorf("reading metactl's answer from %s: %w", endpoint, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metactl at %s answered %s: %s", endpoint, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return decode(body, endpoint)
+}
+
+func decode(body []byte, from string) (*Answer, error) {
+	a := &Answer{}
+	if err := json.Unmarshal(body, a); err != nil {
+		return nil, fmt.Errorf("metactl's answer from %s is not an explain answer (an older metactl, or not metactl?): %w", from, err)
+	}
+	return a, nil
+}
+
+// FetchThroughPods asks, through the API server's Pod proxy
+// (/api/v1/namespaces/NS/pods/NAME:PORT/proxy/debug/explain), each Ready
+// Pod in namespace that selector selects, and returns the leader's
+// answer. It fails when no Pod is Ready, when none could be asked, or
+// when none leads (ErrNotLeading), saying which Pods it asked.
+func FetchThroughPods(ctx context.Context, cs kubernetes.Interface, namespace, selector, port string, req Request) (*Answer, error) {
+	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, fmt.Errorf("listing metactl's Pods in namespace %s (labels %s): %w", namespace, selector, err)
+	}
+	var errs []error
+	var standbys []string
+	asked := 0
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if !podReady(pod) {
+			continue
+		}
+		asked++
+		body, err := cs.CoreV1().RESTClient().Get().
+			Namespace(namespace).Resource("pods").Name(pod.Name+":"+port).SubResource("proxy").Suffix(Path).
+			Param("group", req.Group).Param("version", req.Version).Param("resource", req.Resource).
+			Param("namespace", req.Namespace).Param("name", req.Name).
+			DoRaw(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pod %s: %w", pod.Name, err))
+			continue
+		}
+		a, err := decode(body, "pod "+pod.Name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if a.Process.Leading {
+			return a, nil
+		}
+		standbys = append(standbys, pod.Name)
+	}
+	switch {
+	case asked == 0:
+		return nil, fmt.Errorf("no Ready metactl Pod in namespace %s with labels %s (%d Pods found): check `kubectl get pods -n %s -l %s`, or set --metactl-namespace",
+			namespace, selector, len(pods.Items), namespace, selector)
+	case len(standbys) > 0 && len(errs) == 0:
+		return nil, fmt.Errorf("%w: no metactl Pod in namespace %s leads (asked %s, each standing by): check the Lease with `kubectl get lease -n %s`",
+			ErrNotLeading, namespace, strings.Join(standbys, ", "), namespace)
+	default:
+		if len(standbys) > 0 {
+			errs = append(errs, fmt.Errorf("%w: %s stand by", ErrNotLeading, strings.Join(standbys, ", ")))
+		}
+		return nil, fmt.Errorf("asking metactl through the API server's Pod proxy (port %s; needs get on pods/proxy in %s): %w", port, namespace, errors.Join(errs...))
+	}
+}
+
+func podReady(pod *corev1.Pod) bool {
+	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,292 @@
+package explain_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/explain"
+	"github.com/metactl/metactl/pkg/history"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+var (
+	now     = time.Date(2026, 11, 26, 15, 4, 0, 0, time.UTC)
+	request = explain.Request{Group: "example.metactl.io", Version: "v1", Resource: "helloworlds", Namespace: "default", Name: "your-name"}
+)
+
+// failing is the answer for a parent whose hook fails.
+func failing() *explain.Answer {
+	return &explain.Answer{
+		Object: request, Process: explain.Process{Name: "metactl-0", Leading: true}, Watched: true, InCache: true,
+		Controllers: []explain.Controller{{
+			Kind: "CompositeController", Name: "hello-world", Role: explain.RoleParent,
+			State: explain.NewState([]*history.Sync{{Outcome: history.Outcome{Result: "error", Reason: "HookFailed",
+				Error: "sync hook: 500 Internal Server Error", Attempt: 4, NextAttempt: now.Add(12 * time.Second)}}}, "", 0, time.Time{}),
+			Syncs: []*history.Sync{{
+				Start: now.Add(-time.Second), Duration: 15 * time.Millisecond,
+				Triggers: []loop.Trigger{{Cause: loop.CauseRetry}, {Cause: loop.CauseObject, Object: "helloworlds/default/your-name", Generation: 2}},
+				Calls:    []history.Call{{Hook: "sync", Duration: 9 * time.Millisecond, Result: "500", Error: "500 Internal Server Error"}},
+				Outcome:  history.Outcome{Result: "error", Reason: "HookFailed", Error: "sync hook: 500 Internal Server Error", Attempt: 4, NextAttempt: now.Add(12 * time.Second)},
+			}},
+			Dependents: []explain.Dependent{{Resource: "configmaps", Namespace: "default", Name: "your-name-greeting", State: explain.DependentPresent}},
+		}},
+	}
+}
+
+// TestPrint: the human output names the controller, the state line with
+// reason, error, attempt and next attempt, each sync with its triggers
+// and hook calls, and the children; a healthy parent reads Synced.
+func TestPrint(t *testing.T) {
+	var b strings.Builder
+	if err := explain.Print(&b, failing(), now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"Object:       helloworlds.example.metactl.io default/your-name",
+		"Answered by:  metactl metactl-0 (leader)",
+		"Controller:   CompositeController hello-world (parent)",
+		"State:        Failing: HookFailed sync hook: 500 Internal Server Error, attempt 4, next attempt in 12s (at 2026-11-26T15:04:12Z)",
+		"retry, object helloworlds/default/your-name (generation 2)",
+		"    hook sync: 500 in 9ms\n", // its error is the sync's, in the row above
+		"configmaps  default/your-name-greeting  present",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	healthy := failing()
+	healthy.Controllers[0].State = explain.NewState([]*history.Sync{{Outcome: history.Outcome{Result: "success"}}}, "", 0, time.Time{})
+	b.Reset()
+	_ = explain.Print(&b, healthy, now)
+	if !strings.Contains(b.String(), "State:        Synced\n") {
+		t.Errorf("healthy output lacks the Synced state line:\n%s", b.String())
+	}
+
+	rolling := failing()
+	rolling.Controllers[0].Dependents = []explain.Dependent{
+		{Resource: "pods", Namespace: "default", Name: "web-0", State: explain.DependentPresent, Revision: "things.example-abc", Latest: true},
+		{Resource: "pods", Namespace: "default", Name: "web-1", State: explain.DependentDeleting, Revision: "things.example-old"},
+	}
+	rolling.Controllers[0].Rollout = &explain.Rollout{Status: "False", Reason: "RolloutWaiting", Message: "pods web-0 is not ready"}
+	b.Reset()
+	_ = explain.Print(&b, rolling, now)
+	for _, want := range []string{"Rollout:      Updated=False RolloutWaiting: pods web-0 is not ready", "RESOURCE  NAME           STATE     REVISION",
+		"pods      default/web-0  present   things.example-abc (latest)", "pods      default/web-1  deleting  things.example-old"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("rolling output lacks %q:\n%s", want, b.String())
+		}
+	}
+
+	none := &explain.Answer{Object: request, Process: explain.Process{Name: "m", Leading: true}, Watched: true, InCache: true,
+		NotSelected: []explain.NotSelected{{Kind: "CompositeController", Name: "hello-world", Selector: "spec.parentResource.labelSelector team=a"}}}
+	b.Reset()
+	_ = explain.Print(&b, none, now)
+	for _, want := range []string{"none: no controller selects it", "CompositeController hello-world syncs this resource but does not select it: spec.parentResource.labelSelector team=a"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestNewState: without records, the failing set and the queue's failures
+// say Failing; else Unknown.
+func TestNewState(t *testing.T) {
+	if s := explain.NewState(nil, "boom", 2, time.Time{}); s.Phase != explain.PhaseFailing || s.Error != "boom" || s.Attempt != 2 {
+		t.Errorf("failing without records: %+v", s)
+	}
+	if s := explain.NewState(nil, "", 0, time.Time{}); s.Phase != explain.PhaseUnknown {
+		t.Errorf("not failing, no records: %+v", s)
+	}
+	if s := explain.NewState([]*history.Sync{{Outcome: history.Outcome{Result: "waiting", Reason: "Waiting"}}}, "", 0, time.Time{}); s.Phase != explain.PhaseWaiting {
+		t.Errorf("waiting: %+v", s)
+	}
+}
+
+type source struct {
+	mu   sync.Mutex
+	got  []explain.Request
+	from func(explain.Request) *explain.Answer
+}
+
+func (s *source) Explain(_ context.Context, req explain.Request) (*explain.Answer, error) {
+	s.mu.Lock()
+	s.got = append(s.got, req)
+	s.mu.Unlock()
+	return s.from(req), nil
+}
+
+// TestHandlerAndFetch: Fetch's request reaches the Source whole, and its
+// answer comes back whole; a request without a name is refused.
+func TestHandlerAndFetch(t *testing.T) {
+	src := &source{from: func(explain.Request) *explain.Answer { return failing() }}
+	mux := http.NewServeMux()
+	mux.Handle(explain.Path, explain.Handler(src))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	a, err := explain.Fetch(context.Background(), srv.Client(), srv.URL, request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(src.got) != 1 || src.got[0] != request {
+		t.Errorf("the source was asked %+v, want %+v", src.got, request)
+	}
+	want, _ := json.Marshal(failing())
+	if got, _ := json.Marshal(a); string(got) != string(want) {
+		t.Errorf("answer\n%s\nwant\n%s", got, want)
+	}
+
+	if _, err := explain.Fetch(context.Background(), srv.Client(), srv.URL, explain.Request{Resource: "helloworlds"}); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Errorf("a request without a name: %v, want 400", err)
+	}
+	resp, err := http.Post(srv.URL+explain.Path+"?"+request.Query().Encode(), "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST: %s, want 405", resp.Status)
+	}
+	if _, err := explain.Fetch(context.Background(), srv.Client(), "http://127.0.0.1:1", request); err == nil || !strings.Contains(err.Error(), "reaching metactl at http://127.0.0.1:1") {
+		t.Errorf("nothing listening: %v", err)
+	}
+}
+
+// fakeAPIServer serves a Pod list and the Pod proxy's explain path, as
+// the API server does (envtest runs no kubelet and proxies to no Pod):
+// each proxied request is recorded, and answered by answers by Pod name.
+type fakeAPIServer struct {
+	*httptest.Server
+	mu      sync.Mutex
+	proxied []string
+}
+
+func newFakeAPIServer(t *testing.T, items []corev1.Pod, answers map[string]*explain.Answer) *fakeAPIServer {
+	f := &fakeAPIServer{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		const pods = "/api/v1/namespaces/metactl-system/pods"
+		switch {
+		case r.URL.Path == pods:
+			if got := r.URL.Query().Get("labelSelector"); got != explain.PodSelector {
+				http.Error(w, "selector "+got, http.StatusBadRequest)
+				return
+			}
+			_ = json.NewEncoder(w).Encode(&corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: items})
+		case strings.HasPrefix(r.URL.Path, pods+"/") && strings.HasSuffix(r.URL.Path, "/proxy"+explain.Path):
+			f.mu.Lock()
+			f.proxied = append(f.proxied, r.URL.Path+"?"+r.URL.RawQuery)
+			f.mu.Unlock()
+			name, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, pods+"/"), ":")
+			a := answers[name]
+			if a == nil {
+				http.Error(w, "no such pod", http.StatusServiceUnavailable)
+				return
+			}
+			_ = json.NewEncoder(w).Encode(a)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func pod(name string, ready bool) corev1.Pod {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "metactl-system"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}}}
+}
+
+func clientset(t *testing.T, url string) kubernetes.Interface {
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// TestFetchThroughPods: each Ready Pod is asked at
+// /api/v1/namespaces/NS/pods/NAME:PORT/proxy/debug/explain with the
+// request's query, a Pod not Ready is not asked, and the leader's answer
+// is returned; with only standbys the error says none leads; with no
+// Ready Pod, it says what to check.
+func TestFetchThroughPods(t *testing.T) {
+	leader, standby := failing(), failing()
+	leader.Process.Name = "metactl-b"
+	standby.Process = explain.Process{Name: "metactl-a"}
+	f := newFakeAPIServer(t, []corev1.Pod{pod("metactl-a", true), pod("metactl-b", true), pod("metactl-c", false)},
+		map[string]*explain.Answer{"metactl-a": standby, "metactl-b": leader, "metactl-c": leader})
+	a, err := explain.FetchThroughPods(context.Background(), clientset(t, f.URL), "metactl-system", explain.PodSelector, "9999", request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Process.Name != "metactl-b" {
+		t.Errorf("answer from %s, want the leader metactl-b", a.Process.Name)
+	}
+	wantQuery := request.Query().Encode()
+	for _, p := range f.proxied {
+		if strings.Contains(p, "metactl-c") {
+			t.Errorf("asked the Pod that is not Ready: %s", p)
+		}
+	}
+	if len(f.proxied) == 0 || f.proxied[0] != "/api/v1/namespaces/metactl-system/pods/metactl-a:9999/proxy/debug/explain?"+wantQuery {
+		t.Errorf("proxied %q, want first /api/v1/namespaces/metactl-system/pods/metactl-a:9999/proxy/debug/explain?%s", f.proxied, wantQuery)
+	}
+
+	f = newFakeAPIServer(t, []corev1.Pod{pod("metactl-a", true)}, map[string]*explain.Answer{"metactl-a": standby})
+	if _, err := explain.FetchThroughPods(context.Background(), clientset(t, f.URL), "metactl-system", explain.PodSelector, "9999", request); !errors.Is(err, explain.ErrNotLeading) {
+		t.Errorf("only a standby: %v, want ErrNotLeading", err)
+	}
+	f = newFakeAPIServer(t, []corev1.Pod{pod("metactl-c", false)}, nil)
+	if _, err := explain.FetchThroughPods(context.Background(), clientset(t, f.URL), "metactl-system", explain.PodSelector, "9999", request); err == nil || !strings.Contains(err.Error(), "no Ready metactl Pod in namespace metactl-system") {
+		t.Errorf("no Ready Pod: %v", err)
+	}
+}
+
+// TestRecordedEndpoint: the endpoint metactl dev writes into a kubeconfig
+// is read back from it through client-go's loading, as explain does.
+func TestRecordedEndpoint(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:6443"}
+	cfg.Contexts["dev"] = &clientcmdapi.Context{Cluster: "c"}
+	cfg.CurrentContext = "dev"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := explain.RecordEndpoint(path, "http://127.0.0.1:4242"); err != nil {
+		t.Fatal(err)
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	raw, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).RawConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := explain.RecordedEndpoint(raw, ""); got != "http://127.0.0.1:4242" {
+		t.Errorf("recorded endpoint %q", got)
+	}
+	if got := explain.RecordedEndpoint(raw, "other"); got != "" {
+		t.Errorf("another context's endpoint %q, want none", got)
+	}
+}
