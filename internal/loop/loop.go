@@ -290,8 +290,12 @@ func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
 	if len(info.triggers) == 0 {
 		// Every add carries a trigger, so none here means that the
 		// triggers this add stood for were taken by the sync that ran
-		// after them (an add racing with the start of that sync), or that
-		// they were dropped with the object (Gone): nothing to do.
+		// after them (an add racing with the start of that sync), that
+		// they were dropped with the object (Gone), or that this is the
+		// queue's
+		// wake-up for a delayed trigger merged into an identical one due
+		// sooner (pending.add keeps the earliest), which a sync took
+		// already: nothing to do.
 		logger.V(5).Info("No trigger pending; sync skipped", "key", key)
 		return
 	}

@@ -57,22 +57,10 @@ func (p *pending) add(key string, t Trigger, due time.Time) {
 		}
 	}
 	if len(k.triggers) >= MaxTriggers {
-		// Keep the delayed ones (the loop's retries and resyncs, a few
-		// distinct at most): each is the only cause of the sync at its
-		// time. Drop the newest trigger due now, else this one.
-		drop := -1
-		for i := len(k.triggers) - 1; i >= 0; i-- {
-			if !k.triggers[i].due.After(time.Now()) {
-				drop = i
-				break
-			}
-		}
-		if drop < 0 || !due.After(time.Now()) {
-			k.dropped++
+		k.dropped++
+		if !k.evictFor(due, time.Now()) {
 			return
 		}
-		k.triggers = append(k.triggers[:drop], k.triggers[drop+1:]...)
-		k.dropped++
 	}
 	// Insert in due order (stable: after those due at the same time).
 	i := len(k.triggers)
@@ -82,6 +70,37 @@ func (p *pending) add(key string, t Trigger, due time.Time) {
 	k.triggers = append(k.triggers, dueTrigger{})
 	copy(k.triggers[i+1:], k.triggers[i:])
 	k.triggers[i] = dueTrigger{Trigger: t, due: due}
+}
+
+// evictFor makes room, in a full list, for a trigger due at due, and
+// reports whether it did (false: that trigger is the one to drop). The
+// triggers due by now are what makes the sync the queue runs next do
+// anything: the last of them is never evicted, else that sync, finding
+// none, is skipped. Beyond that the delayed ones (the loop's retries and
+// resyncs, a few distinct at most) are kept, each the only cause of the
+// sync at its time: a trigger due now evicts none when one is due
+// already, and the latest delayed one when none is; a delayed trigger
+// evicts the newest trigger due now when two or more are, else the
+// latest delayed one when that is due after it.
+func (k *keyTriggers) evictFor(due, now time.Time) bool {
+	nDue := 0
+	for nDue < len(k.triggers) && !k.triggers[nDue].due.After(now) {
+		nDue++
+	}
+	last := len(k.triggers) - 1
+	switch {
+	case !due.After(now) && nDue > 0:
+		return false
+	case !due.After(now):
+		k.triggers = k.triggers[:last]
+	case nDue > 1:
+		k.triggers = append(k.triggers[:nDue-1], k.triggers[nDue:]...)
+	case last >= nDue && k.triggers[last].due.After(due):
+		k.triggers = k.triggers[:last]
+	default:
+		return false
+	}
+	return true
 }
 
 // take removes and returns the triggers of key due by now, first first,

@@ -280,3 +280,28 @@ func TestTriggerString(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundKeepsADueTrigger: at MaxTriggers, the trigger due now that
+// the queue's add stands for is kept, whether the delayed triggers came
+// after it or before: else the sync, finding no trigger due, is skipped.
+func TestBoundKeepsADueTrigger(t *testing.T) {
+	r := &recorder{}
+	l := newLoop(t, loop.Options{}, r.sync)
+	// ns/a: the due trigger first, then more delayed ones than fit.
+	l.AddFor("ns/a", changed)
+	for i := range loop.MaxTriggers {
+		l.AddAfterFor("ns/a", time.Hour+time.Duration(i)*time.Second, dependent(fmt.Sprint("a", i)))
+	}
+	// ns/b: delayed ones filling the list, then the due trigger.
+	for i := range loop.MaxTriggers {
+		l.AddAfterFor("ns/b", time.Hour+time.Duration(i)*time.Second, dependent(fmt.Sprint("b", i)))
+	}
+	l.AddFor("ns/b", changed)
+	run(t, l)
+	got := r.waitSyncs(t, 2)
+	for _, triggers := range got {
+		if want := []loop.Trigger{changed}; !reflect.DeepEqual(triggers, want) {
+			t.Errorf("a sync had triggers %v, want %v", triggers, want)
+		}
+	}
+}
