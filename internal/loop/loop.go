@@ -291,11 +291,11 @@ func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
 		// Every add carries a trigger, so none here means that the
 		// triggers this add stood for were taken by the sync that ran
 		// after them (an add racing with the start of that sync), that
-		// they were dropped with the object (Gone), or that this is the
-		// queue's
-		// wake-up for a delayed trigger merged into an identical one due
-		// sooner (pending.add keeps the earliest), which a sync took
-		// already: nothing to do.
+		// they were dropped with the object (Gone) or after a success (a
+		// retry no longer needed), or that this is the queue's wake-up
+		// for a delayed trigger merged into an identical one due sooner
+		// (pending.add keeps the earliest), which a sync took already:
+		// nothing to do.
 		logger.V(5).Info("No trigger pending; sync skipped", "key", key)
 		return
 	}
@@ -331,6 +331,9 @@ func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
 		metrics.Syncs.WithLabelValues(l.opts.Name, "success", first).Inc()
 		logger.V(4).Info("Synced", "key", key, "triggers", info.triggers, "duration", took, "result", "success")
 		l.queue.Forget(key)
+		// A retry still pending from an earlier failure is not needed
+		// any more; the queue's wake-up for it finds no trigger.
+		l.pending.forgetRetries(key)
 		if requeueAfter > 0 && !info.isGone() {
 			l.AddAfterFor(key, requeueAfter, Trigger{Cause: l.opts.RequeueCause})
 		}

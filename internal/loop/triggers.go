@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -145,6 +146,21 @@ func (p *pending) forgetDelayed(key string, now time.Time) {
 		n++
 	}
 	k.triggers = k.triggers[:n]
+	if len(k.triggers) == 0 && k.dropped == 0 {
+		delete(p.keys, key)
+	}
+}
+
+// forgetRetries drops the CauseRetry triggers of key: after a successful
+// sync, the retries of an earlier failure.
+func (p *pending) forgetRetries(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := p.keys[key]
+	if k == nil {
+		return
+	}
+	k.triggers = slices.DeleteFunc(k.triggers, func(t dueTrigger) bool { return t.Cause == CauseRetry })
 	if len(k.triggers) == 0 && k.dropped == 0 {
 		delete(p.keys, key)
 	}

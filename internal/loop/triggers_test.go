@@ -305,3 +305,28 @@ func TestBoundKeepsADueTrigger(t *testing.T) {
 		}
 	}
 }
+
+// TestSuccessDropsPendingRetries: a sync that succeeds before the retry
+// of an earlier failure is due takes that retry away: no sync labelled
+// "retry" follows the success.
+func TestSuccessDropsPendingRetries(t *testing.T) {
+	r := &recorder{results: []result{{err: errHook}}}
+	l := newLoop(t, loop.Options{
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](400*time.Millisecond, time.Second),
+	}, r.sync)
+	run(t, l)
+	l.AddFor("ns/a", changed)
+	r.waitSyncs(t, 1)
+	// Before the retry (400ms after the failure) is due.
+	l.AddFor("ns/a", dependent("c1"))
+	r.waitSyncs(t, 2)
+	// The retry's time, and a margin for its sync to start: the retry
+	// was due within 400ms of the second sync.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if got := r.syncs(); len(got) > 2 {
+			t.Fatalf("syncs had triggers %v: a retry after the success", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
