@@ -15,9 +15,9 @@
 // gathers the triggers of a key while it waits (distinct ones, at most
 // MaxTriggers, the rest counted) and hands them to its sync (TriggersOf);
 // a trigger queued with a delay counts only once due. Its own retries are
-// CauseRetry, a sync's requeueAfter Options.RequeueCause. A sync that
-// finds its object gone (Gone) drops the retries and resyncs scheduled for
-// it. metactl_syncs_total counts each sync under its first trigger's cause.
+// CauseRetry, a sync's requeueAfter CauseResyncAfter. A sync that finds
+// its object gone (Gone) drops the retries and resyncs scheduled for it.
+// metactl_syncs_total counts each sync under its first trigger's cause.
 //
 // Guarantees: a key is never synced twice at once; a key added
 // while it is being synced is synced again afterwards, once however many

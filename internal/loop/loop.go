@@ -50,9 +50,6 @@ type Options struct {
 	// Syncs still running then are abandoned: Stop logs their keys and
 	// returns.
 	StopGracePeriod time.Duration
-	// RequeueCause is the cause of the sync a SyncFunc's requeueAfter
-	// asks for; default CauseResyncAfter.
-	RequeueCause Cause
 }
 
 // DefaultStopGracePeriod is the default of Options.StopGracePeriod: as
@@ -149,9 +146,6 @@ func New(opts Options, sync SyncFunc) *Loop {
 	}
 	if opts.StopGracePeriod <= 0 {
 		opts.StopGracePeriod = DefaultStopGracePeriod
-	}
-	if opts.RequeueCause == "" {
-		opts.RequeueCause = CauseResyncAfter
 	}
 	stopped, stop := context.WithCancelCause(context.Background())
 	return &Loop{
@@ -335,7 +329,7 @@ func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
 		// any more; the queue's wake-up for it finds no trigger.
 		l.pending.forgetRetries(key)
 		if requeueAfter > 0 && !info.isGone() {
-			l.AddAfterFor(key, requeueAfter, Trigger{Cause: l.opts.RequeueCause})
+			l.AddAfterFor(key, requeueAfter, Trigger{Cause: CauseResyncAfter})
 		}
 		return
 	case errors.Is(err, ErrWaiting):

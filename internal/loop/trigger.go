@@ -44,18 +44,16 @@ const (
 // Causes lists every Cause.
 var Causes = []Cause{CauseObject, CauseDependent, CauseRelated, CauseResync, CauseResyncAfter, CauseRetry, CauseStart}
 
-// String names t in logs, in one word: its cause, with the object and
-// the generation when it has them ("dependent(configmaps/ns/c1)",
-// "object(generation=3)", "retry").
+// String names t, in logs and in `metactl explain`: its cause, then the
+// object and the generation when it has them ("dependent
+// configmaps/ns/c1", "object (generation 3)", "retry").
 func (t Trigger) String() string {
 	s := string(t.Cause)
-	switch {
-	case t.Object != "" && t.Generation != 0:
-		s += "(" + t.Object + ",generation=" + strconv.FormatInt(t.Generation, 10) + ")"
-	case t.Object != "":
-		s += "(" + t.Object + ")"
-	case t.Generation != 0:
-		s += "(generation=" + strconv.FormatInt(t.Generation, 10) + ")"
+	if t.Object != "" {
+		s += " " + t.Object
+	}
+	if t.Generation != 0 {
+		s += " (generation " + strconv.FormatInt(t.Generation, 10) + ")"
 	}
 	return s
 }

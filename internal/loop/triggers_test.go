@@ -264,16 +264,17 @@ func TestSyncsAreLoggedWithTheirTriggers(t *testing.T) {
 	}, "a failure logged with its trigger, then the retry's success")
 }
 
-// TestTriggerString: one word per trigger in logs.
+// TestTriggerString: the one format of a trigger, in logs and explain.
 func TestTriggerString(t *testing.T) {
 	for _, tc := range []struct {
 		t    loop.Trigger
 		want string
 	}{
 		{loop.Trigger{Cause: loop.CauseRetry}, "retry"},
-		{loop.Trigger{Cause: loop.CauseObject, Generation: 3}, "object(generation=3)"},
-		{dependent("c1"), "dependent(configmaps/ns/c1)"},
-		{loop.Trigger{Cause: loop.CauseRelated, Object: loop.ObjectName("namespaces", "", "ns")}, "related(namespaces/ns)"},
+		{loop.Trigger{Cause: loop.CauseObject, Generation: 3}, "object (generation 3)"},
+		{dependent("c1"), "dependent configmaps/ns/c1"},
+		{loop.Trigger{Cause: loop.CauseObject, Object: "pets/ns/a", Generation: 2}, "object pets/ns/a (generation 2)"},
+		{loop.Trigger{Cause: loop.CauseRelated, Object: loop.ObjectName("namespaces", "", "ns")}, "related namespaces/ns"},
 	} {
 		if got := tc.t.String(); got != tc.want {
 			t.Errorf("%#v.String() = %q, want %q", tc.t, got, tc.want)

@@ -3,6 +3,7 @@ package controller
 import (
 	"strings"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/explain"
 	"github.com/metactl/metactl/pkg/history"
@@ -112,10 +113,7 @@ func goneDependents(syncs []*history.Sync, present []explain.Dependent) []explai
 	}
 	have := map[string]bool{}
 	for _, d := range present {
-		resource, _, _ := strings.Cut(d.Resource, ".")
-		for _, r := range []string{d.Resource, resource} {
-			have[strings.Join(nonEmpty(r, d.Namespace, d.Name), "/")] = true
-		}
+		have[loop.ObjectName(d.Resource, d.Namespace, d.Name)] = true
 	}
 	var out []explain.Dependent
 	seen := map[string]bool{}
@@ -130,16 +128,6 @@ func goneDependents(syncs []*history.Sync, present []explain.Dependent) []explai
 			d.Namespace = parts[1]
 		}
 		out = append(out, d)
-	}
-	return out
-}
-
-func nonEmpty(parts ...string) []string {
-	out := parts[:0:0]
-	for _, p := range parts {
-		if p != "" {
-			out = append(out, p)
-		}
 	}
 	return out
 }

@@ -55,7 +55,7 @@ func noController(a *Answer) string {
 
 func printController(p func(string, ...any), c Controller, now time.Time) {
 	p("Controller:\t%s %s (%s)", c.Kind, c.Name, c.Role)
-	p("State:\t%s", StateLine(c.State, now))
+	p("State:\t%s", stateLine(c.State, now))
 	if !c.State.SyncingSince.IsZero() {
 		p("\tsyncing now, for %s", describeDuration(now.Sub(c.State.SyncingSince)))
 	}
@@ -142,9 +142,9 @@ func printController(p func(string, ...any), c Controller, now time.Time) {
 	}
 }
 
-// StateLine is the one-line summary of s: "Synced", or "Failing:
+// stateLine is the one-line summary of s: "Synced", or "Failing:
 // HookFailed <error>, attempt 4, next attempt in 12s (at 15:04:05Z)".
-func StateLine(s State, now time.Time) string {
+func stateLine(s State, now time.Time) string {
 	var b strings.Builder
 	b.WriteString(s.Phase)
 	switch s.Phase {
@@ -184,16 +184,7 @@ func triggers(ts []loop.Trigger) string {
 	}
 	parts := make([]string, 0, len(ts))
 	for _, t := range ts {
-		s := string(t.Cause)
-		switch {
-		case t.Object != "" && t.Generation != 0:
-			s += fmt.Sprintf(" %s (generation %d)", t.Object, t.Generation)
-		case t.Object != "":
-			s += " " + t.Object
-		case t.Generation != 0:
-			s += fmt.Sprintf(" (generation %d)", t.Generation)
-		}
-		parts = append(parts, s)
+		parts = append(parts, t.String())
 	}
 	return strings.Join(parts, ", ")
 }

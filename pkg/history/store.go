@@ -167,8 +167,8 @@ func (st *Store) Forget(controller, key string) {
 	}
 }
 
-// Bytes returns the estimated memory of the record.
-func (st *Store) Bytes() int64 {
+// bytesUsed returns the estimated memory of the record.
+func (st *Store) bytesUsed() int64 {
 	if st == nil {
 		return 0
 	}
@@ -177,8 +177,8 @@ func (st *Store) Bytes() int64 {
 	return st.bytes
 }
 
-// Len returns the number of objects recorded.
-func (st *Store) Len() int {
+// objectCount returns the number of objects recorded.
+func (st *Store) objectCount() int {
 	if st == nil {
 		return 0
 	}

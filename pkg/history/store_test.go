@@ -46,12 +46,12 @@ func TestStoreKeepsTheLastSyncsOfEachObject(t *testing.T) {
 		t.Error("a controller of another kind with the same name shares the record")
 	}
 	want := objectOverhead + alloc(len("compositecontroller/c")) + alloc(len("ns/p")) + all[2].Size() + all[3].Size() + all[4].Size()
-	if st.Bytes() != want {
-		t.Errorf("Bytes() = %d, want %d (the object and its 3 syncs)", st.Bytes(), want)
+	if st.bytesUsed() != want {
+		t.Errorf("Bytes() = %d, want %d (the object and its 3 syncs)", st.bytesUsed(), want)
 	}
 	st.Forget("compositecontroller/c", "ns/p")
-	if st.Get("compositecontroller/c", "ns/p") != nil || st.Bytes() != 0 || st.Len() != 0 {
-		t.Errorf("after Forget: %d objects, %d bytes", st.Len(), st.Bytes())
+	if st.Get("compositecontroller/c", "ns/p") != nil || st.bytesUsed() != 0 || st.objectCount() != 0 {
+		t.Errorf("after Forget: %d objects, %d bytes", st.objectCount(), st.bytesUsed())
 	}
 }
 
@@ -67,8 +67,8 @@ func TestStoreEvictsTheObjectsSyncedLongestAgo(t *testing.T) {
 		st.Put("c", fmt.Sprint("ns/p", i), typical(0))
 	}
 	st.Put("c", "ns/p0", typical(0)) // p0 synced again: p1 is now the oldest
-	if st.Len() != 2 || st.Get("c", "ns/p1") != nil {
-		t.Fatalf("after a second sync of p0 over budget: %d objects, p1 kept: %v; want p1 evicted", st.Len(), st.Get("c", "ns/p1") != nil)
+	if st.objectCount() != 2 || st.Get("c", "ns/p1") != nil {
+		t.Fatalf("after a second sync of p0 over budget: %d objects, p1 kept: %v; want p1 evicted", st.objectCount(), st.Get("c", "ns/p1") != nil)
 	}
 	st.Put("c", "ns/p3", typical(0))
 	for key, want := range map[string]int{"ns/p0": 2, "ns/p1": 0, "ns/p2": 0, "ns/p3": 1} {
@@ -76,11 +76,11 @@ func TestStoreEvictsTheObjectsSyncedLongestAgo(t *testing.T) {
 			t.Errorf("%s: %d syncs kept, want %d", key, got, want)
 		}
 	}
-	if st.Bytes() > 3*one+one/2 {
-		t.Errorf("Bytes() = %d, over the budget %d", st.Bytes(), 3*one+one/2)
+	if st.bytesUsed() > 3*one+one/2 {
+		t.Errorf("Bytes() = %d, over the budget %d", st.bytesUsed(), 3*one+one/2)
 	}
-	if got := testutil.ToFloat64(metrics.HistoryBytes) - bytesBefore; got != float64(st.Bytes()) {
-		t.Errorf("metactl_history_bytes rose by %v, want %d", got, st.Bytes())
+	if got := testutil.ToFloat64(metrics.HistoryBytes) - bytesBefore; got != float64(st.bytesUsed()) {
+		t.Errorf("metactl_history_bytes rose by %v, want %d", got, st.bytesUsed())
 	}
 	if got := testutil.ToFloat64(metrics.HistoryEvictions) - evictionsBefore; got != 2 {
 		t.Errorf("metactl_history_evictions_total rose by %v, want 2", got)
@@ -90,8 +90,8 @@ func TestStoreEvictsTheObjectsSyncedLongestAgo(t *testing.T) {
 	small := NewStore(StoreOptions{MaxBytes: one + one/2})
 	small.Put("c", "ns/p0", typical(0))
 	small.Put("c", "ns/p0", typical(0))
-	if n := len(small.Get("c", "ns/p0")); n != 1 || small.Bytes() > one+one/2 {
-		t.Errorf("an object over the budget kept %d syncs in %d bytes, want 1 within %d", n, small.Bytes(), one+one/2)
+	if n := len(small.Get("c", "ns/p0")); n != 1 || small.bytesUsed() > one+one/2 {
+		t.Errorf("an object over the budget kept %d syncs in %d bytes, want 1 within %d", n, small.bytesUsed(), one+one/2)
 	}
 }
 
@@ -113,7 +113,7 @@ func TestSizeBoundsTheHeap(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	estimate := st.Bytes() - int64(n)*alloc(len("ns/p1000")) // the keys were allocated before
+	estimate := st.bytesUsed() - int64(n)*alloc(len("ns/p1000")) // the keys were allocated before
 	t.Logf("%d syncs: heap %d bytes (%d each), estimate %d (%d each)", n, heap, heap/n, estimate, estimate/n)
 	if estimate < heap {
 		t.Errorf("the estimate %d is below the heap %d the record holds", estimate, heap)
