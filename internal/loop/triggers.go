@@ -151,6 +151,37 @@ func (p *pending) forgetDelayed(key string, now time.Time) {
 	}
 }
 
+// nextDelayed returns when the first trigger of key not due by now is
+// due, leaving out CauseRetry ones unless retries; zero when none is.
+func (p *pending) nextDelayed(key string, now time.Time, retries bool) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := p.keys[key]
+	if k == nil {
+		return time.Time{}
+	}
+	for _, t := range k.triggers {
+		if t.due.After(now) && (retries || t.Cause != CauseRetry) {
+			return t.due
+		}
+	}
+	return time.Time{}
+}
+
+// NextDelayed returns, from within a SyncFunc called by a Loop (ctx is
+// the one it got), when the first trigger queued for its key with a delay
+// (AddAfterFor) and not yet due is due: a later sync of the key that no
+// new event causes. CauseRetry triggers are left out unless retries (a
+// successful sync drops them). Zero when none is pending, and outside a
+// Loop's sync.
+func NextDelayed(ctx context.Context, retries bool) time.Time {
+	r, ok := ctx.Value(retryStateKey{}).(*retryState)
+	if !ok {
+		return time.Time{}
+	}
+	return r.loop.pending.nextDelayed(r.key, time.Now(), retries)
+}
+
 // forgetRetries drops the CauseRetry triggers of key: after a successful
 // sync, the retries of an earlier failure.
 func (p *pending) forgetRetries(key string) {

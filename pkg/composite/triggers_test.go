@@ -258,3 +258,25 @@ func TestRecordOfAGoneParentIsForgotten(t *testing.T) {
 		return c.History(ns+"/p") == nil, nil
 	})
 }
+
+// TestNextAttemptOfAnUnsettledHookWithResyncAfter: a hook that does not
+// settle and asks for resyncAfterSeconds sooner than the backoff's retry
+// is synced again at that time, and the record's next attempt says so.
+func TestNextAttemptOfAnUnsettledHookWithResyncAfter(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	var calls atomic.Int64
+	hook := newTestHook(t, func(req *syncRequest) any {
+		// A status that changes on every call never settles.
+		return map[string]any{"children": []any{}, "status": map[string]any{"n": calls.Add(1)}, "resyncAfterSeconds": 0.05}
+	})
+	cc := compositeController(t, hook, thingsGVR, nil)
+	c := recorded(t, cc)
+	newThing(t, thingsGVR, ns, "p", nil)
+	s := waitForSync(t, c, ns+"/p", "a sync that waits", func(s *history.Sync) bool { return s.Outcome.Result == "waiting" })
+	end := s.Start.Add(s.Duration)
+	// The backoff's first retry is 250ms after the end; resyncAfterSeconds
+	// 50ms.
+	if next := s.Outcome.NextAttempt; next.Before(end) || next.After(end.Add(100*time.Millisecond)) {
+		t.Errorf("next attempt %v after the end of the waiting sync, want resyncAfterSeconds' 50ms", next.Sub(end))
+	}
+}

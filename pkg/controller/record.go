@@ -64,6 +64,7 @@ func (e *Engine) endRecord(ctx context.Context, key string, gone bool, after tim
 		if after > 0 {
 			o.NextAttempt = end.Add(after)
 		}
+		o.NextAttempt = sooner(o.NextAttempt, loop.NextDelayed(ctx, false))
 	case ctx.Err() != nil:
 		o.Result, o.Reason, o.Error = ResultCancelled, "", history.Cut(err.Error())
 	default:
@@ -75,9 +76,20 @@ func (e *Engine) endRecord(ctx context.Context, key string, gone bool, after tim
 		if delay, attempt, ok := loop.Retry(ctx, err); ok {
 			o.Attempt, o.NextAttempt = attempt, end.Add(delay)
 		}
+		// A sooner resyncAfterSeconds of an unsettled hook, or a retry
+		// pending from before.
+		o.NextAttempt = sooner(o.NextAttempt, loop.NextDelayed(ctx, true))
 	}
 	s.Outcome = o
 	e.opts.History.Put(e.historyID(), key, s)
+}
+
+// sooner returns the sooner of a and b, a zero time counting as none.
+func sooner(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 // resyncAfter queues key after delay for the hook's resyncAfterSeconds.

@@ -76,8 +76,10 @@ type Outcome struct {
 	// included; 0 after a success.
 	Attempt int `json:"attempt,omitempty"`
 	// NextAttempt is when the object is synced again without a new event:
-	// a retry, resyncAfterSeconds or the resync period; zero when none is
-	// scheduled.
+	// the soonest of its retry and the hook's resyncAfterSeconds (an
+	// unsettled hook's too); zero when none is scheduled. The resync
+	// period is not counted: it syncs every object at once, on a timer of
+	// the controller's.
 	NextAttempt time.Time `json:"nextAttempt,omitzero"`
 }
 
