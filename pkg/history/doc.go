@@ -1,7 +1,8 @@
 // Package history keeps a bounded, in-memory record of each object's last
-// syncs, for `metactl explain` and the metactl.io/Synced condition: why
-// each sync ran (its triggers), the hook calls it made, the writes it did,
-// how it ended, and when the object is tried again.
+// syncs, for `metactl explain` (the metactl.io/Synced condition does not
+// read it: it is written from the sync's result): why each sync ran (its
+// triggers), the hook calls it made, the writes it did, how it ended, and
+// when the object is tried again.
 //
 // The event path: the work queue (internal/loop) queues a key with the
 // Trigger that caused it and hands a sync the triggers gathered while the
@@ -11,6 +12,6 @@
 // metactl_object_writes_total as it records it), the engine ends it with
 // the outcome, and the Store keeps the last few per object within a fixed
 // memory budget (StoreOptions.MaxBytes, estimated by Sync.Size), evicting
-// the objects synced longest ago. A process has one Store, shared by its
+// the objects synced longest ago, those whose newest sync succeeded first. A process has one Store, shared by its
 // controllers, each under its ControllerID (kinds may share names).
 package history
