@@ -12,6 +12,7 @@
 // metactl_object_writes_total as it records it), the engine ends it with
 // the outcome, and the Store keeps the last few per object within a fixed
 // memory budget (StoreOptions.MaxBytes, estimated by Sync.Size), evicting
-// the objects synced longest ago, those whose newest sync succeeded first. A process has one Store, shared by its
-// controllers, each under its ControllerID (kinds may share names).
+// the objects synced longest ago, those whose newest sync succeeded first.
+// A process has one Store, shared by its controllers, each under its
+// ControllerID (kinds may share names).
 package history

@@ -2,7 +2,9 @@ package history
 
 import (
 	"container/list"
+	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/metactl/metactl/pkg/metrics"
 )
@@ -14,21 +16,25 @@ const DefaultSyncsPerObject = 5
 // typical sync record (a trigger or two, one to three hook calls, a few
 // writes) is estimated at 1-2 KiB, so 8 MiB keeps several thousand syncs:
 // the last syncs of every object of a controller of a few thousand, and
-// at 10,000 objects those of the objects synced last. Those are the ones
-// someone asks about: a failing object is retried at least every
-// --max-retry-delay, so it stays among them while it fails. It is small
-// beside the informer caches of such a process (hundreds of MiB at
-// 10,000 parents).
+// at 10,000 objects those of the objects synced last. Past the budget the
+// objects whose newest sync succeeded go first, so that a wave of no-op
+// syncs (a resync of 10,000 parents) does not push out a failing object
+// between its retries; and each object keeps its last failed sync beside
+// its window, so that its last error stays however many syncs followed.
+// It is small beside the informer caches of such a process (hundreds of
+// MiB at 10,000 parents).
 const DefaultMaxBytes = 8 << 20
 
 // StoreOptions configure a Store.
 type StoreOptions struct {
 	// SyncsPerObject is how many of an object's last syncs are kept;
-	// default DefaultSyncsPerObject.
+	// default DefaultSyncsPerObject. An object's last failed sync is kept
+	// besides, when none of those failed.
 	SyncsPerObject int
 	// MaxBytes bounds the estimated memory of the record (see
-	// Sync.Size): past it, the objects synced longest ago are dropped
-	// whole. Default (0) DefaultMaxBytes.
+	// Sync.Size): past it, objects are dropped whole, those whose newest
+	// sync succeeded first, each kind synced longest ago first. Default
+	// (0) DefaultMaxBytes.
 	MaxBytes int64
 }
 
@@ -36,12 +42,18 @@ type StoreOptions struct {
 // key, within a memory budget. Safe for concurrent use.
 type Store struct {
 	opts StoreOptions
+	// overhead estimates the memory of an object's entry beside its syncs
+	// and its key's strings: the map entry, the list element, the object
+	// and its slice of SyncsPerObject pointers.
+	overhead int64
 
 	mu      sync.Mutex
 	objects map[objectKey]*list.Element // of *object
-	// lru orders the objects by their last Put, least recent first.
-	lru   list.List
-	bytes int64
+	// succeeded orders the objects whose newest sync succeeded, failing
+	// the others (failed, waiting, cancelled), each by their last Put,
+	// least recent first. succeeded is evicted first.
+	succeeded, failing list.List
+	bytes              int64
 }
 
 type objectKey struct{ controller, key string }
@@ -50,13 +62,13 @@ type objectKey struct{ controller, key string }
 type object struct {
 	key   objectKey
 	syncs []*Sync // oldest first
-	bytes int64   // the syncs' sizes and objectOverhead
+	// failed is the object's last failed sync when it has left syncs and
+	// none of syncs failed; else nil.
+	failed *Sync
+	bytes  int64 // the syncs' sizes, failed's and the overhead
+	// in is the list the object is in.
+	in *list.List
 }
-
-// objectOverhead estimates the memory of an object's entry in the Store,
-// beside its syncs and its key's strings: the map entry, the list element,
-// the object and its slice of SyncsPerObject pointers.
-const objectOverhead = 48 + 48 + 64 + 8*DefaultSyncsPerObject
 
 // NewStore returns an empty Store.
 func NewStore(opts StoreOptions) *Store {
@@ -66,50 +78,73 @@ func NewStore(opts StoreOptions) *Store {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxBytes
 	}
-	return &Store{opts: opts, objects: map[objectKey]*list.Element{}}
+	overhead := 48 + 48 + int64(unsafe.Sizeof(object{})) + alloc(8*opts.SyncsPerObject)
+	return &Store{opts: opts, overhead: overhead, objects: map[objectKey]*list.Element{}}
 }
+
+// succeeded tells a sync that succeeded from one that failed, waits or
+// was cancelled.
+func succeeded(s *Sync) bool { return s.Outcome.Result == "success" }
 
 // Put records s, a finished sync of the object queued as key by
 // controller (a name that tells controllers of different kinds apart, see
-// ControllerID). s must not change afterwards. Objects synced longest ago
-// are dropped while the record exceeds the budget.
+// ControllerID). s must not change afterwards. While the record exceeds
+// the budget objects are dropped: those whose newest sync succeeded
+// first, then the others, each synced longest ago first.
 func (st *Store) Put(controller, key string, s *Sync) {
 	if st == nil || s == nil {
 		return
 	}
 	k := objectKey{controller, key}
 	size := s.Size()
+	in := &st.failing
+	if succeeded(s) {
+		in = &st.succeeded
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	before := st.bytes
 	el, ok := st.objects[k]
 	if !ok {
-		o := &object{key: k, bytes: objectOverhead + alloc(len(controller)) + alloc(len(key))}
-		el = st.lru.PushBack(o)
+		o := &object{key: k, bytes: st.overhead + alloc(len(controller)) + alloc(len(key)), in: in}
+		el = in.PushBack(o)
 		st.objects[k] = el
 		st.bytes += o.bytes
+	} else if o := el.Value.(*object); o.in != in {
+		o.in.Remove(el)
+		el = in.PushBack(o)
+		o.in = in
+		st.objects[k] = el
 	} else {
-		st.lru.MoveToBack(el)
+		in.MoveToBack(el)
 	}
 	o := el.Value.(*object)
 	o.syncs = append(o.syncs, s)
 	o.bytes += size
 	st.bytes += size
+	if !succeeded(s) && o.failed != nil {
+		// The window holds a newer failure.
+		st.dropFailedLocked(o)
+	}
 	for len(o.syncs) > st.opts.SyncsPerObject {
 		st.dropOldestLocked(o)
 	}
 	evicted := 0
 	for st.bytes > st.opts.MaxBytes {
-		front := st.lru.Front()
-		if front.Value.(*object) == o {
+		victim := st.victimLocked(o)
+		if victim.Value.(*object) == o {
 			// The object synced last alone exceeds the budget: its
-			// oldest syncs go, then it.
+			// oldest syncs go, then its last failure, then it.
 			if len(o.syncs) > 1 {
 				st.dropOldestLocked(o)
 				continue
 			}
+			if o.failed != nil {
+				st.dropFailedLocked(o)
+				continue
+			}
 		}
-		st.removeLocked(front)
+		st.removeLocked(victim)
 		evicted++
 	}
 	metrics.HistoryBytes.Add(float64(st.bytes - before))
@@ -118,23 +153,55 @@ func (st *Store) Put(controller, key string, s *Sync) {
 	}
 }
 
+// victimLocked returns the object to evict next, while o is being put:
+// the one synced longest ago among those whose newest sync succeeded,
+// else among the others; o itself (at the back of its list) only when it
+// is alone.
+func (st *Store) victimLocked(o *object) *list.Element {
+	for _, l := range []*list.List{&st.succeeded, &st.failing} {
+		if front := l.Front(); front != nil && front.Value.(*object) != o {
+			return front
+		}
+	}
+	return st.objects[o.key]
+}
+
+// dropOldestLocked drops the oldest sync of o's window; a failed one is
+// kept as o.failed when no other in the window failed.
 func (st *Store) dropOldestLocked(o *object) {
-	size := o.syncs[0].Size()
-	o.syncs[0] = nil
-	o.syncs = o.syncs[1:]
+	oldest := o.syncs[0]
+	copy(o.syncs, o.syncs[1:])
+	o.syncs[len(o.syncs)-1] = nil
+	o.syncs = o.syncs[:len(o.syncs)-1]
+	if !succeeded(oldest) && !slices.ContainsFunc(o.syncs, func(s *Sync) bool { return !succeeded(s) }) {
+		if o.failed != nil {
+			st.dropFailedLocked(o)
+		}
+		o.failed = oldest
+		return
+	}
+	size := oldest.Size()
+	o.bytes -= size
+	st.bytes -= size
+}
+
+func (st *Store) dropFailedLocked(o *object) {
+	size := o.failed.Size()
+	o.failed = nil
 	o.bytes -= size
 	st.bytes -= size
 }
 
 func (st *Store) removeLocked(el *list.Element) {
 	o := el.Value.(*object)
-	st.lru.Remove(el)
+	o.in.Remove(el)
 	delete(st.objects, o.key)
 	st.bytes -= o.bytes
 }
 
 // Get returns the recorded syncs of the object queued as key by
-// controller, newest first; nil when none is kept.
+// controller, newest first, then its last failed sync when the others
+// hold no failure; nil when none is kept.
 func (st *Store) Get(controller, key string) []*Sync {
 	if st == nil {
 		return nil
@@ -145,10 +212,13 @@ func (st *Store) Get(controller, key string) []*Sync {
 	if !ok {
 		return nil
 	}
-	syncs := el.Value.(*object).syncs
-	out := make([]*Sync, len(syncs))
-	for i, s := range syncs {
-		out[len(syncs)-1-i] = s
+	o := el.Value.(*object)
+	out := make([]*Sync, 0, len(o.syncs)+1)
+	for i := len(o.syncs) - 1; i >= 0; i-- {
+		out = append(out, o.syncs[i])
+	}
+	if o.failed != nil {
+		out = append(out, o.failed)
 	}
 	return out
 }

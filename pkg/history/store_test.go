@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +46,7 @@ func TestStoreKeepsTheLastSyncsOfEachObject(t *testing.T) {
 	if st.Get("decoratorcontroller/c", "ns/p") != nil {
 		t.Error("a controller of another kind with the same name shares the record")
 	}
-	want := objectOverhead + alloc(len("compositecontroller/c")) + alloc(len("ns/p")) + all[2].Size() + all[3].Size() + all[4].Size()
+	want := st.overhead + alloc(len("compositecontroller/c")) + alloc(len("ns/p")) + all[2].Size() + all[3].Size() + all[4].Size()
 	if st.bytesUsed() != want {
 		t.Errorf("Bytes() = %d, want %d (the object and its 3 syncs)", st.bytesUsed(), want)
 	}
@@ -59,7 +60,7 @@ func TestStoreKeepsTheLastSyncsOfEachObject(t *testing.T) {
 // whose last sync is oldest go first, whole; the budget holds after every
 // Put, and the gauge and the eviction counter follow.
 func TestStoreEvictsTheObjectsSyncedLongestAgo(t *testing.T) {
-	one := objectOverhead + alloc(len("c")) + alloc(len("ns/p0")) + typical(0).Size()
+	one := NewStore(StoreOptions{}).overhead + alloc(len("c")) + alloc(len("ns/p0")) + typical(0).Size()
 	st := NewStore(StoreOptions{MaxBytes: 3*one + one/2}) // room for 3 objects of one sync
 	bytesBefore := testutil.ToFloat64(metrics.HistoryBytes)
 	evictionsBefore := testutil.ToFloat64(metrics.HistoryEvictions)
@@ -92,6 +93,71 @@ func TestStoreEvictsTheObjectsSyncedLongestAgo(t *testing.T) {
 	small.Put("c", "ns/p0", typical(0))
 	if n := len(small.Get("c", "ns/p0")); n != 1 || small.bytesUsed() > one+one/2 {
 		t.Errorf("an object over the budget kept %d syncs in %d bytes, want 1 within %d", n, small.bytesUsed(), one+one/2)
+	}
+}
+
+// succeeding is a typical record of a sync that succeeded.
+func succeeding(i int) *Sync {
+	s := typical(i)
+	s.Outcome = Outcome{Result: "success"}
+	return s
+}
+
+// TestStoreEvictsSucceededObjectsFirst: past the budget, the objects
+// whose newest sync succeeded go before a failing one synced longer ago:
+// a wave of no-op syncs does not push a failing object out between its
+// retries. One that recovers is evicted like the others again.
+func TestStoreEvictsSucceededObjectsFirst(t *testing.T) {
+	one := NewStore(StoreOptions{}).overhead + alloc(len("c")) + alloc(len("ns/p0")) + typical(0).Size()
+	st := NewStore(StoreOptions{MaxBytes: 3*one + one/2})
+	st.Put("c", "ns/failing", typical(0))
+	for i := range 5 {
+		st.Put("c", fmt.Sprint("ns/p", i), succeeding(0))
+	}
+	if st.Get("c", "ns/failing") == nil {
+		t.Error("the failing object was evicted by objects whose syncs succeeded")
+	}
+	for key, want := range map[string]bool{"ns/p0": false, "ns/p1": false, "ns/p2": false, "ns/p3": true, "ns/p4": true} {
+		if got := st.Get("c", key) != nil; got != want {
+			t.Errorf("%s kept: %v, want %v", key, got, want)
+		}
+	}
+	if st.bytesUsed() > 3*one+one/2 {
+		t.Errorf("%d bytes, over the budget %d", st.bytesUsed(), 3*one+one/2)
+	}
+	st.Put("c", "ns/failing", succeeding(0)) // recovered
+	for i := 5; i < 8; i++ {
+		st.Put("c", fmt.Sprint("ns/p", i), succeeding(0))
+	}
+	if st.Get("c", "ns/failing") != nil {
+		t.Error("a recovered object synced longest ago was kept")
+	}
+}
+
+// TestStoreKeepsTheLastFailure: an object's last failed sync stays after
+// more syncs than the window holds have followed it, listed last; a newer
+// failure replaces it.
+func TestStoreKeepsTheLastFailure(t *testing.T) {
+	st := NewStore(StoreOptions{SyncsPerObject: 3})
+	failed := typical(0)
+	st.Put("c", "ns/p", failed)
+	var last *Sync
+	for range 5 {
+		last = succeeding(0)
+		st.Put("c", "ns/p", last)
+	}
+	got := st.Get("c", "ns/p")
+	if len(got) != 4 || got[0] != last || got[3] != failed {
+		t.Fatalf("kept %d syncs (last failure kept: %v), want the 3 newest and the failure last", len(got), slices.Contains(got, failed))
+	}
+	want := st.overhead + alloc(len("c")) + alloc(len("ns/p")) + 3*last.Size() + failed.Size()
+	if st.bytesUsed() != want {
+		t.Errorf("%d bytes, want %d (the failure counted)", st.bytesUsed(), want)
+	}
+	again := typical(1)
+	st.Put("c", "ns/p", again)
+	if got := st.Get("c", "ns/p"); len(got) != 3 || got[0] != again || slices.Contains(got, failed) {
+		t.Errorf("after a newer failure: %d syncs, the older failure kept: %v; want the window only", len(got), slices.Contains(got, failed))
 	}
 }
 
