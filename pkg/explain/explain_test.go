@@ -104,6 +104,35 @@ func TestPrint(t *testing.T) {
 	}
 }
 
+// TestPrintEscapesControlCharacters: text a hook controls (an error, a
+// condition message) reaches the terminal with its control characters
+// escaped: no escape sequence, carriage return or newline of its own.
+func TestPrintEscapesControlCharacters(t *testing.T) {
+	a := failing()
+	c := &a.Controllers[0]
+	hostile := "boom\x1b[2J\rfake line\nState: Synced\xff"
+	c.State.Error = hostile
+	c.Syncs[0].Outcome.Error = hostile
+	c.Syncs[0].Calls[0].Error = "call " + hostile
+	c.Syncs[0].Writes = []history.Write{{Verb: "patch", Target: "status", Object: "helloworlds/default/your-name", Error: hostile}}
+	c.Rollout = &explain.Rollout{Status: "False", Reason: "RolloutWaiting", Message: "pod \x07 not ready\ttoo"}
+	var b strings.Builder
+	if err := explain.Print(&b, a, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, bad := range []string{"\x1b", "\r", "\x07", "\xff", "\nState: Synced", "\ttoo"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("output holds %q unescaped:\n%s", bad, out)
+		}
+	}
+	for _, want := range []string{`boom\x1b[2J\rfake line\nState: Synced\xff`, `pod \a not ready\ttoo`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks the escaped %q:\n%s", want, out)
+		}
+	}
+}
+
 // TestNewState: without records, the failing set and the queue's failures
 // say Failing; else Unknown.
 func TestNewState(t *testing.T) {

@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/history"
@@ -17,7 +20,19 @@ import (
 // reference for "in 12s".
 func Print(out io.Writer, a *Answer, now time.Time) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p := func(format string, args ...any) {
+		// The hook's text (condition messages, errors) and the API
+		// server's reach the terminal escaped.
+		for i, arg := range args {
+			switch v := arg.(type) {
+			case string:
+				args[i] = escape(v)
+			case fmt.Stringer:
+				args[i] = escape(v.String())
+			}
+		}
+		fmt.Fprintf(w, format+"\n", args...)
+	}
 	p("Object:\t%s", a.Object)
 	role := "leader"
 	if !a.Process.Leading {
@@ -78,7 +93,7 @@ func printController(p func(string, ...any), c Controller, now time.Time) {
 		// between its rows would end a tabwriter's column block.
 		rows := [][4]string{{"TIME", "TRIGGERS", "DURATION", "OUTCOME"}}
 		for _, s := range c.Syncs {
-			rows = append(rows, [4]string{s.Start.UTC().Format(time.TimeOnly), triggers(s.Triggers), describeDuration(s.Duration), outcome(s.Outcome)})
+			rows = append(rows, [4]string{s.Start.UTC().Format(time.TimeOnly), escape(triggers(s.Triggers)), describeDuration(s.Duration), escape(outcome(s.Outcome))})
 		}
 		var width [3]int
 		for _, r := range rows {
@@ -198,4 +213,33 @@ func outcome(o history.Outcome) string {
 		s += ": " + o.Error
 	}
 	return s
+}
+
+// escape writes the characters of s that a terminal would not print as
+// text (control characters: escape sequences, carriage returns, newlines;
+// invalid UTF-8) as Go escapes ("\x1b", "\n", "\xff"), and leaves the
+// others, a backslash included, as they are: the text of a hook's answer
+// or error cannot move the cursor, recolour or rewrite what explain
+// prints.
+func escape(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || !unicode.IsPrint(r) })
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for rest := s[i:]; rest != ""; {
+		r, n := utf8.DecodeRuneInString(rest)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\x%02x", rest[0])
+		case unicode.IsPrint(r):
+			b.WriteString(rest[:n])
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		rest = rest[n:]
+	}
+	return b.String()
 }
