@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/metactl/metactl/pkg/manager"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 )
 
 // serveExplain runs a manager built from opts until the test ends and
@@ -86,5 +88,54 @@ func TestExplainLeaderAndStandby(t *testing.T) {
 	}
 	if a.Process.Leading || len(a.Controllers) != 0 || a.Process.Name == "" {
 		t.Errorf("the standby answered %+v, want not leading, no controller, its name", a)
+	}
+}
+
+// TestExplainAfterTheLeaseIsLost: a leader whose Lease another replica
+// took answers that it does not lead, from the moment it lost it.
+func TestExplainAfterTheLeaseIsLost(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	le := &manager.LeaderElection{Namespace: ns, Name: "lost", Identity: "leader",
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 100 * time.Millisecond}
+	m, err := manager.New(manager.Options{Config: env.Config, Workers: 2, DiscoveryInterval: 500 * time.Millisecond, LeaderElection: le})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	req := explain.Request{Version: "v1", Resource: "configmaps", Namespace: ns, Name: "x"}
+	testenv.Eventually(t, 30*time.Second, "the manager leads", func(ctx context.Context) (bool, error) {
+		a, err := m.Explain(ctx, req)
+		return err == nil && a.Process.Leading, err
+	})
+	// Another replica takes the Lease.
+	leases := env.Kube.CoordinationV1().Leases(ns)
+	testenv.Eventually(t, 30*time.Second, "the Lease taken by another", func(ctx context.Context) (bool, error) {
+		lease, err := leases.Get(ctx, "lost", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		lease.Spec.HolderIdentity = ptr.To("thief")
+		lease.Spec.LeaseDurationSeconds = ptr.To(int32(3600))
+		lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	select {
+	case err := <-done:
+		if !errors.Is(err, manager.ErrLeadershipLost) {
+			t.Fatalf("Run returned %v, want ErrLeadershipLost", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30s of losing the Lease")
+	}
+	a, err := m.Explain(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Process.Leading {
+		t.Error("a manager that lost its Lease answers that it leads")
 	}
 }

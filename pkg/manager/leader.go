@@ -89,6 +89,9 @@ func (m *Manager) runElected(ctx context.Context, le *LeaderElection) error {
 			},
 			OnStoppedLeading: func() {
 				metrics.Leader.Set(0)
+				// Explain answers "not leading" from now until the
+				// process exits.
+				m.standby.Store(true)
 				lostOnce.Do(func() { close(lost) })
 			},
 		},
