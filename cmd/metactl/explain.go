@@ -54,9 +54,10 @@ helloworlds.example.metactl.io).
 metactl is asked at --endpoint (or $` + endpointEnv + `): its metrics
 address, such as http://127.0.0.1:9999; else at the address that
 "metactl dev" records in the kubeconfig's context; else through the API
-server's Pod proxy: each Ready metactl Pod in --metactl-namespace is asked
-on --metactl-port, and the leader answers (this needs get on pods/proxy in
-that namespace). It connects as kubectl does: --kubeconfig, else
+server's Pod proxy: each Running metactl Pod in --metactl-namespace is
+asked on --metactl-port, the Ready ones first, and the leader answers (this
+needs list on pods and get on pods/proxy in that namespace, and read
+access to the object). It connects as kubectl does: --kubeconfig, else
 $KUBECONFIG, else ~/.kube/config, else the in-cluster config.
 
 Installed as kubectl-metactl on $PATH, the same binary runs as

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,24 +61,37 @@ func decode(body []byte, from string) (*Answer, error) {
 }
 
 // FetchThroughPods asks, through the API server's Pod proxy
-// (/api/v1/namespaces/NS/pods/NAME:PORT/proxy/debug/explain), each Ready
-// Pod in namespace that selector selects, and returns the leader's
-// answer. It fails when no Pod is Ready, when none could be asked, or
-// when none leads (ErrNotLeading), saying which Pods it asked.
+// (/api/v1/namespaces/NS/pods/NAME:PORT/proxy/debug/explain), each
+// Running Pod in namespace that selector selects, the Ready ones first (a
+// leader whose readiness probe fails still leads, and still answers), and
+// returns the leader's answer. It fails when no Pod is Running, when none
+// could be asked, when none leads (ErrNotLeading), saying which Pods it
+// asked, and when several claim to lead (ErrSeveralLeaders), naming them.
 func FetchThroughPods(ctx context.Context, cs kubernetes.Interface, namespace, selector, port string, req Request) (*Answer, error) {
-	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	list, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return nil, fmt.Errorf("listing metactl's Pods in namespace %s (labels %s): %w", namespace, selector, err)
 	}
-	var errs []error
-	var standbys []string
-	asked := 0
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		if !podReady(pod) {
-			continue
+	var pods []*corev1.Pod
+	for i := range list.Items {
+		if pod := &list.Items[i]; pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning {
+			pods = append(pods, pod)
 		}
-		asked++
+	}
+	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
+		switch ra, rb := podReady(a), podReady(b); {
+		case ra == rb:
+			return 0
+		case ra:
+			return -1
+		default:
+			return 1
+		}
+	})
+	var errs []error
+	var standbys, leaders []string
+	var answer *Answer
+	for _, pod := range pods {
 		body, err := cs.CoreV1().RESTClient().Get().
 			Namespace(namespace).Resource("pods").Name(pod.Name+":"+port).SubResource("proxy").Suffix(Path).
 			Param("group", req.Group).Param("version", req.Version).Param("resource", req.Resource).
@@ -92,15 +106,24 @@ func FetchThroughPods(ctx context.Context, cs kubernetes.Interface, namespace, s
 			errs = append(errs, err)
 			continue
 		}
-		if a.Process.Leading {
-			return a, nil
+		if !a.Process.Leading {
+			standbys = append(standbys, pod.Name)
+			continue
 		}
-		standbys = append(standbys, pod.Name)
+		leaders = append(leaders, pod.Name)
+		if answer == nil {
+			answer = a
+		}
 	}
 	switch {
-	case asked == 0:
-		return nil, fmt.Errorf("no Ready metactl Pod in namespace %s with labels %s (%d Pods found): check `kubectl get pods -n %s -l %s`, or set --metactl-namespace",
-			namespace, selector, len(pods.Items), namespace, selector)
+	case len(leaders) > 1:
+		return nil, fmt.Errorf("%w: Pods %s each answer that they lead (the Lease moved while they were asked, or they do not share one): check `kubectl get lease -n %s` and the Pods' logs",
+			ErrSeveralLeaders, strings.Join(leaders, ", "), namespace)
+	case answer != nil:
+		return answer, nil
+	case len(pods) == 0:
+		return nil, fmt.Errorf("no Running metactl Pod in namespace %s with labels %s (%d Pods found): check `kubectl get pods -n %s -l %s`, or set --metactl-namespace",
+			namespace, selector, len(list.Items), namespace, selector)
 	case len(standbys) > 0 && len(errs) == 0:
 		return nil, fmt.Errorf("%w: no metactl Pod in namespace %s leads (asked %s, each standing by): check the Lease with `kubectl get lease -n %s`",
 			ErrNotLeading, namespace, strings.Join(standbys, ", "), namespace)
@@ -113,9 +136,6 @@ func FetchThroughPods(ctx context.Context, cs kubernetes.Interface, namespace, s
 }
 
 func podReady(pod *corev1.Pod) bool {
-	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
-		return false
-	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue

@@ -213,6 +213,10 @@ type NotSelected struct {
 // ErrNotLeading reports an answer from a standby.
 var ErrNotLeading = errors.New("this metactl is not the leader")
 
+// ErrSeveralLeaders reports several metactl Pods that each answer that
+// they lead.
+var ErrSeveralLeaders = errors.New("several metactl Pods claim to lead")
+
 // describeDuration rounds d for people.
 func describeDuration(d time.Duration) string {
 	switch {

@@ -254,41 +254,51 @@ func clientset(t *testing.T, url string) kubernetes.Interface {
 	return cs
 }
 
-// TestFetchThroughPods: each Ready Pod is asked at
+// TestFetchThroughPods: each Running Pod is asked at
 // /api/v1/namespaces/NS/pods/NAME:PORT/proxy/debug/explain with the
-// request's query, a Pod not Ready is not asked, and the leader's answer
-// is returned; with only standbys the error says none leads; with no
-// Ready Pod, it says what to check.
+// request's query, the Ready ones first, and the leader's answer is
+// returned, even from a Pod that is not Ready; a Pod not Running is not
+// asked; with only standbys the error says none leads; with two leaders
+// it names them; with no Running Pod, it says what to check.
 func TestFetchThroughPods(t *testing.T) {
 	leader, standby := failing(), failing()
 	leader.Process.Name = "metactl-b"
 	standby.Process = explain.Process{Name: "metactl-a"}
-	f := newFakeAPIServer(t, []corev1.Pod{pod("metactl-a", true), pod("metactl-b", true), pod("metactl-c", false)},
-		map[string]*explain.Answer{"metactl-a": standby, "metactl-b": leader, "metactl-c": leader})
+	pending := pod("metactl-d", false)
+	pending.Status.Phase = corev1.PodPending
+	f := newFakeAPIServer(t, []corev1.Pod{pod("metactl-b", false), pod("metactl-a", true), pending},
+		map[string]*explain.Answer{"metactl-a": standby, "metactl-b": leader, "metactl-d": leader})
 	a, err := explain.FetchThroughPods(context.Background(), clientset(t, f.URL), "metactl-system", explain.PodSelector, "9999", request)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.Process.Name != "metactl-b" {
-		t.Errorf("answer from %s, want the leader metactl-b", a.Process.Name)
+		t.Errorf("answer from %s, want the leader metactl-b, not Ready", a.Process.Name)
 	}
 	wantQuery := request.Query().Encode()
 	for _, p := range f.proxied {
-		if strings.Contains(p, "metactl-c") {
-			t.Errorf("asked the Pod that is not Ready: %s", p)
+		if strings.Contains(p, "metactl-d") {
+			t.Errorf("asked the Pod that is not Running: %s", p)
 		}
 	}
-	if len(f.proxied) == 0 || f.proxied[0] != "/api/v1/namespaces/metactl-system/pods/metactl-a:9999/proxy/debug/explain?"+wantQuery {
-		t.Errorf("proxied %q, want first /api/v1/namespaces/metactl-system/pods/metactl-a:9999/proxy/debug/explain?%s", f.proxied, wantQuery)
+	if len(f.proxied) != 2 || f.proxied[0] != "/api/v1/namespaces/metactl-system/pods/metactl-a:9999/proxy/debug/explain?"+wantQuery {
+		t.Errorf("proxied %q, want the Ready metactl-a first (/api/v1/namespaces/metactl-system/pods/metactl-a:9999/proxy/debug/explain?%s), then metactl-b", f.proxied, wantQuery)
 	}
 
+	other := failing()
+	other.Process.Name = "metactl-c"
+	f = newFakeAPIServer(t, []corev1.Pod{pod("metactl-b", true), pod("metactl-c", true)}, map[string]*explain.Answer{"metactl-b": leader, "metactl-c": other})
+	if _, err := explain.FetchThroughPods(context.Background(), clientset(t, f.URL), "metactl-system", explain.PodSelector, "9999", request); !errors.Is(err, explain.ErrSeveralLeaders) ||
+		!strings.Contains(err.Error(), "metactl-b, metactl-c") {
+		t.Errorf("two leaders: %v, want ErrSeveralLeaders naming both", err)
+	}
 	f = newFakeAPIServer(t, []corev1.Pod{pod("metactl-a", true)}, map[string]*explain.Answer{"metactl-a": standby})
 	if _, err := explain.FetchThroughPods(context.Background(), clientset(t, f.URL), "metactl-system", explain.PodSelector, "9999", request); !errors.Is(err, explain.ErrNotLeading) {
 		t.Errorf("only a standby: %v, want ErrNotLeading", err)
 	}
-	f = newFakeAPIServer(t, []corev1.Pod{pod("metactl-c", false)}, nil)
-	if _, err := explain.FetchThroughPods(context.Background(), clientset(t, f.URL), "metactl-system", explain.PodSelector, "9999", request); err == nil || !strings.Contains(err.Error(), "no Ready metactl Pod in namespace metactl-system") {
-		t.Errorf("no Ready Pod: %v", err)
+	f = newFakeAPIServer(t, []corev1.Pod{pending}, nil)
+	if _, err := explain.FetchThroughPods(context.Background(), clientset(t, f.URL), "metactl-system", explain.PodSelector, "9999", request); err == nil || !strings.Contains(err.Error(), "no Running metactl Pod in namespace metactl-system") {
+		t.Errorf("no Running Pod: %v", err)
 	}
 }
 

@@ -286,22 +286,35 @@ spec:
 	if err != nil || !strings.Contains(out, controllerLine) || !strings.Contains(out, "State:        Failing:") {
 		t.Errorf("explain through the Pod proxy: %v\n%s", err, out)
 	}
-	// With the Pod not Ready, there is no one to ask.
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		current, err := env.Kube.CoreV1().Pods(podNS).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
+	// A Pod Running but not Ready (a leader whose readiness probe fails)
+	// is still asked; one not Running is not, and then there is no one
+	// to ask.
+	setPodStatus := func(phase corev1.PodPhase, ready corev1.ConditionStatus) {
+		t.Helper()
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			current, err := env.Kube.CoreV1().Pods(podNS).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			current.Status.Phase = phase
+			current.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}
+			_, err = env.Kube.CoreV1().Pods(podNS).UpdateStatus(ctx, current, metav1.UpdateOptions{})
 			return err
+		}); err != nil {
+			t.Fatal(err)
 		}
-		current.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
-		_, err = env.Kube.CoreV1().Pods(podNS).UpdateStatus(ctx, current, metav1.UpdateOptions{})
-		return err
-	}); err != nil {
-		t.Fatal(err)
 	}
+	setPodStatus(corev1.PodRunning, corev1.ConditionFalse)
 	out, err = explainRun(metactl, "explain", "helloworlds/broken", "-n", ns, "--kubeconfig", env.KubeconfigPath,
 		"--metactl-namespace", podNS, "--metactl-port", fmt.Sprint(port))
-	if err == nil || !strings.Contains(out, "no Ready metactl Pod in namespace "+podNS) {
-		t.Errorf("explain with no Ready Pod: %v\n%s", err, out)
+	if err != nil || !strings.Contains(out, controllerLine) {
+		t.Errorf("explain through a Pod Running but not Ready: %v\n%s", err, out)
+	}
+	setPodStatus(corev1.PodFailed, corev1.ConditionFalse)
+	out, err = explainRun(metactl, "explain", "helloworlds/broken", "-n", ns, "--kubeconfig", env.KubeconfigPath,
+		"--metactl-namespace", podNS, "--metactl-port", fmt.Sprint(port))
+	if err == nil || !strings.Contains(out, "no Running metactl Pod in namespace "+podNS) {
+		t.Errorf("explain with no Running Pod: %v\n%s", err, out)
 	}
 }
 
