@@ -70,7 +70,7 @@ func decode(body []byte, from string) (*Answer, error) {
 func FetchThroughPods(ctx context.Context, cs kubernetes.Interface, namespace, selector, port string, req Request) (*Answer, error) {
 	list, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
-		return nil, fmt.Errorf("listing metactl's Pods in namespace %s (labels %s): %w", namespace, selector, err)
+		return nil, fmt.Errorf("listing metactl's Pods in namespace %s (labels %s; needs list pods there, as the Role metactl-explain grants): %w", namespace, selector, err)
 	}
 	var pods []*corev1.Pod
 	for i := range list.Items {
@@ -131,7 +131,8 @@ func FetchThroughPods(ctx context.Context, cs kubernetes.Interface, namespace, s
 		if len(standbys) > 0 {
 			errs = append(errs, fmt.Errorf("%w: %s stand by", ErrNotLeading, strings.Join(standbys, ", ")))
 		}
-		return nil, fmt.Errorf("asking metactl through the API server's Pod proxy (port %s; needs get on pods/proxy in %s): %w", port, namespace, errors.Join(errs...))
+		return nil, fmt.Errorf("asking metactl through the API server's Pod proxy (port %s; needs list pods and get pods/proxy in metactl's namespace %s, as the Role metactl-explain grants, and read access to the object): %w",
+			port, namespace, errors.Join(errs...))
 	}
 }
 

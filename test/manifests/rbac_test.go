@@ -13,6 +13,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/metactl/metactl/internal/testenv"
@@ -316,4 +317,54 @@ func teamServiceAccountsBinding(t *testing.T) *rbacv1.RoleBinding {
 	}
 	t.Fatalf("%s has no YAML block with a RoleBinding of ClusterRole metactl-service-accounts", readme)
 	return nil
+}
+
+// TestExplainRole: a user bound to the shipped Role metactl-explain, with
+// read access to an object and nothing else, may do what `metactl explain`
+// does through the API server (list metactl's Pods, get pods/proxy in its
+// namespace, discovery, get the object), and nothing more of metactl's.
+func TestExplainRole(t *testing.T) {
+	const user = "explain-test-user"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kubectl(t, "apply", "-f", repo(t, "manifests", "deploy", "namespace.yaml"))
+	kubectl(t, "apply", "-f", repo(t, "manifests", "deploy", "rbac.yaml"))
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "explain-test", Namespace: namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "metactl-explain"},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}},
+	}
+	if _, err := env.Kube.RbacV1().RoleBindings(namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Kube.RbacV1().RoleBindings(namespace).Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := access{verb: "get", resource: "pods", subresource: "proxy", namespace: namespace, allowed: true}
+	testenv.Eventually(t, 30*time.Second, "the user may "+proxy.String(), func(ctx context.Context) (bool, error) {
+		return allowed(ctx, client, proxy)
+	})
+	checkAccess(t, client, []access{
+		proxy,
+		{verb: "list", resource: "pods", namespace: namespace, allowed: true},
+		// Nothing more of metactl's...
+		{verb: "get", resource: "pods", subresource: "proxy", namespace: "default", allowed: false},
+		{verb: "list", resource: "pods", namespace: "default", allowed: false},
+		{verb: "create", resource: "pods", namespace: namespace, allowed: false},
+		{verb: "delete", resource: "pods", namespace: namespace, allowed: false},
+		{verb: "get", resource: "secrets", namespace: namespace, allowed: false},
+		{verb: "create", resource: "pods", subresource: "exec", namespace: namespace, allowed: false},
+		{verb: "get", resource: "services", subresource: "proxy", namespace: namespace, allowed: false},
+	})
+	// Discovery, which explain runs to map the resource, is open to every
+	// authenticated user.
+	if _, err := client.Discovery().ServerGroups(); err != nil {
+		t.Errorf("discovery as a user bound to metactl-explain: %v", err)
+	}
 }

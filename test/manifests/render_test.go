@@ -87,6 +87,7 @@ func TestKustomizeRendersEverything(t *testing.T) {
 		{"ClusterRole", "", "metactl-service-accounts"},
 		{"Role", namespace, "metactl-leader-election"},
 		{"RoleBinding", namespace, "metactl-leader-election"},
+		{"Role", namespace, "metactl-explain"},
 		{"Deployment", namespace, "metactl"},
 		{"Service", namespace, "metactl-metrics"},
 		{"ValidatingAdmissionPolicy", "", "metactl-controller-account"},
