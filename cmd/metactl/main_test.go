@@ -182,3 +182,22 @@ func TestCredentialNamespacesFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestNoRecordWithoutExplain: the record of syncs is kept only for
+// explain: --explain=false, like --history-max-bytes=0, records nothing
+// (a negative manager.Options.HistoryMaxBytes).
+func TestNoRecordWithoutExplain(t *testing.T) {
+	for _, tc := range []struct {
+		flag    int64
+		explain bool
+		want    int64
+	}{
+		{8 << 20, true, 8 << 20},
+		{8 << 20, false, -1},
+		{0, true, -1},
+	} {
+		if got := historyMaxBytes(tc.flag, tc.explain); got != tc.want {
+			t.Errorf("--history-max-bytes=%d --explain=%v: HistoryMaxBytes %d, want %d", tc.flag, tc.explain, got, tc.want)
+		}
+	}
+}

@@ -96,7 +96,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.DurationVar(&f.discoveryInterval, "discovery-interval", 30*time.Second, "how often to refresh the API server's resource list")
 	fs.DurationVar(&f.cacheResync, "cache-resync", 30*time.Minute, "informer resync period: every parent and decorated object is synced again this often, as metacontroller's --cache-flush-interval does; 0 disables (objects are then synced only by events, resyncPeriodSeconds or resyncAfterSeconds)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", ":9999", "address serving Prometheus metrics at /metrics; empty disables")
-	fs.BoolVar(&f.explain, "explain", true, "serve "+explain.Path+" on --metrics-addr, what `metactl explain` asks: for one object, its controller, last syncs, backoff and children (names and the errors metactl also puts in Events; no object contents); false turns it off")
+	fs.BoolVar(&f.explain, "explain", true, "serve "+explain.Path+" on --metrics-addr, what `metactl explain` asks: for one object, its controller, last syncs, backoff and children (names and the errors metactl also puts in Events; no object contents); false turns it off, and the record of syncs with it")
 	fs.StringVar(&f.healthAddr, "health-addr", ":9998", "address serving /healthz and /readyz; empty disables")
 	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "address serving Go's /debug/pprof/ profiles; empty (the default) disables")
 	fs.Float32Var(&f.eventsQPS, "events-qps", 0, "Events per second per object once --events-burst is spent (client-go's spam filter); 0 keeps client-go's default of one per 5 minutes")
@@ -109,7 +109,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.DurationVar(&f.leaderElection.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "pace of acquire and renew attempts")
 	fs.DurationVar(&f.maxRetryDelay, "max-retry-delay", loop.MaxRetryDelay, "longest wait before a failing sync is retried (the backoff doubles from 250ms up to this); a hook that recovers is called again within this long (metactl dev uses 5s)")
 	fs.DurationVar(&f.stopGracePeriod, "stop-grace-period", loop.DefaultStopGracePeriod, "longest wait for a stopping controller's syncs in flight (on shutdown, a spec change, a deletion), once cancelled; syncs still running then are abandoned and logged")
-	fs.Int64Var(&f.historyMaxBytes, "history-max-bytes", history.DefaultMaxBytes, "memory budget of the record of each object's last syncs (why each ran, its hook calls, writes and outcome; metactl explain), all controllers together: past it the objects synced longest ago are dropped; 0 disables the record")
+	fs.Int64Var(&f.historyMaxBytes, "history-max-bytes", history.DefaultMaxBytes, "memory budget of the record of each object's last syncs (why each ran, its hook calls, writes and outcome; metactl explain, so none with --explain=false), all controllers together: past it the objects synced longest ago are dropped, those whose newest sync succeeded first; 0 disables the record")
 	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", hooks.DefaultMaxResponseBytes, "largest hook response accepted")
 	fs.Int64Var(&f.responseBudget, "hook-response-budget-bytes", hooks.DefaultResponseBudgetBytes, "most bytes of hook responses held in memory at once, all controllers together, from reading a response until it is decoded; a call waits for room (up to its hook's timeout); responses over 64 KiB use at most seven eighths of it (the rest is kept for small ones), and a larger one than that is refused; responses over 64 KiB sent without a Content-Length are read side by side within seven eighths of it less --max-hook-response-bytes, one at a time when that leaves no room")
 	fs.Int64Var(&f.decodedBudget, "hook-decoded-budget-bytes", hooks.DefaultDecodedBudgetBytes, "most memory the objects decoded from hook responses may take at once, all controllers together, as estimated from each response's JSON before decoding it, from decoding until the sync that called the hook ends; a call waits for room (up to its hook's timeout), and a response whose estimate is larger is refused")
@@ -205,7 +205,7 @@ func run(ctx context.Context, f *runFlags) error {
 		LeaderElection:    leaderElection(f),
 		MaxRetryDelay:     f.maxRetryDelay,
 		StopGracePeriod:   f.stopGracePeriod,
-		HistoryMaxBytes:   historyMaxBytes(f.historyMaxBytes),
+		HistoryMaxBytes:   historyMaxBytes(f.historyMaxBytes, f.explain),
 
 		CredentialNamespaces:     credentialNamespaces,
 		AllowInsecureCredentials: f.allowInsecureCredentials,
@@ -308,9 +308,11 @@ func inClusterNamespace() string {
 }
 
 // historyMaxBytes maps --history-max-bytes to manager.Options: its 0
-// disables the record.
-func historyMaxBytes(flag int64) int64 {
-	if flag <= 0 {
+// disables the record, and so does --explain=false, for explain is the
+// record's only reader (the Synced condition is written from each sync's
+// result, not from the record).
+func historyMaxBytes(flag int64, explain bool) int64 {
+	if flag <= 0 || !explain {
 		return -1
 	}
 	return flag
