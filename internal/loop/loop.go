@@ -323,7 +323,9 @@ func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
 	switch {
 	case err == nil:
 		metrics.Syncs.WithLabelValues(l.opts.Name, "success", first).Inc()
-		logger.V(4).Info("Synced", "key", key, "triggers", info.triggers, "duration", took, "result", "success")
+		if logger.V(4).Enabled() {
+			logger.V(4).Info("Synced", "key", key, "triggers", info.triggers, "duration", took, "result", "success")
+		}
 		l.queue.Forget(key)
 		// A retry still pending from an earlier failure is not needed
 		// any more; the queue's wake-up for it finds no trigger.
@@ -334,7 +336,9 @@ func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
 		return
 	case errors.Is(err, ErrWaiting):
 		delay, attempt := retry.requeue()
-		logger.V(4).Info("Waiting; retrying", "key", key, "triggers", info.triggers, "duration", took, "after", delay, "attempt", attempt)
+		if logger.V(4).Enabled() {
+			logger.V(4).Info("Waiting; retrying", "key", key, "triggers", info.triggers, "duration", took, "after", delay, "attempt", attempt)
+		}
 		return
 	}
 	metrics.Syncs.WithLabelValues(l.opts.Name, "error", first).Inc()
@@ -347,7 +351,9 @@ func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
 	if apierrors.IsConflict(err) {
 		// The object changed under the sync; the cache catches up and the
 		// retry resolves it.
-		logger.V(4).Info("Conflict; retrying", "key", key, "triggers", info.triggers, "err", err, "after", delay, "attempt", attempt)
+		if logger.V(4).Enabled() {
+			logger.V(4).Info("Conflict; retrying", "key", key, "triggers", info.triggers, "err", err, "after", delay, "attempt", attempt)
+		}
 	} else {
 		logger.Error(err, "Sync failed; retrying", "key", key, "triggers", info.triggers, "duration", took, "after", delay, "attempt", attempt)
 	}

@@ -102,6 +102,30 @@ func (o Owners) dependentTrigger(dependent metav1.Object, initial bool) loop.Tri
 	return loop.Trigger{Cause: loop.CauseDependent, Object: loop.ObjectName(o.Resource, dependent.GetNamespace(), dependent.GetName())}
 }
 
+// lazyTrigger is an event's trigger, built on first use only: most
+// events of children at steady state are echoes of the controller's own
+// writes, which need none.
+type lazyTrigger struct {
+	owners    Owners
+	dependent metav1.Object
+	initial   bool
+	t         loop.Trigger
+}
+
+func (l *lazyTrigger) get() loop.Trigger {
+	if l.t.Cause == "" {
+		l.t = l.owners.dependentTrigger(l.dependent, l.initial)
+	}
+	return l.t
+}
+
+// enqueueLazily is EnqueueFor with the trigger built only when needed.
+func (e *Engine) enqueueLazily(key string, obj metav1.Object, t *lazyTrigger) {
+	if e.echoes.ShouldEnqueueFunc(key, obj, t.get) {
+		e.queue.AddFor(key, t.get())
+	}
+}
+
 // DependentHandler returns the event handler of the informer of a
 // dependent resource: an event is mapped to the dependent's controller
 // owner; when an update changes the owner, the previous one is queued too,
@@ -110,7 +134,7 @@ func (e *Engine) DependentHandler(owners Owners) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if u, ok := obj.(*informer.Object); ok {
-				e.enqueueOwner(owners, u, u, owners.dependentTrigger(u, initial))
+				e.enqueueOwner(owners, u, u, &lazyTrigger{owners: owners, dependent: u, initial: initial})
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -119,11 +143,11 @@ func (e *Engine) DependentHandler(owners Owners) cache.ResourceEventHandler {
 			if !ok1 || !ok2 || oldU.GetResourceVersion() == newU.GetResourceVersion() {
 				return // a resync: the owner's covers it
 			}
-			t := owners.dependentTrigger(newU, false)
+			t := &lazyTrigger{owners: owners, dependent: newU}
 			oldRef, newRef := metav1.GetControllerOfNoCopy(oldU), metav1.GetControllerOfNoCopy(newU)
 			if oldRef != nil && (newRef == nil || oldRef.UID != newRef.UID) {
 				for _, key := range owners.Keys(oldU, oldRef) {
-					e.EnqueueFor(key, nil, t)
+					e.enqueueLazily(key, nil, t)
 				}
 			}
 			e.enqueueOwner(owners, newU, newU, t)
@@ -131,7 +155,7 @@ func (e *Engine) DependentHandler(owners Owners) cache.ResourceEventHandler {
 		DeleteFunc: func(obj any) {
 			if u := informer.ObjectOf(obj); u != nil {
 				e.echoes.Forget(u.GetUID())
-				e.enqueueOwner(owners, u, nil, owners.dependentTrigger(u, false))
+				e.enqueueOwner(owners, u, nil, &lazyTrigger{owners: owners, dependent: u})
 			}
 		},
 	}
@@ -140,14 +164,14 @@ func (e *Engine) DependentHandler(owners Owners) cache.ResourceEventHandler {
 // enqueueOwner queues the controller owner of dependent, for t, for an
 // event about event (nil: always counts), or tells owners.Orphan of an
 // orphan.
-func (e *Engine) enqueueOwner(owners Owners, dependent, event metav1.Object, t loop.Trigger) {
+func (e *Engine) enqueueOwner(owners Owners, dependent, event metav1.Object, t *lazyTrigger) {
 	if ref := metav1.GetControllerOfNoCopy(dependent); ref != nil {
 		for _, key := range owners.Keys(dependent, ref) {
-			e.EnqueueFor(key, event, t)
+			e.enqueueLazily(key, event, t)
 		}
 		return
 	}
 	if owners.Orphan != nil && dependent.GetDeletionTimestamp() == nil {
-		owners.Orphan(dependent, t)
+		owners.Orphan(dependent, t.get())
 	}
 }

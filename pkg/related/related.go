@@ -339,10 +339,9 @@ func (r *Resolver) ensureInformerLocked(gvr schema.GroupVersionResource) *inform
 	isNamespaces := gvr == namespacesResource
 	changed := func(objs ...any) {
 		// One enqueue per parent: two in a row may become two syncs.
-		t := relatedTrigger(gvr, objs...)
-		r.objectChanged(gvr, t, objs...)
+		r.objectChanged(gvr, objs...)
 		if isNamespaces {
-			r.namespaceChanged(t)
+			r.namespaceChanged(gvr, objs...)
 		}
 	}
 	_ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -417,7 +416,7 @@ func (r *Resolver) matches(rl *rule, obj metav1.Object) bool {
 
 // objectChanged re-syncs, once each, the parents whose declarations select
 // any of objs (an update's old and new versions).
-func (r *Resolver) objectChanged(gvr schema.GroupVersionResource, t loop.Trigger, objs ...any) {
+func (r *Resolver) objectChanged(gvr schema.GroupVersionResource, objs ...any) {
 	var changed []*informer.Object
 	for _, obj := range objs {
 		if o := informer.ObjectOf(obj); o != nil {
@@ -434,8 +433,14 @@ func (r *Resolver) objectChanged(gvr schema.GroupVersionResource, t loop.Trigger
 		snapshot[key] = rules
 	}
 	r.mu.Unlock()
+	// The trigger is named only for a parent that selects the object:
+	// most events of a related informer concern no parent.
+	var t loop.Trigger
 	for key, rules := range snapshot {
 		if r.selectsAny(rules, changed) {
+			if t.Cause == "" {
+				t = relatedTrigger(gvr, objs...)
+			}
 			r.opts.Enqueue(key, t)
 		}
 	}
@@ -467,7 +472,7 @@ func (r *Resolver) selectsAny(rules []*rule, objs []*informer.Object) bool {
 
 // namespaceChanged re-syncs parents with namespace selectors when a
 // namespace's labels change (it may enter or leave their selection).
-func (r *Resolver) namespaceChanged(t loop.Trigger) {
+func (r *Resolver) namespaceChanged(gvr schema.GroupVersionResource, objs ...any) {
 	r.mu.Lock()
 	var keys []string
 	for _, byParent := range r.declared {
@@ -481,6 +486,10 @@ func (r *Resolver) namespaceChanged(t loop.Trigger) {
 		}
 	}
 	r.mu.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	t := relatedTrigger(gvr, objs...)
 	for _, key := range keys {
 		r.opts.Enqueue(key, t)
 	}

@@ -84,10 +84,16 @@ func (e *Echoes) End(key string) (resync []loop.Trigger) {
 // while key is being synced, when it holds the event (and t) for End to
 // judge; true otherwise.
 func (e *Echoes) ShouldEnqueue(key string, obj metav1.Object, t loop.Trigger) bool {
+	return e.ShouldEnqueueFunc(key, obj, func() loop.Trigger { return t })
+}
+
+// ShouldEnqueueFunc is ShouldEnqueue with the trigger built by trigger,
+// called only when the event is held: an echo costs no trigger.
+func (e *Echoes) ShouldEnqueueFunc(key string, obj metav1.Object, trigger func() loop.Trigger) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if held, ok := e.inflight[key]; ok {
-		ev := heldEvent{any: obj == nil, trigger: t}
+		ev := heldEvent{any: obj == nil, trigger: trigger()}
 		if obj != nil {
 			ev.uid, ev.rv = obj.GetUID(), obj.GetResourceVersion()
 		}
