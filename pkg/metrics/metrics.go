@@ -45,7 +45,7 @@ var (
 	// the memory budget.
 	HistoryEvictions = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "metactl_history_evictions_total",
-		Help: "Objects whose record of syncs was dropped to keep within --history-max-bytes, those synced longest ago first.",
+		Help: "Objects whose record of syncs was dropped to keep within --history-max-bytes: those whose newest sync succeeded first, each synced longest ago first.",
 	})
 	// UnsettledSyncs counts syncs whose hook still asked for writes after
 	// the most calls one sync makes (see controller.MaxRounds).
