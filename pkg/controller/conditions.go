@@ -9,10 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// filledFields are the fields of a condition that metactl fills
-// (status.FillConditions).
-var filledFields = []string{"lastTransitionTime", "observedGeneration"}
-
 // fillConditions completes the conditions of the status an answer asks
 // for (status.FillConditions: lastTransitionTime, observedGeneration)
 // against the status of given, the object as the hook was given it in
@@ -41,7 +37,7 @@ func (e *Engine) fillConditions(t *Target, given *unstructured.Unstructured, ans
 	absent := make([][]string, len(list))
 	for i, c := range list {
 		if cond, ok := c.(map[string]any); ok {
-			for _, f := range filledFields {
+			for _, f := range status.FilledFields {
 				if _, has := cond[f]; !has {
 					absent[i] = append(absent[i], f)
 				}
@@ -68,20 +64,7 @@ func (e *Engine) fillConditions(t *Target, given *unstructured.Unstructured, ans
 		if !ok || len(fields) == 0 {
 			continue
 		}
-		old := haveByType[cond["type"]]
-		var stripped map[string]any
-		for _, f := range fields {
-			if _, kept := old[f]; kept {
-				continue
-			}
-			if stripped == nil {
-				stripped = maps.Clone(cond)
-			}
-			delete(stripped, f)
-		}
-		if stripped != nil {
-			bareList[i] = stripped
-		}
+		bareList[i] = status.Unkept(haveByType[cond["type"]], cond, fields)
 	}
 	bare["conditions"] = bareList
 	if status.Equal(have, bare) {

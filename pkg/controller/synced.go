@@ -15,6 +15,7 @@ import (
 	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hooks"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -319,17 +320,22 @@ func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructure
 		}
 		want["status"], want["reason"], want["message"] = "False", SyncReason(err), msg
 	}
-	if cur := syncedCondition(st); cur != nil && cur["status"] == want["status"] && cur["reason"] == want["reason"] &&
-		generationOf(cur["observedGeneration"]) == obj.GetGeneration() {
-		msg, _ := cur["message"].(string)
-		if msg == want["message"] {
+	cur := syncedCondition(st)
+	status.FillConditions(st, map[string]any{"conditions": []any{want}}, obj.GetGeneration(), time.Now())
+	if cur != nil {
+		// A filled field counts only where the object's condition has it
+		// (status.Unkept): a status schema may prune them.
+		bare := status.Unkept(cur, want, status.FilledFields)
+		if status.Equal(cur, bare) {
 			return nil, false
 		}
-		if errorPart(msg) == errPart && r.s.writtenRecently(r.key) {
+		msg, _ := cur["message"].(string)
+		if cur["status"] == bare["status"] && cur["reason"] == bare["reason"] &&
+			generationOf(cur["observedGeneration"]) == generationOf(bare["observedGeneration"]) &&
+			errorPart(msg) == errPart && r.s.writtenRecently(r.key) {
 			return nil, false
 		}
 	}
-	status.FillConditions(st, map[string]any{"conditions": []any{want}}, obj.GetGeneration(), time.Now())
 	return want, true
 }
 
@@ -469,8 +475,8 @@ func (e *Engine) patchSynced(ctx context.Context, t *Target, cond map[string]any
 		return err
 	}
 	history.Wrote(ctx, e.name, "patch", "status", t.Name(), nil)
-	if written.GetResourceVersion() == obj.GetResourceVersion() {
-		// The server changed nothing: the resource keeps no status.
+	if !keepsCondition(written) {
+		// The server dropped the condition: the resource keeps no status.
 		if _, logged := e.synced.dropped.LoadOrStore(t.Resource, true); !logged {
 			klog.FromContext(ctx).Info("The resource keeps no status: its objects get no "+SyncedConditionType+" condition", "resource", gvr)
 		}
@@ -481,6 +487,24 @@ func (e *Engine) patchSynced(ctx context.Context, t *Target, cond map[string]any
 	t.Object.Object["status"] = newStatus
 	klog.FromContext(ctx).V(4).Info("Updated the "+SyncedConditionType+" condition", "status", cond["status"], "reason", cond["reason"])
 	return nil
+}
+
+// keepsCondition reports whether written, an object as the write of its
+// SyncedConditionType condition returned it, has the condition: a
+// resource whose objects keep no status (a ConfigMap) drops it.
+func keepsCondition(written metav1.Object) bool {
+	w, ok := written.(interface {
+		Unstructured() (*unstructured.Unstructured, error)
+	})
+	if !ok {
+		return true // not known (a writer that returns metadata only)
+	}
+	obj, err := w.Unstructured()
+	if err != nil {
+		return true
+	}
+	st, _ := obj.Object["status"].(map[string]any)
+	return syncedCondition(st) != nil
 }
 
 // hasCauses reports whether an API error names the fields it refuses (a

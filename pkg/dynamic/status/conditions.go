@@ -1,8 +1,12 @@
 package status
 
 import (
+	"maps"
 	"time"
 )
+
+// FilledFields are the fields of a condition that FillConditions fills.
+var FilledFields = []string{"lastTransitionTime", "observedGeneration"}
 
 // A condition, in a status's "conditions" list, is an object with string
 // "type" and "status" fields (metav1.Condition's shape); entries of another
@@ -77,4 +81,30 @@ func condition(c any) (cond map[string]any, typ, status string, ok bool) {
 		return nil, "", "", false
 	}
 	return cond, typ, status, true
+}
+
+// Unkept returns cond without those of fields (filled fields: FilledFields
+// or some of them) that old, the stored condition of its type (nil when
+// there is none), lacks; cond itself when it drops none. A filled field
+// counts as a change only where the stored condition has it: one that
+// never had it (written by metacontroller, or pruned by the status schema)
+// is not written again only to add it. cond is not changed.
+func Unkept(old, cond map[string]any, fields []string) map[string]any {
+	var out map[string]any
+	for _, f := range fields {
+		if _, has := cond[f]; !has {
+			continue
+		}
+		if _, kept := old[f]; kept {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(cond)
+		}
+		delete(out, f)
+	}
+	if out == nil {
+		return cond
+	}
+	return out
 }

@@ -43,3 +43,25 @@ func TestFillConditions(t *testing.T) {
 		t.Errorf("second fill %v differs from the first %v", again, conds[0])
 	}
 }
+
+func TestUnkept(t *testing.T) {
+	cond := map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": "t", "observedGeneration": int64(2)}
+	// The stored condition lacks both (pruned): both dropped, cond kept.
+	got := Unkept(map[string]any{"type": "Ready", "status": "True"}, cond, FilledFields)
+	if !Equal(got, map[string]any{"type": "Ready", "status": "True"}) || len(cond) != 4 {
+		t.Errorf("Unkept(pruned) = %v, cond now %v", got, cond)
+	}
+	// It has lastTransitionTime only: observedGeneration dropped.
+	got = Unkept(map[string]any{"lastTransitionTime": "s"}, cond, FilledFields)
+	if _, has := got["observedGeneration"]; has || got["lastTransitionTime"] != "t" {
+		t.Errorf("Unkept(time kept) = %v", got)
+	}
+	// Only the fields named count; none dropped returns cond itself.
+	full := map[string]any{"lastTransitionTime": "s", "observedGeneration": int64(1)}
+	if got := Unkept(full, cond, FilledFields); len(got) != 4 {
+		t.Errorf("Unkept(full) = %v", got)
+	}
+	if got := Unkept(nil, cond, []string{"lastTransitionTime"}); len(got) != 3 || got["observedGeneration"] != int64(2) {
+		t.Errorf("Unkept(nil, time only) = %v", got)
+	}
+}
