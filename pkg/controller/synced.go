@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,11 +180,14 @@ func (s *syncedConditions) keep(ctx context.Context, given *unstructured.Unstruc
 	answer.Status = s.put(ctx, answer.Status, syncedCondition(givenStatus))
 }
 
-// put returns a copy of st with cond as its only condition of type
-// SyncedConditionType (none when cond is nil); st itself when there is
-// nothing to change or its conditions are not a list (logged once per
-// controller).
+// put returns a copy of st with a copy of cond as its only condition of
+// type SyncedConditionType (none when cond is nil); st itself when there
+// is nothing to change or its conditions are not a list (logged once per
+// controller). cond is copied because it may be the cached object's
+// (keep), and the status put returns is completed in place
+// (fillConditions).
 func (s *syncedConditions) put(ctx context.Context, st map[string]any, cond map[string]any) map[string]any {
+	cond = maps.Clone(cond)
 	list, isList := st["conditions"].([]any)
 	if v := st["conditions"]; v != nil && !isList {
 		if s.warned.CompareAndSwap(false, true) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/metactl/metactl/internal/loop"
@@ -95,6 +96,24 @@ func TestSyncedPut(t *testing.T) {
 	odd := map[string]any{"conditions": "ready"}
 	if got := s.put(ctx, odd, cond); !status.Equal(got, odd) {
 		t.Errorf("put into conditions that are not a list = %v", got)
+	}
+}
+
+// TestSyncedKeepCopies: the condition keep puts into an answer is a copy:
+// completing the answer's conditions in place (fillConditions) leaves the
+// given object's, the cache's, as it was.
+func TestSyncedKeepCopies(t *testing.T) {
+	s := &syncedConditions{enabled: true}
+	cached := map[string]any{"type": SyncedConditionType, "status": "True", "reason": ReasonSynced, "message": ""}
+	given := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": []any{cached}}}}
+	answer := &Answer{Status: map[string]any{"x": int64(1)}}
+	s.keep(context.Background(), given, answer)
+	status.FillConditions(nil, answer.Status, 3, time.Now())
+	if len(cached) != 4 {
+		t.Errorf("the cached condition is now %v: the answer's completion changed it", cached)
+	}
+	if c := syncedCondition(answer.Status); c == nil || c["observedGeneration"] != int64(3) {
+		t.Errorf("the answer's condition is %v, want it completed", c)
 	}
 }
 
