@@ -95,7 +95,7 @@ func TestSyncedConditionShowsFailureAndRecovery(t *testing.T) {
 	c := syncedCondition(obj)
 	msg, _ := c["message"].(string)
 	t.Logf("condition: %v", c)
-	for _, want := range []string{"HTTP 500", "; attempt ", ", next attempt at "} {
+	for _, want := range []string{"compositecontroller " + cc.GetName() + ": sync hook ", "HTTP 500", "; attempt ", ", next attempt at "} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message %q lacks %q", msg, want)
 		}
@@ -119,8 +119,8 @@ func TestSyncedConditionShowsFailureAndRecovery(t *testing.T) {
 	if got := statusField(obj, "value"); got != "a" {
 		t.Errorf("status.value = %v, want a: the hook's status and the condition together", got)
 	}
-	if c := syncedCondition(obj); c["message"] != "" {
-		t.Errorf("Synced=True message %q, want empty", c["message"])
+	if c, want := syncedCondition(obj), "synced by compositecontroller "+cc.GetName(); c["message"] != want {
+		t.Errorf("Synced=True message %q, want %q", c["message"], want)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,6 +157,12 @@ func syncedConditionEnabled(obj *unstructured.Unstructured, def bool) bool {
 type syncedConditions struct {
 	e       *Engine
 	enabled bool
+
+	// owner names the controller, "<kind> <name>" as its SyncError
+	// Events do: the condition's message names it, and a condition whose
+	// message names another controller is that controller's, left alone
+	// (the first writer owns it; see syncedOwner).
+	owner string
 
 	mu sync.Mutex
 	// written is when each object's condition was last written, by
@@ -314,17 +322,22 @@ func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructure
 			return nil, false
 		}
 	}
-	want := map[string]any{"type": SyncedConditionType, "status": "True", "reason": ReasonSynced, "message": ""}
+	cur := syncedCondition(st)
+	if curMsg, _ := cur["message"].(string); cur != nil {
+		if owner := syncedOwner(curMsg); owner != "" && owner != r.s.owner {
+			return nil, false // another controller's: first writer owns it
+		}
+	}
+	want := map[string]any{"type": SyncedConditionType, "status": "True", "reason": ReasonSynced, "message": syncedByPrefix + r.s.owner}
 	errPart := ""
 	if err != nil {
-		errPart = cutError(err.Error())
+		errPart = r.s.owner + ": " + cutError(err.Error())
 		msg := errPart
 		if attempt, next, ok := r.retry(ctx, err); ok {
 			msg += fmt.Sprintf("; attempt %d, next attempt at %s", attempt, next.UTC().Truncate(time.Second).Format(time.RFC3339))
 		}
 		want["status"], want["reason"], want["message"] = "False", SyncReason(err), msg
 	}
-	cur := syncedCondition(st)
 	status.FillConditions(st, map[string]any{"conditions": []any{want}}, obj.GetGeneration(), time.Now())
 	if cur != nil {
 		// A filled field counts only where the object's condition has it
@@ -341,6 +354,32 @@ func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructure
 		}
 	}
 	return want, true
+}
+
+// syncedByPrefix starts the message of a True SyncedConditionType
+// condition: "synced by <kind> <name>".
+const syncedByPrefix = "synced by "
+
+// controllerKinds are the kinds of controller a SyncedConditionType
+// condition's message can name (Engine.kindName).
+var controllerKinds = []string{"compositecontroller", "decoratorcontroller"}
+
+// syncedOwner returns the controller ("<kind> <name>") a
+// SyncedConditionType condition's message names: "synced by <kind> <name>"
+// (True) or "<kind> <name>: <error>..." (False); "" when it names none.
+func syncedOwner(msg string) string {
+	if owner, ok := strings.CutPrefix(msg, syncedByPrefix); ok {
+		return owner
+	}
+	head, _, ok := strings.Cut(msg, ": ")
+	if !ok {
+		return ""
+	}
+	kind, name, ok := strings.Cut(head, " ")
+	if !ok || name == "" || strings.Contains(name, " ") || !slices.Contains(controllerKinds, kind) {
+		return ""
+	}
+	return head
 }
 
 // errorPart returns the error a condition's message quotes, without the

@@ -117,11 +117,34 @@ func TestSyncedKeepCopies(t *testing.T) {
 	}
 }
 
+// TestSyncedOwner: the controller a condition's message names.
+func TestSyncedOwner(t *testing.T) {
+	for msg, want := range map[string]string{
+		"synced by compositecontroller hello":                                  "compositecontroller hello",
+		"decoratorcontroller d: sync hook http://x: HTTP 500; attempt 2, next": "decoratorcontroller d",
+		"sync hook http://x: HTTP 500":                                         "",
+		"related objects: refused":                                             "",
+		"":                                                                     "",
+	} {
+		if got := syncedOwner(msg); got != want {
+			t.Errorf("syncedOwner(%q) = %q, want %q", msg, got, want)
+		}
+	}
+	// Another controller's condition is left alone, whatever the sync.
+	s := &syncedConditions{enabled: true, owner: "compositecontroller c"}
+	r := &syncedReport{s: s, key: "p"}
+	other := map[string]any{"type": SyncedConditionType, "status": "True", "reason": ReasonSynced, "message": "synced by decoratorcontroller d"}
+	obj := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": []any{other}}}}
+	if want, change := r.decide(context.Background(), obj, errors.New("boom")); change {
+		t.Errorf("decide over another controller's condition = %v, want no change", want)
+	}
+}
+
 // TestSyncedDecide: the condition is rewritten when its status, reason or
 // error changes, and not when only the attempt would, within
 // SyncedRewriteInterval; conflicts and cancelled syncs change nothing.
 func TestSyncedDecide(t *testing.T) {
-	s := &syncedConditions{enabled: true}
+	s := &syncedConditions{enabled: true, owner: "compositecontroller c"}
 	obj := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "p", "namespace": "ns", "generation": int64(2)}}}
 	ctx := context.Background()
 	r := &syncedReport{s: s, key: "ns/p"}
@@ -141,7 +164,7 @@ func TestSyncedDecide(t *testing.T) {
 
 	failed := &hooks.StatusError{Code: 500, Hook: "sync"}
 	want, change = r.decide(ctx, obj, failed)
-	if !change || want["reason"] != ReasonHookFailed || want["message"] != failed.Error() {
+	if !change || want["reason"] != ReasonHookFailed || want["message"] != "compositecontroller c: "+failed.Error() {
 		t.Fatalf("decide(failure) = %v, %v (outside a loop: no attempt)", want, change)
 	}
 	s.wrote(r.key)
@@ -149,7 +172,7 @@ func TestSyncedDecide(t *testing.T) {
 	for k, v := range want {
 		withAttempt[k] = v
 	}
-	withAttempt["message"] = failed.Error() + "; attempt 1, next attempt at 2026-11-26T16:00:00Z"
+	withAttempt["message"] = "compositecontroller c: " + failed.Error() + "; attempt 1, next attempt at 2026-11-26T16:00:00Z"
 	obj.Object["status"] = map[string]any{"conditions": []any{withAttempt}}
 	if _, change := r.decide(ctx, obj, failed); change {
 		t.Error("only the attempt changed, written a moment ago, yet rewritten")
