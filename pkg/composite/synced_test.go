@@ -216,6 +216,10 @@ func TestSyncedConditionReasons(t *testing.T) {
 		{"write", controller.ReasonWriteFailed, "creating ConfigMap", child(func(parent *unstructured.Unstructured) map[string]any {
 			return configMapChild(parent, "Not-A-Valid-Name", nil)
 		})},
+		{"events", controller.ReasonInvalidAnswer, `events[0].type "Warn"`, func(*syncRequest) any {
+			return map[string]any{"status": map[string]any{"x": 1}, "children": []any{},
+				"events": []any{map[string]any{"type": "Warn", "reason": "Oops"}}}
+		}},
 		{"waiting", controller.ReasonWaiting, "fixed point", func(*syncRequest) any {
 			return map[string]any{"status": map[string]any{"n": n.Add(1)}, "children": []any{}}
 		}},

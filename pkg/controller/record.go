@@ -105,7 +105,10 @@ func RecordCall(ctx context.Context, name string, start time.Time, err error) {
 		case errors.As(err, &status):
 			c.Result = strconv.Itoa(status.Code)
 		case errors.As(err, &invalid):
-			// Answered 200 with an invalid body.
+			// Answered 200 with an invalid body, or with events that
+			// metactl's checks refused (*hooks.EventsError): the call's
+			// error says which, the outcome's reason (SyncReason) whose
+			// fault.
 		default:
 			c.Result = "error"
 		}

@@ -45,7 +45,8 @@ const (
 	// that is not a valid answer, or its credentials could not be used.
 	ReasonHookFailed = "HookFailed"
 	// ReasonInvalidAnswer: metactl's checks refused the hook's answer (an
-	// invalid child, an answer without its list of children, ...).
+	// invalid child, an invalid event, an answer without its list of
+	// children, ...).
 	ReasonInvalidAnswer = "InvalidAnswer"
 	// ReasonWriteFailed: a write to the API server failed.
 	ReasonWriteFailed = "WriteFailed"
@@ -71,6 +72,7 @@ func SyncReason(err error) string {
 	var (
 		invalid     *InvalidAnswerError
 		refused     *RefusedAnswerError
+		events      *hooks.EventsError
 		unreachable *hooks.UnreachableError
 		statusErr   *hooks.StatusError
 		response    *hooks.ResponseError
@@ -81,7 +83,9 @@ func SyncReason(err error) string {
 	switch {
 	case err == nil:
 		return ReasonSynced
-	case errors.As(err, &invalid), errors.As(err, &refused):
+	case errors.As(err, &invalid), errors.As(err, &refused), errors.As(err, &events):
+		// Before the hook's failures: invalid events come inside the
+		// *hooks.ResponseError of the call.
 		return ReasonInvalidAnswer
 	case errors.As(err, &unreachable), errors.As(err, &statusErr), errors.As(err, &response),
 		errors.As(err, &budget), errors.As(err, &credential):

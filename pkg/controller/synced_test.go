@@ -27,6 +27,7 @@ func TestSyncReason(t *testing.T) {
 		{fmt.Errorf("revision r: %w", &hooks.StatusError{Code: 500}), ReasonHookFailed},
 		{&hooks.UnreachableError{Err: errors.New("refused")}, ReasonHookFailed},
 		{&hooks.ResponseError{Err: errors.New("not JSON")}, ReasonHookFailed},
+		{&hooks.ResponseError{Err: &hooks.EventsError{Err: errors.New("events[0].type")}}, ReasonInvalidAnswer},
 		{fmt.Errorf("x: %w", &hooks.CredentialError{}), ReasonHookFailed},
 		{&hooks.BudgetError{}, ReasonHookFailed},
 		{InvalidAnswer(errors.New("invalid sync hook response: a Secret")), ReasonInvalidAnswer},

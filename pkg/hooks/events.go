@@ -47,7 +47,27 @@ type Event struct {
 // entry are ignored. The error names the first entry and field at fault
 // and says what would be valid, and refuses the answer: an answer's
 // events are checked with the rest of it, before anything is written.
+//
+// Its error is an *EventsError: a refusal by metactl's checks of an answer
+// the hook gave, not a failure of the hook call (the answer decoded).
 func CheckEvents(list *[]any) ([]Event, error) {
+	events, err := checkEvents(list)
+	if err != nil {
+		return nil, &EventsError{Err: err}
+	}
+	return events, nil
+}
+
+// EventsError is CheckEvents' refusal of an answer's events. Its message
+// is its cause's. Decoding returns it inside a *ResponseError, but a sync
+// reports it as an invalid answer (metactl's checks refused it), not as a
+// failed hook.
+type EventsError struct{ Err error }
+
+func (e *EventsError) Error() string { return e.Err.Error() }
+func (e *EventsError) Unwrap() error { return e.Err }
+
+func checkEvents(list *[]any) ([]Event, error) {
 	if list == nil || len(*list) == 0 {
 		return nil, nil
 	}
