@@ -2,6 +2,7 @@ package composite_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -361,4 +362,31 @@ func TestSyncedConditionOnPrunedStatus(t *testing.T) {
 	// The condition is still written: failing again shows it.
 	failWith500(hook)
 	waitFor(t, gvr, ns, "p1", "Synced=False HookFailed again", hasSynced("False", controller.ReasonHookFailed))
+}
+
+// TestSyncedConditionVaryingError: a hook whose failures differ in their
+// text at every call (a request id in a 500 body) does not get the
+// condition written at every retry: a change that keeps its status and
+// reason waits SyncedRewriteInterval like a change of the attempt alone.
+func TestSyncedConditionVaryingError(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook := newTestHook(t, valueHook)
+	var id atomic.Int64
+	hook.setHandler(func(w http.ResponseWriter, _ *http.Request, _ *syncRequest) {
+		http.Error(w, fmt.Sprintf("boom (request %d)", id.Add(1)), http.StatusInternalServerError)
+	})
+	cc := optIn(isolated(compositeController(t, hook, thingsGVR, nil), ns), "true")
+	limiter := &countingLimiter{delays: []time.Duration{20 * time.Millisecond}}
+	writes0 := controllertest.Writes(cc.GetName(), "patch", "status")
+	startController(t, cc, func(o *composite.Options) { o.RateLimiter = limiter })
+	started := time.Now()
+	newParent(t, ns, "p1", map[string]any{"value": "a"})
+	waitFor(t, thingsGVR, ns, "p1", "Synced=False HookFailed", hasSynced("False", controller.ReasonHookFailed))
+	testenv.Eventually(t, 30*time.Second, "20 failed hook calls", func(context.Context) (bool, error) {
+		return hook.calls.Load() >= 20, nil
+	})
+	writes := controllertest.Writes(cc.GetName(), "patch", "status") - writes0
+	if bound := 1 + float64(time.Since(started)/controller.SyncedRewriteInterval); writes > bound {
+		t.Errorf("%v status writes during %d syncs failing with different texts, want at most %v", writes, hook.calls.Load(), bound)
+	}
 }

@@ -58,8 +58,9 @@ const (
 )
 
 // SyncedRewriteInterval is the least time between two writes of one
-// object's SyncedConditionType condition that differ only in its attempt
-// count and next attempt; any other change is written at once.
+// object's SyncedConditionType condition that keep its status, reason and
+// observed generation (a new error text, attempt or next attempt); a
+// change of those is written at once.
 const SyncedRewriteInterval = 30 * time.Second
 
 // maxSyncedError bounds the error quoted in the condition's message.
@@ -311,12 +312,14 @@ func (r *syncedReport) retry(ctx context.Context, err error) (int, time.Time, bo
 }
 
 // decide returns the condition obj should carry after a sync that ended
-// with err, and whether it should be written now: when its status, reason,
-// the error in its message or its observed generation changed, or only the
-// attempt and next attempt did and SyncedRewriteInterval has passed since
-// the last write. A conflict (the retry resolves it) or a cancelled sync
-// changes nothing.
-func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructured, err error) (map[string]any, bool) {
+// with err, and whether it should be written now: when its status or
+// reason changed, or its observed generation; any other change (the
+// error in its message, the attempt, the next attempt) only when
+// SyncedRewriteInterval has passed since the last write, or when the
+// status is written anyway (free: the hook's status write carries it). A
+// conflict (the retry resolves it) or a cancelled sync changes nothing,
+// nor does anything change a condition another controller owns.
+func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructured, err error, free bool) (map[string]any, bool) {
 	if err != nil && (apierrors.IsConflict(err) || ctx.Err() != nil) {
 		return nil, false
 	}
@@ -333,10 +336,8 @@ func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructure
 		}
 	}
 	want := map[string]any{"type": SyncedConditionType, "status": "True", "reason": ReasonSynced, "message": syncedByPrefix + r.s.owner}
-	errPart := ""
 	if err != nil {
-		errPart = r.s.owner + ": " + cutError(err.Error())
-		msg := errPart
+		msg := r.s.owner + ": " + cutError(err.Error())
 		if attempt, next, ok := r.retry(ctx, err); ok {
 			msg += fmt.Sprintf("; attempt %d, next attempt at %s", attempt, next.UTC().Truncate(time.Second).Format(time.RFC3339))
 		}
@@ -350,10 +351,9 @@ func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructure
 		if status.Equal(cur, bare) {
 			return nil, false
 		}
-		msg, _ := cur["message"].(string)
-		if cur["status"] == bare["status"] && cur["reason"] == bare["reason"] &&
+		if !free && cur["status"] == bare["status"] && cur["reason"] == bare["reason"] &&
 			generationOf(cur["observedGeneration"]) == generationOf(bare["observedGeneration"]) &&
-			errorPart(msg) == errPart && r.s.writtenRecently(r.key) {
+			r.s.writtenRecently(r.key) {
 			return nil, false
 		}
 	}
@@ -384,17 +384,6 @@ func syncedOwner(msg string) string {
 		return ""
 	}
 	return head
-}
-
-// errorPart returns the error a condition's message quotes, without the
-// attempt and next attempt.
-func errorPart(msg string) string {
-	for i := len(msg) - len("; attempt "); i >= 0; i-- {
-		if msg[i:i+len("; attempt ")] == "; attempt " {
-			return msg[:i]
-		}
-	}
-	return msg
 }
 
 // cutError cuts msg to maxSyncedError bytes at a rune boundary.
@@ -435,7 +424,10 @@ func (r *syncedReport) answered(ctx context.Context, t *Target, st map[string]an
 	if err == nil && !settled {
 		err = ErrNotSettled
 	}
-	want, change := r.decide(ctx, t.Object, err)
+	// A status that differs from the object's is written anyway: it
+	// carries the condition as it is now, attempt and all.
+	have, _ := t.Object.Object["status"].(map[string]any)
+	want, change := r.decide(ctx, t.Object, err, !status.Equal(have, st))
 	if !change {
 		return st
 	}
@@ -463,7 +455,7 @@ func (r *syncedReport) finish(ctx context.Context, t *Target, err error) {
 		// The hook's status write carried it.
 		r.s.wrote(r.key)
 	}
-	want, change := r.decide(ctx, t.Object, err)
+	want, change := r.decide(ctx, t.Object, err, false)
 	if !change {
 		return
 	}

@@ -58,13 +58,6 @@ func TestSyncedMessageParts(t *testing.T) {
 	if !utf8.ValidString(cut) || len(cut) > maxSyncedError+len("...") {
 		t.Errorf("cutError gave %d bytes, valid UTF-8 %v", len(cut), utf8.ValidString(cut))
 	}
-	msg := "x; attempt 1 went wrong; attempt 3, next attempt at 2026-11-26T16:00:00Z"
-	if got := errorPart(msg); got != "x; attempt 1 went wrong" {
-		t.Errorf("errorPart = %q", got)
-	}
-	if got := errorPart("no retry"); got != "no retry" {
-		t.Errorf("errorPart = %q", got)
-	}
 }
 
 func TestSyncedPut(t *testing.T) {
@@ -136,7 +129,7 @@ func TestSyncedOwner(t *testing.T) {
 	r := &syncedReport{s: s, key: "p"}
 	other := map[string]any{"type": SyncedConditionType, "status": "True", "reason": ReasonSynced, "message": "synced by decoratorcontroller d"}
 	obj := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": []any{other}}}}
-	if want, change := r.decide(context.Background(), obj, errors.New("boom")); change {
+	if want, change := r.decide(context.Background(), obj, errors.New("boom"), false); change {
 		t.Errorf("decide over another controller's condition = %v, want no change", want)
 	}
 }
@@ -150,21 +143,21 @@ func TestSyncedDecide(t *testing.T) {
 	ctx := context.Background()
 	r := &syncedReport{s: s, key: "ns/p"}
 
-	want, change := r.decide(ctx, obj, nil)
+	want, change := r.decide(ctx, obj, nil, false)
 	if !change || want["status"] != "True" || want["lastTransitionTime"] == nil || want["observedGeneration"] != int64(2) {
 		t.Fatalf("decide(no condition, success) = %v, %v", want, change)
 	}
 	obj.Object["status"] = map[string]any{"conditions": []any{want}}
-	if _, change := r.decide(ctx, obj, nil); change {
+	if _, change := r.decide(ctx, obj, nil, false); change {
 		t.Error("a success over Synced=True changes it")
 	}
 	obj.SetGeneration(3)
-	if _, change := r.decide(ctx, obj, nil); !change {
+	if _, change := r.decide(ctx, obj, nil, false); !change {
 		t.Error("a new generation does not change observedGeneration")
 	}
 
 	failed := &hooks.StatusError{Code: 500, Hook: "sync"}
-	want, change = r.decide(ctx, obj, failed)
+	want, change = r.decide(ctx, obj, failed, false)
 	if !change || want["reason"] != ReasonHookFailed || want["message"] != "compositecontroller c: "+failed.Error() {
 		t.Fatalf("decide(failure) = %v, %v (outside a loop: no attempt)", want, change)
 	}
@@ -175,25 +168,32 @@ func TestSyncedDecide(t *testing.T) {
 	}
 	withAttempt["message"] = "compositecontroller c: " + failed.Error() + "; attempt 1, next attempt at 2026-11-26T16:00:00Z"
 	obj.Object["status"] = map[string]any{"conditions": []any{withAttempt}}
-	if _, change := r.decide(ctx, obj, failed); change {
+	if _, change := r.decide(ctx, obj, failed, false); change {
 		t.Error("only the attempt changed, written a moment ago, yet rewritten")
 	}
 	s.mu.Lock()
 	s.written[r.key] = s.written[r.key].Add(-SyncedRewriteInterval)
 	s.mu.Unlock()
-	if _, change := r.decide(ctx, obj, failed); !change {
+	if _, change := r.decide(ctx, obj, failed, false); !change {
 		t.Error("only the attempt changed, SyncedRewriteInterval ago, and not rewritten")
 	}
 	s.wrote(r.key)
-	if _, change := r.decide(ctx, obj, &hooks.StatusError{Code: 503, Hook: "sync"}); !change {
-		t.Error("another error is not written at once")
+	other := &hooks.StatusError{Code: 503, Hook: "sync"}
+	if _, change := r.decide(ctx, obj, other, false); change {
+		t.Error("another error of the same reason, written a moment ago, yet rewritten")
 	}
-	if _, change := r.decide(ctx, obj, WriteFailed(apierrors.NewConflict(schema.GroupResource{}, "p", errors.New("x")))); change {
+	if want, change := r.decide(ctx, obj, other, true); !change || want["message"] != "compositecontroller c: "+other.Error() {
+		t.Errorf("another error with the hook's status written anyway = %v, %v, want it carried", want, change)
+	}
+	if _, change := r.decide(ctx, obj, WriteFailed(errors.New("forbidden")), false); !change {
+		t.Error("another reason is not written at once")
+	}
+	if _, change := r.decide(ctx, obj, WriteFailed(apierrors.NewConflict(schema.GroupResource{}, "p", errors.New("x"))), false); change {
 		t.Error("a conflict changes the condition")
 	}
 	cancelled, cancel := context.WithCancelCause(ctx)
 	cancel(loop.ErrStopped)
-	if _, change := r.decide(cancelled, obj, loop.ErrStopped); change {
+	if _, change := r.decide(cancelled, obj, loop.ErrStopped, false); change {
 		t.Error("a cancelled sync changes the condition")
 	}
 	s.forget(r.key)
