@@ -11,9 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/textcut"
 	"github.com/metactl/metactl/pkg/dynamic/status"
 	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hooks"
@@ -63,7 +63,8 @@ const (
 // change of those is written at once.
 const SyncedRewriteInterval = 30 * time.Second
 
-// maxSyncedError bounds the error quoted in the condition's message.
+// maxSyncedError bounds the error quoted in the condition's message, in
+// bytes ("..." included when it is cut).
 const maxSyncedError = 1024
 
 // SyncReason returns the reason of the SyncedConditionType condition a sync
@@ -337,7 +338,7 @@ func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructure
 	}
 	want := map[string]any{"type": SyncedConditionType, "status": "True", "reason": ReasonSynced, "message": syncedByPrefix + r.s.owner}
 	if err != nil {
-		msg := r.s.owner + ": " + cutError(err.Error())
+		msg := r.s.owner + ": " + textcut.Cut(err.Error(), maxSyncedError)
 		if attempt, next, ok := r.retry(ctx, err); ok {
 			msg += fmt.Sprintf("; attempt %d, next attempt at %s", attempt, next.UTC().Truncate(time.Second).Format(time.RFC3339))
 		}
@@ -384,18 +385,6 @@ func syncedOwner(msg string) string {
 		return ""
 	}
 	return head
-}
-
-// cutError cuts msg to maxSyncedError bytes at a rune boundary.
-func cutError(msg string) string {
-	if len(msg) <= maxSyncedError {
-		return msg
-	}
-	cut := maxSyncedError
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return msg[:cut] + "..."
 }
 
 // generationOf reads an observedGeneration as JSON gives it.

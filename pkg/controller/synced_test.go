@@ -52,11 +52,17 @@ func TestSyncReason(t *testing.T) {
 	}
 }
 
-func TestSyncedMessageParts(t *testing.T) {
-	long := strings.Repeat("é", maxSyncedError) // two bytes each
-	cut := cutError(long)
-	if !utf8.ValidString(cut) || len(cut) > maxSyncedError+len("...") {
-		t.Errorf("cutError gave %d bytes, valid UTF-8 %v", len(cut), utf8.ValidString(cut))
+// TestSyncedMessageCutsTheError: the error a message quotes is at most
+// maxSyncedError bytes, "..." included, cut at a character boundary.
+func TestSyncedMessageCutsTheError(t *testing.T) {
+	s := &syncedConditions{enabled: true, owner: "compositecontroller c"}
+	r := &syncedReport{s: s, key: "p"}
+	obj := &unstructured.Unstructured{Object: map[string]any{}}
+	want, _ := r.decide(context.Background(), obj, errors.New(strings.Repeat("é", maxSyncedError)), false) // two bytes each
+	msg, _ := want["message"].(string)
+	quoted := strings.TrimPrefix(msg, s.owner+": ") // outside a loop: no attempt
+	if !utf8.ValidString(quoted) || len(quoted) > maxSyncedError || !strings.HasSuffix(quoted, "...") {
+		t.Errorf("the error quoted is %d bytes, valid UTF-8 %v, want at most %d ending in ...", len(quoted), utf8.ValidString(quoted), maxSyncedError)
 	}
 }
 

@@ -4,10 +4,10 @@ import (
 	"context"
 	"sync"
 	"time"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/textcut"
 	"github.com/metactl/metactl/pkg/metrics"
 )
 
@@ -121,16 +121,7 @@ const MaxErrorBytes = 1024
 
 // Cut returns s cut to MaxErrorBytes, at a character boundary, marked
 // with "..." when cut.
-func Cut(s string) string {
-	if len(s) <= MaxErrorBytes {
-		return s
-	}
-	n := MaxErrorBytes - len("...")
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
-}
+func Cut(s string) string { return textcut.Cut(s, MaxErrorBytes) }
 
 // The sizes of the records' fixed parts.
 var (

@@ -13,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/metactl/metactl/internal/textcut"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -119,20 +120,7 @@ func checkEvents(list *[]any) ([]Event, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[i] = Event{Type: typ, Reason: reason, Message: cutMessage(message)}
+		out[i] = Event{Type: typ, Reason: reason, Message: textcut.Cut(message, MaxEventMessageBytes)}
 	}
 	return out, nil
-}
-
-// cutMessage returns msg cut to at most MaxEventMessageBytes bytes, at a
-// rune boundary, ending with "..." when it was cut.
-func cutMessage(msg string) string {
-	if len(msg) <= MaxEventMessageBytes {
-		return msg
-	}
-	cut := MaxEventMessageBytes - len("...")
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return msg[:cut] + "..."
 }
