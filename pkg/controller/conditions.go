@@ -48,14 +48,6 @@ func (e *Engine) fillConditions(t *Target, given *unstructured.Unstructured, ans
 	if !status.FillConditions(have, want, t.Object.GetGeneration(), time.Now()) {
 		return
 	}
-	haveByType := map[any]map[string]any{}
-	if haveList, ok := have["conditions"].([]any); ok {
-		for _, c := range haveList {
-			if cond, ok := c.(map[string]any); ok {
-				haveByType[cond["type"]] = cond
-			}
-		}
-	}
 	// want without the filled fields the given conditions lack.
 	bare := maps.Clone(want)
 	bareList := slices.Clone(list)
@@ -64,7 +56,8 @@ func (e *Engine) fillConditions(t *Target, given *unstructured.Unstructured, ans
 		if !ok || len(fields) == 0 {
 			continue
 		}
-		bareList[i] = status.Unkept(haveByType[cond["type"]], cond, fields)
+		typ, _ := cond["type"].(string)
+		bareList[i] = status.Unkept(status.FindCondition(have, typ), cond, fields)
 	}
 	bare["conditions"] = bareList
 	if status.Equal(have, bare) {

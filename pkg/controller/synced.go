@@ -2,10 +2,8 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -194,57 +192,24 @@ func (s *syncedConditions) keep(ctx context.Context, given *unstructured.Unstruc
 	answer.Status = s.put(ctx, answer.Status, syncedCondition(givenStatus))
 }
 
-// put returns a copy of st with a copy of cond as its only condition of
-// type SyncedConditionType (none when cond is nil); st itself when there
-// is nothing to change or its conditions are not a list (logged once per
-// controller). cond is copied because it may be the cached object's
-// (keep), and the status put returns is completed in place
-// (fillConditions).
+// put returns st with a copy of cond as its only condition of type
+// SyncedConditionType (none when cond is nil): status.SetCondition. The
+// copy matters: cond may be the cached object's (keep), and the status put
+// returns is completed in place (fillConditions). Conditions that are not
+// a list are the hook's: st is returned as it is (logged once per
+// controller).
 func (s *syncedConditions) put(ctx context.Context, st map[string]any, cond map[string]any) map[string]any {
-	cond = maps.Clone(cond)
-	list, isList := st["conditions"].([]any)
-	if v := st["conditions"]; v != nil && !isList {
-		if s.warned.CompareAndSwap(false, true) {
-			klog.FromContext(ctx).V(2).Info("The status's conditions are not a list: the "+SyncedConditionType+" condition is not written", "type", fmt.Sprintf("%T", v))
-		}
-		return st
+	out, err := status.SetCondition(st, SyncedConditionType, cond)
+	if err != nil && s.warned.CompareAndSwap(false, true) {
+		klog.FromContext(ctx).V(2).Info("The "+SyncedConditionType+" condition is not written", "err", err)
 	}
-	out := make([]any, 0, len(list)+1)
-	placed := false
-	for _, c := range list {
-		if m, ok := c.(map[string]any); ok && m["type"] == SyncedConditionType {
-			if cond != nil && !placed {
-				out = append(out, cond)
-				placed = true
-			}
-			continue
-		}
-		out = append(out, c)
-	}
-	if cond == nil && len(out) == len(list) {
-		return st // none to remove, none to put
-	}
-	if cond != nil && !placed {
-		out = append(out, cond)
-	}
-	copied := make(map[string]any, len(st)+1)
-	for k, v := range st {
-		copied[k] = v
-	}
-	copied["conditions"] = out
-	return copied
+	return out
 }
 
 // syncedCondition returns the SyncedConditionType condition of st; nil when
 // it has none.
 func syncedCondition(st map[string]any) map[string]any {
-	list, _ := st["conditions"].([]any)
-	for _, c := range list {
-		if m, ok := c.(map[string]any); ok && m["type"] == SyncedConditionType {
-			return m
-		}
-	}
-	return nil
+	return status.FindCondition(st, SyncedConditionType)
 }
 
 // forget drops what is remembered of the object queued as key, gone.
@@ -456,51 +421,31 @@ func (r *syncedReport) finish(ctx context.Context, t *Target, err error) {
 }
 
 // patchSynced makes cond the SyncedConditionType condition of t's object,
-// touching nothing else of its status: a JSON patch with the object's UID
-// and its status.conditions as the cache has them as preconditions,
-// through the status subresource when the resource has one. An object
-// changed meanwhile (the test fails) or gone is not written: its watch
-// event syncs it again. The write's own event is expected as an echo.
+// touching nothing else of its status (status.PatchConditions): with the
+// object's UID and its status.conditions as the cache has them as
+// preconditions, through the status subresource when the resource has one.
+// An object changed meanwhile (a conflict) or gone is not written: its
+// watch event syncs it again. The write's own event is expected as an
+// echo.
 func (e *Engine) patchSynced(ctx context.Context, t *Target, cond map[string]any) error {
 	obj := t.Object
-	ops := []map[string]any{{"op": "test", "path": "/metadata/uid", "value": obj.GetUID()}}
-	var newStatus map[string]any
-	switch st := obj.Object["status"].(type) {
-	case nil:
-		newStatus = map[string]any{"conditions": []any{cond}}
-		ops = append(ops, map[string]any{"op": "test", "path": "/status", "value": nil},
-			map[string]any{"op": "add", "path": "/status", "value": newStatus})
-	case map[string]any:
-		newStatus = e.synced.put(ctx, st, cond)
-		if list, ok := st["conditions"].([]any); ok {
-			ops = append(ops, map[string]any{"op": "test", "path": "/status/conditions", "value": list},
-				map[string]any{"op": "replace", "path": "/status/conditions", "value": newStatus["conditions"]})
-		} else {
-			ops = append(ops, map[string]any{"op": "test", "path": "/status/conditions", "value": nil},
-				map[string]any{"op": "add", "path": "/status/conditions", "value": newStatus["conditions"]})
-		}
-	default:
-		return nil // not an object: the hook's, left alone
-	}
-	data, err := json.Marshal(ops)
-	if err != nil {
-		return fmt.Errorf("encoding the %s condition: %w", SyncedConditionType, err)
-	}
-	var subresources []string
-	if t.Resource.HasStatus {
-		subresources = []string{"status"}
-	}
+	st, _ := obj.Object["status"].(map[string]any)
+	newStatus := e.synced.put(ctx, st, cond)
 	gvr := t.Resource.GroupVersionResource()
-	written, err := e.objects.Patch(ctx, gvr, obj.GetNamespace(), obj.GetName(), types.JSONPatchType, data, subresources...)
-	if err != nil {
-		history.Failed(ctx, "patch", "status", t.Name(), err)
+	patch := func(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error) {
+		return e.objects.Patch(ctx, gvr, obj.GetNamespace(), name, pt, data, subresources...)
 	}
+	written, err := status.PatchConditions(ctx, patch, gvr.GroupResource(), obj, newStatus, t.Resource.HasStatus)
 	switch {
-	case apierrors.IsNotFound(err), apierrors.IsConflict(err), apierrors.IsInvalid(err) && !hasCauses(err):
-		klog.FromContext(ctx).V(4).Info("Not writing the "+SyncedConditionType+" condition: the object changed or is gone", "err", err)
+	case apierrors.IsConflict(err):
+		history.Failed(ctx, "patch", "status", t.Name(), err)
+		klog.FromContext(ctx).V(4).Info("Not writing the "+SyncedConditionType+" condition: the object changed", "err", err)
 		return nil
 	case err != nil:
+		history.Failed(ctx, "patch", "status", t.Name(), err)
 		return err
+	case written == nil:
+		return nil // gone, or its status is not an object
 	}
 	history.Wrote(ctx, e.name, "patch", "status", t.Name(), nil)
 	if !keepsCondition(written) {
@@ -533,15 +478,4 @@ func keepsCondition(written metav1.Object) bool {
 	}
 	st, _ := obj.Object["status"].(map[string]any)
 	return syncedCondition(st) != nil
-}
-
-// hasCauses reports whether an API error names the fields it refuses (a
-// schema's refusal), unlike a JSON patch's failed test.
-func hasCauses(err error) bool {
-	var st apierrors.APIStatus
-	if !errors.As(err, &st) {
-		return false
-	}
-	d := st.Status().Details
-	return d != nil && len(d.Causes) > 0
 }
