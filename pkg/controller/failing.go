@@ -11,7 +11,6 @@ import (
 
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/textcut"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // FailingNamed is how many failing objects a FailingSummary's message
@@ -57,7 +56,7 @@ func (f *Failing) Track(sync loop.SyncFunc) loop.SyncFunc {
 			// not retry it either), and nothing changes.
 		case err == nil, errors.Is(err, loop.ErrWaiting):
 			f.Succeeded(key)
-		case !apierrors.IsConflict(err):
+		case !OnlyConflicts(err):
 			f.Failed(key, err)
 		}
 		return after, err

@@ -28,7 +28,7 @@ func TestRecordOnlyWithAStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	syncs := f.e.History("ns/p")
-	if len(syncs) != 1 || syncs[0].Outcome.Result != ResultSuccess || len(syncs[0].Calls) == 0 {
+	if len(syncs) != 1 || syncs[0].Outcome.Result != history.ResultSuccess || len(syncs[0].Calls) == 0 {
 		t.Fatalf("recorded %d syncs (%+v), want one success with its calls", len(syncs), syncs)
 	}
 	if store.Get(history.ControllerID("testcontroller", "test"), "ns/p") == nil {

@@ -286,7 +286,7 @@ func (r *syncedReport) retry(ctx context.Context, err error) (int, time.Time, bo
 // conflict (the retry resolves it) or a cancelled sync changes nothing,
 // nor does anything change a condition another controller owns.
 func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructured, err error, free bool) (map[string]any, bool) {
-	if err != nil && (apierrors.IsConflict(err) || ctx.Err() != nil) {
+	if err != nil && (OnlyConflicts(err) || ctx.Err() != nil) {
 		return nil, false
 	}
 	st, _ := obj.Object["status"].(map[string]any)

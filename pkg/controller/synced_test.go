@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/record"
 )
 
 func TestSyncReason(t *testing.T) {
@@ -205,5 +206,39 @@ func TestSyncedDecide(t *testing.T) {
 	s.forget(r.key)
 	if s.writtenRecently(r.key) {
 		t.Error("forget kept the last write")
+	}
+}
+
+// TestJoinedConflictHidesNothing: a conflict joined with another failure
+// is reported (SyncError Event, the condition), only conflicts are not.
+func TestJoinedConflictHidesNothing(t *testing.T) {
+	conflict := WriteFailed(apierrors.NewConflict(schema.GroupResource{Resource: "things"}, "p", errors.New("changed")))
+	joined := errors.Join(conflict, &hooks.StatusError{Code: 500, Hook: "sync"})
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{conflict, true},
+		{fmt.Errorf("status: %w", conflict), true},
+		{errors.Join(conflict, conflict), true},
+		{joined, false},
+		{fmt.Errorf("x: %w", joined), false},
+		{errors.New("other"), false},
+		{nil, false},
+	} {
+		if got := OnlyConflicts(tc.err); got != tc.want {
+			t.Errorf("OnlyConflicts(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	recorder := record.NewFakeRecorder(10)
+	obj := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "p"}}}
+	_ = SyncFailed(context.Background(), recorder, obj, "compositecontroller", "c", joined)
+	_ = SyncFailed(context.Background(), recorder, obj, "compositecontroller", "c", conflict)
+	if n := len(recorder.Events); n != 1 {
+		t.Errorf("%d SyncError Events for a joined failure and a conflict, want 1", n)
+	}
+	r := &syncedReport{s: &syncedConditions{enabled: true, owner: "compositecontroller c"}, key: "p"}
+	if want, change := r.decide(context.Background(), obj, joined, false); !change || want["reason"] != ReasonHookFailed {
+		t.Errorf("decide(conflict joined with a hook failure) = %v, %v, want HookFailed", want, change)
 	}
 }

@@ -61,6 +61,14 @@ type Write struct {
 	Error string `json:"error,omitempty"`
 }
 
+// The results of a sync (Outcome.Result).
+const (
+	ResultSuccess   = "success"
+	ResultError     = "error"
+	ResultWaiting   = "waiting"
+	ResultCancelled = "cancelled"
+)
+
 // Outcome is how a sync ended and what follows.
 type Outcome struct {
 	// Result is "success", "error", "waiting" (the hook has not settled, or
