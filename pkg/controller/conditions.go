@@ -48,17 +48,28 @@ func (e *Engine) fillConditions(t *Target, given *unstructured.Unstructured, ans
 	if !status.FillConditions(have, want, t.Object.GetGeneration(), time.Now()) {
 		return
 	}
-	// want without the filled fields the given conditions lack.
-	bare := maps.Clone(want)
-	bareList := slices.Clone(list)
+	// want without the filled fields the given conditions lack; none to
+	// strip leaves want as filled, with no second comparison.
+	var bareList []any
 	for i, fields := range absent {
-		cond, ok := bareList[i].(map[string]any)
+		cond, ok := list[i].(map[string]any)
 		if !ok || len(fields) == 0 {
 			continue
 		}
 		typ, _ := cond["type"].(string)
-		bareList[i] = status.Unkept(status.FindCondition(have, typ), cond, fields)
+		stripped := status.Unkept(status.FindCondition(have, typ), cond, fields)
+		if len(stripped) == len(cond) {
+			continue // Unkept only removes: nothing stripped
+		}
+		if bareList == nil {
+			bareList = slices.Clone(list)
+		}
+		bareList[i] = stripped
 	}
+	if bareList == nil {
+		return
+	}
+	bare := maps.Clone(want)
 	bare["conditions"] = bareList
 	if status.Equal(have, bare) {
 		answer.Status = bare

@@ -36,19 +36,24 @@ func FillConditions(given, want map[string]any, generation int64, now time.Time)
 		return false
 	}
 	changed := false
+	// now as text, made once and only when a condition needs it.
+	var nowText string
 	for _, c := range wantList {
 		cond, typ, st, ok := condition(c)
 		if !ok {
 			continue
 		}
 		if t, _ := cond["lastTransitionTime"].(string); t == "" {
-			t = now.UTC().Truncate(time.Second).Format(time.RFC3339)
 			if old := FindCondition(given, typ); old != nil {
 				if oldStatus, _ := old["status"].(string); oldStatus == st {
-					if oldTime, _ := old["lastTransitionTime"].(string); oldTime != "" {
-						t = oldTime
-					}
+					t, _ = old["lastTransitionTime"].(string)
 				}
+			}
+			if t == "" {
+				if nowText == "" {
+					nowText = now.UTC().Truncate(time.Second).Format(time.RFC3339)
+				}
+				t = nowText
 			}
 			cond["lastTransitionTime"] = t
 			changed = true
