@@ -92,15 +92,17 @@ func recordCall(ctx context.Context, name string, start time.Time, err error) {
 	if err != nil {
 		c.Error = err.Error()
 		var status *hooks.StatusError
+		var events *hooks.EventsError
 		var invalid *hooks.ResponseError
 		switch {
 		case errors.As(err, &status):
 			c.Result = strconv.Itoa(status.Code)
+		case errors.As(err, &events):
+			// Answered 200, with events that metactl's checks refused:
+			// the hook's answer was refused, not its call failed.
+			c.Error = name + " hook answer refused: " + events.Error()
 		case errors.As(err, &invalid):
-			// Answered 200 with an invalid body, or with events that
-			// metactl's checks refused (*hooks.EventsError): the call's
-			// error says which, the outcome's reason (SyncReason) whose
-			// fault.
+			// Answered 200 with an invalid body.
 		default:
 			c.Result = "error"
 		}
