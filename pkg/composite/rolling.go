@@ -18,6 +18,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/ownership"
+	dynstatus "github.com/metactl/metactl/pkg/dynamic/status"
 	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
@@ -100,7 +101,7 @@ func (c *Controller) rollingSync(ctx context.Context, r *controller.Round, paren
 	}
 
 	owners, cond := c.rollOut(parent, revisions, observed)
-	status, err := withCondition(latest.answer.Status, cond)
+	status, err := dynstatus.SetCondition(latest.answer.Status, ConditionUpdated, cond)
 	if err != nil {
 		return nil, false, controller.InvalidAnswer(fmt.Errorf("invalid sync hook response: %w", err))
 	}
@@ -643,34 +644,6 @@ func condition(status, reason, message string) map[string]any {
 		cond["message"] = message
 	}
 	return cond
-}
-
-// withCondition returns a copy of status with cond in status.conditions:
-// in place of the first condition of its type, else appended. The hook's
-// other conditions and fields are kept. status.conditions must be a list
-// if present.
-func withCondition(status map[string]any, cond map[string]any) (map[string]any, error) {
-	out := make(map[string]any, len(status)+1)
-	for k, v := range status {
-		out[k] = v
-	}
-	var conditions []any
-	if v, ok := out["conditions"]; ok && v != nil {
-		list, ok := v.([]any)
-		if !ok {
-			return nil, fmt.Errorf("status.conditions is a %T, not a list: the %s condition cannot be set", v, ConditionUpdated)
-		}
-		conditions = slices.Clone(list)
-	}
-	for i, existing := range conditions {
-		if m, ok := existing.(map[string]any); ok && m["type"] == cond["type"] {
-			conditions[i] = cond
-			out["conditions"] = conditions
-			return out, nil
-		}
-	}
-	out["conditions"] = append(conditions, cond)
-	return out, nil
 }
 
 // revisionPatch extracts the parent fields a revision records.

@@ -2,6 +2,7 @@ package composite_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/metactl/metactl/pkg/controller"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // syncedCondition returns the metactl.io/Synced condition of obj; nil when
@@ -94,7 +96,7 @@ func TestSyncedConditionShowsFailureAndRecovery(t *testing.T) {
 	c := syncedCondition(obj)
 	msg, _ := c["message"].(string)
 	t.Logf("condition: %v", c)
-	for _, want := range []string{"HTTP 500", "; attempt ", ", next attempt at "} {
+	for _, want := range []string{"compositecontroller " + cc.GetName() + ": sync hook ", "HTTP 500", "; attempt ", ", next attempt at "} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message %q lacks %q", msg, want)
 		}
@@ -118,8 +120,8 @@ func TestSyncedConditionShowsFailureAndRecovery(t *testing.T) {
 	if got := statusField(obj, "value"); got != "a" {
 		t.Errorf("status.value = %v, want a: the hook's status and the condition together", got)
 	}
-	if c := syncedCondition(obj); c["message"] != "" {
-		t.Errorf("Synced=True message %q, want empty", c["message"])
+	if c, want := syncedCondition(obj), "synced by compositecontroller "+cc.GetName(); c["message"] != want {
+		t.Errorf("Synced=True message %q, want %q", c["message"], want)
 	}
 }
 
@@ -215,6 +217,10 @@ func TestSyncedConditionReasons(t *testing.T) {
 		{"write", controller.ReasonWriteFailed, "creating ConfigMap", child(func(parent *unstructured.Unstructured) map[string]any {
 			return configMapChild(parent, "Not-A-Valid-Name", nil)
 		})},
+		{"events", controller.ReasonInvalidAnswer, `events[0].type "Warn"`, func(*syncRequest) any {
+			return map[string]any{"status": map[string]any{"x": 1}, "children": []any{},
+				"events": []any{map[string]any{"type": "Warn", "reason": "Oops"}}}
+		}},
 		{"waiting", controller.ReasonWaiting, "fixed point", func(*syncRequest) any {
 			return map[string]any{"status": map[string]any{"n": n.Add(1)}, "children": []any{}}
 		}},
@@ -301,5 +307,86 @@ func TestSyncedConditionIgnoreStatusChanges(t *testing.T) {
 	}
 	if !hasSynced("True", controller.ReasonSynced)(given) {
 		t.Errorf("the hook was not given the condition: %v", statusField(given, "conditions"))
+	}
+}
+
+// TestSyncedConditionOnPrunedStatus: where the status schema prunes the
+// condition's lastTransitionTime and observedGeneration, the Synced
+// condition is still shown (False on a failing hook, True once it
+// recovers, False again when it fails again) and written a bounded number
+// of times: the fields metactl fills and the server drops are no change.
+func TestSyncedConditionOnPrunedStatus(t *testing.T) {
+	gvr := schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "prunedthings"}
+	ns := env.CreateNamespace(t)
+	// A status the schema keeps whole.
+	healthy := func(*syncRequest) any {
+		return map[string]any{"status": map[string]any{"observedGeneration": 1}, "children": []any{}}
+	}
+	hook := newTestHook(t, healthy)
+	failWith500(hook)
+	cc := optIn(isolated(compositeController(t, hook, gvr, func(spec map[string]any) { spec["resyncPeriodSeconds"] = int64(1) }), ns), "true")
+	limiter := &countingLimiter{delays: []time.Duration{20 * time.Millisecond}}
+	writes0 := controllertest.Writes(cc.GetName(), "patch", "status")
+	startController(t, cc, func(o *composite.Options) { o.RateLimiter = limiter })
+	started := time.Now()
+	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": gvr.GroupVersion().String(), "kind": "PrunedThing",
+		"metadata": map[string]any{"name": "p1", "namespace": ns, "labels": map[string]any{"test": ns}},
+		"spec":     map[string]any{"value": "a", "selector": map[string]any{"matchLabels": map[string]any{"parent": "p1"}}}}}
+	if _, err := env.Dynamic.Resource(gvr).Namespace(ns).Create(ctx(t), parent, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	obj := waitFor(t, gvr, ns, "p1", "Synced=False HookFailed", hasSynced("False", controller.ReasonHookFailed))
+	if c := syncedCondition(obj); c["observedGeneration"] != nil || c["lastTransitionTime"] != nil {
+		t.Fatalf("condition %v: the schema did not prune as the test expects", c)
+	}
+	testenv.Eventually(t, 30*time.Second, "20 failed hook calls", func(context.Context) (bool, error) {
+		return hook.calls.Load() >= 20, nil
+	})
+	bound := func(extra float64) float64 {
+		return extra + float64(time.Since(started)/controller.SyncedRewriteInterval)
+	}
+	if writes := controllertest.Writes(cc.GetName(), "patch", "status") - writes0; writes > bound(1) {
+		t.Errorf("%v status writes during %d failing syncs, want at most %v", writes, hook.calls.Load(), bound(1))
+	}
+
+	hook.answer(healthy)
+	waitFor(t, gvr, ns, "p1", "Synced=True after the hook recovered", hasSynced("True", controller.ReasonSynced))
+	// Resyncs of a healthy parent write nothing.
+	calls := hook.calls.Load()
+	testenv.Eventually(t, 30*time.Second, "three resyncs", func(context.Context) (bool, error) {
+		return hook.calls.Load() >= calls+3, nil
+	})
+	if writes := controllertest.Writes(cc.GetName(), "patch", "status") - writes0; writes > bound(2) {
+		t.Errorf("%v status writes after the recovery and %d resyncs, want at most %v", writes, hook.calls.Load()-calls, bound(2))
+	}
+	// The condition is still written: failing again shows it.
+	failWith500(hook)
+	waitFor(t, gvr, ns, "p1", "Synced=False HookFailed again", hasSynced("False", controller.ReasonHookFailed))
+}
+
+// TestSyncedConditionVaryingError: a hook whose failures differ in their
+// text at every call (a request id in a 500 body) does not get the
+// condition written at every retry: a change that keeps its status and
+// reason waits SyncedRewriteInterval like a change of the attempt alone.
+func TestSyncedConditionVaryingError(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook := newTestHook(t, valueHook)
+	var id atomic.Int64
+	hook.setHandler(func(w http.ResponseWriter, _ *http.Request, _ *syncRequest) {
+		http.Error(w, fmt.Sprintf("boom (request %d)", id.Add(1)), http.StatusInternalServerError)
+	})
+	cc := optIn(isolated(compositeController(t, hook, thingsGVR, nil), ns), "true")
+	limiter := &countingLimiter{delays: []time.Duration{20 * time.Millisecond}}
+	writes0 := controllertest.Writes(cc.GetName(), "patch", "status")
+	startController(t, cc, func(o *composite.Options) { o.RateLimiter = limiter })
+	started := time.Now()
+	newParent(t, ns, "p1", map[string]any{"value": "a"})
+	waitFor(t, thingsGVR, ns, "p1", "Synced=False HookFailed", hasSynced("False", controller.ReasonHookFailed))
+	testenv.Eventually(t, 30*time.Second, "20 failed hook calls", func(context.Context) (bool, error) {
+		return hook.calls.Load() >= 20, nil
+	})
+	writes := controllertest.Writes(cc.GetName(), "patch", "status") - writes0
+	if bound := 1 + float64(time.Since(started)/controller.SyncedRewriteInterval); writes > bound {
+		t.Errorf("%v status writes during %d syncs failing with different texts, want at most %v", writes, hook.calls.Load(), bound)
 	}
 }

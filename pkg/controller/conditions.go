@@ -9,10 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// filledFields are the fields of a condition that metactl fills
-// (status.FillConditions).
-var filledFields = []string{"lastTransitionTime", "observedGeneration"}
-
 // fillConditions completes the conditions of the status an answer asks
 // for (status.FillConditions: lastTransitionTime, observedGeneration)
 // against the status of given, the object as the hook was given it in
@@ -41,7 +37,7 @@ func (e *Engine) fillConditions(t *Target, given *unstructured.Unstructured, ans
 	absent := make([][]string, len(list))
 	for i, c := range list {
 		if cond, ok := c.(map[string]any); ok {
-			for _, f := range filledFields {
+			for _, f := range status.FilledFields {
 				if _, has := cond[f]; !has {
 					absent[i] = append(absent[i], f)
 				}
@@ -52,37 +48,28 @@ func (e *Engine) fillConditions(t *Target, given *unstructured.Unstructured, ans
 	if !status.FillConditions(have, want, t.Object.GetGeneration(), time.Now()) {
 		return
 	}
-	haveByType := map[any]map[string]any{}
-	if haveList, ok := have["conditions"].([]any); ok {
-		for _, c := range haveList {
-			if cond, ok := c.(map[string]any); ok {
-				haveByType[cond["type"]] = cond
-			}
-		}
-	}
-	// want without the filled fields the given conditions lack.
-	bare := maps.Clone(want)
-	bareList := slices.Clone(list)
+	// want without the filled fields the given conditions lack; none to
+	// strip leaves want as filled, with no second comparison.
+	var bareList []any
 	for i, fields := range absent {
-		cond, ok := bareList[i].(map[string]any)
+		cond, ok := list[i].(map[string]any)
 		if !ok || len(fields) == 0 {
 			continue
 		}
-		old := haveByType[cond["type"]]
-		var stripped map[string]any
-		for _, f := range fields {
-			if _, kept := old[f]; kept {
-				continue
-			}
-			if stripped == nil {
-				stripped = maps.Clone(cond)
-			}
-			delete(stripped, f)
+		typ, _ := cond["type"].(string)
+		stripped := status.Unkept(status.FindCondition(have, typ), cond, fields)
+		if len(stripped) == len(cond) {
+			continue // Unkept only removes: nothing stripped
 		}
-		if stripped != nil {
-			bareList[i] = stripped
+		if bareList == nil {
+			bareList = slices.Clone(list)
 		}
+		bareList[i] = stripped
 	}
+	if bareList == nil {
+		return
+	}
+	bare := maps.Clone(want)
 	bare["conditions"] = bareList
 	if status.Equal(have, bare) {
 		answer.Status = bare

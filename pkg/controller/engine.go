@@ -135,7 +135,7 @@ func NewEngine(cfg Config, opts Options, kind Kind) *Engine {
 		failing:    &Failing{Describe: cfg.Describe},
 		stop:       make(chan struct{}),
 	}
-	e.synced = &syncedConditions{e: e, enabled: syncedConditionEnabled(cfg.Object, opts.SyncedCondition)}
+	e.synced = &syncedConditions{e: e, enabled: syncedConditionEnabled(cfg.Object, opts.SyncedCondition), owner: kindName + " " + name}
 	e.answers = &Answers{
 		Kind: kindName, Resource: cfg.Kind, Controller: name,
 		List: cfg.List, Annotation: cfg.Annotation,

@@ -8,17 +8,17 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/metactl/metactl/internal/loop"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"github.com/metactl/metactl/internal/textcut"
 )
 
 // FailingNamed is how many failing objects a FailingSummary's message
 // names; the count covers them all.
 const FailingNamed = 3
 
-// maxErrorLength bounds the error quoted in a FailingSummary's message.
+// maxErrorLength bounds the error quoted in a FailingSummary's message, in
+// bytes ("..." included when it is cut).
 const maxErrorLength = 500
 
 // Failing is the set of one controller's objects whose last sync failed,
@@ -56,7 +56,7 @@ func (f *Failing) Track(sync loop.SyncFunc) loop.SyncFunc {
 			// not retry it either), and nothing changes.
 		case err == nil, errors.Is(err, loop.ErrWaiting):
 			f.Succeeded(key)
-		case !apierrors.IsConflict(err):
+		case !OnlyConflicts(err):
 			f.Failed(key, err)
 		}
 		return after, err
@@ -124,13 +124,7 @@ func (f *Failing) Summary() FailingSummary {
 	if describe == nil {
 		describe = func(key string) string { return key }
 	}
-	if len(firstErr) > maxErrorLength {
-		cut := maxErrorLength
-		for cut > 0 && !utf8.RuneStart(firstErr[cut]) {
-			cut--
-		}
-		firstErr = firstErr[:cut] + "..."
-	}
+	firstErr = textcut.Cut(firstErr, maxErrorLength)
 	var b strings.Builder
 	if len(keys) == 1 {
 		b.WriteString("1 object failed its last sync: ")

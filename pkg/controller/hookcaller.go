@@ -37,12 +37,14 @@ func (h *HookCaller) Call(ctx context.Context, name string, hook *v1alpha1.Hook,
 	loop.WhileWaiting(ctx, func() {
 		err = h.Hooks.Call(ctx, h.Controller, name, hook, request, response)
 	})
-	if ctx.Err() != nil {
+	cancelled := ctx.Err() != nil
+	if cancelled {
 		err = fmt.Errorf("%s hook: %w", name, context.Cause(ctx))
-		RecordCall(ctx, name, start, err)
+	}
+	recordCall(ctx, name, start, err)
+	if cancelled {
 		return err
 	}
-	RecordCall(ctx, name, start, err)
 	if h.health.Record(err) && h.OnHealthChange != nil {
 		h.OnHealthChange()
 	}

@@ -11,14 +11,6 @@ import (
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
-// The results of a sync (history.Outcome.Result).
-const (
-	ResultSuccess   = "success"
-	ResultError     = "error"
-	ResultWaiting   = "waiting"
-	ResultCancelled = "cancelled"
-)
-
 // History returns the recorded syncs of the object queued as key, newest
 // first; nil when none is kept (or Options.History is nil).
 func (e *Engine) History(key string) []*history.Sync {
@@ -58,7 +50,7 @@ func (e *Engine) endRecord(ctx context.Context, key string, gone bool, after tim
 	}
 	end := time.Now()
 	s.Duration = end.Sub(s.Start)
-	o := history.Outcome{Result: ResultSuccess, Reason: SyncReason(err)}
+	o := history.Outcome{Result: history.ResultSuccess, Reason: SyncReason(err)}
 	switch {
 	case err == nil:
 		if after > 0 {
@@ -66,11 +58,11 @@ func (e *Engine) endRecord(ctx context.Context, key string, gone bool, after tim
 		}
 		o.NextAttempt = sooner(o.NextAttempt, loop.NextDelayed(ctx, false))
 	case ctx.Err() != nil:
-		o.Result, o.Reason, o.Error = ResultCancelled, "", history.Cut(err.Error())
+		o.Result, o.Reason, o.Error = history.ResultCancelled, "", history.Cut(err.Error())
 	default:
-		o.Result = ResultError
+		o.Result = history.ResultError
 		if errors.Is(err, loop.ErrWaiting) {
-			o.Result = ResultWaiting
+			o.Result = history.ResultWaiting
 		}
 		o.Error = history.Cut(err.Error())
 		if delay, attempt, ok := loop.Retry(ctx, err); ok {
@@ -102,8 +94,8 @@ func (t *Target) Name() string {
 	return loop.ObjectName(t.Resource.GroupVersionResource().GroupResource().String(), t.Object.GetNamespace(), t.Object.GetName())
 }
 
-// RecordCall records a hook call in the sync's record (history.From(ctx)).
-func RecordCall(ctx context.Context, name string, start time.Time, err error) {
+// recordCall records a hook call in the sync's record (history.From(ctx)).
+func recordCall(ctx context.Context, name string, start time.Time, err error) {
 	s := history.From(ctx)
 	if s == nil {
 		return
@@ -112,10 +104,15 @@ func RecordCall(ctx context.Context, name string, start time.Time, err error) {
 	if err != nil {
 		c.Error = err.Error()
 		var status *hooks.StatusError
+		var events *hooks.EventsError
 		var invalid *hooks.ResponseError
 		switch {
 		case errors.As(err, &status):
 			c.Result = strconv.Itoa(status.Code)
+		case errors.As(err, &events):
+			// Answered 200, with events that metactl's checks refused:
+			// the hook's answer was refused, not its call failed.
+			c.Error = name + " hook answer refused: " + events.Error()
 		case errors.As(err, &invalid):
 			// Answered 200 with an invalid body.
 		default:

@@ -2,10 +2,26 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/metactl/metactl/pkg/history"
+	"github.com/metactl/metactl/pkg/hooks"
 )
+
+// TestRecordCallOfRefusedEvents: a call whose answer had invalid events
+// is recorded as answered (200), its error saying the answer was refused
+// and why, not as an invalid response.
+func TestRecordCallOfRefusedEvents(t *testing.T) {
+	s := &history.Sync{}
+	ctx := history.With(context.Background(), s)
+	err := &hooks.ResponseError{Hook: "sync", URL: "http://h", Err: &hooks.EventsError{Err: errors.New(`events[0].type "Warn": must be Normal or Warning`)}}
+	recordCall(ctx, "sync", time.Now(), err)
+	if c := s.Calls[0]; c.Result != "200" || c.Error != `sync hook answer refused: events[0].type "Warn": must be Normal or Warning` {
+		t.Errorf("recorded %+v", c)
+	}
+}
 
 // TestRecordOnlyWithAStore: without a Store a sync allocates no record;
 // with one, each sync is kept under the controller's kind and name.
@@ -28,7 +44,7 @@ func TestRecordOnlyWithAStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	syncs := f.e.History("ns/p")
-	if len(syncs) != 1 || syncs[0].Outcome.Result != ResultSuccess || len(syncs[0].Calls) == 0 {
+	if len(syncs) != 1 || syncs[0].Outcome.Result != history.ResultSuccess || len(syncs[0].Calls) == 0 {
 		t.Fatalf("recorded %d syncs (%+v), want one success with its calls", len(syncs), syncs)
 	}
 	if store.Get(history.ControllerID("testcontroller", "test"), "ns/p") == nil {

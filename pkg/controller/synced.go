@@ -2,19 +2,21 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/textcut"
 	"github.com/metactl/metactl/pkg/dynamic/status"
 	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hooks"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -41,7 +43,8 @@ const (
 	// that is not a valid answer, or its credentials could not be used.
 	ReasonHookFailed = "HookFailed"
 	// ReasonInvalidAnswer: metactl's checks refused the hook's answer (an
-	// invalid child, an answer without its list of children, ...).
+	// invalid child, an invalid event, an answer without its list of
+	// children, ...).
 	ReasonInvalidAnswer = "InvalidAnswer"
 	// ReasonWriteFailed: a write to the API server failed.
 	ReasonWriteFailed = "WriteFailed"
@@ -53,11 +56,13 @@ const (
 )
 
 // SyncedRewriteInterval is the least time between two writes of one
-// object's SyncedConditionType condition that differ only in its attempt
-// count and next attempt; any other change is written at once.
+// object's SyncedConditionType condition that keep its status, reason and
+// observed generation (a new error text, attempt or next attempt); a
+// change of those is written at once.
 const SyncedRewriteInterval = 30 * time.Second
 
-// maxSyncedError bounds the error quoted in the condition's message.
+// maxSyncedError bounds the error quoted in the condition's message, in
+// bytes ("..." included when it is cut).
 const maxSyncedError = 1024
 
 // SyncReason returns the reason of the SyncedConditionType condition a sync
@@ -67,6 +72,7 @@ func SyncReason(err error) string {
 	var (
 		invalid     *InvalidAnswerError
 		refused     *RefusedAnswerError
+		events      *hooks.EventsError
 		unreachable *hooks.UnreachableError
 		statusErr   *hooks.StatusError
 		response    *hooks.ResponseError
@@ -77,7 +83,9 @@ func SyncReason(err error) string {
 	switch {
 	case err == nil:
 		return ReasonSynced
-	case errors.As(err, &invalid), errors.As(err, &refused):
+	case errors.As(err, &invalid), errors.As(err, &refused), errors.As(err, &events):
+		// Before the hook's failures: invalid events come inside the
+		// *hooks.ResponseError of the call.
 		return ReasonInvalidAnswer
 	case errors.As(err, &unreachable), errors.As(err, &statusErr), errors.As(err, &response),
 		errors.As(err, &budget), errors.As(err, &credential):
@@ -154,6 +162,12 @@ type syncedConditions struct {
 	e       *Engine
 	enabled bool
 
+	// owner names the controller, "<kind> <name>" as its SyncError
+	// Events do: the condition's message names it, and a condition whose
+	// message names another controller is that controller's, left alone
+	// (the first writer owns it; see syncedOwner).
+	owner string
+
 	mu sync.Mutex
 	// written is when each object's condition was last written, by
 	// work-queue key; dropped when the object is gone.
@@ -178,54 +192,24 @@ func (s *syncedConditions) keep(ctx context.Context, given *unstructured.Unstruc
 	answer.Status = s.put(ctx, answer.Status, syncedCondition(givenStatus))
 }
 
-// put returns a copy of st with cond as its only condition of type
-// SyncedConditionType (none when cond is nil); st itself when there is
-// nothing to change or its conditions are not a list (logged once per
+// put returns st with a copy of cond as its only condition of type
+// SyncedConditionType (none when cond is nil): status.SetCondition. The
+// copy matters: cond may be the cached object's (keep), and the status put
+// returns is completed in place (fillConditions). Conditions that are not
+// a list are the hook's: st is returned as it is (logged once per
 // controller).
 func (s *syncedConditions) put(ctx context.Context, st map[string]any, cond map[string]any) map[string]any {
-	list, isList := st["conditions"].([]any)
-	if v := st["conditions"]; v != nil && !isList {
-		if s.warned.CompareAndSwap(false, true) {
-			klog.FromContext(ctx).V(2).Info("The status's conditions are not a list: the "+SyncedConditionType+" condition is not written", "type", fmt.Sprintf("%T", v))
-		}
-		return st
+	out, err := status.SetCondition(st, SyncedConditionType, cond)
+	if err != nil && s.warned.CompareAndSwap(false, true) {
+		klog.FromContext(ctx).V(2).Info("The "+SyncedConditionType+" condition is not written", "err", err)
 	}
-	out := make([]any, 0, len(list)+1)
-	placed := false
-	for _, c := range list {
-		if m, ok := c.(map[string]any); ok && m["type"] == SyncedConditionType {
-			if cond != nil && !placed {
-				out = append(out, cond)
-				placed = true
-			}
-			continue
-		}
-		out = append(out, c)
-	}
-	if cond == nil && len(out) == len(list) {
-		return st // none to remove, none to put
-	}
-	if cond != nil && !placed {
-		out = append(out, cond)
-	}
-	copied := make(map[string]any, len(st)+1)
-	for k, v := range st {
-		copied[k] = v
-	}
-	copied["conditions"] = out
-	return copied
+	return out
 }
 
 // syncedCondition returns the SyncedConditionType condition of st; nil when
 // it has none.
 func syncedCondition(st map[string]any) map[string]any {
-	list, _ := st["conditions"].([]any)
-	for _, c := range list {
-		if m, ok := c.(map[string]any); ok && m["type"] == SyncedConditionType {
-			return m
-		}
-	}
-	return nil
+	return status.FindCondition(st, SyncedConditionType)
 }
 
 // forget drops what is remembered of the object queued as key, gone.
@@ -294,13 +278,15 @@ func (r *syncedReport) retry(ctx context.Context, err error) (int, time.Time, bo
 }
 
 // decide returns the condition obj should carry after a sync that ended
-// with err, and whether it should be written now: when its status, reason,
-// the error in its message or its observed generation changed, or only the
-// attempt and next attempt did and SyncedRewriteInterval has passed since
-// the last write. A conflict (the retry resolves it) or a cancelled sync
-// changes nothing.
-func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructured, err error) (map[string]any, bool) {
-	if err != nil && (apierrors.IsConflict(err) || ctx.Err() != nil) {
+// with err, and whether it should be written now: when its status or
+// reason changed, or its observed generation; any other change (the
+// error in its message, the attempt, the next attempt) only when
+// SyncedRewriteInterval has passed since the last write, or when the
+// status is written anyway (free: the hook's status write carries it). A
+// conflict (the retry resolves it) or a cancelled sync changes nothing,
+// nor does anything change a condition another controller owns.
+func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructured, err error, free bool) (map[string]any, bool) {
+	if err != nil && (OnlyConflicts(err) || ctx.Err() != nil) {
 		return nil, false
 	}
 	st, _ := obj.Object["status"].(map[string]any)
@@ -309,51 +295,61 @@ func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructure
 			return nil, false
 		}
 	}
-	want := map[string]any{"type": SyncedConditionType, "status": "True", "reason": ReasonSynced, "message": ""}
-	errPart := ""
+	cur := syncedCondition(st)
+	if curMsg, _ := cur["message"].(string); cur != nil {
+		if owner := syncedOwner(curMsg); owner != "" && owner != r.s.owner {
+			return nil, false // another controller's: first writer owns it
+		}
+	}
+	want := map[string]any{"type": SyncedConditionType, "status": "True", "reason": ReasonSynced, "message": syncedByPrefix + r.s.owner}
 	if err != nil {
-		errPart = cutError(err.Error())
-		msg := errPart
+		msg := r.s.owner + ": " + textcut.Cut(err.Error(), maxSyncedError)
 		if attempt, next, ok := r.retry(ctx, err); ok {
 			msg += fmt.Sprintf("; attempt %d, next attempt at %s", attempt, next.UTC().Truncate(time.Second).Format(time.RFC3339))
 		}
 		want["status"], want["reason"], want["message"] = "False", SyncReason(err), msg
 	}
-	if cur := syncedCondition(st); cur != nil && cur["status"] == want["status"] && cur["reason"] == want["reason"] &&
-		generationOf(cur["observedGeneration"]) == obj.GetGeneration() {
-		msg, _ := cur["message"].(string)
-		if msg == want["message"] {
+	status.FillConditions(st, map[string]any{"conditions": []any{want}}, obj.GetGeneration(), time.Now())
+	if cur != nil {
+		// A filled field counts only where the object's condition has it
+		// (status.Unkept): a status schema may prune them.
+		bare := status.Unkept(cur, want, status.FilledFields)
+		if status.Equal(cur, bare) {
 			return nil, false
 		}
-		if errorPart(msg) == errPart && r.s.writtenRecently(r.key) {
+		if !free && cur["status"] == bare["status"] && cur["reason"] == bare["reason"] &&
+			generationOf(cur["observedGeneration"]) == generationOf(bare["observedGeneration"]) &&
+			r.s.writtenRecently(r.key) {
 			return nil, false
 		}
 	}
-	status.FillConditions(st, map[string]any{"conditions": []any{want}}, obj.GetGeneration(), time.Now())
 	return want, true
 }
 
-// errorPart returns the error a condition's message quotes, without the
-// attempt and next attempt.
-func errorPart(msg string) string {
-	for i := len(msg) - len("; attempt "); i >= 0; i-- {
-		if msg[i:i+len("; attempt ")] == "; attempt " {
-			return msg[:i]
-		}
-	}
-	return msg
-}
+// syncedByPrefix starts the message of a True SyncedConditionType
+// condition: "synced by <kind> <name>".
+const syncedByPrefix = "synced by "
 
-// cutError cuts msg to maxSyncedError bytes at a rune boundary.
-func cutError(msg string) string {
-	if len(msg) <= maxSyncedError {
-		return msg
+// controllerKinds are the kinds of controller a SyncedConditionType
+// condition's message can name (Engine.kindName).
+var controllerKinds = []string{"compositecontroller", "decoratorcontroller"}
+
+// syncedOwner returns the controller ("<kind> <name>") a
+// SyncedConditionType condition's message names: "synced by <kind> <name>"
+// (True) or "<kind> <name>: <error>..." (False); "" when it names none.
+func syncedOwner(msg string) string {
+	if owner, ok := strings.CutPrefix(msg, syncedByPrefix); ok {
+		return owner
 	}
-	cut := maxSyncedError
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
+	head, _, ok := strings.Cut(msg, ": ")
+	if !ok {
+		return ""
 	}
-	return msg[:cut] + "..."
+	kind, name, ok := strings.Cut(head, " ")
+	if !ok || name == "" || strings.Contains(name, " ") || !slices.Contains(controllerKinds, kind) {
+		return ""
+	}
+	return head
 }
 
 // generationOf reads an observedGeneration as JSON gives it.
@@ -382,7 +378,10 @@ func (r *syncedReport) answered(ctx context.Context, t *Target, st map[string]an
 	if err == nil && !settled {
 		err = ErrNotSettled
 	}
-	want, change := r.decide(ctx, t.Object, err)
+	// A status that differs from the object's is written anyway: it
+	// carries the condition as it is now, attempt and all.
+	have, _ := t.Object.Object["status"].(map[string]any)
+	want, change := r.decide(ctx, t.Object, err, !status.Equal(have, st))
 	if !change {
 		return st
 	}
@@ -410,7 +409,7 @@ func (r *syncedReport) finish(ctx context.Context, t *Target, err error) {
 		// The hook's status write carried it.
 		r.s.wrote(r.key)
 	}
-	want, change := r.decide(ctx, t.Object, err)
+	want, change := r.decide(ctx, t.Object, err, false)
 	if !change {
 		return
 	}
@@ -422,55 +421,35 @@ func (r *syncedReport) finish(ctx context.Context, t *Target, err error) {
 }
 
 // patchSynced makes cond the SyncedConditionType condition of t's object,
-// touching nothing else of its status: a JSON patch with the object's UID
-// and its status.conditions as the cache has them as preconditions,
-// through the status subresource when the resource has one. An object
-// changed meanwhile (the test fails) or gone is not written: its watch
-// event syncs it again. The write's own event is expected as an echo.
+// touching nothing else of its status (status.PatchConditions): with the
+// object's UID and its status.conditions as the cache has them as
+// preconditions, through the status subresource when the resource has one.
+// An object changed meanwhile (a conflict) or gone is not written: its
+// watch event syncs it again. The write's own event is expected as an
+// echo.
 func (e *Engine) patchSynced(ctx context.Context, t *Target, cond map[string]any) error {
 	obj := t.Object
-	ops := []map[string]any{{"op": "test", "path": "/metadata/uid", "value": obj.GetUID()}}
-	var newStatus map[string]any
-	switch st := obj.Object["status"].(type) {
-	case nil:
-		newStatus = map[string]any{"conditions": []any{cond}}
-		ops = append(ops, map[string]any{"op": "test", "path": "/status", "value": nil},
-			map[string]any{"op": "add", "path": "/status", "value": newStatus})
-	case map[string]any:
-		newStatus = e.synced.put(ctx, st, cond)
-		if list, ok := st["conditions"].([]any); ok {
-			ops = append(ops, map[string]any{"op": "test", "path": "/status/conditions", "value": list},
-				map[string]any{"op": "replace", "path": "/status/conditions", "value": newStatus["conditions"]})
-		} else {
-			ops = append(ops, map[string]any{"op": "test", "path": "/status/conditions", "value": nil},
-				map[string]any{"op": "add", "path": "/status/conditions", "value": newStatus["conditions"]})
-		}
-	default:
-		return nil // not an object: the hook's, left alone
-	}
-	data, err := json.Marshal(ops)
-	if err != nil {
-		return fmt.Errorf("encoding the %s condition: %w", SyncedConditionType, err)
-	}
-	var subresources []string
-	if t.Resource.HasStatus {
-		subresources = []string{"status"}
-	}
+	st, _ := obj.Object["status"].(map[string]any)
+	newStatus := e.synced.put(ctx, st, cond)
 	gvr := t.Resource.GroupVersionResource()
-	written, err := e.objects.Patch(ctx, gvr, obj.GetNamespace(), obj.GetName(), types.JSONPatchType, data, subresources...)
-	if err != nil {
-		history.Failed(ctx, "patch", "status", t.Name(), err)
+	patch := func(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error) {
+		return e.objects.Patch(ctx, gvr, obj.GetNamespace(), name, pt, data, subresources...)
 	}
+	written, err := status.PatchConditions(ctx, patch, gvr.GroupResource(), obj, newStatus, t.Resource.HasStatus)
 	switch {
-	case apierrors.IsNotFound(err), apierrors.IsConflict(err), apierrors.IsInvalid(err) && !hasCauses(err):
-		klog.FromContext(ctx).V(4).Info("Not writing the "+SyncedConditionType+" condition: the object changed or is gone", "err", err)
+	case apierrors.IsConflict(err):
+		history.Failed(ctx, "patch", "status", t.Name(), err)
+		klog.FromContext(ctx).V(4).Info("Not writing the "+SyncedConditionType+" condition: the object changed", "err", err)
 		return nil
 	case err != nil:
+		history.Failed(ctx, "patch", "status", t.Name(), err)
 		return err
+	case written == nil:
+		return nil // gone, or its status is not an object
 	}
 	history.Wrote(ctx, e.name, "patch", "status", t.Name(), nil)
-	if written.GetResourceVersion() == obj.GetResourceVersion() {
-		// The server changed nothing: the resource keeps no status.
+	if !keepsCondition(written) {
+		// The server dropped the condition: the resource keeps no status.
 		if _, logged := e.synced.dropped.LoadOrStore(t.Resource, true); !logged {
 			klog.FromContext(ctx).Info("The resource keeps no status: its objects get no "+SyncedConditionType+" condition", "resource", gvr)
 		}
@@ -483,13 +462,20 @@ func (e *Engine) patchSynced(ctx context.Context, t *Target, cond map[string]any
 	return nil
 }
 
-// hasCauses reports whether an API error names the fields it refuses (a
-// schema's refusal), unlike a JSON patch's failed test.
-func hasCauses(err error) bool {
-	var st apierrors.APIStatus
-	if !errors.As(err, &st) {
-		return false
+// keepsCondition reports whether written, an object as the write of its
+// SyncedConditionType condition returned it, has the condition: a
+// resource whose objects keep no status (a ConfigMap) drops it.
+func keepsCondition(written metav1.Object) bool {
+	w, ok := written.(interface {
+		Unstructured() (*unstructured.Unstructured, error)
+	})
+	if !ok {
+		return true // not known (a writer that returns metadata only)
 	}
-	d := st.Status().Details
-	return d != nil && len(d.Causes) > 0
+	obj, err := w.Unstructured()
+	if err != nil {
+		return true
+	}
+	st, _ := obj.Object["status"].(map[string]any)
+	return syncedCondition(st) != nil
 }

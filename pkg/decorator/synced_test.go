@@ -9,6 +9,7 @@ import (
 	"github.com/metactl/metactl/internal/controllertest"
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/controller"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -77,5 +78,60 @@ func TestSyncedOnObjectsWithoutStatus(t *testing.T) {
 	})
 	if got := controllertest.Writes(c.Name(), "patch", "status") - writes0; got > 1 {
 		t.Errorf("%v status writes to a ConfigMap, want at most 1", got)
+	}
+}
+
+// TestSyncedConditionOfTwoControllers: two DecoratorControllers that both
+// write the condition on the same object, one whose hook succeeds and one
+// whose hook fails, do not take it from each other: the first writer owns
+// it, its message names that controller, and the status is written a
+// bounded number of times (no ping-pong) however often both sync.
+func TestSyncedConditionOfTwoControllers(t *testing.T) {
+	name := testName(t)
+	resources := []any{map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "clusterthings",
+		"labelSelector": map[string]any{"matchLabels": map[string]any{"decorate": name}}}}
+	healthy := newHook(t, func(*request) any { return map[string]any{} })
+	failing := newHook(t, func(*request) any { return "not JSON" })
+	named := func(suffix string) func(*unstructured.Unstructured) {
+		return func(obj *unstructured.Unstructured) {
+			obj.SetName(name + suffix)
+			optIn(obj)
+			obj.Object["spec"].(map[string]any)["resyncPeriodSeconds"] = int64(1)
+		}
+	}
+	writes := func() float64 {
+		return controllertest.Writes(name+"-a", "patch", "status") + controllertest.Writes(name+"-b", "patch", "status")
+	}
+	writes0 := writes()
+	a := start(t, resources, nil, syncHook(healthy), named("-a"))
+	b := start(t, resources, nil, syncHook(failing), named("-b"))
+	started := time.Now()
+	createClusterThing(t, name)
+	obj := waitFor(t, clusterThingsGVR, "", name, "a Synced condition", func(o *unstructured.Unstructured) bool { return syncedCondition(o) != nil })
+	first, _ := syncedCondition(obj)["message"].(string)
+	t.Logf("first condition: %v", syncedCondition(obj))
+	if !strings.Contains(first, "decoratorcontroller "+a.Name()) && !strings.Contains(first, "decoratorcontroller "+b.Name()) {
+		t.Errorf("message %q names neither controller", first)
+	}
+	calls := healthy.calls.Load() + failing.calls.Load()
+	testenv.Eventually(t, 30*time.Second, "ten more syncs of the two", func(context.Context) (bool, error) {
+		return healthy.calls.Load()+failing.calls.Load() >= calls+10 && healthy.calls.Load() >= 3, nil
+	})
+	bound := 2 + float64(time.Since(started)/controller.SyncedRewriteInterval)
+	if got := writes() - writes0; got > bound {
+		t.Errorf("%v status writes by the two controllers in %v, want at most %v: they take the condition from each other", got, time.Since(started).Round(time.Millisecond), bound)
+	}
+	now, err := env.Dynamic.Resource(clusterThingsGVR).Get(ctx(t), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := syncedCondition(now)
+	t.Logf("condition now: %v", c)
+	owner := a.Name()
+	if !strings.Contains(first, owner) {
+		owner = b.Name()
+	}
+	if msg, _ := c["message"].(string); !strings.Contains(msg, "decoratorcontroller "+owner) {
+		t.Errorf("message %q, was %q: the owner changed", msg, first)
 	}
 }

@@ -158,11 +158,11 @@ func NewState(syncs []*history.Sync, failing string, failures int, syncingSince 
 	o := syncs[0].Outcome
 	s.Reason, s.Error, s.Attempt, s.NextAttempt = o.Reason, o.Error, o.Attempt, o.NextAttempt
 	switch o.Result {
-	case "success":
+	case history.ResultSuccess:
 		s.Phase = PhaseSynced
-	case "waiting":
+	case history.ResultWaiting:
 		s.Phase = PhaseWaiting
-	case "cancelled":
+	case history.ResultCancelled:
 		s.Phase = PhaseCancelled
 	default:
 		s.Phase = PhaseFailing

@@ -206,7 +206,7 @@ func triggers(ts []loop.Trigger) string {
 
 func outcome(o history.Outcome) string {
 	s := o.Result
-	if o.Reason != "" && o.Result != "success" {
+	if o.Reason != "" && o.Result != history.ResultSuccess {
 		s += " " + o.Reason
 	}
 	if o.Error != "" {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"sync"
 	"time"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/textcut"
 	"github.com/metactl/metactl/pkg/metrics"
 )
 
@@ -60,6 +60,14 @@ type Write struct {
 	// Error is the write's error, empty on success.
 	Error string `json:"error,omitempty"`
 }
+
+// The results of a sync (Outcome.Result).
+const (
+	ResultSuccess   = "success"
+	ResultError     = "error"
+	ResultWaiting   = "waiting"
+	ResultCancelled = "cancelled"
+)
 
 // Outcome is how a sync ended and what follows.
 type Outcome struct {
@@ -123,16 +131,7 @@ const MaxErrorBytes = 1024
 
 // Cut returns s cut to MaxErrorBytes, at a character boundary, marked
 // with "..." when cut.
-func Cut(s string) string {
-	if len(s) <= MaxErrorBytes {
-		return s
-	}
-	n := MaxErrorBytes - len("...")
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
-}
+func Cut(s string) string { return textcut.Cut(s, MaxErrorBytes) }
 
 // The sizes of the records' fixed parts.
 var (

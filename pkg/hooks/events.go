@@ -13,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/metactl/metactl/internal/textcut"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -47,7 +48,27 @@ type Event struct {
 // entry are ignored. The error names the first entry and field at fault
 // and says what would be valid, and refuses the answer: an answer's
 // events are checked with the rest of it, before anything is written.
+//
+// Its error is an *EventsError: a refusal by metactl's checks of an answer
+// the hook gave, not a failure of the hook call (the answer decoded).
 func CheckEvents(list *[]any) ([]Event, error) {
+	events, err := checkEvents(list)
+	if err != nil {
+		return nil, &EventsError{Err: err}
+	}
+	return events, nil
+}
+
+// EventsError is CheckEvents' refusal of an answer's events. Its message
+// is its cause's. Decoding returns it inside a *ResponseError, but a sync
+// reports it as an invalid answer (metactl's checks refused it), not as a
+// failed hook.
+type EventsError struct{ Err error }
+
+func (e *EventsError) Error() string { return e.Err.Error() }
+func (e *EventsError) Unwrap() error { return e.Err }
+
+func checkEvents(list *[]any) ([]Event, error) {
 	if list == nil || len(*list) == 0 {
 		return nil, nil
 	}
@@ -99,20 +120,7 @@ func CheckEvents(list *[]any) ([]Event, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[i] = Event{Type: typ, Reason: reason, Message: cutMessage(message)}
+		out[i] = Event{Type: typ, Reason: reason, Message: textcut.Cut(message, MaxEventMessageBytes)}
 	}
 	return out, nil
-}
-
-// cutMessage returns msg cut to at most MaxEventMessageBytes bytes, at a
-// rune boundary, ending with "..." when it was cut.
-func cutMessage(msg string) string {
-	if len(msg) <= MaxEventMessageBytes {
-		return msg
-	}
-	cut := MaxEventMessageBytes - len("...")
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return msg[:cut] + "..."
 }

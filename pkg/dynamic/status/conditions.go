@@ -1,8 +1,13 @@
 package status
 
 import (
+	"fmt"
+	"maps"
 	"time"
 )
+
+// FilledFields are the fields of a condition that FillConditions fills.
+var FilledFields = []string{"lastTransitionTime", "observedGeneration"}
 
 // A condition, in a status's "conditions" list, is an object with string
 // "type" and "status" fields (metav1.Condition's shape); entries of another
@@ -30,28 +35,25 @@ func FillConditions(given, want map[string]any, generation int64, now time.Time)
 	if !ok {
 		return false
 	}
-	givenByType := map[string]map[string]any{}
-	if givenList, ok := given["conditions"].([]any); ok {
-		for _, c := range givenList {
-			if cond, typ, _, ok := condition(c); ok {
-				givenByType[typ] = cond
-			}
-		}
-	}
 	changed := false
+	// now as text, made once and only when a condition needs it.
+	var nowText string
 	for _, c := range wantList {
 		cond, typ, st, ok := condition(c)
 		if !ok {
 			continue
 		}
 		if t, _ := cond["lastTransitionTime"].(string); t == "" {
-			t = now.UTC().Truncate(time.Second).Format(time.RFC3339)
-			if old, ok := givenByType[typ]; ok {
+			if old := FindCondition(given, typ); old != nil {
 				if oldStatus, _ := old["status"].(string); oldStatus == st {
-					if oldTime, _ := old["lastTransitionTime"].(string); oldTime != "" {
-						t = oldTime
-					}
+					t, _ = old["lastTransitionTime"].(string)
 				}
+			}
+			if t == "" {
+				if nowText == "" {
+					nowText = now.UTC().Truncate(time.Second).Format(time.RFC3339)
+				}
+				t = nowText
 			}
 			cond["lastTransitionTime"] = t
 			changed = true
@@ -77,4 +79,88 @@ func condition(c any) (cond map[string]any, typ, status string, ok bool) {
 		return nil, "", "", false
 	}
 	return cond, typ, status, true
+}
+
+// Unkept returns cond without those of fields (filled fields: FilledFields
+// or some of them) that old, the stored condition of its type (nil when
+// there is none), lacks; cond itself when it drops none. A filled field
+// counts as a change only where the stored condition has it: one that
+// never had it (written by metacontroller, or pruned by the status schema)
+// is not written again only to add it. cond is not changed.
+func Unkept(old, cond map[string]any, fields []string) map[string]any {
+	var out map[string]any
+	for _, f := range fields {
+		if _, has := cond[f]; !has {
+			continue
+		}
+		if _, kept := old[f]; kept {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(cond)
+		}
+		delete(out, f)
+	}
+	if out == nil {
+		return cond
+	}
+	return out
+}
+
+// FindCondition returns the first condition of type typ in st's
+// conditions; nil when it has none (or its conditions are not a list).
+func FindCondition(st map[string]any, typ string) map[string]any {
+	list, _ := st["conditions"].([]any)
+	for _, c := range list {
+		if cond, t, _, ok := condition(c); ok && t == typ {
+			return cond
+		}
+	}
+	return nil
+}
+
+// SetCondition returns st with a copy of cond as its only condition of
+// type typ: in place of the first of that type (the others of the type
+// removed), else appended; with cond nil, without any of that type. The
+// other conditions and fields are kept, in order. st is not changed: the
+// result is a copy, or st itself when it has cond already (compared
+// semantically), so that a caller that sets the same condition at each
+// sync allocates nothing. Conditions that are not a list are an error.
+func SetCondition(st map[string]any, typ string, cond map[string]any) (map[string]any, error) {
+	list, isList := st["conditions"].([]any)
+	if v := st["conditions"]; v != nil && !isList {
+		return st, fmt.Errorf("status.conditions is a %T, not a list: the %s condition cannot be set", v, typ)
+	}
+	// Unchanged: one condition of the type, the same as cond (or none).
+	found, same := 0, cond == nil
+	for _, c := range list {
+		if old, t, _, ok := condition(c); ok && t == typ {
+			found++
+			same = cond != nil && Equal(old, cond)
+		}
+	}
+	if (cond == nil && found == 0) || (found == 1 && same) {
+		return st, nil
+	}
+	out := make([]any, 0, len(list)+1)
+	placed := false
+	for _, c := range list {
+		if _, t, _, ok := condition(c); ok && t == typ {
+			if cond != nil && !placed {
+				out = append(out, maps.Clone(cond))
+				placed = true
+			}
+			continue
+		}
+		out = append(out, c)
+	}
+	if cond != nil && !placed {
+		out = append(out, maps.Clone(cond))
+	}
+	copied := maps.Clone(st)
+	if copied == nil {
+		copied = map[string]any{}
+	}
+	copied["conditions"] = out
+	return copied, nil
 }

@@ -31,10 +31,46 @@ func Replace(ctx context.Context, patch PatchFunc, resource schema.GroupResource
 	if Equal(have, want) {
 		return nil, nil
 	}
-	data, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": "/metadata/uid", "value": obj.GetUID()},
-		{"op": "add", "path": "/status", "value": want},
-	})
+	return write(ctx, patch, resource, obj, hasSubresource, map[string]any{"op": "add", "path": "/status", "value": want})
+}
+
+// PatchConditions makes want, a status that differs from obj's only in its
+// conditions, obj's status by writing its conditions alone, unless obj
+// already has them (compared semantically): (nil, nil) then. Nothing
+// else of the status is touched, and the conditions obj has (or its
+// status, when it has none) are a precondition besides its UID, so that
+// conditions another writer changed meanwhile are not overwritten: the
+// error is a conflict then, as it is for a replaced object (see Replace,
+// whose other rules it follows). A status of obj that is not an object is
+// left alone: (nil, nil).
+func PatchConditions(ctx context.Context, patch PatchFunc, resource schema.GroupResource, obj *unstructured.Unstructured, want map[string]any, hasSubresource bool) (metav1.Object, error) {
+	var ops []map[string]any
+	switch have := obj.Object["status"].(type) {
+	case nil:
+		ops = []map[string]any{
+			{"op": "test", "path": "/status", "value": nil},
+			{"op": "add", "path": "/status", "value": map[string]any{"conditions": want["conditions"]}},
+		}
+	case map[string]any:
+		if Equal(map[string]any{"conditions": have["conditions"]}, map[string]any{"conditions": want["conditions"]}) {
+			return nil, nil
+		}
+		ops = []map[string]any{
+			{"op": "test", "path": "/status/conditions", "value": have["conditions"]},
+			{"op": "add", "path": "/status/conditions", "value": want["conditions"]},
+		}
+	default:
+		return nil, nil
+	}
+	return write(ctx, patch, resource, obj, hasSubresource, ops...)
+}
+
+// write applies ops to obj in a JSON patch, after a test of its UID,
+// through the status subresource when hasSubresource. An object gone
+// returns (nil, nil); a failed test (the object was replaced, or a
+// precondition of ops no longer holds), a conflict.
+func write(ctx context.Context, patch PatchFunc, resource schema.GroupResource, obj *unstructured.Unstructured, hasSubresource bool, ops ...map[string]any) (metav1.Object, error) {
+	data, err := json.Marshal(append([]map[string]any{{"op": "test", "path": "/metadata/uid", "value": obj.GetUID()}}, ops...))
 	if err != nil {
 		return nil, fmt.Errorf("encoding status: %w", err)
 	}
@@ -47,7 +83,7 @@ func Replace(ctx context.Context, patch PatchFunc, resource schema.GroupResource
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case apierrors.IsInvalid(err) && failedPatchTest(err):
-		return nil, apierrors.NewConflict(resource, obj.GetName(), fmt.Errorf("the object was replaced: %w", err))
+		return nil, apierrors.NewConflict(resource, obj.GetName(), fmt.Errorf("the object was replaced or changed: %w", err))
 	case err != nil:
 		return nil, fmt.Errorf("writing status: %w", err)
 	}
@@ -64,8 +100,8 @@ func Equal(have, want map[string]any) bool {
 	return apply.Equal(have, want)
 }
 
-// failedPatchTest reports whether an Invalid error is the failure of the
-// patch's test of the UID: the server answers it without causes, where a
+// failedPatchTest reports whether an Invalid error is the failure of one of
+// the patch's tests (of the UID, say): the server answers it without causes, where a
 // status its schema refuses comes with a cause per field.
 func failedPatchTest(err error) bool {
 	var status apierrors.APIStatus
