@@ -12,18 +12,19 @@ import (
 // DefaultSyncsPerObject is the default of StoreOptions.SyncsPerObject.
 const DefaultSyncsPerObject = 5
 
-// DefaultMaxBytes is the default of StoreOptions.MaxBytes: 8 MiB. A
+// DefaultMaxBytes is the default of StoreOptions.MaxBytes: 4 MiB. A
 // typical sync record (a trigger or two, one to three hook calls, a few
-// writes) is estimated at 1-2 KiB, so 8 MiB keeps several thousand syncs:
-// the last syncs of every object of a controller of a few thousand, and
+// writes) is estimated at 1-2 KiB, so 4 MiB keeps a few thousand syncs:
+// the last syncs of every object of a controller of several hundred, and
 // at 10,000 objects those of the objects synced last. Past the budget the
 // objects whose newest sync succeeded go first, so that a wave of no-op
 // syncs (a resync of 10,000 parents) does not push out a failing object
 // between its retries; and each object keeps its last failed sync beside
 // its window, so that its last error stays however many syncs followed.
-// It is small beside the informer caches of such a process (hundreds of
-// MiB at 10,000 parents).
-const DefaultMaxBytes = 8 << 20
+// The budget is all used at 10,000 parents, where the informer caches
+// take about 64 MiB: it was measured to add its own size, and the garbage
+// collector's headroom on it, to the peak RSS (docs/performance.md).
+const DefaultMaxBytes = 4 << 20
 
 // StoreOptions configure a Store.
 type StoreOptions struct {

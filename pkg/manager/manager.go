@@ -100,7 +100,7 @@ type Options struct {
 	// object's last syncs (why each ran, its hook calls and writes, its
 	// outcome), all controllers together, that Manager.History serves
 	// (metactl explain): past it, the objects synced longest ago are
-	// dropped, those whose newest sync succeeded first. Zero means history.DefaultMaxBytes (8 MiB); negative
+	// dropped, those whose newest sync succeeded first. Zero means history.DefaultMaxBytes (4 MiB); negative
 	// records nothing (no record is allocated per sync). metactl run sets
 	// it from --history-max-bytes, whose 0 disables it.
 	HistoryMaxBytes int64
