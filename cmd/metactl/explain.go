@@ -13,14 +13,10 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
@@ -85,42 +81,16 @@ func runExplain(ctx context.Context, out io.Writer, f *explainFlags, args []stri
 	if f.output != "" && f.output != "json" && f.output != "yaml" {
 		return fmt.Errorf("--output %q: want json or yaml (or nothing, for people)", f.output)
 	}
-	resource, name, err := explainTarget(args)
+	resource, name, err := objectArgs(args)
 	if err != nil {
 		return err
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = f.kubeconfig
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context})
-	cfg, err := loader.ClientConfig()
-	if err != nil {
-		if clientcmd.IsEmptyConfig(err) {
-			return fmt.Errorf("no kubeconfig (--kubeconfig, $KUBECONFIG, %s) and not in a cluster: %w", clientcmd.RecommendedHomeFile, err)
-		}
-		return fmt.Errorf("loading the kubeconfig: %w", err)
-	}
-	cfg.UserAgent = "metactl/" + buildVersion().version + " (explain)"
-	cfg.Timeout = f.timeout
-	namespace := f.namespace
-	if namespace == "" {
-		if namespace, _, err = loader.Namespace(); err != nil {
-			return fmt.Errorf("the kubeconfig's namespace: %w", err)
-		}
-	}
-
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	o, err := resolveObject(connection{kubeconfig: f.kubeconfig, context: f.context, command: "explain", timeout: f.timeout}, f.namespace, resource, name)
 	if err != nil {
 		return err
 	}
-	mapping, err := resolveResource(restmapper.NewShortcutExpander(
-		restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), dc, nil), resource)
-	if err != nil {
-		return fmt.Errorf("%w (check the name with `kubectl api-resources`)", err)
-	}
-	req := explain.Request{Group: mapping.Resource.Group, Version: mapping.Resource.Version, Resource: mapping.Resource.Resource, Name: name}
-	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-		req.Namespace = namespace
-	}
+	loader, cfg, mapping := o.loader, o.cfg, o.mapping
+	req := explain.Request{Group: mapping.Resource.Group, Version: mapping.Resource.Version, Resource: mapping.Resource.Resource, Namespace: o.namespace, Name: name}
 	// The object must exist: metactl's answer comes from its caches,
 	// which cannot tell a typo from an object not seen yet.
 	client, err := dynamic.NewForConfig(cfg)
@@ -181,23 +151,6 @@ func runExplain(ctx context.Context, out io.Writer, f *explainFlags, args []stri
 		return err
 	}
 	return nil
-}
-
-// explainTarget reads RESOURCE/NAME, or RESOURCE NAME as kubectl also
-// takes it.
-func explainTarget(args []string) (resource, name string, err error) {
-	if len(args) == 2 {
-		resource, name = args[0], args[1]
-	} else {
-		var ok bool
-		if resource, name, ok = strings.Cut(args[0], "/"); !ok {
-			return "", "", fmt.Errorf("%q: want RESOURCE/NAME, such as helloworlds/your-name", args[0])
-		}
-	}
-	if resource == "" || name == "" || strings.Contains(name, "/") {
-		return "", "", fmt.Errorf("%q: want RESOURCE/NAME, such as helloworlds/your-name", strings.Join(args, " "))
-	}
-	return resource, name, nil
 }
 
 // askMetactl asks metactl directly, at --endpoint, $METACTL_ENDPOINT or

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,10 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -55,30 +51,15 @@ It connects as kubectl does: --kubeconfig, else $KUBECONFIG, else
 }
 
 func resync(ctx context.Context, cmd *cobra.Command, kubeconfig, namespace, arg string) error {
-	resource, name, ok := strings.Cut(arg, "/")
-	if !ok || resource == "" || name == "" || strings.Contains(name, "/") {
-		return fmt.Errorf("%q: want RESOURCE/NAME, such as helloworlds/your-name", arg)
-	}
-	loader := clientConfig(kubeconfig)
-	cfg, err := restConfig(kubeconfig)
+	resource, name, err := objectArgs([]string{arg})
 	if err != nil {
 		return err
 	}
-	cfg.UserAgent = "metactl/" + buildVersion().version + " (resync)"
-	if namespace == "" {
-		if namespace, _, err = loader.Namespace(); err != nil {
-			return fmt.Errorf("the kubeconfig's namespace: %w", err)
-		}
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	o, err := resolveObject(connection{kubeconfig: kubeconfig, command: "resync"}, namespace, resource, name)
 	if err != nil {
 		return err
 	}
-	mapping, err := resolveResource(restmapper.NewShortcutExpander(
-		restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), dc, nil), resource)
-	if err != nil {
-		return err
-	}
+	cfg, mapping, namespace := o.cfg, o.mapping, o.namespace
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err

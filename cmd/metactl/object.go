@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// objectArg is an object a subcommand is about, as kubectl names one:
+// RESOURCE (plural, singular, short name or kind, optionally .group) and a
+// name, with the connection that found it.
+type objectArg struct {
+	// loader is the kubeconfig as loaded; cfg the client configuration
+	// from it.
+	loader clientcmd.ClientConfig
+	cfg    *rest.Config
+	// mapping is the resource, resolved through discovery.
+	mapping *meta.RESTMapping
+	// namespace is the object's namespace (-n, else the kubeconfig
+	// context's); empty for a cluster-scoped resource.
+	namespace, name string
+}
+
+// connection is how a subcommand connects: as kubectl does, --kubeconfig,
+// else $KUBECONFIG, else ~/.kube/config, else the in-cluster config.
+type connection struct {
+	kubeconfig, context string
+	// command names the subcommand in the User-Agent.
+	command string
+	// timeout bounds each request; 0: none.
+	timeout time.Duration
+}
+
+// resolveObject connects as c says and resolves resource, and the
+// namespace of name (namespace, else the kubeconfig context's).
+func resolveObject(c connection, namespace, resource, name string) (*objectArg, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = c.kubeconfig
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.context})
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		if clientcmd.IsEmptyConfig(err) {
+			return nil, fmt.Errorf("no kubeconfig (--kubeconfig, $KUBECONFIG, %s) and not in a cluster: %w", clientcmd.RecommendedHomeFile, err)
+		}
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "metactl/" + buildVersion().version + " (" + c.command + ")"
+	cfg.Timeout = c.timeout
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mapping, err := resolveResource(restmapper.NewShortcutExpander(
+		restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), dc, nil), resource)
+	if err != nil {
+		return nil, fmt.Errorf("%w (check the name with `kubectl api-resources`)", err)
+	}
+	o := &objectArg{loader: loader, cfg: cfg, mapping: mapping, name: name}
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		if namespace == "" {
+			if namespace, _, err = loader.Namespace(); err != nil {
+				return nil, fmt.Errorf("the kubeconfig's namespace: %w", err)
+			}
+		}
+		o.namespace = namespace
+	}
+	return o, nil
+}
+
+// objectArgs reads RESOURCE/NAME, or RESOURCE NAME as kubectl also
+// takes it.
+func objectArgs(args []string) (resource, name string, err error) {
+	if len(args) == 2 {
+		resource, name = args[0], args[1]
+	} else {
+		var ok bool
+		if resource, name, ok = strings.Cut(args[0], "/"); !ok {
+			return "", "", fmt.Errorf("%q: want RESOURCE/NAME, such as helloworlds/your-name", args[0])
+		}
+	}
+	if resource == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("%q: want RESOURCE/NAME, such as helloworlds/your-name", strings.Join(args, " "))
+	}
+	return resource, name, nil
+}
