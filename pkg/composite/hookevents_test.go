@@ -3,6 +3,7 @@ package composite_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -308,5 +309,62 @@ func TestConditionsWithoutTimesCostNoWrite(t *testing.T) {
 	})
 	if c := condition(p, "Ready"); c["lastTransitionTime"] == nil || c["observedGeneration"] != p.GetGeneration() {
 		t.Errorf("Ready = %v: want lastTransitionTime and observedGeneration filled once the status changed", c)
+	}
+}
+
+// TestRollingRecordsTheLatestRevisionsEvents: in a rolling update the hook
+// is called once per revision; only the latest revision's answer's events
+// are recorded (docs/hooks.md, "events").
+func TestRollingRecordsTheLatestRevisionsEvents(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook := newTestHook(t, func(req *syncRequest) any {
+		answer := rollingHook(req).(map[string]any)
+		if mark := req.Parent.GetAnnotations()["mark"]; mark != "" {
+			version, _, _ := unstructured.NestedString(req.Parent.Object, "spec", "version")
+			answer["events"] = []any{map[string]any{"reason": "Revision", "message": version + " mark " + mark}}
+		}
+		return answer
+	})
+	startController(t, rollingController(t, hook, "RollingInPlace"))
+	newThing(t, thingsGVR, ns, "p1", map[string]any{"replicas": int64(2), "version": "v1"})
+	testenv.Eventually(t, 30*time.Second, "2 children on v1", func(context.Context) (bool, error) {
+		v, _ := versions(t, ns)
+		return countVersion(v, "v1") == 2, nil
+	})
+	markReady(t, ns, "v1")
+	waitUpdated(t, ns, "p1", "True", "OnLatestRevision")
+	// A new revision whose children never get ready: the rollout stops
+	// with a child on each revision, and every sync calls the hook for
+	// both.
+	setSpec(t, thingsGVR, ns, "p1", map[string]any{"version": "v2"})
+	testenv.Eventually(t, 30*time.Second, "a child on each revision", func(context.Context) (bool, error) {
+		v, _ := versions(t, ns)
+		return countVersion(v, "v1") == 1 && countVersion(v, "v2") == 1, nil
+	})
+	annotate := func(mark string) {
+		patch := []byte(`{"metadata":{"annotations":{"mark":"` + mark + `"}}}`)
+		if _, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Patch(ctx(t), "p1", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	annotate("1")
+	waitForEvent(t, ns, "p1", "Revision", "v2 mark 1")
+	calledForOld := false
+	for _, r := range hook.requestsSnapshot() {
+		if v, _, _ := unstructured.NestedString(r.Parent.Object, "spec", "version"); v == "v1" && r.Parent.GetAnnotations()["mark"] == "1" {
+			calledForOld = true
+		}
+	}
+	if !calledForOld {
+		t.Fatal("the hook was not called for the old revision with mark 1: the test shows nothing")
+	}
+	// Events are recorded in order: once a later sync's is there, any of
+	// the first sync's is too.
+	annotate("2")
+	waitForEvent(t, ns, "p1", "Revision", "v2 mark 2")
+	for _, e := range eventsOn(t, ns, "p1") {
+		if e.Reason == "Revision" && strings.HasPrefix(e.Message, "v1 ") {
+			t.Errorf("the old revision's answer's event was recorded: %q", e.Message)
+		}
 	}
 }
