@@ -18,6 +18,8 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
+	"github.com/metactl/metactl/pkg/dynamic/status"
+	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/metrics"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -151,4 +153,32 @@ func WaitFor(t testing.TB, env *testenv.Environment, gvr schema.GroupVersionReso
 		return check(obj), nil
 	})
 	return last
+}
+
+// Condition returns the condition of type typ in obj's status.conditions;
+// nil when it has none (or obj is nil).
+func Condition(obj *unstructured.Unstructured, typ string) map[string]any {
+	if obj == nil {
+		return nil
+	}
+	st, _ := obj.Object["status"].(map[string]any)
+	return status.FindCondition(st, typ)
+}
+
+// WaitForSync polls records, a controller's record of the object queued as
+// key (Engine.History), for a sync that check accepts, for at most 30 s,
+// and returns it.
+func WaitForSync(t *testing.T, records func(key string) []*history.Sync, key, what string, check func(*history.Sync) bool) *history.Sync {
+	t.Helper()
+	var found *history.Sync
+	testenv.Eventually(t, 30*time.Second, what, func(context.Context) (bool, error) {
+		for _, s := range records(key) {
+			if check(s) {
+				found = s
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found
 }

@@ -102,13 +102,7 @@ func TestInvalidEventRefusesTheAnswer(t *testing.T) {
 
 // condition returns the condition of type typ in obj's status.
 func condition(obj *unstructured.Unstructured, typ string) map[string]any {
-	list, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, c := range list {
-		if m, ok := c.(map[string]any); ok && m["type"] == typ {
-			return m
-		}
-	}
-	return nil
+	return controllertest.Condition(obj, typ)
 }
 
 // poke sets a label on the parent and waits for the hook to be given it:

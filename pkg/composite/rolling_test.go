@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/controllertest"
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,13 +95,7 @@ func markReady(t *testing.T, ns, version string) {
 }
 
 func updatedCondition(o *unstructured.Unstructured) map[string]any {
-	conditions, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
-	for _, c := range conditions {
-		if m, ok := c.(map[string]any); ok && m["type"] == "Updated" {
-			return m
-		}
-	}
-	return nil
+	return controllertest.Condition(o, "Updated")
 }
 
 func waitUpdated(t *testing.T, ns, name, status, reason string) map[string]any {

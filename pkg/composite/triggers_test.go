@@ -33,17 +33,7 @@ func recorded(t *testing.T, cc *unstructured.Unstructured) *composite.Controller
 // that check accepts, and returns it.
 func waitForSync(t *testing.T, c *composite.Controller, key, what string, check func(s *history.Sync) bool) *history.Sync {
 	t.Helper()
-	var found *history.Sync
-	testenv.Eventually(t, 30*time.Second, what, func(context.Context) (bool, error) {
-		for _, s := range c.History(key) {
-			if check(s) {
-				found = s
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return found
+	return controllertest.WaitForSync(t, c.History, key, what, check)
 }
 
 // firstTrigger accepts a sync whose first trigger is want.

@@ -16,16 +16,7 @@ import (
 // syncedCondition returns the metactl.io/Synced condition of obj; nil when
 // it has none.
 func syncedCondition(obj *unstructured.Unstructured) map[string]any {
-	if obj == nil {
-		return nil
-	}
-	list, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, c := range list {
-		if m, ok := c.(map[string]any); ok && m["type"] == controller.SyncedConditionType {
-			return m
-		}
-	}
-	return nil
+	return controllertest.Condition(obj, controller.SyncedConditionType)
 }
 
 func optIn(obj *unstructured.Unstructured) {

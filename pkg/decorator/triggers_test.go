@@ -1,14 +1,11 @@
 package decorator_test
 
 import (
-	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/metactl/metactl/internal/controllertest"
 	"github.com/metactl/metactl/internal/loop"
-	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/decorator"
 	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hooks"
@@ -59,17 +56,7 @@ func TestSyncRecordOfADecoratedObject(t *testing.T) {
 	key := "0|" + ns + "/target"
 	find := func(what string, check func(*history.Sync) bool) *history.Sync {
 		t.Helper()
-		var found *history.Sync
-		testenv.Eventually(t, 30*time.Second, what, func(context.Context) (bool, error) {
-			for _, s := range c.History(key) {
-				if check(s) {
-					found = s
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		return found
+		return controllertest.WaitForSync(t, c.History, key, what, check)
 	}
 	first := find("the sync of the new object", func(s *history.Sync) bool {
 		return len(s.Triggers) > 0 && s.Triggers[0] == loop.Trigger{Cause: loop.CauseObject}
