@@ -1,0 +1,133 @@
+package hookrecord
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Call is one recorded hook call. Request and Response are the bodies as
+// sent and as answered, but for the data of Secrets, each value replaced
+// by its digest ("sha256:" and the hex SHA-256 of the value), as in
+// metactl's last-applied annotation.
+type Call struct {
+	// Controller names the controller: "compositecontroller/NAME" or
+	// "decoratorcontroller/NAME".
+	Controller string `json:"controller"`
+	// Hook is the hook called: "sync", "finalize" or "customize".
+	Hook string `json:"hook"`
+	// Object names the object synced: "namespace/name", or "name" when
+	// cluster-scoped (for a decorator, prefixed by its resource:
+	// "deployments.apps/namespace/name").
+	Object string `json:"object,omitempty"`
+	// Time is when the call was made.
+	Time time.Time `json:"time"`
+	// DurationSeconds is how long the hook took to answer.
+	DurationSeconds float64 `json:"durationSeconds"`
+	// Request is the request body.
+	Request json.RawMessage `json:"request"`
+	// Code is the HTTP status of the answer; 0 when none came.
+	Code int `json:"code,omitempty"`
+	// Response is the answer's body when the hook answered 200; absent
+	// otherwise.
+	Response json.RawMessage `json:"response,omitempty"`
+	// Error is why the call failed, when it did (no answer, not 200, or
+	// an answer that does not decode).
+	Error string `json:"error,omitempty"`
+}
+
+// fileName matches the file of a recorded call: its place and its hook.
+var fileName = regexp.MustCompile(`^([0-9]+)-([a-z]+)\.json$`)
+
+// FileName returns the name of the i-th call's file (i from 1).
+func FileName(i int, c Call) string { return fmt.Sprintf("%04d-%s.json", i, c.Hook) }
+
+// WriteDir writes calls into dir, creating it, one file per call, numbered
+// from first (from 1): appending a recording to a set already in dir
+// starts at its next number (see Next).
+func WriteDir(dir string, first int, calls []Call) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i, c := range calls {
+		b, err := json.MarshalIndent(c, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encoding call %d: %w", first+i, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, FileName(first+i, c)), append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Next returns the number of the next call in dir: one more than the
+// highest recorded there, 1 when none (or dir does not exist).
+func Next(dir string) (int, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 1, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	next := 1
+	for _, e := range entries {
+		if m := fileName.FindStringSubmatch(e.Name()); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			next = max(next, n+1)
+		}
+	}
+	return next, nil
+}
+
+// File is a recorded call and the file it was read from.
+type File struct {
+	// Name is the file's name in its directory.
+	Name string
+	Call
+}
+
+// ReadDir reads the recorded calls in dir, in their order; files whose
+// names are not those of recorded calls are ignored. A file that does not
+// decode, or lacks its request, is an error naming it.
+func ReadDir(dir string) ([]File, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	type numbered struct {
+		n    int
+		name string
+	}
+	var names []numbered
+	for _, e := range entries {
+		if m := fileName.FindStringSubmatch(e.Name()); m != nil && !e.IsDir() {
+			n, _ := strconv.Atoi(m[1])
+			names = append(names, numbered{n, e.Name()})
+		}
+	}
+	slices.SortFunc(names, func(a, b numbered) int { return a.n - b.n })
+	out := make([]File, 0, len(names))
+	for _, f := range names {
+		b, err := os.ReadFile(filepath.Join(dir, f.name))
+		if err != nil {
+			return nil, err
+		}
+		var c Call
+		if err := json.Unmarshal(b, &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.name, err)
+		}
+		if len(c.Request) == 0 {
+			return nil, fmt.Errorf("%s: no request", f.name)
+		}
+		out = append(out, File{Name: f.name, Call: c})
+	}
+	return out, nil
+}

@@ -1,0 +1,57 @@
+package hookrecord
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestWriteReadDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "set")
+	calls := []Call{
+		{Controller: "compositecontroller/hello", Hook: "sync", Object: "default/a", Time: time.Unix(1, 0).UTC(), Request: json.RawMessage(`{"parent":{}}`), Code: 200, Response: json.RawMessage(`{"children":[]}`)},
+		{Controller: "compositecontroller/hello", Hook: "finalize", Object: "default/a", Time: time.Unix(2, 0).UTC(), Request: json.RawMessage(`{"parent":{}}`), Error: "timeout"},
+	}
+	if n, err := Next(dir); err != nil || n != 1 {
+		t.Fatalf("Next of a missing dir = %d, %v; want 1", n, err)
+	}
+	if err := WriteDir(dir, 1, calls); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteDir(dir, 9, calls[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("notes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Next(dir); err != nil || n != 10 {
+		t.Fatalf("Next = %d, %v; want 10", n, err)
+	}
+	files, err := ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name)
+	}
+	if len(files) != 3 || names[0] != "0001-sync.json" || names[1] != "0002-finalize.json" || names[2] != "0009-sync.json" {
+		t.Fatalf("ReadDir = %v", names)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, files[0].Response); err != nil {
+		t.Fatal(err)
+	}
+	if files[1].Error != "timeout" || compact.String() != `{"children":[]}` {
+		t.Errorf("calls read back differ: %+v", files)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "0010-sync.json"), []byte(`{"hook":"sync"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadDir(dir); err == nil {
+		t.Error("a call without its request was read")
+	}
+}
