@@ -3,6 +3,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,9 +21,13 @@ func main() {
 		// say "kubectl metactl", as the user typed it.
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl metactl"}
 	}
-	if err := root.Execute(); err != nil {
-		os.Exit(1)
+	err := root.Execute()
+	if ee, ok := errors.AsType[*ExitError](err); !ok || ee.Err != nil {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "Error:", err)
+		}
 	}
+	os.Exit(exitCode(err))
 }
 
 func newRootCommand() *cobra.Command {
@@ -32,6 +38,9 @@ func newRootCommand() *cobra.Command {
 (metacontroller.k8s.io/v1alpha1): it watches their parents and children,
 calls their webhooks, and applies what the webhooks ask for.`,
 		SilenceUsage: true,
+		// main prints errors, but not those of an ExitError that has
+		// nothing to say beyond its exit code.
+		SilenceErrors: true,
 	}
 	cli.AddKlogFlags(root)
 	root.AddCommand(newVersionCommand(), newRunCommand(), newDevCommand(), newResyncCommand(), newExplainCommand())
