@@ -41,18 +41,10 @@ type connection struct {
 // resolveObject connects as c says and resolves resource, and the
 // namespace of name (namespace, else the kubeconfig context's).
 func resolveObject(c connection, namespace, resource, name string) (*objectArg, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = c.kubeconfig
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.context})
-	cfg, err := loader.ClientConfig()
+	loader, cfg, err := c.load()
 	if err != nil {
-		if clientcmd.IsEmptyConfig(err) {
-			return nil, fmt.Errorf("no kubeconfig (--kubeconfig, $KUBECONFIG, %s) and not in a cluster: %w", clientcmd.RecommendedHomeFile, err)
-		}
-		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+		return nil, err
 	}
-	cfg.UserAgent = "metactl/" + buildVersion().version + " (" + c.command + ")"
-	cfg.Timeout = c.timeout
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -72,6 +64,24 @@ func resolveObject(c connection, namespace, resource, name string) (*objectArg, 
 		o.namespace = namespace
 	}
 	return o, nil
+}
+
+// load loads the kubeconfig as c says and returns it with the client
+// configuration from it.
+func (c connection) load() (clientcmd.ClientConfig, *rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = c.kubeconfig
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.context})
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		if clientcmd.IsEmptyConfig(err) {
+			return nil, nil, fmt.Errorf("no kubeconfig (--kubeconfig, $KUBECONFIG, %s) and not in a cluster: %w", clientcmd.RecommendedHomeFile, err)
+		}
+		return nil, nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "metactl/" + buildVersion().version + " (" + c.command + ")"
+	cfg.Timeout = c.timeout
+	return loader, cfg, nil
 }
 
 // objectArgs reads RESOURCE/NAME, or RESOURCE NAME as kubectl also

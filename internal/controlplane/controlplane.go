@@ -49,6 +49,9 @@ type Options struct {
 	// Dir receives the kubeconfig and logs; default the temporary folder
 	// that Stop removes.
 	Dir string
+	// APIServerFlags are further kube-apiserver flags, by name without
+	// dashes (a test's audit log: "audit-log-path", "audit-policy-file").
+	APIServerFlags map[string]string
 }
 
 // LogToKlog sends controller-runtime's log, which envtest logs through, to
@@ -142,6 +145,9 @@ func Start(opts Options) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	apiServer.Configure().Set("bind-address", "127.0.0.1")
+	for k, v := range opts.APIServerFlags {
+		apiServer.Configure().Set(k, v)
+	}
 	if opts.TieToThisProcess {
 		paths, err := prepareStandIns(filepath.Join(cp.WorkDir, "bin"), opts.AssetsDir)
 		if err != nil {

@@ -32,6 +32,9 @@ type Options struct {
 	// ExtraCRDPaths are files or folders of further CRDs to install, such as
 	// a test's parent resource; metactl's own CRDs are always installed.
 	ExtraCRDPaths []string
+	// APIServerFlags are further kube-apiserver flags (see
+	// controlplane.Options).
+	APIServerFlags map[string]string
 }
 
 // Environment is a running control plane with clients for it. Its fields
@@ -46,7 +49,7 @@ type Environment struct {
 // Start starts a control plane (see internal/controlplane) and builds
 // clients for it. On error nothing is left running.
 func Start(opts Options) (*Environment, error) {
-	cp, err := controlplane.Start(controlplane.Options{GarbageCollector: opts.GarbageCollector, ExtraCRDPaths: opts.ExtraCRDPaths})
+	cp, err := controlplane.Start(controlplane.Options{GarbageCollector: opts.GarbageCollector, ExtraCRDPaths: opts.ExtraCRDPaths, APIServerFlags: opts.APIServerFlags})
 	if err != nil {
 		return nil, err
 	}

@@ -163,6 +163,15 @@ func (c *Controller) Locate(key string) (*controller.Synced, string, string, boo
 	return c.parents, namespace, name, err == nil
 }
 
+// KeyOf returns the parent resource and obj's queue key when obj is a
+// parent (controller.Keyer).
+func (c *Controller) KeyOf(obj *unstructured.Unstructured) (*controller.Synced, string, bool) {
+	if obj.GetAPIVersion() != c.parent.APIVersion || obj.GetKind() != c.parent.Kind {
+		return nil, "", false
+	}
+	return c.parents, parentKey(obj), true
+}
+
 // Dependents returns the child resources (controller.Kind).
 func (c *Controller) Dependents() *children.Declared { return c.children }
 

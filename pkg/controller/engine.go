@@ -195,6 +195,30 @@ func (e *Engine) Access() []rbac.Access {
 // The controller runs until Stop.
 func (e *Engine) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues(e.kindName, e.name)
+	if err := e.StartCaches(ctx); err != nil {
+		return err
+	}
+	e.loop.Start(klog.NewContext(ctx, logger))
+	if p := e.cfg.ResyncPeriodSeconds; p != nil {
+		e.resync.Add(1)
+		go func() {
+			defer e.resync.Done()
+			wait.Until(func() {
+				for _, key := range e.kind.Keys() {
+					e.queue.AddFor(key, loop.Trigger{Cause: loop.CauseResync})
+				}
+			}, time.Duration(*p)*time.Second, e.stop)
+		}()
+	}
+	logger.Info("Started "+e.kindName, e.cfg.Log...)
+	return nil
+}
+
+// StartCaches is Start without the work queue's workers: it starts the
+// informers, waits for their caches and makes the customize hook's
+// resolver; keys queued meanwhile wait, unsynced. Alone, it readies the
+// Engine for SyncOnce (metactl plan); Stop releases what it started.
+func (e *Engine) StartCaches(ctx context.Context) error {
 	e.loop = loop.New(loop.Options{Name: e.name, Workers: e.opts.Workers, RateLimiter: e.opts.RateLimiter,
 		StopGracePeriod: e.opts.StopGracePeriod}, e.failing.Track(e.sync))
 	e.queue = e.loop
@@ -213,20 +237,30 @@ func (e *Engine) Start(ctx context.Context) error {
 			MayRead:    e.opts.MayRead,
 		})
 	}
-	e.loop.Start(klog.NewContext(ctx, logger))
-	if p := e.cfg.ResyncPeriodSeconds; p != nil {
-		e.resync.Add(1)
-		go func() {
-			defer e.resync.Done()
-			wait.Until(func() {
-				for _, key := range e.kind.Keys() {
-					e.queue.AddFor(key, loop.Trigger{Cause: loop.CauseResync})
-				}
-			}, time.Duration(*p)*time.Second, e.stop)
-		}()
-	}
-	logger.Info("Started "+e.kindName, e.cfg.Log...)
 	return nil
+}
+
+// SyncOnce runs one sync of obj (the whole reconcile of sync.go, from the
+// finalizer decision on) on the calling goroutine, without the work
+// queue, after StartCaches. obj need not be in the cache (nor exist). It
+// returns the Target as the sync left it: its Object carries the
+// metadata and status of the sync's writes, Observed the dependents
+// found before the rounds; and the sync's error (IsNotSettled when the
+// hook did not settle). The Kind must be a Keyer.
+func (e *Engine) SyncOnce(ctx context.Context, obj *unstructured.Unstructured) (*Target, error) {
+	keyer, ok := e.kind.(Keyer)
+	if !ok {
+		return nil, fmt.Errorf("%s %s cannot sync one object alone", e.kindName, e.name)
+	}
+	res, key, ok := keyer.KeyOf(obj)
+	if !ok {
+		return nil, fmt.Errorf("%s %s does not sync %s objects", e.kindName, e.name, obj.GroupVersionKind())
+	}
+	ctx, releaseAnswers := hooks.HoldAnswers(ctx)
+	defer releaseAnswers()
+	t := &Target{Object: obj.DeepCopy(), Resource: res, Selected: res.Selects == nil || res.Selects(obj)}
+	_, err := e.syncTarget(ctx, key, t)
+	return t, err
 }
 
 // Stop stops taking work, cancels the syncs in flight (their hook calls

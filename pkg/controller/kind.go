@@ -78,6 +78,17 @@ type Target struct {
 	// whether the finalize hook is called, and whether the dependents are
 	// written (not while the garbage collector holds them).
 	Finalizing, Manage bool
+	// Observed are the dependents as Kind.Observe found them, before
+	// the rounds wrote any; set by the Engine after Observe.
+	Observed map[*children.Resource]children.Set
+}
+
+// Keyer is a Kind that names the queue key of an object of one of its
+// Synced resources, as its handlers would queue it; SyncOnce needs it.
+type Keyer interface {
+	// KeyOf returns obj's resource and queue key; false when the
+	// controller syncs no object of obj's apiVersion and kind.
+	KeyOf(obj *unstructured.Unstructured) (res *Synced, key string, ok bool)
 }
 
 // target returns the object queued as key, from the cache; false when it

@@ -67,6 +67,12 @@ func (e *Engine) sync(ctx context.Context, key string) (after time.Duration, err
 		e.synced.forget(key)
 		return 0, nil
 	}
+	return e.syncTarget(ctx, key, t)
+}
+
+// syncTarget is sync from step 1 on, for t, the object queued as key:
+// the reconcile itself, shared by sync and SyncOnce.
+func (e *Engine) syncTarget(ctx context.Context, key string, t *Target) (after time.Duration, err error) {
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues(t.Resource.Noun, klog.KObj(t.Object), "kind", t.Resource.Kind))
 	// The metactl.io/Synced condition, when the controller writes it.
 	synced := e.synced.begin(key, t)
@@ -84,6 +90,7 @@ func (e *Engine) sync(ctx context.Context, key string) (after time.Duration, err
 	if err != nil {
 		return 0, e.syncFailed(ctx, t, err)
 	}
+	t.Observed = observed
 
 	// 3. Related objects, when a customize hook declares them.
 	relatedObjects := hooks.ObjectMap{}

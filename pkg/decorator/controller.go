@@ -220,6 +220,17 @@ func (c *Controller) Locate(key string) (*controller.Synced, string, string, boo
 	return c.watched[index].Synced, namespace, name, true
 }
 
+// KeyOf returns obj's watched resource and queue key
+// (controller.Keyer).
+func (c *Controller) KeyOf(obj *unstructured.Unstructured) (*controller.Synced, string, bool) {
+	for i, w := range c.watched {
+		if obj.GetAPIVersion() == w.APIVersion && obj.GetKind() == w.Kind {
+			return w.Synced, objectKey(i, obj), true
+		}
+	}
+	return nil, "", false
+}
+
 // Dependents returns the attachment resources (controller.Kind).
 func (c *Controller) Dependents() *children.Declared { return c.attachments }
 

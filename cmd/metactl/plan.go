@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/metactl/metactl/pkg/plan"
+)
+
+// planFlags are the flags of `metactl plan`.
+type planFlags struct {
+	kubeconfig, context, namespace, output string
+	filename                               string
+	controllers                            []string
+	hookURL, customizeHookURL              string
+	timeout                                time.Duration
+}
+
+func newPlanCommand() *cobra.Command {
+	f := &planFlags{}
+	cmd := &cobra.Command{
+		Use:   "plan (RESOURCE/NAME | -f FILE)",
+		Short: "Show what metactl would do to a parent now, writing nothing",
+		Long: `plan runs one sync of a parent (or decorated object) as metactl run
+would, with the same code, and prints what it would do, writing nothing:
+each child (attachment) created, updated, replaced, deleted or unchanged,
+with the fields that would change; the labels, annotations, finalizers
+and status of the object; the Events; how many hook calls it took and
+whether the hook settled. Every write is sent to the API server as a
+dry run (dryRun=All), so admission and defaulting are included.
+
+The object is a live one (RESOURCE/NAME, as kubectl names it) or one
+read from a file (-f), as a server-side apply of it would leave it (it
+need not exist). The controllers are those of the cluster that manage
+the object, or --controller's. --hook-url calls another sync (and
+finalize) hook, such as one running on this machine; a hook given as an
+in-cluster Service must be reached that way (kubectl port-forward).
+
+Exit code: 0 no changes, 2 changes, 1 error (the plan could not be made,
+or the hook failed or answered invalidly). docs/plan.md has the details.`,
+		Example: `  metactl plan helloworlds/your-name
+  metactl plan -f parent.yaml --controller controller.yaml --hook-url http://127.0.0.1:8080/sync -o json`,
+		Args: cobra.RangeArgs(0, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPlan(cmd.Context(), cmd.OutOrStdout(), f, args)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default $KUBECONFIG, else ~/.kube/config, else the in-cluster config")
+	fs.StringVar(&f.context, "context", "", "kubeconfig context; default the current one")
+	fs.StringVarP(&f.namespace, "namespace", "n", "", "namespace of the object; default the kubeconfig context's namespace")
+	fs.StringVarP(&f.filename, "filename", "f", "", "file holding the object (YAML or JSON; - for stdin), planned as applied, whether or not it exists")
+	fs.StringArrayVar(&f.controllers, "controller", nil, "file of the CompositeController or DecoratorController to plan (repeatable; a file may hold several); default those in the cluster that manage the object")
+	fs.StringVar(&f.hookURL, "hook-url", "", "URL replacing the sync and finalize hooks' addresses (their credentials are then not sent)")
+	fs.StringVar(&f.customizeHookURL, "customize-hook-url", "", "URL replacing the customize hook's address")
+	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	fs.DurationVar(&f.timeout, "request-timeout", 30*time.Second, "longest wait for each API request")
+	return cmd
+}
+
+func runPlan(ctx context.Context, out io.Writer, f *planFlags, args []string) error {
+	if f.output != "text" && f.output != "json" {
+		return fmt.Errorf("--output %q: want text or json", f.output)
+	}
+	if (f.filename == "") == (len(args) == 0) {
+		return errors.New("give either RESOURCE/NAME or -f FILE")
+	}
+	conn := connection{kubeconfig: f.kubeconfig, context: f.context, command: "plan", timeout: f.timeout}
+	var controllers []*unstructured.Unstructured
+	for _, file := range f.controllers {
+		objs, err := readObjects(file)
+		if err != nil {
+			return err
+		}
+		controllers = append(controllers, objs...)
+	}
+	if f.controllers != nil && len(controllers) == 0 {
+		return errors.New("--controller: no object in the files")
+	}
+
+	var (
+		loaderNamespace func() (string, error)
+		p               *plan.Planner
+		obj             *unstructured.Unstructured
+		exists          = true
+	)
+	newPlanner := func(o plan.Options) (*plan.Planner, error) {
+		o.Controllers, o.HookURL, o.CustomizeHookURL = controllers, f.hookURL, f.customizeHookURL
+		return plan.New(o)
+	}
+	if len(args) > 0 {
+		resource, name, err := objectArgs(args)
+		if err != nil {
+			return err
+		}
+		o, err := resolveObject(conn, f.namespace, resource, name)
+		if err != nil {
+			return err
+		}
+		if p, err = newPlanner(plan.Options{Config: o.cfg}); err != nil {
+			return err
+		}
+		defer p.Close()
+		if obj, err = p.Live(ctx, o.mapping.Resource, o.namespace, name); err != nil {
+			if apierrors.IsNotFound(err) {
+				return fmt.Errorf("%s %s not found (to plan an object not yet created, give it with -f): %w", o.mapping.Resource.GroupResource(), name, err)
+			}
+			return err
+		}
+	} else {
+		objs, err := readObjects(f.filename)
+		if err != nil {
+			return err
+		}
+		if len(objs) != 1 {
+			return fmt.Errorf("-f %s: want one object, found %d", f.filename, len(objs))
+		}
+		loader, cfg, err := conn.load()
+		if err != nil {
+			return err
+		}
+		loaderNamespace = func() (string, error) { ns, _, err := loader.Namespace(); return ns, err }
+		if p, err = newPlanner(plan.Options{Config: cfg}); err != nil {
+			return err
+		}
+		defer p.Close()
+		ns := f.namespace
+		if ns == "" {
+			if ns, err = loaderNamespace(); err != nil {
+				return fmt.Errorf("the kubeconfig's namespace: %w", err)
+			}
+		}
+		if obj, exists, err = p.Given(ctx, objs[0], ns); err != nil {
+			return err
+		}
+	}
+	report, err := p.Plan(ctx, obj, exists)
+	if err != nil {
+		return err
+	}
+	if f.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(report); err != nil {
+			return err
+		}
+	} else if err := plan.WriteText(out, report); err != nil {
+		return err
+	}
+	switch {
+	case report.Failed():
+		return &ExitError{Code: 1}
+	case report.Changed():
+		return &ExitError{Code: ExitChanges}
+	}
+	return nil
+}
+
+// readObjects reads the objects of a YAML or JSON file (- is stdin),
+// several YAML documents included.
+func readObjects(file string) ([]*unstructured.Unstructured, error) {
+	var (
+		data []byte
+		err  error
+	)
+	if file == "-" {
+		data, err = io.ReadAll(os.Stdin)
+	} else {
+		data, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return nil, err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		obj := map[string]any{}
+		if err := dec.Decode(&obj); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if len(obj) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		if u.GetKind() == "" || u.GetAPIVersion() == "" {
+			return nil, fmt.Errorf("%s: an object without apiVersion or kind", file)
+		}
+		out = append(out, u)
+	}
+}

@@ -1,0 +1,200 @@
+package plan
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// DryRun is the one place where metactl plan keeps its promise to write
+// nothing: wrapped around the transport of every API client of the plan
+// (rest.Config.Wrap), it sends each request whose method may write (any
+// but GET, HEAD and OPTIONS) with dryRun=All, whatever code path makes
+// it, so that the API server runs admission, defaulting and validation
+// and persists nothing; and it records each such request for the report.
+// Safe for concurrent use.
+type DryRun struct {
+	// Simulate, when set, may answer a write itself instead of sending
+	// it (the writes to a parent that does not exist yet: see Plan);
+	// ok false sends it.
+	Simulate func(w *Write) (code int, body []byte, ok bool)
+
+	mu     sync.Mutex
+	writes []Write
+}
+
+// Write is one write request of the plan, sent as a dry run (or
+// simulated), and its answer.
+type Write struct {
+	// Method is the HTTP method: POST (create), PUT (update), PATCH,
+	// DELETE.
+	Method string `json:"method"`
+	// Path is the request's URL path, as the API server names the
+	// object ("/api/v1/namespaces/default/configmaps/a").
+	Path string `json:"path"`
+	// Group, Version, Resource, Namespace, Name and Subresource are
+	// read from Path; Name is empty for a create.
+	Group       string `json:"group,omitempty"`
+	Version     string `json:"version"`
+	Resource    string `json:"resource"`
+	Namespace   string `json:"namespace,omitempty"`
+	Name        string `json:"name,omitempty"`
+	Subresource string `json:"subresource,omitempty"`
+	// ContentType is the request body's type (the patch type of a
+	// PATCH).
+	ContentType string `json:"contentType,omitempty"`
+	// Request is the request body; Response the answer's, both JSON
+	// when they are (else null).
+	Request json.RawMessage `json:"request,omitempty"`
+	// Code is the answer's HTTP status code; 0 when none came (Error).
+	Code     int             `json:"code"`
+	Response json.RawMessage `json:"response,omitempty"`
+	// Error is why no answer came.
+	Error string `json:"error,omitempty"`
+	// Simulated: the plan answered the request itself, nothing was sent
+	// (a write to a parent not yet created).
+	Simulated bool `json:"simulated,omitempty"`
+}
+
+// IsWrite reports whether an HTTP method may write: any but GET, HEAD
+// and OPTIONS.
+func IsWrite(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return true
+}
+
+// Wrap returns rt with the dry run enforced; its signature fits
+// rest.Config.Wrap.
+func (d *DryRun) Wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if !IsWrite(req.Method) {
+			return rt.RoundTrip(req)
+		}
+		return d.roundTrip(rt, req)
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+func (d *DryRun) roundTrip(rt http.RoundTripper, req *http.Request) (*http.Response, error) {
+	// A RoundTripper must not change the request it is given: a copy
+	// goes out, with dryRun=All (replacing any dryRun already there).
+	out := req.Clone(req.Context())
+	q := out.URL.Query()
+	q.Set("dryRun", "All")
+	out.URL.RawQuery = q.Encode()
+	var body []byte
+	if req.Body != nil && req.Body != http.NoBody {
+		var err error
+		if body, err = io.ReadAll(req.Body); err != nil {
+			return nil, err
+		}
+		_ = req.Body.Close()
+		out.Body = io.NopCloser(bytes.NewReader(body))
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		out.ContentLength = int64(len(body))
+	}
+	w := Write{Method: req.Method, Path: out.URL.Path, ContentType: req.Header.Get("Content-Type"), Request: asJSON(body)}
+	w.Group, w.Version, w.Resource, w.Namespace, w.Name, w.Subresource = ParsePath(w.Path)
+	if d.Simulate != nil {
+		if code, respBody, ok := d.Simulate(&w); ok {
+			w.Code, w.Response, w.Simulated = code, asJSON(respBody), true
+			d.add(w)
+			return &http.Response{
+				StatusCode: code, Status: http.StatusText(code), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header:        http.Header{"Content-Type": []string{"application/json"}},
+				Body:          io.NopCloser(bytes.NewReader(respBody)),
+				ContentLength: int64(len(respBody)), Request: out,
+			}, nil
+		}
+	}
+	resp, err := rt.RoundTrip(out)
+	if err != nil {
+		w.Error = err.Error()
+		d.add(w)
+		return nil, err
+	}
+	respBody, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		w.Error = err.Error()
+		d.add(w)
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(respBody))
+	w.Code, w.Response = resp.StatusCode, asJSON(respBody)
+	d.add(w)
+	return resp, nil
+}
+
+func (d *DryRun) add(w Write) {
+	d.mu.Lock()
+	d.writes = append(d.writes, w)
+	d.mu.Unlock()
+}
+
+// Writes returns the write requests recorded since the mark (see Mark).
+func (d *DryRun) Writes(mark int) []Write {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if mark > len(d.writes) {
+		return nil
+	}
+	return append([]Write(nil), d.writes[mark:]...)
+}
+
+// Mark returns the number of write requests recorded so far, to read
+// those after it with Writes.
+func (d *DryRun) Mark() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.writes)
+}
+
+// asJSON returns body when it is JSON, else nil.
+func asJSON(body []byte) json.RawMessage {
+	if len(body) == 0 || !json.Valid(body) {
+		return nil
+	}
+	return json.RawMessage(body)
+}
+
+// ParsePath reads an API server resource path:
+// /api/VERSION/[namespaces/NS/]RESOURCE[/NAME[/SUBRESOURCE]] or
+// /apis/GROUP/VERSION/...; a path "/api/v1/namespaces/NAME" is the
+// namespace NAME itself.
+func ParsePath(path string) (group, version, resource, namespace, name, subresource string) {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		version, parts = parts[1], parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		group, version, parts = parts[1], parts[2], parts[3:]
+	default:
+		return "", "", "", "", "", ""
+	}
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		namespace, parts = parts[1], parts[2:]
+	}
+	if len(parts) > 0 {
+		resource = parts[0]
+	}
+	if len(parts) > 1 {
+		name = parts[1]
+	}
+	if len(parts) > 2 {
+		subresource = strings.Join(parts[2:], "/")
+	}
+	if resource == "" && namespace == "" && len(parts) == 0 {
+		return group, version, "", "", "", ""
+	}
+	return group, version, resource, namespace, name, subresource
+}
