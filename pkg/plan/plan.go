@@ -11,6 +11,7 @@ import (
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/metactl/metactl/internal/jsondiff"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/composite"
 	"github.com/metactl/metactl/pkg/controller"
@@ -21,7 +22,6 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/hooks"
-	"github.com/metactl/metactl/internal/jsondiff"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"

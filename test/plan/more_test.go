@@ -1,0 +1,182 @@
+package plan
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+func writeYAML(t *testing.T, name string, obj any) string {
+	t.Helper()
+	data, err := yaml.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// TestPlanNewParent: a parent given with -f that does not exist has its
+// ConfigMap shown as created, and its status as the hook asks.
+func TestPlanNewParent(t *testing.T) {
+	ns, _, metactl := setup(t, "plan-new")
+	file := writeYAML(t, "new.yaml", parentObject(ns, "ada", "plan-new", "Ada").Object)
+	out, errOut, code := plan(t, metactl, "-f", file)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"(not created yet)",
+		"ConfigMap " + ns + "/ada-greeting: create",
+		`+ .data.greeting: "Hello, Ada!"`,
+		`+ .status.greeting: "Hello, Ada!"`,
+		"1 to create",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestPlanInvalidAnswer: a hook answering a child of an undeclared
+// resource fails the plan (exit 1) with the reconciler's error.
+func TestPlanInvalidAnswer(t *testing.T) {
+	ns, h, metactl := setup(t, "plan-invalid")
+	h.mode.Store("invalid")
+	out, errOut, code := plan(t, metactl, "helloworlds/p", "-n", ns)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "error: invalid sync hook response") || !strings.Contains(out, "Secret") {
+		t.Errorf("the plan does not give the reconciler's error:\n%s%s", out, errOut)
+	}
+}
+
+// TestPlanHookURL: the controller in the cluster names a hook that does
+// not answer; --hook-url calls another, with --controller's object too;
+// a hook given as a Service is refused with what to do.
+func TestPlanHookURL(t *testing.T) {
+	ns, h, metactl := setup(t, "plan-hookurl")
+	cc := controllerObject("plan-hookurl", "http://127.0.0.1:1")
+	ctrlFile := writeYAML(t, "controller.yaml", cc.Object)
+
+	out, errOut, code := plan(t, metactl, "helloworlds/p", "-n", ns, "--controller", ctrlFile)
+	if code != 1 || !strings.Contains(out, "error: ") {
+		t.Fatalf("a hook that does not answer: exit %d, want 1 and an error\n%s%s", code, out, errOut)
+	}
+	calls := h.calls.Load()
+	out, errOut, code = plan(t, metactl, "helloworlds/p", "-n", ns, "--controller", ctrlFile, "--hook-url", h.URL+"/sync")
+	if code != 0 {
+		t.Fatalf("--hook-url: exit %d, want 0\n%s%s", code, out, errOut)
+	}
+	if h.calls.Load() == calls {
+		t.Error("--hook-url: the hook was not called")
+	}
+
+	svc := controllerObject("plan-hookurl", "")
+	_ = unstructuredSet(svc.Object, map[string]any{"service": map[string]any{"name": "hook", "namespace": "hooks", "port": int64(8080)}, "path": "/sync"},
+		"spec", "hooks", "sync", "webhook")
+	svcFile := writeYAML(t, "service.yaml", svc.Object)
+	out, errOut, code = plan(t, metactl, "helloworlds/p", "-n", ns, "--controller", svcFile)
+	if code != 1 || !strings.Contains(errOut, "kubectl port-forward -n hooks svc/hook 8080:8080") || !strings.Contains(errOut, "--hook-url http://127.0.0.1:8080/sync") {
+		t.Errorf("a Service hook: exit %d, want 1 and how to reach it\n%s%s", code, out, errOut)
+	}
+}
+
+func unstructuredSet(obj map[string]any, value any, path ...string) error {
+	m := obj
+	for _, p := range path[:len(path)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = value
+	return nil
+}
+
+// TestPlanJSON: -o json is one JSON document with the fields docs/plan.md
+// documents.
+func TestPlanJSON(t *testing.T) {
+	ns, h, metactl := setup(t, "plan-json")
+	h.mode.Store("changed")
+	out, errOut, code := plan(t, metactl, "helloworlds/p", "-n", ns, "-o", "json")
+	if code != 2 {
+		t.Fatalf("exit %d, want 2\n%s%s", code, out, errOut)
+	}
+	var report struct {
+		Object struct {
+			APIVersion, Kind, Namespace, Name, UID string
+		} `json:"object"`
+		Exists      *bool `json:"exists"`
+		Controllers []struct {
+			Controller struct{ APIVersion, Kind, Name string } `json:"controller"`
+			Selected   *bool                                   `json:"selected"`
+			Finalizing *bool                                   `json:"finalizing"`
+			HookCalls  map[string]int                          `json:"hookCalls"`
+			Settled    *bool                                   `json:"settled"`
+			Error      string                                  `json:"error"`
+			Changed    *bool                                   `json:"changed"`
+			Children   []struct {
+				APIVersion, Kind, Namespace, Name, UID string
+				Action                                 string `json:"action"`
+				Changes                                []struct {
+					Path, Op string
+					Old, New any
+				} `json:"changes"`
+			} `json:"children"`
+			Object []struct {
+				Path, Op string
+				Old, New any
+			} `json:"object"`
+			Events []struct {
+				Object, Type, Reason, Message string
+			} `json:"events"`
+			Writes []struct {
+				Method, Path, Group, Version, Resource, Namespace, Name, Subresource string
+				ContentType, Error                                                   string
+				Code                                                                 int
+				Request, Response                                                    json.RawMessage
+				Simulated                                                            bool
+			} `json:"writes"`
+		} `json:"controllers"`
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&report); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if report.Object.Kind != "HelloWorld" || report.Object.Name != "p" || report.Object.UID == "" || report.Exists == nil || !*report.Exists {
+		t.Errorf("object: %+v exists %v", report.Object, report.Exists)
+	}
+	if len(report.Controllers) != 1 {
+		t.Fatalf("%d controllers, want 1:\n%s", len(report.Controllers), out)
+	}
+	c := report.Controllers[0]
+	if c.Controller.Name != "plan-json" || !*c.Selected || *c.Finalizing || c.HookCalls["sync"] < 1 || !*c.Settled || !*c.Changed || c.Error != "" {
+		t.Errorf("controller plan: %+v", c)
+	}
+	if len(c.Children) != 1 || c.Children[0].Action != "update" || len(c.Children[0].Changes) != 1 ||
+		c.Children[0].Changes[0].Path != ".data.greeting" || c.Children[0].Changes[0].New != "Howdy, World!" {
+		t.Errorf("children: %+v", c.Children)
+	}
+	if len(c.Object) == 0 {
+		t.Error("no change to the parent's status")
+	}
+	patched := false
+	for _, w := range c.Writes {
+		patched = patched || ((w.Method == "PUT" || w.Method == "PATCH") && w.Resource == "configmaps" && w.Name == "p-greeting" && w.Code == 200 && len(w.Response) > 0)
+	}
+	if !patched {
+		t.Errorf("writes lack the ConfigMap's update:\n%s", out)
+	}
+}
