@@ -12,6 +12,7 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/metactl/metactl/internal/jsondiff"
+	"github.com/metactl/metactl/internal/redact"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/composite"
 	"github.com/metactl/metactl/pkg/controller"
@@ -417,6 +418,10 @@ func (p *Planner) planOne(ctx context.Context, ctrlObj, obj *unstructured.Unstru
 	}
 	cp.Children = childrenOf(k.Dependents().Resources, t, obj, cp.Writes)
 	cp.Object = diff(ownFields(obj), ownFields(t.Object))
+	for i := range cp.Writes {
+		cp.Writes[i].Request = redactJSON(cp.Writes[i].Request)
+		cp.Writes[i].Response = redactJSON(cp.Writes[i].Response)
+	}
 	cp.Changed = len(cp.Object) > 0
 	for _, c := range cp.Children {
 		cp.Changed = cp.Changed || c.Action != Unchanged
@@ -469,6 +474,9 @@ func expand(old, new map[string]any) map[string]any {
 // ownFields are the fields of obj a sync writes: labels, annotations,
 // finalizers, status.
 func ownFields(obj *unstructured.Unstructured) map[string]any {
+	if redacted, ok := redact.Value(obj.Object).(map[string]any); ok {
+		obj = &unstructured.Unstructured{Object: redacted}
+	}
 	meta := map[string]any{}
 	if l := obj.GetLabels(); len(l) > 0 {
 		meta["labels"] = l
@@ -484,6 +492,14 @@ func ownFields(obj *unstructured.Unstructured) map[string]any {
 		out["status"] = s
 	}
 	return toJSON(out)
+}
+
+// redactJSON returns body with every Secret's data redacted.
+func redactJSON(body json.RawMessage) json.RawMessage {
+	if body == nil {
+		return nil
+	}
+	return json.RawMessage(redact.JSON(body))
 }
 
 // toJSON returns v as encoding/json decodes it (map[string]string and
@@ -612,9 +628,10 @@ func writeError(w Write) string {
 // meaningful returns obj without what the API server maintains
 // (managedFields, resourceVersion, generation, creationTimestamp, the
 // UID of a new object) and without metactl's last-applied annotation,
-// whose changes the other fields show.
+// whose changes the other fields show; a Secret's data is redacted (see
+// internal/redact).
 func meaningful(obj map[string]any, created bool) map[string]any {
-	out := toJSON(obj)
+	out, _ := redact.Value(toJSON(obj)).(map[string]any)
 	meta, _ := out["metadata"].(map[string]any)
 	if meta == nil {
 		return out

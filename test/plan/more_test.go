@@ -59,6 +59,22 @@ func TestPlanInvalidAnswer(t *testing.T) {
 	}
 }
 
+// TestPlanUnsettled: a hook whose status changes on every call does not
+// settle: the plan says so and has changes (exit 2).
+func TestPlanUnsettled(t *testing.T) {
+	ns, h, metactl := setup(t, "plan-unsettled")
+	h.mode.Store("unsettled")
+	out, errOut, code := plan(t, metactl, "helloworlds/p", "-n", ns)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"5 sync; does not settle in 5 calls", "HookNotSettled", ".status.calls"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // TestPlanHookURL: the controller in the cluster names a hook that does
 // not answer; --hook-url calls another, with --controller's object too;
 // a hook given as a Service is refused with what to do.

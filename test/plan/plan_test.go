@@ -74,7 +74,8 @@ var (
 
 // hook is a hello-world sync hook whose answer a test switches: "ok"
 // (a ConfigMap with "Hello, WHO!"), "changed" ("Howdy, WHO!"), "invalid"
-// (a child of an undeclared resource).
+// (a child of an undeclared resource), "unsettled" (a status that
+// counts the calls, so never the same).
 type hook struct {
 	*httptest.Server
 	mode  atomic.Value
@@ -105,11 +106,15 @@ func startHook(t *testing.T) *hook {
 			"metadata": map[string]any{"name": req.Parent.GetName() + "-greeting"},
 			"data":     map[string]any{"greeting": greeting},
 		}}
+		status := map[string]any{"greeting": greeting, "configMaps": len(req.Children["ConfigMap.v1"])}
+		if mode == "unsettled" {
+			status["calls"] = h.calls.Load() // changes on every call
+		}
 		if mode == "invalid" {
 			children = append(children, map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "not-declared"}})
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{
-			"status":   map[string]any{"greeting": greeting, "configMaps": len(req.Children["ConfigMap.v1"])},
+			"status":   status,
 			"children": children,
 		})
 	}))
@@ -332,7 +337,7 @@ func TestPlanWritesNothing(t *testing.T) {
 	if writes == 0 {
 		t.Fatal("the audit log has no write request of metactl plan: the test cannot tell whether they are dry runs")
 	}
-	t.Logf("%d write requests of metactl plan, all dry runs", writes)
+	t.Logf("%d write requests of metactl plan", writes)
 	if rv := resourceVersion(t, helloGVR, ns, "p"); rv != parentRV {
 		t.Errorf("the parent's resourceVersion changed: %s, was %s", rv, parentRV)
 	}
