@@ -90,10 +90,9 @@ func runPlan(ctx context.Context, out io.Writer, f *planFlags, args []string) er
 	}
 
 	var (
-		loaderNamespace func() (string, error)
-		p               *plan.Planner
-		obj             *unstructured.Unstructured
-		exists          = true
+		p      *plan.Planner
+		obj    *unstructured.Unstructured
+		exists = true
 	)
 	newPlanner := func(o plan.Options) (*plan.Planner, error) {
 		o.Controllers, o.HookURL, o.CustomizeHookURL = controllers, f.hookURL, f.customizeHookURL
@@ -130,14 +129,13 @@ func runPlan(ctx context.Context, out io.Writer, f *planFlags, args []string) er
 		if err != nil {
 			return err
 		}
-		loaderNamespace = func() (string, error) { ns, _, err := loader.Namespace(); return ns, err }
 		if p, err = newPlanner(plan.Options{Config: cfg}); err != nil {
 			return err
 		}
 		defer p.Close()
 		ns := f.namespace
 		if ns == "" {
-			if ns, err = loaderNamespace(); err != nil {
+			if ns, _, err = loader.Namespace(); err != nil {
 				return fmt.Errorf("the kubeconfig's namespace: %w", err)
 			}
 		}

@@ -1,0 +1,107 @@
+package plan
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// TestDryRunMarksEveryWrite: each request whose method may write goes out
+// with dryRun=All (replacing another value), its body intact, and is
+// recorded with its answer; reads go out as they are, unrecorded.
+func TestDryRunMarksEveryWrite(t *testing.T) {
+	type seen struct{ method, dryRun, body string }
+	var got []seen
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got = append(got, seen{r.Method, strings.Join(r.URL.Query()["dryRun"], ","), string(body)})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"ConfigMap"}`))
+	}))
+	defer srv.Close()
+	d := &DryRun{}
+	client := &http.Client{Transport: d.Wrap(http.DefaultTransport)}
+	for _, method := range []string{"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"} {
+		req, _ := http.NewRequest(method, srv.URL+"/api/v1/namespaces/ns/configmaps/a?dryRun=None", strings.NewReader(`{"a":1}`))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	for _, s := range got {
+		write := IsWrite(s.method)
+		if write && (s.dryRun != "All" || s.body != `{"a":1}`) {
+			t.Errorf("%s went out with dryRun=%q, body %q", s.method, s.dryRun, s.body)
+		}
+		if !write && s.dryRun != "None" {
+			t.Errorf("%s was changed: dryRun=%q", s.method, s.dryRun)
+		}
+	}
+	writes := d.Writes(0)
+	if len(writes) != 4 {
+		t.Fatalf("%d writes recorded, want 4: %+v", len(writes), writes)
+	}
+	for _, w := range writes {
+		if w.Code != 200 || string(w.Response) != `{"kind":"ConfigMap"}` || w.Resource != "configmaps" || w.Namespace != "ns" || w.Name != "a" {
+			t.Errorf("recorded %+v", w)
+		}
+	}
+}
+
+func TestParsePath(t *testing.T) {
+	for path, want := range map[string][6]string{
+		"/api/v1/namespaces/ns/configmaps":                  {"", "v1", "configmaps", "ns", "", ""},
+		"/api/v1/namespaces/ns/configmaps/a":                {"", "v1", "configmaps", "ns", "a", ""},
+		"/apis/example.io/v1/namespaces/ns/things/a/status": {"example.io", "v1", "things", "ns", "a", "status"},
+		"/apis/example.io/v1/clusterthings/a":               {"example.io", "v1", "clusterthings", "", "a", ""},
+		"/api/v1/namespaces/ns":                             {"", "v1", "namespaces", "", "ns", ""},
+		"/apis/apps/v1/namespaces/ns/deployments/d/scale":   {"apps", "v1", "deployments", "ns", "d", "scale"},
+		"/version": {},
+	} {
+		g, v, r, ns, n, s := ParsePath(path)
+		if got := [6]string{g, v, r, ns, n, s}; got != want {
+			t.Errorf("ParsePath(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+// TestSimulatedPatches: the writes to an object not yet created are
+// answered from memory, merge and JSON patches alike, one after the other.
+func TestSimulatedPatches(t *testing.T) {
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.io/v1", "kind": "Thing",
+		"metadata": map[string]any{"name": "a", "namespace": "ns", "uid": "u1"},
+	}}
+	s, err := newSimulated(obj, schema.GroupVersionResource{Group: "example.io", Version: "v1", Resource: "things"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	merge := &Write{Method: "PATCH", Group: "example.io", Version: "v1", Resource: "things", Namespace: "ns", Name: "a",
+		ContentType: "application/merge-patch+json", Request: []byte(`{"metadata":{"finalizers":["f"]}}`)}
+	if code, _, ok := s.write(merge); !ok || code != 200 {
+		t.Fatalf("merge patch: %d %v", code, ok)
+	}
+	status := &Write{Method: "PATCH", Group: "example.io", Version: "v1", Resource: "things", Namespace: "ns", Name: "a", Subresource: "status",
+		ContentType: "application/json-patch+json", Request: []byte(`[{"op":"test","path":"/metadata/uid","value":"u1"},{"op":"add","path":"/status","value":{"x":1}}]`)}
+	code, body, ok := s.write(status)
+	if !ok || code != 200 || !strings.Contains(string(body), `"finalizers":["f"]`) || !strings.Contains(string(body), `"status":{"x":1}`) {
+		t.Fatalf("JSON patch: %d %v %s", code, ok, body)
+	}
+	other := *merge
+	other.Name = "b"
+	if _, _, ok := s.write(&other); ok {
+		t.Error("a write of another object was simulated")
+	}
+	bad := *status
+	bad.Request = []byte(`[{"op":"test","path":"/metadata/uid","value":"other"}]`)
+	if code, _, ok := s.write(&bad); !ok || code != 422 {
+		t.Errorf("a failed test: %d %v, want 422", code, ok)
+	}
+}
