@@ -35,6 +35,10 @@
 // DependentWriter) and the cache (Kind) through small interfaces, so
 // that its rules are tested with fakes.
 //
+// Engine.StartCaches and Engine.SyncOnce run the same sync for one object
+// on the caller's goroutine, without the work queue (metactl plan:
+// pkg/plan).
+//
 // The package also holds the Options a controller is built with, the
 // error for an invalid spec, and the bookkeeping of informers (Watches)
 // and failing objects (Failing).

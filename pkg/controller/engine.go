@@ -166,6 +166,10 @@ func (r restObjects) Patch(ctx context.Context, gvr schema.GroupVersionResource,
 // Name returns the controller's name.
 func (e *Engine) Name() string { return e.name }
 
+// Finalizer returns the finalizer the controller puts on its objects
+// while it has a finalize hook.
+func (e *Engine) Finalizer() string { return e.cfg.Finalizer }
+
 // HookCredentialError returns the error of the last hook call (sync,
 // finalize or customize) when it failed for the hook's credentials (a
 // missing Secret, a malformed CA bundle, ...), else nil.

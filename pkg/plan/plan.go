@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -261,6 +262,7 @@ type kindController interface {
 	SyncOnce(ctx context.Context, obj *unstructured.Unstructured) (*controller.Target, error)
 	Stop()
 	Dependents() *children.Declared
+	Finalizer() string
 }
 
 // callCounter counts hook calls by hook.
@@ -318,25 +320,12 @@ func (p *Planner) Controllers(ctx context.Context, obj *unstructured.Unstructure
 			if !ok {
 				continue
 			}
-			if res.Selects == nil || res.Selects(obj) || hasControllerFinalizer(obj, c) {
+			if res.Selects == nil || res.Selects(obj) || slices.Contains(obj.GetFinalizers(), k.Finalizer()) {
 				out = append(out, c)
 			}
 		}
 	}
 	return out, nil
-}
-
-// hasControllerFinalizer reports whether obj carries the finalizer of
-// controller c (metacontroller.io/compositecontroller-NAME,
-// metacontroller.io/decoratorcontroller-NAME).
-func hasControllerFinalizer(obj, c *unstructured.Unstructured) bool {
-	want := "metacontroller.io/" + strings.ToLower(c.GetKind()) + "-" + c.GetName()
-	for _, f := range obj.GetFinalizers() {
-		if f == want {
-			return true
-		}
-	}
-	return false
 }
 
 // Plan plans one sync of obj by each controller of Controllers. exists
