@@ -59,6 +59,22 @@ func TestPlanInvalidAnswer(t *testing.T) {
 	}
 }
 
+// TestPlanRefusedWrite: a child the API server refuses, as its dry run
+// shows, fails the plan (exit 1), naming the child and the refusal.
+func TestPlanRefusedWrite(t *testing.T) {
+	ns, h, metactl := setup(t, "plan-refused")
+	h.mode.Store("refused")
+	out, errOut, code := plan(t, metactl, "helloworlds/p", "-n", ns)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"ConfigMap " + ns + "/p-greeting: update (refused: 422", "error: "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // TestPlanUnsettled: a hook whose status changes on every call does not
 // settle: the plan says so and has changes (exit 2).
 func TestPlanUnsettled(t *testing.T) {

@@ -75,7 +75,8 @@ var (
 // hook is a hello-world sync hook whose answer a test switches: "ok"
 // (a ConfigMap with "Hello, WHO!"), "changed" ("Howdy, WHO!"), "invalid"
 // (a child of an undeclared resource), "unsettled" (a status that
-// counts the calls, so never the same).
+// counts the calls, so never the same), "refused" (a ConfigMap the API
+// server's validation refuses).
 type hook struct {
 	*httptest.Server
 	mode  atomic.Value
@@ -109,6 +110,10 @@ func startHook(t *testing.T) *hook {
 		status := map[string]any{"greeting": greeting, "configMaps": len(req.Children["ConfigMap.v1"])}
 		if mode == "unsettled" {
 			status["calls"] = h.calls.Load() // changes on every call
+		}
+		if mode == "refused" {
+			// A data key the API server's validation refuses.
+			children[0].(map[string]any)["data"] = map[string]any{"not a key!": greeting}
 		}
 		if mode == "invalid" {
 			children = append(children, map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "not-declared"}})
