@@ -35,6 +35,9 @@ type Options struct {
 	// APIServerFlags are further kube-apiserver flags (see
 	// controlplane.Options).
 	APIServerFlags map[string]string
+	// RemoveAtExit are folders Main removes once the control plane has
+	// stopped (those of APIServerFlags' files, say).
+	RemoveAtExit []string
 }
 
 // Environment is a running control plane with clients for it. Its fields
@@ -153,6 +156,7 @@ func Main(m *testing.M, opts Options, env **Environment) {
 	stopAndExit := func(why string) {
 		fmt.Fprintf(os.Stderr, "testenv: %s; stopping the control plane\n", why)
 		_ = e.Stop()
+		removeAll(opts.RemoveAtExit)
 		os.Exit(1)
 	}
 	signals := make(chan os.Signal, 1)
@@ -188,7 +192,14 @@ func Main(m *testing.M, opts Options, env **Environment) {
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
 	}
+	removeAll(opts.RemoveAtExit)
 	os.Exit(code)
+}
+
+func removeAll(dirs []string) {
+	for _, dir := range dirs {
+		_ = os.RemoveAll(dir)
+	}
 }
 
 // mkdirTemp makes a temporary folder that lives as long as the test binary.

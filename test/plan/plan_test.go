@@ -60,10 +60,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	// testenv.Main exits; the folder is small and in the temporary folder.
 	testenv.Main(m, testenv.Options{
 		ExtraCRDPaths:  []string{filepath.Join(root, "examples", "python", "hello-world", "crd.yaml")},
 		APIServerFlags: map[string]string{"audit-policy-file": policy, "audit-log-path": auditLog, "audit-log-mode": "blocking"},
+		RemoveAtExit:   []string{dir},
 	}, &env)
 }
 
