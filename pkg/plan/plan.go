@@ -516,6 +516,9 @@ func childrenOf(resources []*children.Resource, t *controller.Target, obj *unstr
 			if w.Group != gvr.Group || w.Version != gvr.Version || w.Resource != gvr.Resource || w.Subresource != "" {
 				continue
 			}
+			if w.Name == obj.GetName() && w.Namespace == obj.GetNamespace() && obj.GetAPIVersion() == res.APIVersion && obj.GetKind() == res.Kind {
+				continue // the object itself, of the same resource as its attachments
+			}
 			result := map[string]any{}
 			_ = json.Unmarshal(w.Response, &result)
 			name := w.Name
