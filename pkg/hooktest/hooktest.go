@@ -380,11 +380,15 @@ func (t *tester) do(ctx context.Context, name string, hook *v1alpha1.Hook, reque
 	start := time.Now()
 	err := t.client.Call(ctx, t.name, name, hook, request, response)
 	c := call{err: err, d: time.Since(start)}
+	// A hook that answered, even too slowly, was reached.
 	var ue *hooks.UnreachableError
-	if !errors.As(err, &ue) {
+	switch {
+	case !errors.As(err, &ue):
 		t.answered++
 		c.body = bytes.Clone(t.capture.body.Bytes())
-	} else if t.unreachable == nil {
+	case ue.Timeout():
+		t.answered++
+	case t.unreachable == nil:
 		t.unreachable = err
 	}
 	return c
