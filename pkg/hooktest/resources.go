@@ -45,9 +45,8 @@ var builtin = []struct {
 // OfflineResources returns the resources known without a cluster: those
 // of the CRDs (their served versions), a small table of Kubernetes'
 // built-in resources, and, when parentResource (plural) is not among
-// them, the kind of the sample parent (namespaced when it has a
-// namespace; a note says what was assumed). notes say what the reader
-// should know.
+// them, the kind of the sample parent, taken as namespaced (a note says
+// so). notes say what the reader should know.
 func OfflineResources(crds []*apiextensionsv1.CustomResourceDefinition, parent *unstructured.Unstructured, parentAPIVersion, parentResource string) (resources *discovery.ResourceMap, notes []string) {
 	lists := map[string]*metav1.APIResourceList{}
 	add := func(gv, name, kind string, namespaced, status bool) {
@@ -86,12 +85,10 @@ func OfflineResources(crds []*apiextensionsv1.CustomResourceDefinition, parent *
 			}
 		}
 		if !known {
-			namespaced := parent.GetNamespace() != ""
-			scope := "cluster-scoped (the sample parent has no namespace)"
-			if namespaced {
-				scope = "namespaced (the sample parent has a namespace)"
-			}
-			add(parentAPIVersion, parentResource, parent.GetKind(), namespaced, true)
+			// Most resources are namespaced, and so are most samples
+			// without a namespace (kubectl puts them in the default one).
+			add(parentAPIVersion, parentResource, parent.GetKind(), true, true)
+			scope := "namespaced"
 			notes = append(notes, fmt.Sprintf("offline: %s %s taken as kind %s, %s; pass its CRD with --crd to be sure", parentAPIVersion, parentResource, parent.GetKind(), scope))
 		}
 	}

@@ -55,14 +55,14 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) {
 	roundsRelated := related
 	if present != nil {
 		roundsRelated = present
-		relatedWord = ", one related object of each resource the customize hook declared"
+		relatedWord = ", a related object per related resource"
 	}
 	empty := observedSet{}
 	for _, res := range t.kind.Dependents().Resources {
 		empty[res] = children.Set{}
 	}
 	if t.customize != nil {
-		q := &Request{Hook: "sync", Name: "related-empty", Description: "the parent without status, no children, an empty entry for every related resource the customize hook declared"}
+		q := &Request{Hook: "sync", Name: "related-empty", Description: "the parent without status, no children, no related objects (an empty entry per related resource)"}
 		if present != nil {
 			t.send(ctx, q, sync, "sync", t.sync, parent, empty, related, false)
 		} else {
@@ -78,10 +78,10 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) {
 	settled, failed := false, false
 	var last []jsondiff.Change
 	for round := 1; round <= controller.MaxRounds; round++ {
-		q := &Request{Hook: "sync", Name: "no-children", Description: "the parent without status, an empty entry for every declared resource" + relatedWord}
+		q := &Request{Hook: "sync", Name: "no-children", Description: "the parent without status, no children (an empty entry per resource)" + relatedWord}
 		if round > 1 {
 			q.Name = fmt.Sprintf("own-children-%d", round-1)
-			q.Description = "the children and status its last answer asked for, as metactl would hand them back (uid, ownerReferences, last-applied)"
+			q.Description = "its own children and status, as metactl hands them back"
 		}
 		a := t.send(ctx, q, sync, "sync", t.sync, seen, observed, roundsRelated, false)
 		if a == nil {
@@ -102,11 +102,11 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) {
 	}
 	if !settled && !failed {
 		t.report.add(Warning, CheckNotFixedPoint, "sync", fmt.Sprintf("own-children-%d", controller.MaxRounds-1),
-			fmt.Sprintf("still asking for changes after %d calls, each given what the last one asked for (metactl syncs such a parent again and again, with backoff); what the last answer changed:", controller.MaxRounds), last)
+			fmt.Sprintf("still asking for changes after %d calls, each given what the last one asked for (metactl syncs such a parent again and again, with backoff); what the last answer changed is below", controller.MaxRounds), last)
 	}
 
 	// A child being deleted.
-	q := &Request{Hook: "sync", Name: "child-deleting", Description: "its own children, one of them being deleted (deletionTimestamp set)"}
+	q := &Request{Hook: "sync", Name: "child-deleting", Description: "its own children, one being deleted (deletionTimestamp set)"}
 	if deleting, ok := withDeleting(observed); ok && !failed {
 		t.send(ctx, q, sync, "sync", t.sync, seen, deleting, roundsRelated, false)
 	} else {
@@ -129,7 +129,7 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) {
 		return
 	}
 	if controller.Count(observed) > 0 {
-		q := &Request{Hook: "finalize", Name: "finalizing-children", Description: "finalizing: true, the parent being deleted, with its own children"}
+		q := &Request{Hook: "finalize", Name: "finalizing-children", Description: "finalizing: true, the parent being deleted, its own children"}
 		t.send(ctx, q, fsync, "finalize", t.finalize, deleted, observed, roundsRelated, true)
 	}
 	q = &Request{Hook: "finalize", Name: "finalizing-no-children", Description: "finalizing: true, the parent being deleted, no children left"}
@@ -226,7 +226,7 @@ func (t *tester) compare(hookName, request string, a, b call) {
 		return
 	}
 	if changes := jsondiff.Diff(va, vb); len(changes) > 0 {
-		t.report.add(Error, CheckNondeterministic, hookName, request, "two answers to the same request differ (first -> second):", changes)
+		t.report.add(Error, CheckNondeterministic, hookName, request, "two answers to the same request differ (first -> second)", changes)
 	}
 }
 
