@@ -131,11 +131,10 @@ func runHookTest(ctx context.Context, out, errOut io.Writer, f *hookTestFlags) e
 		return err
 	}
 	if f.output == "json" {
-		b, err := json.MarshalIndent(report, "", "  ")
-		if err != nil {
-			return err
-		}
-		if _, err := out.Write(append(b, '\n')); err != nil {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(report); err != nil {
 			return err
 		}
 	} else if err := report.WriteText(out); err != nil {

@@ -111,7 +111,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.run(ctx, parent)
+	if err := t.run(ctx, parent); err != nil {
+		return nil, err
+	}
 	if t.answered == 0 && t.unreachable != nil {
 		return nil, &SetupError{Err: fmt.Errorf("no request reached the hook: %w", t.unreachable)}
 	}

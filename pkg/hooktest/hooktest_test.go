@@ -545,3 +545,16 @@ func TestJSONReport(t *testing.T) {
 		t.Errorf("no finding in %s", b)
 	}
 }
+
+// TestParentWithoutSelector: a parent metactl could not sync (no
+// spec.selector, no generateSelector) stops the test.
+func TestParentWithoutSelector(t *testing.T) {
+	srv := hookServer(t, good)
+	obj := controllerObject(t, setup{}, srv.URL)
+	unstructured.RemoveNestedField(obj.Object, "spec", "generateSelector")
+	resources, _ := OfflineResources([]*apiextensionsv1.CustomResourceDefinition{crd}, nil, "", "")
+	_, err := Run(context.Background(), Options{Controller: obj, Parent: parentObject(), Resources: resources})
+	if _, ok := errors.AsType[*SetupError](err); !ok || !strings.Contains(err.Error(), "spec.selector") {
+		t.Fatalf("error %v, want a *SetupError about spec.selector", err)
+	}
+}

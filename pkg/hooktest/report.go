@@ -72,8 +72,11 @@ type Finding struct {
 	Message string `json:"message"`
 	// Fix says how to fix it.
 	Fix string `json:"fix"`
-	// Diff, for nondeterministic and not-fixed-point findings, are the
-	// fields that differ.
+	// Diff are the fields that differ: for nondeterministic, from the
+	// first answer to the second; for not-fixed-point, what the last
+	// answer changes of what the hook was given (children under
+	// .children["Kind key"] or .attachments[...], .status,
+	// .metadata.labels, .metadata.annotations).
 	Diff []jsondiff.Change `json:"diff,omitempty"`
 }
 

@@ -34,12 +34,10 @@ type answered struct {
 }
 
 // run sends the requests and checks the answers.
-func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) {
+func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) error {
 	sync, err := t.kind.Offline(parent)
 	if err != nil {
-		t.report.Notes = append(t.report.Notes, fmt.Sprintf("no sync request could be built for the parent: %v", err))
-		t.report.Requests = append(t.report.Requests, Request{Name: "no-children", Hook: "sync", Description: "the parent without status, no children", Skipped: err.Error()})
-		return
+		return &SetupError{Err: fmt.Errorf("no sync request can be built for the parent, as metactl could not sync it: %w", err)}
 	}
 	// Related objects: none without a customize hook (as the engine
 	// sends them); with one, the resources it declares, empty and with an
@@ -102,7 +100,7 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) {
 	}
 	if !settled && !failed {
 		t.report.add(Warning, CheckNotFixedPoint, "sync", fmt.Sprintf("own-children-%d", controller.MaxRounds-1),
-			fmt.Sprintf("still asking for changes after %d calls, each given what the last one asked for (metactl syncs such a parent again and again, with backoff); what the last answer changed is below", controller.MaxRounds), last)
+			fmt.Sprintf("still asking for changes after %d calls, each given what the last one asked for (metactl syncs such a parent again and again, with backoff)", controller.MaxRounds), last)
 	}
 
 	// A child being deleted.
@@ -117,7 +115,7 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) {
 	// The finalize hook.
 	if t.finalize == nil {
 		t.report.Requests = append(t.report.Requests, Request{Hook: "finalize", Name: "finalizing", Description: "finalizing: true", Skipped: "the controller has no finalize hook"})
-		return
+		return nil
 	}
 	deleted := seen.DeepCopy()
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC))
@@ -126,7 +124,7 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) {
 	fsync, err := t.kind.Offline(deleted)
 	if err != nil {
 		t.report.Requests = append(t.report.Requests, Request{Hook: "finalize", Name: "finalizing", Description: "finalizing: true", Skipped: err.Error()})
-		return
+		return nil
 	}
 	if controller.Count(observed) > 0 {
 		q := &Request{Hook: "finalize", Name: "finalizing-children", Description: "finalizing: true, the parent being deleted, its own children"}
@@ -137,6 +135,7 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) {
 		t.report.add(Error, CheckNotFinalized, "finalize", q.Name, "finalizing with no children left, the answer does not have \"finalized\": true", nil)
 		t.report.Requests[len(t.report.Requests)-1].OK = false
 	}
+	return nil
 }
 
 // finalizerName is the finalizer metactl puts on the parents of the
