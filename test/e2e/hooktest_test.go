@@ -17,6 +17,7 @@ import (
 // output and exit code.
 func runHookTest(t *testing.T, args ...string) (string, int) {
 	t.Helper()
+	statSources(t) // a change to metactl's sources runs these tests again
 	metactl := testenv.BuildMetactl(t)
 	cmd := exec.Command(metactl, append([]string{"hook", "test"}, args...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG=") // no kubeconfig unless given
