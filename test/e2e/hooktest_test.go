@@ -130,3 +130,29 @@ func TestHookTestBrokenHook(t *testing.T) {
 		t.Errorf("service hook: exit code %d, want 1 and a word on --hook-url:\n%s", code, out)
 	}
 }
+
+// TestHookTestExamples: every example's hook passes `metactl hook test`,
+// its resources resolved by the cluster, its sample as the parent.
+func TestHookTestExamples(t *testing.T) {
+	examples, err := filepath.Glob(repo(t, "examples", "*", "*", "controller.yaml"))
+	if err != nil || len(examples) < 8 {
+		t.Fatalf("examples: %v %v", examples, err)
+	}
+	for _, controller := range examples {
+		dir := filepath.Dir(controller)
+		t.Run(filepath.Base(filepath.Dir(dir))+"/"+filepath.Base(dir), func(t *testing.T) {
+			interpreter, hook := "python3", filepath.Join(dir, "hook.py")
+			if !fileExists(hook) {
+				interpreter, hook = "node", filepath.Join(dir, "hook.js")
+			}
+			port := testenv.FreePort(t)
+			p := testenv.StartProcess(t, interpreter, hook, "--port", fmt.Sprint(port))
+			waitListening(t, p, port)
+			out, code := runHookTest(t, "--controller", controller, "--parent", filepath.Join(dir, "sample.yaml"),
+				"--hook-url", fmt.Sprintf("http://127.0.0.1:%d", port), "--kubeconfig", env.KubeconfigPath)
+			if code != 0 || !strings.Contains(out, "0 errors, 0 warnings") || !strings.Contains(out, "(resources: cluster)") {
+				t.Fatalf("exit code %d, want 0 without findings:\n%s", code, out)
+			}
+		})
+	}
+}
