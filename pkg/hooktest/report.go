@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/metactl/metactl/internal/jsondiff"
+	"github.com/metactl/metactl/internal/textcut"
 )
 
 // Severity says whether a finding fails the test.
@@ -169,6 +170,10 @@ func (r *Report) finish() {
 	r.Errors, r.Warnings = len(errs), len(warns)
 }
 
+// MaxTextMessageBytes bounds a finding's message as WriteText prints it
+// (a hook's error page can be long); -o json has it whole.
+const MaxTextMessageBytes = 400
+
 // WriteText prints the report for people: the hooks, one line per request,
 // then one line per finding with its fix (its differing fields below it).
 func (r *Report) WriteText(w io.Writer) error {
@@ -199,7 +204,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		b.WriteString("\n")
 	}
 	for _, f := range r.Findings {
-		fmt.Fprintf(&b, "%s: %s hook [%s] (%s): %s; fix: %s\n", f.Severity, f.Hook, f.Check, strings.Join(f.Requests, ", "), f.Message, f.Fix)
+		fmt.Fprintf(&b, "%s: %s hook [%s] (%s): %s; fix: %s\n", f.Severity, f.Hook, f.Check, strings.Join(f.Requests, ", "), textcut.Cut(f.Message, MaxTextMessageBytes), f.Fix)
 		for _, c := range f.Diff {
 			b.WriteString("    " + c.String() + "\n")
 		}
