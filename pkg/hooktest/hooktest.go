@@ -243,33 +243,8 @@ func (t *tester) hook(name string, h *v1alpha1.Hook, override string) (*v1alpha1
 	if err != nil {
 		return nil, setupErrorf("the %s hook's webhook: %w", name, err)
 	}
-	mode := v1alpha1.ResponseUnMarshallModeLoose
-	if m := w.ResponseUnMarshallMode; m != nil {
-		mode = *m
-	} else if *h.Version == v1alpha1.HookVersionV2 {
-		mode = v1alpha1.ResponseUnMarshallModeStrict
-	}
-	t.report.Hooks = append(t.report.Hooks, Hook{Name: name, URL: redact.URL(addr), Version: string(*h.Version), Mode: string(mode), Timeout: timeout(w).String()})
+	t.report.Hooks = append(t.report.Hooks, Hook{Name: name, URL: redact.URL(addr), Version: string(*h.Version), Mode: string(hooks.ResponseMode(h)), Timeout: hooks.Timeout(w).String()})
 	return h, nil
-}
-
-// timeout is the hook's timeout, as pkg/hooks applies it.
-func timeout(w *v1alpha1.Webhook) time.Duration {
-	if w.Timeout != nil && w.Timeout.Duration > 0 {
-		return w.Timeout.Duration
-	}
-	return v1alpha1.DefaultHookTimeout
-}
-
-// mode is the hook's response mode, as pkg/hooks applies it.
-func mode(h *v1alpha1.Hook) v1alpha1.ResponseUnMarshallMode {
-	if m := h.Webhook.ResponseUnMarshallMode; m != nil {
-		return *m
-	}
-	if *h.Version == v1alpha1.HookVersionV2 {
-		return v1alpha1.ResponseUnMarshallModeStrict
-	}
-	return v1alpha1.ResponseUnMarshallModeLoose
 }
 
 // fakeUID is the UID of the parent hook test makes up, when the sample
@@ -404,8 +379,8 @@ func (t *tester) do(ctx context.Context, name string, hook *v1alpha1.Hook, reque
 	return c
 }
 
-// classify reports a failed call as a finding of request; false when the
-// error is not the hook's (the context ended).
+// classify reports a failed call as a finding of request, unless ctx
+// ended (the error is then not the hook's).
 func (t *tester) classify(ctx context.Context, hookName string, hook *v1alpha1.Hook, request string, c call, response hooks.Response) {
 	if ctx.Err() != nil {
 		return
@@ -416,7 +391,7 @@ func (t *tester) classify(ctx context.Context, hookName string, hook *v1alpha1.H
 	)
 	switch {
 	case errors.As(c.err, &ue) && ue.Timeout():
-		t.report.add(Error, CheckTimeout, hookName, request, fmt.Sprintf("no answer within the hook's timeout (%s)", timeout(hook.Webhook)), nil)
+		t.report.add(Error, CheckTimeout, hookName, request, fmt.Sprintf("no answer within the hook's timeout (%s)", hooks.Timeout(hook.Webhook)), nil)
 	case errors.As(c.err, &ue):
 		t.report.add(Error, CheckUnreachable, hookName, request, ue.Error(), nil)
 	case errors.As(c.err, &se):
@@ -445,7 +420,7 @@ func answerCheck(body []byte, hook *v1alpha1.Hook, response hooks.Response) stri
 	}
 	// An answer that strict mode refuses and loose mode reads has
 	// unknown (or duplicate) fields.
-	if mode(hook) == v1alpha1.ResponseUnMarshallModeStrict && response.DecodeHookResponse(body, v1alpha1.ResponseUnMarshallModeLoose) == nil {
+	if hooks.ResponseMode(hook) == v1alpha1.ResponseUnMarshallModeStrict && response.DecodeHookResponse(body, v1alpha1.ResponseUnMarshallModeLoose) == nil {
 		return CheckUnknownFields
 	}
 	return CheckInvalidAnswer
