@@ -423,5 +423,8 @@ func answerCheck(body []byte, hook *v1alpha1.Hook, response hooks.Response) stri
 	if hooks.ResponseMode(hook) == v1alpha1.ResponseUnMarshallModeStrict && response.DecodeHookResponse(body, v1alpha1.ResponseUnMarshallModeLoose) == nil {
 		return CheckUnknownFields
 	}
+	if _, ok := response.(*hooks.CustomizeResponse); ok {
+		return CheckRelatedResources // a rule pkg/hooks refuses
+	}
 	return CheckInvalidAnswer
 }

@@ -521,8 +521,8 @@ func TestRelatedResources(t *testing.T) {
 		}
 		return good(r)
 	})
-	f = only(t, r, CheckInvalidAnswer, Error)
-	if f[0].Hook != "customize" {
+	f = only(t, r, CheckRelatedResources, Error)
+	if f[0].Hook != "customize" || !strings.Contains(f[0].Message, "names") {
 		t.Errorf("finding of the %s hook", f[0].Hook)
 	}
 }

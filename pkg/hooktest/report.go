@@ -55,7 +55,7 @@ var fixes = map[string]string{
 	CheckNondeterministic: "answer the same request with the same answer: no timestamps, random values or map iteration order in the answer (lists of children are compared as sets)",
 	CheckNotFinalized:     "answer \"finalized\": true once finalizing is true and no children are left, else the parent is never deleted",
 	CheckNotFixedPoint:    "given its own children and the status it asked for, the hook should ask for no change (no timestamps or counters of calls in the status), else metactl syncs the parent again and again",
-	CheckRelatedResources: "declare related resources the API server serves, with the rules of the customize hook's protocol",
+	CheckRelatedResources: "declare related resources the API server serves, following the rules of relatedResources (names or a selector, namespace or namespaceSelector)",
 }
 
 // Finding is one thing the hook got wrong.
