@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -556,5 +557,59 @@ func TestParentWithoutSelector(t *testing.T) {
 	_, err := Run(context.Background(), Options{Controller: obj, Parent: parentObject(), Resources: resources})
 	if _, ok := errors.AsType[*SetupError](err); !ok || !strings.Contains(err.Error(), "spec.selector") {
 		t.Fatalf("error %v, want a *SetupError about spec.selector", err)
+	}
+}
+
+// TestHookURLWithPath: a --hook-url with a path is the sync and finalize
+// hooks' address as it is.
+func TestHookURLWithPath(t *testing.T) {
+	var paths sync.Map
+	srv := hookServer(t, func(r *request) (int, any) {
+		paths.Store(r.Path, true)
+		if r.Finalizing {
+			return 200, map[string]any{"children": []any{}, "finalized": true}
+		}
+		return good(r)
+	})
+	resources, _ := OfflineResources([]*apiextensionsv1.CustomResourceDefinition{crd}, nil, "", "")
+	report, err := Run(context.Background(), Options{Controller: controllerObject(t, setup{finalize: true}, "http://127.0.0.1:1"), Parent: parentObject(),
+		Resources: resources, HookURL: srv.URL + "/hook"})
+	if err != nil || report.Errors != 0 {
+		t.Fatalf("Run: %v\n%s", err, text(report))
+	}
+	var got []string
+	paths.Range(func(k, _ any) bool { got = append(got, k.(string)); return true })
+	if len(got) != 1 || got[0] != "/hook" {
+		t.Errorf("called at %v, want /hook only", got)
+	}
+}
+
+// TestOfflineResources: CRDs give kind and scope, the built-in table the
+// common resources, and a parent kind known from neither is taken from
+// the sample, as namespaced, with a note.
+func TestOfflineResources(t *testing.T) {
+	cluster := crd.DeepCopy()
+	cluster.Spec.Scope = apiextensionsv1.ClusterScoped
+	resources, notes := OfflineResources([]*apiextensionsv1.CustomResourceDefinition{cluster}, nil, "", "")
+	ctx := context.Background()
+	if r, err := resources.Get(ctx, "example.metactl.io/v1", "things"); err != nil || r.Kind != "Thing" || r.Namespaced || !r.HasStatus {
+		t.Errorf("things: %+v %v", r, err)
+	}
+	if r, err := resources.Get(ctx, "apps/v1", "deployments"); err != nil || r.Kind != "Deployment" || !r.Namespaced {
+		t.Errorf("deployments: %+v %v", r, err)
+	}
+	if len(notes) != 0 {
+		t.Errorf("notes %v", notes)
+	}
+	sample := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "other.io/v1", "kind": "Widget", "metadata": map[string]any{"name": "w"}}}
+	resources, notes = OfflineResources(nil, sample, "other.io/v1", "widgets")
+	if r, err := resources.Get(ctx, "other.io/v1", "widgets"); err != nil || r.Kind != "Widget" || !r.Namespaced {
+		t.Errorf("widgets: %+v %v", r, err)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "--crd") {
+		t.Errorf("notes %v", notes)
+	}
+	if _, err := resources.Get(ctx, "other.io/v1", "gadgets"); err == nil {
+		t.Errorf("an unknown resource resolved")
 	}
 }
