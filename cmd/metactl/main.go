@@ -43,6 +43,7 @@ calls their webhooks, and applies what the webhooks ask for.`,
 		SilenceErrors: true,
 	}
 	cli.AddKlogFlags(root)
-	root.AddCommand(newVersionCommand(), newRunCommand(), newDevCommand(), newResyncCommand(), newExplainCommand(), newPlanCommand())
+	root.AddCommand(newVersionCommand(), newRunCommand(), newDevCommand(), newResyncCommand(), newExplainCommand(),
+		newPlanCommand(), newHookCommand())
 	return root
 }

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
@@ -99,4 +105,40 @@ func objectArgs(args []string) (resource, name string, err error) {
 		return "", "", fmt.Errorf("%q: want RESOURCE/NAME, such as helloworlds/your-name", strings.Join(args, " "))
 	}
 	return resource, name, nil
+}
+
+// readObjects reads the objects of a YAML or JSON file (- is stdin),
+// several YAML documents included.
+func readObjects(file string) ([]*unstructured.Unstructured, error) {
+	var (
+		data []byte
+		err  error
+	)
+	if file == "-" {
+		data, err = io.ReadAll(os.Stdin)
+	} else {
+		data, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return nil, err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		obj := map[string]any{}
+		if err := dec.Decode(&obj); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if len(obj) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		if u.GetKind() == "" || u.GetAPIVersion() == "" {
+			return nil, fmt.Errorf("%s: an object without apiVersion or kind", file)
+		}
+		out = append(out, u)
+	}
 }

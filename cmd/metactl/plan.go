@@ -1,19 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/metactl/metactl/pkg/plan"
 )
@@ -163,40 +160,4 @@ func runPlan(ctx context.Context, out io.Writer, f *planFlags, args []string) er
 		return &ExitError{Code: ExitChanges}
 	}
 	return nil
-}
-
-// readObjects reads the objects of a YAML or JSON file (- is stdin),
-// several YAML documents included.
-func readObjects(file string) ([]*unstructured.Unstructured, error) {
-	var (
-		data []byte
-		err  error
-	)
-	if file == "-" {
-		data, err = io.ReadAll(os.Stdin)
-	} else {
-		data, err = os.ReadFile(file)
-	}
-	if err != nil {
-		return nil, err
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		obj := map[string]any{}
-		if err := dec.Decode(&obj); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		if len(obj) == 0 {
-			continue
-		}
-		u := &unstructured.Unstructured{Object: obj}
-		if u.GetKind() == "" || u.GetAPIVersion() == "" {
-			return nil, fmt.Errorf("%s: an object without apiVersion or kind", file)
-		}
-		out = append(out, u)
-	}
 }

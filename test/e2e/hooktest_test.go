@@ -1,0 +1,158 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/metactl/metactl/internal/testenv"
+)
+
+// runHookTest runs the built `metactl hook test` with args and returns its
+// output and exit code.
+func runHookTest(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	statSources(t) // a change to metactl's sources runs these tests again
+	metactl := testenv.BuildMetactl(t)
+	cmd := exec.Command(metactl, append([]string{"hook", "test"}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG=") // no kubeconfig unless given
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return string(out), 0
+	}
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		return string(out), ee.ExitCode()
+	}
+	t.Fatalf("running metactl hook test: %v\n%s", err, out)
+	return "", 0
+}
+
+// startHook runs a Python hook file on a free port and returns its base
+// URL.
+func startHook(t *testing.T, file string) string {
+	t.Helper()
+	port := testenv.FreePort(t)
+	p := testenv.StartProcess(t, "python3", file, "--port", fmt.Sprint(port))
+	waitListening(t, p, port)
+	return fmt.Sprintf("http://127.0.0.1:%d", port)
+}
+
+// TestHookTestHelloWorld: the built binary finds nothing wrong with the
+// hello-world example's hook (a real Python process), with the cluster's
+// discovery and offline, and says so with exit code 0.
+func TestHookTestHelloWorld(t *testing.T) {
+	dir := repo(t, "examples", "python", "hello-world")
+	url := startHook(t, filepath.Join(dir, "hook.py"))
+	common := []string{"--controller", filepath.Join(dir, "controller.yaml"), "--parent", filepath.Join(dir, "sample.yaml"), "--hook-url", url}
+
+	out, code := runHookTest(t, append(common, "--kubeconfig", env.KubeconfigPath, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0:\n%s", code, out)
+	}
+	var report struct {
+		Resources string `json:"resources"`
+		Requests  []struct {
+			Name string `json:"name"`
+			Sent int    `json:"sent"`
+			OK   bool   `json:"ok"`
+		} `json:"requests"`
+		Findings []any `json:"findings"`
+		Errors   int   `json:"errors"`
+	}
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if report.Resources != "cluster" || report.Errors != 0 || len(report.Findings) != 0 {
+		t.Errorf("report %+v, want resources from the cluster and no findings", report)
+	}
+	sent := map[string]bool{}
+	for _, q := range report.Requests {
+		if q.Sent > 0 {
+			sent[q.Name] = q.OK
+		}
+	}
+	for _, name := range []string{"no-children", "own-children-1", "child-deleting"} {
+		if ok, was := sent[name]; !was || !ok {
+			t.Errorf("request %s: sent %v, ok %v", name, was, ok)
+		}
+	}
+
+	out, code = runHookTest(t, append(common, "--offline", "--crd", filepath.Join(dir, "crd.yaml"))...)
+	if code != 0 || !strings.Contains(out, "0 errors, 0 warnings") {
+		t.Fatalf("offline: exit code %d, want 0 and no findings:\n%s", code, out)
+	}
+}
+
+// TestHookTestBrokenHook: the hello-world hook changed to put the time in
+// its status answers differently to the same request: exit code 2, and
+// the finding names the field. A hook that nothing answers at is exit 1.
+func TestHookTestBrokenHook(t *testing.T) {
+	dir := repo(t, "examples", "python", "hello-world")
+	src, err := os.ReadFile(filepath.Join(dir, "hook.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const good = `"configMaps": len(children),`
+	if !strings.Contains(string(src), good) {
+		t.Fatalf("hook.py no longer has %s", good)
+	}
+	broken := strings.Replace(string(src), good, good+` "syncedAt": __import__("time").time(),`, 1)
+	file := filepath.Join(t.TempDir(), "hook.py")
+	if err := os.WriteFile(file, []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	url := startHook(t, file)
+	args := []string{"--controller", filepath.Join(dir, "controller.yaml"), "--parent", filepath.Join(dir, "sample.yaml"),
+		"--offline", "--crd", filepath.Join(dir, "crd.yaml")}
+
+	out, code := runHookTest(t, append(args, "--hook-url", url)...)
+	if code != 2 {
+		t.Fatalf("exit code %d, want 2:\n%s", code, out)
+	}
+	if !strings.Contains(out, "error: sync hook [nondeterministic]") || !strings.Contains(out, ".status.syncedAt") {
+		t.Errorf("no nondeterministic finding naming .status.syncedAt:\n%s", out)
+	}
+
+	// Nothing listens at the port of a stopped server.
+	port := testenv.FreePort(t)
+	out, code = runHookTest(t, append(args, "--hook-url", fmt.Sprintf("http://127.0.0.1:%d", port))...)
+	if code != 1 || !strings.Contains(out, "no request reached the hook") {
+		t.Errorf("unreachable hook: exit code %d, want 1:\n%s", code, out)
+	}
+	// A service hook without --hook-url.
+	out, code = runHookTest(t, args...)
+	if code != 1 || !strings.Contains(out, "--hook-url") {
+		t.Errorf("service hook: exit code %d, want 1 and a word on --hook-url:\n%s", code, out)
+	}
+}
+
+// TestHookTestExamples: every example's hook passes `metactl hook test`,
+// its resources resolved by the cluster, its sample as the parent.
+func TestHookTestExamples(t *testing.T) {
+	examples, err := filepath.Glob(repo(t, "examples", "*", "*", "controller.yaml"))
+	if err != nil || len(examples) < 8 {
+		t.Fatalf("examples: %v %v", examples, err)
+	}
+	for _, controller := range examples {
+		dir := filepath.Dir(controller)
+		t.Run(filepath.Base(filepath.Dir(dir))+"/"+filepath.Base(dir), func(t *testing.T) {
+			interpreter, hook := "python3", filepath.Join(dir, "hook.py")
+			if !fileExists(hook) {
+				interpreter, hook = "node", filepath.Join(dir, "hook.js")
+			}
+			port := testenv.FreePort(t)
+			p := testenv.StartProcess(t, interpreter, hook, "--port", fmt.Sprint(port))
+			waitListening(t, p, port)
+			out, code := runHookTest(t, "--controller", controller, "--parent", filepath.Join(dir, "sample.yaml"),
+				"--hook-url", fmt.Sprintf("http://127.0.0.1:%d", port), "--kubeconfig", env.KubeconfigPath)
+			if code != 0 || !strings.Contains(out, "0 errors, 0 warnings") || !strings.Contains(out, "(resources: cluster)") {
+				t.Fatalf("exit code %d, want 0 without findings:\n%s", code, out)
+			}
+		})
+	}
+}
