@@ -71,6 +71,8 @@ type runFlags struct {
 	recordDir      string
 	recordMaxCalls int
 	recordMaxBytes int64
+	// record: false records nothing (manager.Options.Record nil).
+	record bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -126,6 +128,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.BoolVar(&f.allowInsecureCredentials, "allow-insecure-credentials", false, "let hooks called over plain http send authorization, basicAuth and clientTLS credentials, for development only (metactl dev sets it); without it such a controller does not start (Ready=False InsecureCredentials)")
 	fs.BoolVar(&f.requireServiceAccount, "require-service-account", false, "run only controllers annotated metactl.io/service-account (whose writes act as that ServiceAccount); any other is Ready=False Forbidden")
 	fs.StringVar(&f.recordDir, "record-dir", "", "record the hook calls of every controller (except those annotated "+hookrecord.Annotation+": \"false\") and write each, as it is made, into DIR/<kind>-<name>/NNNN-<hook>.json, Secret data replaced by digests (metactl dev --record-dir sets it); empty (the default): only controllers annotated "+hookrecord.Annotation+": \"true\" are recorded, in memory only, served at "+hookrecord.Path+" on --metrics-addr for `metactl record fetch`")
+	fs.BoolVar(&f.record, "record", true, "record the hook calls of the controllers annotated "+hookrecord.Annotation+": \"true\" and serve them at "+hookrecord.Path+" on --metrics-addr (requests and answers: the objects sent to the hook, Secret data replaced by digests); false ignores the annotation and records nothing")
 	fs.IntVar(&f.recordMaxCalls, "record-max-calls", hookrecord.DefaultMaxCalls, "most recorded hook calls kept in memory per controller; past it the controller's oldest go (the newest show what its hook does now)")
 	fs.Int64Var(&f.recordMaxBytes, "record-max-bytes", hookrecord.DefaultMaxBytes, "most bytes of recorded hook calls kept in memory, all controllers together; past it the oldest go, whichever controller made them")
 	fs.BoolVar(&f.syncedCondition, "synced-condition", false, "write the metactl.io/Synced condition (how the last sync went, the retry count and next attempt) on the objects of every controller, except those annotated metactl.io/synced-condition: \"false\"; without it, only controllers annotated metactl.io/synced-condition: \"true\" write it (status belongs to the hook)")
@@ -199,7 +202,13 @@ func run(ctx context.Context, f *runFlags) error {
 	}
 	cfg.QPS, cfg.Burst = f.clientQPS, f.clientBurst
 	cfg.UserAgent = "metactl/" + buildVersion().version
-	recorder := hookrecord.NewRecorder(hookrecord.RecorderOptions{MaxCalls: f.recordMaxCalls, MaxBytes: f.recordMaxBytes, Dir: f.recordDir})
+	if f.recordDir != "" && !f.record {
+		return errors.New("--record-dir records every controller's hook calls: it cannot go with --record=false")
+	}
+	var recorder *hookrecord.Recorder
+	if f.record {
+		recorder = hookrecord.NewRecorder(hookrecord.RecorderOptions{MaxCalls: f.recordMaxCalls, MaxBytes: f.recordMaxBytes, Dir: f.recordDir})
+	}
 
 	m, err := manager.New(manager.Options{
 		Config:            cfg,

@@ -20,7 +20,8 @@ const Path = "/debug/record"
 // Handler serves r's recorded calls at Path: GET with the query parameter
 // controller ("compositecontroller/NAME" or "decoratorcontroller/NAME");
 // the Set as JSON (200); 404, saying which annotation to set, for a
-// controller that does not record; 400 for a request without a
+// controller that does not record, or saying why for every controller
+// when r is nil (metactl records nothing); 400 for a request without a
 // controller; 405 for another method.
 func Handler(r *Recorder) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -33,6 +34,10 @@ func Handler(r *Recorder) http.Handler {
 		kind, name, ok := strings.Cut(controller, "/")
 		if !ok || name == "" || (kind != "compositecontroller" && kind != "decoratorcontroller") {
 			http.Error(w, fmt.Sprintf("record: controller %q: want compositecontroller/NAME or decoratorcontroller/NAME", controller), http.StatusBadRequest)
+			return
+		}
+		if r == nil {
+			http.Error(w, "record: this metactl records no hook calls: it runs with --record=false", http.StatusNotFound)
 			return
 		}
 		calls, ok := r.Calls(controller)
