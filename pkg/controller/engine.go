@@ -261,7 +261,8 @@ func (e *Engine) Stop() {
 // reads the objects uncached, so that none that got the finalizer a moment
 // ago is missed. A resource the server no longer serves has no objects left
 // to clean. Other failures are *finalizer.RemainingError, one per resource.
-// Call Stop afterwards.
+// The controller's recorded hook calls (Options.Record) are dropped. Call
+// Stop afterwards.
 func (e *Engine) Cleanup(ctx context.Context) error {
 	if e.loop != nil {
 		e.loop.Stop()
