@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -154,17 +155,21 @@ func NoRunningPod(namespace, selector string, listed int) error {
 // GetThroughPod GETs path with the query params from pod's port, through
 // the API server's Pod proxy
 // (/api/v1/namespaces/NS/pods/NAME:PORT/proxy/PATH), and returns the
-// answer's body and HTTP status; err for an answer other than 200 (the
-// body then is metactl's message, or the API server's).
+// answer's body and HTTP status (0 when none came); err for an answer
+// other than 200 (the body then is metactl's message, or the API
+// server's).
 func GetThroughPod(ctx context.Context, cs kubernetes.Interface, namespace, pod, port, path string, params map[string]string) ([]byte, int, error) {
 	r := cs.CoreV1().RESTClient().Get().Namespace(namespace).Resource("pods").Name(pod + ":" + port).SubResource("proxy").Suffix(path)
 	for k, v := range params {
 		r = r.Param(k, v)
 	}
-	res := r.Do(ctx)
-	var code int
-	res.StatusCode(&code)
-	body, err := res.Raw()
+	body, err := r.DoRaw(ctx)
+	code := http.StatusOK
+	if status, ok := err.(apierrors.APIStatus); ok {
+		code = int(status.Status().Code)
+	} else if err != nil {
+		code = 0
+	}
 	return body, code, err
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -13,7 +14,9 @@ import (
 	"testing"
 
 	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/explain"
 	"github.com/metactl/metactl/pkg/hookrecord"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -66,10 +69,12 @@ func TestRecordFetch(t *testing.T) {
 	} else {
 		f.Close()
 	}
+	// metactl listens on every interface, so that the API server's Pod
+	// proxy reaches it at this machine's address too.
 	port := testenv.FreePort(t)
 	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
 	p := testenv.StartProcess(t, metactl, "run", "--kubeconfig", env.KubeconfigPath, "--record-max-calls", "2",
-		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "--health-addr", "127.0.0.1:0", "--workers", "2", "--cache-resync", "0", "--max-retry-delay", "2s")
+		"--metrics-addr", fmt.Sprintf(":%d", port), "--health-addr", "127.0.0.1:0", "--workers", "2", "--cache-resync", "0", "--max-retry-delay", "2s")
 	waitListening(t, p, port)
 
 	hook := recordHook(t)
@@ -182,6 +187,45 @@ spec:
 	out, err = fetch(plain)
 	if err == nil || !strings.Contains(out, "metactl.io/record") || !strings.Contains(out, "404") {
 		t.Errorf("a fetch of a controller not annotated: %v\n%s", err, out)
+	}
+
+	// Through the API server's Pod proxy: a Pod object labelled as the
+	// Deployment's Pods are, whose IP is this machine's (as TestExplain).
+	ip := podIP()
+	if ip == "" {
+		t.Log("no non-loopback address: the Pod proxy path is not tested")
+		return
+	}
+	podNS := env.CreateNamespace(t)
+	selector, err := metav1.ParseToLabelSelector(explain.PodSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pod, err := env.Kube.CoreV1().Pods(podNS).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "metactl-0", Namespace: podNS, Labels: selector.MatchLabels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "metactl", Image: "metactl"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	if _, err := env.Kube.CoreV1().Pods(podNS).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	proxied := filepath.Join(t.TempDir(), "proxied")
+	throughPods := func(controller string) (string, error) {
+		return explainRun(metactl, "record", "fetch", "cc/"+controller, "--dir", proxied, "--kubeconfig", env.KubeconfigPath,
+			"--metactl-namespace", podNS, "--metactl-port", fmt.Sprint(port))
+	}
+	if out, err := throughPods(recorded); err != nil {
+		t.Errorf("record fetch through the Pod proxy: %v\n%s", err, out)
+	} else if got, err := hookrecord.ReadDir(proxied); err != nil || len(got) != 2 || !got[1].Time.Equal(last.Time) {
+		t.Errorf("record fetch through the Pod proxy wrote %d calls (%v); want the same 2", len(got), err)
+	}
+	if out, err := throughPods(plain); err == nil || !strings.Contains(out, "metactl.io/record") {
+		t.Errorf("record fetch through the Pod proxy of a controller not annotated: %v\n%s", err, out)
 	}
 }
 
