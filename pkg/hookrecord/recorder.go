@@ -166,6 +166,12 @@ func (r *Recorder) Record(ctx context.Context, tc *hooks.TappedCall) {
 		return
 	}
 	logger := klog.FromContext(ctx)
+	if r.opts.Dir == "" && int64(len(tc.Request)+len(tc.Response)) > r.opts.MaxBytes {
+		// Too large to be kept: not even decoded to digest its Secrets
+		// (decoding takes several times the JSON's size).
+		metrics.RecordEvictions.Inc()
+		return
+	}
 	request, err := DigestSecrets(tc.Request)
 	if err != nil {
 		logger.V(2).Info("Not recording a hook call: its request is not JSON", "hook", tc.Hook, "err", err)
