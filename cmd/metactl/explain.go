@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -23,16 +22,11 @@ import (
 	"github.com/metactl/metactl/pkg/explain"
 )
 
-// endpointEnv names the environment variable that, like --endpoint, says
-// where metactl serves explain.Path.
-const endpointEnv = "METACTL_ENDPOINT"
-
 // explainFlags are the flags of `metactl explain`.
 type explainFlags struct {
 	kubeconfig, context, namespace, output string
-	endpoint                               string
-	metactlNamespace, metactlPort          string
-	timeout                                time.Duration
+	metactlFlags
+	timeout time.Duration
 }
 
 func newExplainCommand() *cobra.Command {
@@ -70,9 +64,7 @@ Installed as kubectl-metactl on $PATH, the same binary runs as
 	fs.StringVar(&f.context, "context", "", "kubeconfig context; default the current one")
 	fs.StringVarP(&f.namespace, "namespace", "n", "", "namespace of the object; default the kubeconfig context's namespace")
 	fs.StringVarP(&f.output, "output", "o", "", "output format: empty for people, json or yaml for the answer as metactl sends it")
-	fs.StringVar(&f.endpoint, "endpoint", "", "metactl's metrics address (http://host:port) to ask directly; default $"+endpointEnv+", else the one metactl dev records in the kubeconfig, else the Pod proxy")
-	fs.StringVar(&f.metactlNamespace, "metactl-namespace", explain.DefaultNamespace, "namespace of metactl's Pods, for the Pod proxy")
-	fs.StringVar(&f.metactlPort, "metactl-port", explain.DefaultPort, "metactl's metrics port number (the API server's Pod proxy takes no port name), for the Pod proxy")
+	f.metactlFlags.add(fs)
 	fs.DurationVar(&f.timeout, "request-timeout", 30*time.Second, "longest wait for each answer")
 	return cmd
 }
@@ -157,16 +149,7 @@ func runExplain(ctx context.Context, out io.Writer, f *explainFlags, args []stri
 // the endpoint metactl dev recorded in the kubeconfig, else through the
 // Pod proxy.
 func askMetactl(ctx context.Context, f *explainFlags, loader clientcmd.ClientConfig, timeout time.Duration, req explain.Request, clientset func() (kubernetes.Interface, error)) (*explain.Answer, error) {
-	endpoint, from := f.endpoint, "--endpoint"
-	if endpoint == "" {
-		endpoint, from = os.Getenv(endpointEnv), "$"+endpointEnv
-	}
-	if endpoint == "" {
-		if raw, err := loader.RawConfig(); err == nil {
-			endpoint, from = explain.RecordedEndpoint(raw, f.context), "the kubeconfig (written by metactl dev)"
-		}
-	}
-	if endpoint != "" {
+	if endpoint, from := f.directEndpoint(loader, f.context); endpoint != "" {
 		a, err := explain.Fetch(ctx, &http.Client{Timeout: timeout}, endpoint, req)
 		if err != nil {
 			return nil, fmt.Errorf("%w; check that metactl runs and serves its metrics address there (endpoint from %s), and that it does not run with --explain=false", err, from)

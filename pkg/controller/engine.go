@@ -112,6 +112,8 @@ type Engine struct {
 	related *related.Resolver
 	// synced maintains the metactl.io/Synced condition (synced.go).
 	synced *syncedConditions
+	// recording: its hook calls are recorded (recording.go).
+	recording bool
 
 	watches  *Watches
 	loop     *loop.Loop
@@ -135,6 +137,7 @@ func NewEngine(cfg Config, opts Options, kind Kind) *Engine {
 		failing:    &Failing{Describe: cfg.Describe},
 		stop:       make(chan struct{}),
 	}
+	e.recording = recordingEnabled(cfg.Object, opts)
 	e.synced = &syncedConditions{e: e, enabled: syncedConditionEnabled(cfg.Object, opts.SyncedCondition), owner: kindName + " " + name}
 	e.answers = &Answers{
 		Kind: kindName, Resource: cfg.Kind, Controller: name,
@@ -201,6 +204,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues(e.kindName, e.name)
 	if err := e.StartCaches(ctx); err != nil {
 		return err
+	}
+	if e.opts.Record != nil {
+		e.opts.Record.Enable(e.historyID(), e.recording)
 	}
 	e.loop.Start(klog.NewContext(ctx, logger))
 	if p := e.cfg.ResyncPeriodSeconds; p != nil {
@@ -293,10 +299,14 @@ func (e *Engine) Stop() {
 // reads the objects uncached, so that none that got the finalizer a moment
 // ago is missed. A resource the server no longer serves has no objects left
 // to clean. Other failures are *finalizer.RemainingError, one per resource.
-// Call Stop afterwards.
+// The controller's recorded hook calls (Options.Record) are dropped. Call
+// Stop afterwards.
 func (e *Engine) Cleanup(ctx context.Context) error {
 	if e.loop != nil {
 		e.loop.Stop()
+	}
+	if e.opts.Record != nil {
+		e.opts.Record.Forget(e.historyID())
 	}
 	var errs []error
 	for _, res := range e.kind.Synced() {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -68,35 +69,16 @@ func decode(body []byte, from string) (*Answer, error) {
 // could be asked, when none leads (ErrNotLeading), saying which Pods it
 // asked, and when several claim to lead (ErrSeveralLeaders), naming them.
 func FetchThroughPods(ctx context.Context, cs kubernetes.Interface, namespace, selector, port string, req Request) (*Answer, error) {
-	list, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	pods, listed, err := RunningPods(ctx, cs, namespace, selector)
 	if err != nil {
-		return nil, fmt.Errorf("listing metactl's Pods in namespace %s (labels %s; needs list pods there, as the Role metactl-explain grants): %w", namespace, selector, err)
+		return nil, err
 	}
-	var pods []*corev1.Pod
-	for i := range list.Items {
-		if pod := &list.Items[i]; pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning {
-			pods = append(pods, pod)
-		}
-	}
-	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
-		switch ra, rb := podReady(a), podReady(b); {
-		case ra == rb:
-			return 0
-		case ra:
-			return -1
-		default:
-			return 1
-		}
-	})
 	var errs []error
 	var standbys, leaders []string
 	var answer *Answer
+	params := map[string]string{"group": req.Group, "version": req.Version, "resource": req.Resource, "namespace": req.Namespace, "name": req.Name}
 	for _, pod := range pods {
-		body, err := cs.CoreV1().RESTClient().Get().
-			Namespace(namespace).Resource("pods").Name(pod.Name+":"+port).SubResource("proxy").Suffix(Path).
-			Param("group", req.Group).Param("version", req.Version).Param("resource", req.Resource).
-			Param("namespace", req.Namespace).Param("name", req.Name).
-			DoRaw(ctx)
+		body, _, err := GetThroughPod(ctx, cs, namespace, pod.Name, port, Path, params)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("pod %s: %w", pod.Name, err))
 			continue
@@ -122,8 +104,7 @@ func FetchThroughPods(ctx context.Context, cs kubernetes.Interface, namespace, s
 	case answer != nil:
 		return answer, nil
 	case len(pods) == 0:
-		return nil, fmt.Errorf("no Running metactl Pod in namespace %s with labels %s (%d Pods found): check `kubectl get pods -n %s -l %s`, or set --metactl-namespace",
-			namespace, selector, len(list.Items), namespace, selector)
+		return nil, NoRunningPod(namespace, selector, listed)
 	case len(standbys) > 0 && len(errs) == 0:
 		return nil, fmt.Errorf("%w: no metactl Pod in namespace %s leads (asked %s, each standing by): check the Lease with `kubectl get lease -n %s`",
 			ErrNotLeading, namespace, strings.Join(standbys, ", "), namespace)
@@ -134,6 +115,62 @@ func FetchThroughPods(ctx context.Context, cs kubernetes.Interface, namespace, s
 		return nil, fmt.Errorf("asking metactl through the API server's Pod proxy (port %s; needs list pods and get pods/proxy in metactl's namespace %s, as the Role metactl-explain grants, and read access to the object): %w",
 			port, namespace, errors.Join(errs...))
 	}
+}
+
+// RunningPods lists the Running Pods in namespace that selector selects
+// (metactl's: PodSelector), the Ready ones first (a leader whose
+// readiness probe fails still leads, and still answers), and how many
+// Pods the selector selected in all.
+func RunningPods(ctx context.Context, cs kubernetes.Interface, namespace, selector string) ([]*corev1.Pod, int, error) {
+	list, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, 0, fmt.Errorf("listing metactl's Pods in namespace %s (labels %s; needs list pods there, as the Role metactl-explain grants): %w", namespace, selector, err)
+	}
+	var pods []*corev1.Pod
+	for i := range list.Items {
+		if pod := &list.Items[i]; pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning {
+			pods = append(pods, pod)
+		}
+	}
+	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
+		switch ra, rb := podReady(a), podReady(b); {
+		case ra == rb:
+			return 0
+		case ra:
+			return -1
+		default:
+			return 1
+		}
+	})
+	return pods, len(list.Items), nil
+}
+
+// NoRunningPod is the error of RunningPods finding none of listed Pods
+// Running.
+func NoRunningPod(namespace, selector string, listed int) error {
+	return fmt.Errorf("no Running metactl Pod in namespace %s with labels %s (%d Pods found): check `kubectl get pods -n %s -l %s`, or set --metactl-namespace",
+		namespace, selector, listed, namespace, selector)
+}
+
+// GetThroughPod GETs path with the query params from pod's port, through
+// the API server's Pod proxy
+// (/api/v1/namespaces/NS/pods/NAME:PORT/proxy/PATH), and returns the
+// answer's body and HTTP status (0 when none came); err for an answer
+// other than 200 (the body then is metactl's message, or the API
+// server's).
+func GetThroughPod(ctx context.Context, cs kubernetes.Interface, namespace, pod, port, path string, params map[string]string) ([]byte, int, error) {
+	r := cs.CoreV1().RESTClient().Get().Namespace(namespace).Resource("pods").Name(pod + ":" + port).SubResource("proxy").Suffix(path)
+	for k, v := range params {
+		r = r.Param(k, v)
+	}
+	body, err := r.DoRaw(ctx)
+	code := http.StatusOK
+	if status, ok := err.(apierrors.APIStatus); ok {
+		code = int(status.Status().Code)
+	} else if err != nil {
+		code = 0
+	}
+	return body, code, err
 }
 
 func podReady(pod *corev1.Pod) bool {

@@ -8,4 +8,12 @@
 // named by its place in the order of the calls and its hook
 // ("0001-sync.json"); ReadDir reads them back in that order, ignoring
 // other files, so a user may keep a README or delete calls by hand.
+//
+// The Recorder (recorder.go) is what records: the hooks.Tap of metactl's
+// hook client, it keeps the calls of the controllers that opt in
+// (Annotation), the newest of each within its bounds, with the data of
+// Secrets replaced by digests (DigestSecrets), and, under `--record-dir`,
+// writes each call into a directory as it happens. Handler serves a
+// controller's calls at Path on metactl's metrics address; Fetch and
+// FetchThroughPods read them for `metactl record fetch`.
 package hookrecord

@@ -34,8 +34,9 @@ type Call struct {
 	Request json.RawMessage `json:"request"`
 	// Code is the HTTP status of the answer; 0 when none came.
 	Code int `json:"code,omitempty"`
-	// Response is the answer's body when the hook answered 200; absent
-	// otherwise.
+	// Response is the answer's body when the hook answered 200 (or, for a
+	// webhook with etag, 304 or 412: then the cached answer that code
+	// stands for); absent otherwise.
 	Response json.RawMessage `json:"response,omitempty"`
 	// Error is why the call failed, when it did (no answer, not 200, or
 	// an answer that does not decode).

@@ -1,0 +1,81 @@
+package hookrecord
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/metactl/metactl/pkg/explain"
+)
+
+// maxSetBytes bounds a recorded set read from metactl: more than the
+// default --record-max-bytes, whatever the encoding adds.
+const maxSetBytes = 64 << 20
+
+// Fetch asks the metactl serving at endpoint (http://host:port, its
+// metrics address) for controller's recorded calls.
+func Fetch(ctx context.Context, client *http.Client, endpoint, controller string) (*Set, error) {
+	u := strings.TrimSuffix(endpoint, "/") + Path + "?" + url.Values{"controller": {controller}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %q: %w", endpoint, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reaching metactl at %s: %w", endpoint, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSetBytes))
+	if err != nil {
+		return nil, fmt.Errorf("reading metactl's answer from %s: %w", endpoint, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metactl at %s answered %s: %s", endpoint, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return decodeSet(body, endpoint)
+}
+
+func decodeSet(body []byte, from string) (*Set, error) {
+	s := &Set{}
+	if err := json.Unmarshal(body, s); err != nil {
+		return nil, fmt.Errorf("metactl's answer from %s is not a recorded set (an older metactl, or not metactl?): %w", from, err)
+	}
+	return s, nil
+}
+
+// FetchThroughPods asks each Running metactl Pod in namespace (selected by
+// selector, the Ready ones first: explain.RunningPods) on port, through
+// the API server's Pod proxy, for controller's recorded calls, and returns
+// the first set one serves: only the leader runs controllers, the others
+// answer 404. It fails when no Pod is Running, and when none serves the
+// set, with each Pod's answer (metactl's says which annotation to set).
+func FetchThroughPods(ctx context.Context, cs kubernetes.Interface, namespace, selector, port, controller string) (*Set, error) {
+	pods, listed, err := explain.RunningPods(ctx, cs, namespace, selector)
+	if err != nil {
+		return nil, err
+	}
+	if len(pods) == 0 {
+		return nil, explain.NoRunningPod(namespace, selector, listed)
+	}
+	var errs []error
+	for _, pod := range pods {
+		body, code, err := explain.GetThroughPod(ctx, cs, namespace, pod.Name, port, Path, map[string]string{"controller": controller})
+		switch {
+		case code == http.StatusNotFound && strings.HasPrefix(string(body), "record: "):
+			errs = append(errs, fmt.Errorf("pod %s: %s", pod.Name, strings.TrimSpace(string(body))))
+		case err != nil:
+			errs = append(errs, fmt.Errorf("pod %s: %w", pod.Name, err))
+		default:
+			return decodeSet(body, "pod "+pod.Name)
+		}
+	}
+	return nil, fmt.Errorf("asking metactl through the API server's Pod proxy (port %s; needs list pods and get pods/proxy in metactl's namespace %s, as the Role metactl-explain grants): %w",
+		port, namespace, errors.Join(errs...))
+}
