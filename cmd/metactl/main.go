@@ -43,6 +43,6 @@ calls their webhooks, and applies what the webhooks ask for.`,
 		SilenceErrors: true,
 	}
 	cli.AddKlogFlags(root)
-	root.AddCommand(newVersionCommand(), newRunCommand(), newDevCommand(), newResyncCommand(), newExplainCommand())
+	root.AddCommand(newVersionCommand(), newRunCommand(), newDevCommand(), newResyncCommand(), newExplainCommand(), newReplayCommand())
 	return root
 }
