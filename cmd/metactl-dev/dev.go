@@ -29,6 +29,7 @@ import (
 	"github.com/metactl/metactl/internal/controlplane"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/explain"
+	"github.com/metactl/metactl/pkg/hookrecord"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/manager"
 )
@@ -39,6 +40,7 @@ type devFlags struct {
 	example     string
 	examplesDir string
 	workers     int
+	recordDir   string
 }
 
 func newDevCommand() *cobra.Command {
@@ -81,6 +83,7 @@ when they are missing (about 10 minutes the first time).`,
 	fs.StringVar(&f.example, "example", "", "example to run: a folder name under examples/python or examples/js")
 	fs.StringVar(&f.examplesDir, "examples-dir", "examples", "folder holding the examples")
 	fs.IntVar(&f.workers, "workers", 4, "parents each controller syncs at once")
+	fs.StringVar(&f.recordDir, "record-dir", "", "record the hook calls of every controller (except those annotated "+hookrecord.Annotation+": \"false\") and write each, as it is made, into DIR/<kind>-<name>/NNNN-<hook>.json, Secret data replaced by digests: a recorded set for `metactl replay`")
 	return cmd
 }
 
@@ -132,12 +135,22 @@ func dev(ctx context.Context, out io.Writer, f *devFlags) error {
 	// come from any namespace and be sent over http, as metactl run allows
 	// only with --credential-namespaces='*' and
 	// --allow-insecure-credentials.
+	//
+	// The hook calls of controllers annotated hookrecord.Annotation
+	// "true" are recorded in memory, for `metactl record fetch`, as under
+	// metactl run; with --record-dir, every controller's (but those
+	// annotated "false"), also written there.
+	recorder := hookrecord.NewRecorder(hookrecord.RecorderOptions{Dir: f.recordDir})
 	m, err := manager.New(manager.Options{Config: cp.Config, Workers: f.workers, DiscoveryInterval: 2 * time.Second, MaxRetryDelay: 5 * time.Second,
-		CredentialNamespaces: []string{hooks.AllNamespaces}, AllowInsecureCredentials: true})
+		CredentialNamespaces: []string{hooks.AllNamespaces}, AllowInsecureCredentials: true,
+		Record: recorder, RecordAll: f.recordDir != ""})
 	if err != nil {
 		return err
 	}
-	stopExplain, err := serveExplain(m, cp.KubeconfigPath)
+	if f.recordDir != "" {
+		say("recording every controller's hook calls into %s", f.recordDir)
+	}
+	stopExplain, err := serveExplain(m, recorder, cp.KubeconfigPath)
 	if err != nil {
 		return err
 	}
@@ -380,17 +393,19 @@ func (a *applier) apply(ctx context.Context, obj *unstructured.Unstructured) err
 	return err
 }
 
-// serveExplain serves `metactl explain`'s endpoint (explain.Path) for m on
-// a free loopback port and records its address in the kubeconfig's
-// current context (explain.RecordEndpoint), where `metactl explain` looks
-// for it. The returned func stops the server.
-func serveExplain(m *manager.Manager, kubeconfig string) (func(), error) {
+// serveExplain serves `metactl explain`'s endpoint (explain.Path) for m,
+// and `metactl record fetch`'s (hookrecord.Path) for recorder, on a free
+// loopback port and records its address in the kubeconfig's current
+// context (explain.RecordEndpoint), where both look for it. The returned
+// func stops the server.
+func serveExplain(m *manager.Manager, recorder *hookrecord.Recorder, kubeconfig string) (func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("listening for metactl explain: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle(explain.Path, explain.Handler(m))
+	mux.Handle(hookrecord.Path, hookrecord.Handler(recorder))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	if err := explain.RecordEndpoint(kubeconfig, "http://"+ln.Addr().String()); err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/explain"
 	"github.com/metactl/metactl/pkg/history"
+	"github.com/metactl/metactl/pkg/hookrecord"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/manager"
 	"github.com/metactl/metactl/pkg/metrics"
@@ -64,6 +65,12 @@ type runFlags struct {
 	syncedCondition bool
 	// explain serves explain.Path on the metrics address.
 	explain bool
+	// recordDir, recordMaxCalls and recordMaxBytes: see
+	// hookrecord.RecorderOptions; recordDir also records every
+	// controller (manager.Options.RecordAll).
+	recordDir      string
+	recordMaxCalls int
+	recordMaxBytes int64
 }
 
 func newRunCommand() *cobra.Command {
@@ -118,6 +125,9 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.StringSliceVar(&f.credentialNamespaces, "credential-namespaces", []string{inClusterNamespace()}, "comma-separated namespaces whose Secrets and ConfigMaps hooks may name for caBundle, clientTLS, authorization and basicAuth, by default metactl's own (its Pod's namespace; outside a cluster \"default\", as for --leader-elect-namespace); spaces around an entry are ignored, and an entry that is neither a namespace name nor \"*\" is refused; a hook given as a Service may always use its Service's namespace; \"*\" allows every namespace, as metacontroller does. A controller naming another namespace does not start (Ready=False CredentialNotAllowed)")
 	fs.BoolVar(&f.allowInsecureCredentials, "allow-insecure-credentials", false, "let hooks called over plain http send authorization, basicAuth and clientTLS credentials, for development only (metactl dev sets it); without it such a controller does not start (Ready=False InsecureCredentials)")
 	fs.BoolVar(&f.requireServiceAccount, "require-service-account", false, "run only controllers annotated metactl.io/service-account (whose writes act as that ServiceAccount); any other is Ready=False Forbidden")
+	fs.StringVar(&f.recordDir, "record-dir", "", "record the hook calls of every controller (except those annotated "+hookrecord.Annotation+": \"false\") and write each, as it is made, into DIR/<kind>-<name>/NNNN-<hook>.json, Secret data replaced by digests (metactl dev --record-dir sets it); empty (the default): only controllers annotated "+hookrecord.Annotation+": \"true\" are recorded, in memory only, served at "+hookrecord.Path+" on --metrics-addr for `metactl record fetch`")
+	fs.IntVar(&f.recordMaxCalls, "record-max-calls", hookrecord.DefaultMaxCalls, "most recorded hook calls kept in memory per controller; past it the controller's oldest go (the newest show what its hook does now)")
+	fs.Int64Var(&f.recordMaxBytes, "record-max-bytes", hookrecord.DefaultMaxBytes, "most bytes of recorded hook calls kept in memory, all controllers together; past it the oldest go, whichever controller made them")
 	fs.BoolVar(&f.syncedCondition, "synced-condition", false, "write the metactl.io/Synced condition (how the last sync went, the retry count and next attempt) on the objects of every controller, except those annotated metactl.io/synced-condition: \"false\"; without it, only controllers annotated metactl.io/synced-condition: \"true\" write it (status belongs to the hook)")
 	return cmd
 }
@@ -173,6 +183,8 @@ func run(ctx context.Context, f *runFlags) error {
 		{"--hook-decoded-budget-bytes", f.decodedBudget},
 		{"--etag-cache-max-bytes", f.etagCacheMaxBytes},
 		{"--max-related-objects", int64(f.maxRelated)},
+		{"--record-max-calls", int64(f.recordMaxCalls)},
+		{"--record-max-bytes", f.recordMaxBytes},
 	} {
 		if v.value <= 0 {
 			return fmt.Errorf("%s %d: want a positive number", v.flag, v.value)
@@ -187,6 +199,7 @@ func run(ctx context.Context, f *runFlags) error {
 	}
 	cfg.QPS, cfg.Burst = f.clientQPS, f.clientBurst
 	cfg.UserAgent = "metactl/" + buildVersion().version
+	recorder := hookrecord.NewRecorder(hookrecord.RecorderOptions{MaxCalls: f.recordMaxCalls, MaxBytes: f.recordMaxBytes, Dir: f.recordDir})
 
 	m, err := manager.New(manager.Options{
 		Config:            cfg,
@@ -211,6 +224,8 @@ func run(ctx context.Context, f *runFlags) error {
 		AllowInsecureCredentials: f.allowInsecureCredentials,
 		RequireServiceAccount:    f.requireServiceAccount,
 		SyncedCondition:          f.syncedCondition,
+		Record:                   recorder,
+		RecordAll:                f.recordDir != "",
 	})
 	if err != nil {
 		return err
@@ -223,6 +238,7 @@ func run(ctx context.Context, f *runFlags) error {
 		if f.explain {
 			r.Handle(explain.Path, explain.Handler(m))
 		}
+		r.Handle(hookrecord.Path, hookrecord.Handler(recorder))
 		servers = append(servers, &http.Server{Addr: f.metricsAddr, Handler: r, ReadHeaderTimeout: 10 * time.Second})
 	}
 	if f.healthAddr != "" {

@@ -48,6 +48,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/history"
+	"github.com/metactl/metactl/pkg/hookrecord"
 	"github.com/metactl/metactl/pkg/hooks"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -106,6 +107,14 @@ type Options struct {
 	// one Store shared by every controller of the process; nil (the
 	// default) records nothing and allocates no record per sync.
 	History *history.Store
+	// Record keeps the hook calls of the controllers that record
+	// (RecordAnnotation, RecordAll); it must be the Tap of Hooks. nil
+	// (the default) records nothing, whatever the annotation says.
+	Record *hookrecord.Recorder
+	// RecordAll records the hook calls of every controller whose object
+	// does not turn it off with RecordAnnotation "false". Default false:
+	// only controllers annotated "true" record.
+	RecordAll bool
 }
 
 // InvalidSpecError reports a controller object whose spec is invalid.
@@ -116,7 +125,8 @@ func (e *InvalidSpecError) Error() string { return e.Errs.ToAggregate().Error() 
 // DecodeSpec decodes a controller object into spec (a
 // *v1alpha1.CompositeController, say), checks it with validate and checks
 // its annotation that chooses how answers without their list are read
-// (see ValidateAbsentListAnnotation) and SyncedConditionAnnotation. Any problem is an
+// (see ValidateAbsentListAnnotation), SyncedConditionAnnotation and
+// RecordAnnotation. Any problem is an
 // *InvalidSpecError. The spec is not defaulted.
 func DecodeSpec[T any](object *unstructured.Unstructured, spec *T, validate func(*T) field.ErrorList, annotation string) error {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(object.Object, spec); err != nil {
@@ -125,6 +135,7 @@ func DecodeSpec[T any](object *unstructured.Unstructured, spec *T, validate func
 	errs := validate(spec)
 	errs = append(errs, ValidateAbsentListAnnotation(object.GetAnnotations(), annotation)...)
 	errs = append(errs, ValidateSyncedConditionAnnotation(object.GetAnnotations())...)
+	errs = append(errs, ValidateRecordAnnotation(object.GetAnnotations())...)
 	if len(errs) > 0 {
 		return &InvalidSpecError{Errs: errs}
 	}

@@ -112,6 +112,8 @@ type Engine struct {
 	related *related.Resolver
 	// synced maintains the metactl.io/Synced condition (synced.go).
 	synced *syncedConditions
+	// recording: its hook calls are recorded (recording.go).
+	recording bool
 
 	watches  *Watches
 	loop     *loop.Loop
@@ -135,6 +137,7 @@ func NewEngine(cfg Config, opts Options, kind Kind) *Engine {
 		failing:    &Failing{Describe: cfg.Describe},
 		stop:       make(chan struct{}),
 	}
+	e.recording = recordingEnabled(cfg.Object, opts)
 	e.synced = &syncedConditions{e: e, enabled: syncedConditionEnabled(cfg.Object, opts.SyncedCondition), owner: kindName + " " + name}
 	e.answers = &Answers{
 		Kind: kindName, Resource: cfg.Kind, Controller: name,
@@ -213,6 +216,9 @@ func (e *Engine) Start(ctx context.Context) error {
 			MayRead:    e.opts.MayRead,
 		})
 	}
+	if e.opts.Record != nil {
+		e.opts.Record.Enable(e.historyID(), e.recording)
+	}
 	e.loop.Start(klog.NewContext(ctx, logger))
 	if p := e.cfg.ResyncPeriodSeconds; p != nil {
 		e.resync.Add(1)
@@ -259,6 +265,9 @@ func (e *Engine) Stop() {
 func (e *Engine) Cleanup(ctx context.Context) error {
 	if e.loop != nil {
 		e.loop.Stop()
+	}
+	if e.opts.Record != nil {
+		e.opts.Record.Forget(e.historyID())
 	}
 	var errs []error
 	for _, res := range e.kind.Synced() {

@@ -68,6 +68,7 @@ func (e *Engine) sync(ctx context.Context, key string) (after time.Duration, err
 		return 0, nil
 	}
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues(t.Resource.Noun, klog.KObj(t.Object), "kind", t.Resource.Kind))
+	ctx = e.withRecording(ctx, t)
 	// The metactl.io/Synced condition, when the controller writes it.
 	synced := e.synced.begin(key, t)
 	defer func() { synced.finish(ctx, t, err) }()

@@ -122,6 +122,9 @@ type Options struct {
 	// EtagCacheMaxBytes caps their total size. Default:
 	// DefaultEtagCacheMaxBytes.
 	EtagCacheMaxBytes int64
+	// Tap, when set, is given the calls it records, with their request
+	// and answer bodies (see Tap). Default nil: nothing is recorded.
+	Tap Tap
 }
 
 // Client calls hooks. It is safe for concurrent use; its calls share the
@@ -132,6 +135,7 @@ type Client struct {
 	prepare    RequestPreparer
 	maxBody    int64
 	metrics    Observer
+	tap        Tap
 	etags      *etagCache
 	budget     *responseBudget
 	decoded    *decodedBudget
@@ -146,6 +150,7 @@ func NewClient(opts Options) *Client {
 		prepare:    opts.PrepareRequest,
 		maxBody:    opts.MaxResponseBytes,
 		metrics:    opts.Metrics,
+		tap:        opts.Tap,
 		etags:      newEtagCache(opts.EtagCacheMaxEntries, opts.EtagCacheMaxBytes),
 		now:        time.Now,
 	}
@@ -257,7 +262,14 @@ func NewTransport() *http.Transport {
 // *CredentialError (wrapped) when a credential of the hook cannot be used;
 // a misconfigured hook, a request that cannot be encoded or a ctx cancelled
 // by the caller give a plain error.
-func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1alpha1.Hook, request any, response Response) error {
+//
+// A call that Options.Tap records is given to it as Call returns, once its
+// request was sent, with its request and answer bodies and its error.
+func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1alpha1.Hook, request any, response Response) (err error) {
+	tap := c.startTap(ctx, controller, hookName)
+	if tap != nil {
+		defer func() { tap.done(ctx, c.tap, err) }()
+	}
 	call := hookCall{Controller: controller, Hook: hookName, URL: "(no URL)"}
 	if hook == nil || hook.Webhook == nil {
 		return fmt.Errorf("%s: no webhook configured", call.prefix())
@@ -328,10 +340,12 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 		}
 	}
 
+	tap.request(enc.b.Bytes())
 	start := time.Now()
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		c.observe(controller, hookName, 0, time.Since(start))
+		tap.answered(0, time.Since(start))
 		return transportError(ctx, callCtx, call, timeout, phaseResponse, err)
 	}
 	defer resp.Body.Close()
@@ -341,6 +355,8 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 		// If-None-Match failing (412) says so as well as 304 does.
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
 		c.observe(controller, hookName, resp.StatusCode, time.Since(start))
+		tap.answered(resp.StatusCode, time.Since(start))
+		tap.body(etagCached.body)
 		if response == nil {
 			return nil
 		}
@@ -356,6 +372,7 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	if resp.StatusCode != http.StatusOK {
 		body := readErrorBody(resp.Body, request, req)
 		c.observe(controller, hookName, resp.StatusCode, time.Since(start))
+		tap.answered(resp.StatusCode, time.Since(start))
 		se := &StatusError{Controller: controller, Hook: hookName, URL: call.URL, Code: resp.StatusCode, Body: body}
 		if resp.StatusCode == http.StatusTooManyRequests {
 			se.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), c.now())
@@ -373,6 +390,7 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	err = c.readBody(callCtx, resp.Body, resp.ContentLength, buf, &budget)
 	// The time waited for room in the budget is metactl's, not the hook's.
 	c.observe(controller, hookName, resp.StatusCode, time.Since(start)-budget.waited)
+	tap.answered(resp.StatusCode, time.Since(start)-budget.waited)
 	if err != nil {
 		var waited *BudgetError
 		switch {
@@ -388,6 +406,7 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	// What the answer holds is its buffer, which readBody kept within
 	// the reservation.
 	budget.shrinkTo(int64(buf.Cap()))
+	tap.body(buf.Bytes())
 	if logger := klog.FromContext(ctx).V(6); logger.Enabled() {
 		logger.Info("Hook response", "controller", controller, "hook", hookName, "url", call.URL, "body", redact.JSON(buf.Bytes()))
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/history"
+	"github.com/metactl/metactl/pkg/hookrecord"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
 	"github.com/metactl/metactl/pkg/rbac"
@@ -111,6 +112,17 @@ type Options struct {
 	// answer about a related resource is reused for as long. Zero means
 	// one minute. metactl run does not set it.
 	AccountReviewTTL time.Duration
+	// Record, when set, keeps the hook calls of the controllers that
+	// record: those annotated controller.RecordAnnotation "true", or,
+	// with RecordAll, every one not annotated "false". It becomes
+	// Hooks.Tap. Default nil: nothing is recorded, whatever the
+	// annotation says. metactl run always sets one (bounded by
+	// --record-max-calls and --record-max-bytes).
+	Record *hookrecord.Recorder
+	// RecordAll records every controller's hook calls but those of
+	// controllers annotated controller.RecordAnnotation "false". Default
+	// false. metactl run sets it with --record-dir, as metactl dev does.
+	RecordAll bool
 }
 
 // Manager runs one controller per CompositeController and
@@ -169,6 +181,9 @@ func New(opts Options) (*Manager, error) {
 	}
 	if opts.Hooks.Metrics == nil {
 		opts.Hooks.Metrics = hooks.ObserverFunc(metrics.ObserveHookCall)
+	}
+	if opts.Record != nil {
+		opts.Hooks.Tap = opts.Record
 	}
 	// Hooks' CA bundles, client certificates and tokens come from the
 	// Secrets and ConfigMaps they name, watched one by one.

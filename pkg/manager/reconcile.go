@@ -35,8 +35,9 @@ type runningController struct {
 	// generation).
 	account string
 	// synced is the value of its controller.SyncedConditionAnnotation
-	// ("" when absent): a change restarts it too.
-	synced string
+	// ("" when absent), record that of its controller.RecordAnnotation:
+	// a change restarts it too.
+	synced, record string
 	// failing throttles the writes of its failing objects to its status.
 	failing *failingStatus
 	// cancelStart cancels the start-up; started is closed once Start has
@@ -199,7 +200,8 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	current := m.running[key]
 	m.mu.Unlock()
 	if current != nil && exists && !deleting && current.uid == obj.GetUID() && current.generation == obj.GetGeneration() &&
-		current.account == obj.GetAnnotations()[rbac.ServiceAccountAnnotation] && current.synced == obj.GetAnnotations()[controller.SyncedConditionAnnotation] {
+		current.account == obj.GetAnnotations()[rbac.ServiceAccountAnnotation] && current.synced == obj.GetAnnotations()[controller.SyncedConditionAnnotation] &&
+		current.record == obj.GetAnnotations()[controller.RecordAnnotation] {
 		switch {
 		case !current.isStarted():
 			// Still starting: queued again once it has started.
@@ -250,7 +252,11 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 			if account := obj.GetAnnotations()[rbac.ServiceAccountAnnotation]; current.uid == obj.GetUID() && current.generation == obj.GetGeneration() && current.account != account {
 				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start it again: annotation %s changed", current.generation, rbac.ServiceAccountAnnotation)
 			} else if current.uid == obj.GetUID() && current.generation == obj.GetGeneration() {
-				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start it again: annotation %s changed", current.generation, controller.SyncedConditionAnnotation)
+				changed := controller.SyncedConditionAnnotation
+				if current.record != obj.GetAnnotations()[controller.RecordAnnotation] {
+					changed = controller.RecordAnnotation
+				}
+				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start it again: annotation %s changed", current.generation, changed)
 			} else {
 				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start generation %d", current.generation, obj.GetGeneration())
 			}
@@ -315,7 +321,8 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		return 0, loop.ErrWaiting // RBAC is not watched: retried with backoff
 	}
 	started := &runningController{uid: obj.GetUID(), generation: obj.GetGeneration(), controller: c, failing: &failingStatus{},
-		account: obj.GetAnnotations()[rbac.ServiceAccountAnnotation], synced: obj.GetAnnotations()[controller.SyncedConditionAnnotation], checkedAt: time.Now()}
+		account: obj.GetAnnotations()[rbac.ServiceAccountAnnotation], synced: obj.GetAnnotations()[controller.SyncedConditionAnnotation],
+		record: obj.GetAnnotations()[controller.RecordAnnotation], checkedAt: time.Now()}
 	c.Failing().OnChange(m.onFailingChange(key, started.failing))
 	m.mu.Lock()
 	defer m.mu.Unlock()

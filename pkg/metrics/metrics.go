@@ -47,6 +47,22 @@ var (
 		Name: "metactl_history_evictions_total",
 		Help: "Objects whose record of syncs was dropped to keep within --history-max-bytes: those whose newest sync succeeded first, each synced longest ago first.",
 	})
+	// RecordedCalls is the number of recorded hook calls held
+	// (pkg/hookrecord.Recorder), all controllers together.
+	RecordedCalls = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "metactl_hook_record_calls",
+		Help: "Recorded hook calls held in memory (controllers annotated metactl.io/record), all controllers together; bounded by --record-max-calls per controller.",
+	})
+	// RecordedBytes is their size.
+	RecordedBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "metactl_hook_record_bytes",
+		Help: "Bytes of the recorded hook calls held in memory, all controllers together; bounded by --record-max-bytes.",
+	})
+	// RecordEvictions counts the recorded calls dropped for the bounds.
+	RecordEvictions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "metactl_hook_record_evictions_total",
+		Help: "Recorded hook calls dropped, the oldest first, to keep within --record-max-calls (per controller) or --record-max-bytes (all together).",
+	})
 	// UnsettledSyncs counts syncs whose hook still asked for writes after
 	// the most calls one sync makes (see controller.MaxRounds).
 	UnsettledSyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -96,6 +112,7 @@ var registerOnce sync.Once
 func Register() {
 	registerOnce.Do(func() {
 		Registry.MustRegister(HookRequests, HookDuration, Syncs, UnsettledSyncs, SyncDuration, ObjectWrites, UncachedReads, HistoryBytes, HistoryEvictions,
+			RecordedCalls, RecordedBytes, RecordEvictions,
 			APIRequests, cachedObjects{}, ControllerReady, Leader, hookResponseBytes, hookDecodedBytes,
 			workqueueDepth, workqueueAdds, workqueueLatency, workqueueWorkDuration, workqueueUnfinished,
 			workqueueLongestRunning, workqueueRetries,

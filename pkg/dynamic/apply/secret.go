@@ -1,15 +1,13 @@
 package apply
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
+
+	"github.com/metactl/metactl/pkg/dynamic/secretdigest"
 )
 
 // isSecret reports whether obj is a core Secret.
-func isSecret(obj map[string]any) bool {
-	return obj["apiVersion"] == "v1" && obj["kind"] == "Secret"
-}
+func isSecret(obj map[string]any) bool { return secretdigest.IsSecret(obj) }
 
 // normalizeSecret turns a Secret's write-only stringData into data, as the
 // API server does, so that what is desired compares with what is observed
@@ -39,12 +37,9 @@ func normalizeSecret(want map[string]any) map[string]any {
 }
 
 // recorded returns want with, for a Secret, each data value replaced by
-// its digest ("sha256:" and the hex SHA-256 of the value's text), so the
-// annotation holds no second copy of the secret while still naming every
-// key (which is all the merge needs of it). A value that is already a
-// digest is kept: a data value is base64, which has no ':', so it cannot be
-// mistaken for one. Other objects are returned as they are. want is not
-// modified.
+// its digest (secretdigest.Values), so the annotation holds no second copy
+// of the secret while still naming every key (which is all the merge needs
+// of it). Other objects are returned as they are. want is not modified.
 func recorded(want map[string]any) map[string]any {
 	if !isSecret(want) {
 		return want
@@ -57,28 +52,6 @@ func recorded(want map[string]any) map[string]any {
 	for k, v := range want {
 		out[k] = v
 	}
-	hashed := make(map[string]any, len(data))
-	for k, v := range data {
-		s, _ := v.(string)
-		if isDigest(s) {
-			hashed[k] = s
-			continue
-		}
-		sum := sha256.Sum256([]byte(s))
-		hashed[k] = digestPrefix + hex.EncodeToString(sum[:])
-	}
-	out["data"] = hashed
+	out["data"] = secretdigest.Values(data)
 	return out
-}
-
-// digestPrefix starts the digest that stands for a Secret's data value.
-const digestPrefix = "sha256:"
-
-// isDigest reports whether s is a digest as recorded writes it.
-func isDigest(s string) bool {
-	if len(s) != len(digestPrefix)+2*sha256.Size || s[:len(digestPrefix)] != digestPrefix {
-		return false
-	}
-	_, err := hex.DecodeString(s[len(digestPrefix):])
-	return err == nil
 }

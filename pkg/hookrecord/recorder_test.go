@@ -1,0 +1,106 @@
+package hookrecord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/metactl/metactl/pkg/hooks"
+)
+
+// record gives r a sync call of controller about object with a request
+// of n bytes or so, marked as the hook client would see it.
+func record(r *Recorder, controller, object string, i, n int) {
+	ctx := With(context.Background(), controller, object)
+	if !r.Recording(ctx) {
+		panic("not recording under With")
+	}
+	pad := strings.Repeat("x", n)
+	r.Record(ctx, &hooks.TappedCall{Hook: "sync", Start: time.Now(), Duration: time.Millisecond,
+		Request: []byte(fmt.Sprintf(`{"i":%d,"pad":%q}`, i, pad)), Code: 200, Response: []byte(`{"children":[]}`)})
+}
+
+func requests(calls []Call) string {
+	var out []string
+	for _, c := range calls {
+		out = append(out, string(c.Request[:strings.Index(string(c.Request), ",")]))
+	}
+	return strings.Join(out, " ")
+}
+
+func TestRecorderKeepsTheNewestWithinItsBounds(t *testing.T) {
+	if (&Recorder{}).Recording(context.Background()) {
+		t.Fatal("a call not marked by With is recorded")
+	}
+	r := NewRecorder(RecorderOptions{MaxCalls: 3, MaxBytes: 10500}) // three of b's big calls and one of a's, not three
+	r.Enable("compositecontroller/a", true)
+	r.Enable("compositecontroller/b", true)
+	for i := 1; i <= 5; i++ {
+		record(r, "compositecontroller/a", "ns/p", i, 10)
+	}
+	// A controller that does not record keeps nothing, even marked.
+	record(r, "compositecontroller/off", "ns/p", 1, 10)
+	calls, ok := r.Calls("compositecontroller/a")
+	if !ok || requests(calls) != `{"i":3 {"i":4 {"i":5` {
+		t.Fatalf("calls of a = %s (recording %v); want the newest 3 of 5", requests(calls), ok)
+	}
+	if c := calls[0]; c.Controller != "compositecontroller/a" || c.Object != "ns/p" || c.Hook != "sync" || c.Code != 200 || string(c.Response) != `{"children":[]}` {
+		t.Errorf("call = %+v", c)
+	}
+	if _, ok := r.Calls("compositecontroller/off"); ok {
+		t.Error("a controller that does not record has calls")
+	}
+
+	// The bytes bound drops the oldest calls of any controller: b's big
+	// calls push out a's.
+	for i := 1; i <= 3; i++ {
+		record(r, "compositecontroller/b", "ns/q", i, 3000)
+	}
+	a, _ := r.Calls("compositecontroller/a")
+	b, _ := r.Calls("compositecontroller/b")
+	if requests(a) != `{"i":5` || requests(b) != `{"i":1 {"i":2 {"i":3` {
+		t.Errorf("after b's big calls: a = %s, b = %s; want a's newest only and all of b's", requests(a), requests(b))
+	}
+	if r.bytes > r.opts.MaxBytes {
+		t.Errorf("%d bytes kept, over %d", r.bytes, r.opts.MaxBytes)
+	}
+	// A call larger than the whole bound is not kept.
+	record(r, "compositecontroller/a", "ns/p", 6, int(r.opts.MaxBytes))
+	if a, _ := r.Calls("compositecontroller/a"); requests(a) != `{"i":5` {
+		t.Errorf("after a call larger than the bound: a = %s", requests(a))
+	}
+
+	// Turned off, a controller's calls are dropped.
+	r.Enable("compositecontroller/b", false)
+	if _, ok := r.Calls("compositecontroller/b"); ok || r.all.Len() != 1 {
+		t.Errorf("b's calls kept after it stopped recording (%d calls in all)", r.all.Len())
+	}
+}
+
+func TestRecorderWritesEachCallToDir(t *testing.T) {
+	dir := t.TempDir()
+	set := filepath.Join(dir, "decoratorcontroller-d")
+	// A set already there is continued.
+	if err := WriteDir(set, 1, []Call{{Hook: "sync", Request: []byte(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	r := NewRecorder(RecorderOptions{Dir: dir, MaxCalls: 1})
+	r.Enable("decoratorcontroller/d", true)
+	record(r, "decoratorcontroller/d", "configmaps/ns/x", 1, 1)
+	ctx := With(context.Background(), "decoratorcontroller/d", "configmaps/ns/x")
+	r.Record(ctx, &hooks.TappedCall{Hook: "finalize", Start: time.Now(), Request: []byte(`{"finalizing":true}`), Code: 500, Err: errors.New("sync hook: 500")})
+	files, err := ReadDir(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 3 || files[1].Name != "0002-sync.json" || files[2].Name != "0003-finalize.json" {
+		t.Fatalf("files = %+v", files)
+	}
+	if f := files[2]; f.Code != 500 || f.Error != "sync hook: 500" || f.Response != nil || f.Object != "configmaps/ns/x" {
+		t.Errorf("failed call written as %+v", f.Call)
+	}
+}

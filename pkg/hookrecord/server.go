@@ -1,0 +1,54 @@
+package hookrecord
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Annotation on a CompositeController or DecoratorController turns the
+// recording of its hook calls on ("true") or off ("false"), whatever
+// metactl's default (on for every controller under `metactl dev
+// --record-dir`, else off).
+const Annotation = "metactl.io/record"
+
+// Path is where metactl serves a controller's recorded calls, on its
+// metrics address, next to /debug/explain.
+const Path = "/debug/record"
+
+// Handler serves r's recorded calls at Path: GET with the query parameter
+// controller ("compositecontroller/NAME" or "decoratorcontroller/NAME");
+// the Set as JSON (200); 404, saying which annotation to set, for a
+// controller that does not record; 400 for a request without a
+// controller; 405 for another method.
+func Handler(r *Recorder) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodGet && req.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "record: only GET", http.StatusMethodNotAllowed)
+			return
+		}
+		controller := req.URL.Query().Get("controller")
+		kind, name, ok := strings.Cut(controller, "/")
+		if !ok || name == "" || (kind != "compositecontroller" && kind != "decoratorcontroller") {
+			http.Error(w, fmt.Sprintf("record: controller %q: want compositecontroller/NAME or decoratorcontroller/NAME", controller), http.StatusBadRequest)
+			return
+		}
+		calls, ok := r.Calls(controller)
+		if !ok {
+			http.Error(w, NotRecording(kind, name), http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(Set{Controller: controller, Calls: calls})
+	})
+}
+
+// NotRecording is the message for a controller whose calls are not
+// recorded: which annotation to set.
+func NotRecording(kind, name string) string {
+	return fmt.Sprintf("record: metactl records no hook calls of %s/%s: it runs no such controller, or the controller does not opt in; annotate it %s: \"true\" (kubectl annotate %s %s %s=true) and let it call its hooks",
+		kind, name, Annotation, kind, name, Annotation)
+}
