@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/pkg/dynamic/secretdigest"
 	"github.com/metactl/metactl/pkg/hookrecord"
 )
 
@@ -255,7 +256,7 @@ func TestSecretsAndNullLists(t *testing.T) {
 	if res.Status != Differs || !strings.Contains(changeLines(res), `"sha256:`) || strings.Contains(changeLines(res), "c2VjcmV0") {
 		t.Fatalf("secret compared as %s:\n%s", res.Status, changeLines(res))
 	}
-	digest := DigestSecrets(map[string]any{"apiVersion": "v1", "kind": "Secret", "data": map[string]any{"password": "c2VjcmV0"}}).(map[string]any)["data"].(map[string]any)["password"].(string)
+	digest := secretdigest.Of("c2VjcmV0")
 	res = only(t, run(t, writeSet(t, syncCall(strings.ReplaceAll(recorded, "sha256:"+strings.Repeat("0", 64), digest))), Options{Hook: h.URL}))
 	if res.Status != Same {
 		t.Errorf("secret with its digest recorded: %s\n%s", res.Status, changeLines(res))
@@ -273,11 +274,7 @@ func TestSecretsAndNullLists(t *testing.T) {
 func TestUpdate(t *testing.T) {
 	newAnswer := `{"status":{"greeting":"Hi"},"children":[{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"stringData":{"k":"plain"}}]}`
 	h := newHook(t, answering(newAnswer))
-	var v any
-	if err := json.Unmarshal([]byte(newAnswer), &v); err != nil {
-		t.Fatal(err)
-	}
-	digested, err := json.Marshal(DigestSecrets(v))
+	digested, err := hookrecord.DigestSecrets([]byte(newAnswer))
 	if err != nil {
 		t.Fatal(err)
 	}
