@@ -33,7 +33,8 @@ func newReplayCommand() *cobra.Command {
 		Use:   "replay DIR --hook URL",
 		Short: "Send a recorded set of hook calls to a hook again and compare its answers",
 		Long: `replay reads a recorded set of hook calls (a directory of NNNN-HOOK.json
-files, as "metactl dev --record-dir" and "metactl record fetch" write them),
+files, as "metactl dev --record-dir DIR" writes them into DIR/KIND-NAME,
+and "metactl record fetch"),
 sends each recorded request to the hook (POST, one at a time, each bounded
 by --timeout), and compares the answer with the recorded one as JSON: the
 order of keys and of children (or attachments) does not matter, numbers

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -139,6 +140,10 @@ func Run(ctx context.Context, dir string, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("reading the recorded set: %w", err)
 	}
 	if len(files) == 0 {
+		if sets := subSets(dir); len(sets) > 0 {
+			// metactl dev --record-dir DIR keeps a set per controller.
+			return nil, fmt.Errorf("%w in %s, but in its folders %s: give one of them", ErrNoCalls, dir, strings.Join(sets, ", "))
+		}
 		return nil, fmt.Errorf("%w in %s (files named NNNN-HOOK.json, such as 0001-sync.json)", ErrNoCalls, dir)
 	}
 	if opts.Timeout <= 0 {
@@ -296,6 +301,21 @@ func send(ctx context.Context, opts *Options, target string, request []byte) ([]
 		return nil, resp.StatusCode, took, fmt.Errorf("the answer exceeds the limit of %d bytes", hooks.DefaultMaxResponseBytes)
 	}
 	return body, resp.StatusCode, took, nil
+}
+
+// subSets returns the folders of dir that hold recorded calls.
+func subSets(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if files, err := hookrecord.ReadDir(filepath.Join(dir, e.Name())); err == nil && len(files) > 0 {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
 
 // hookURL returns where to send a call of hook: its URL from HookFor,

@@ -303,6 +303,12 @@ func TestNoCalls(t *testing.T) {
 	if _, err := Run(context.Background(), filepath.Join(dir, "missing"), Options{Hook: "http://127.0.0.1:1"}); err == nil {
 		t.Error("missing directory: no error")
 	}
+	// A folder holding a set per controller, as metactl dev --record-dir
+	// writes them: the error names them.
+	parent := filepath.Dir(writeSet(t, syncCall(recordedAnswer)))
+	if _, err := Run(context.Background(), parent, Options{Hook: "http://127.0.0.1:1"}); !errors.Is(err, ErrNoCalls) || !strings.Contains(err.Error(), "in its folders recorded: give one of them") {
+		t.Errorf("folder of sets: %v", err)
+	}
 }
 
 // TestCancel: a cancelled context ends Run with its error, not a report.
