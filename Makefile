@@ -44,6 +44,10 @@ test: testenv ## Run unit and integration tests against a real control plane, wi
 	hack/cleanup-testenv.sh; \
 	exit $$status
 
+.PHONY: replay-examples
+replay-examples: build ## Replay each example's recorded hook calls (examples/*/*/recorded) against its hook, as a hook author does in CI (make test runs it too).
+	hack/replay-examples.sh
+
 .PHONY: bench
 bench: build testenv ## Benchmark against the API server's limit: N=1000, and N=1000 with a 100 ms hook, 3 rounds each (about 15 min; docs/performance.md; make bench-scale for N up to 10000). Fails if any run fails a target.
 	@status=0; export KUBEBUILDER_ASSETS="$$(hack/testenv.sh)"; \

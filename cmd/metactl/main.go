@@ -44,6 +44,6 @@ calls their webhooks, and applies what the webhooks ask for.`,
 	}
 	cli.AddKlogFlags(root)
 	root.AddCommand(newVersionCommand(), newRunCommand(), newDevCommand(), newResyncCommand(), newExplainCommand(),
-		newPlanCommand(), newHookCommand(), newRecordCommand())
+		newPlanCommand(), newHookCommand(), newRecordCommand(), newReplayCommand())
 	return root
 }

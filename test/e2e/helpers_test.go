@@ -156,14 +156,7 @@ func startExample(t *testing.T, lang, name string) *example {
 	t.Helper()
 	metactl := testenv.BuildMetactl(t)
 	e := &example{dir: repo(t, "examples", lang, name)}
-	interpreter, hookFile := "python3", "hook.py"
-	if lang == "js" {
-		interpreter, hookFile = "node", "hook.js"
-	}
-	port := testenv.FreePort(t)
-	e.hookURL = fmt.Sprintf("http://127.0.0.1:%d", port)
-	e.hook = testenv.StartProcess(t, interpreter, filepath.Join(e.dir, hookFile), "--port", fmt.Sprint(port))
-	waitListening(t, e.hook, port)
+	e.hook, e.hookURL = startHook(t, lang, e.dir)
 	e.metactl = testenv.StartProcess(t, metactl, "run", "--kubeconfig", env.KubeconfigPath,
 		"--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0", "--workers", "4", "--discovery-interval", "2s")
 
@@ -172,6 +165,21 @@ func startExample(t *testing.T, lang, name string) *example {
 	}
 	deleteOnCleanup(t, applyExample(t, filepath.Join(e.dir, "controller.yaml"), e.hookURL))
 	return e
+}
+
+// startHook runs the hook of the example in dir, in language lang
+// (python3 hook.py or node hook.js), on a free port, waits until it
+// listens and returns it with its URL (no path).
+func startHook(t *testing.T, lang, dir string) (*testenv.Process, string) {
+	t.Helper()
+	interpreter, hookFile := "python3", "hook.py"
+	if lang == "js" {
+		interpreter, hookFile = "node", "hook.js"
+	}
+	port := testenv.FreePort(t)
+	hook := testenv.StartProcess(t, interpreter, filepath.Join(dir, hookFile), "--port", fmt.Sprint(port))
+	waitListening(t, hook, port)
+	return hook, fmt.Sprintf("http://127.0.0.1:%d", port)
 }
 
 // applySample applies the example's sample.yaml, in namespace ns unless ns
