@@ -32,22 +32,12 @@ func runHookTest(t *testing.T, args ...string) (string, int) {
 	return "", 0
 }
 
-// startHook runs a Python hook file on a free port and returns its base
-// URL.
-func startHook(t *testing.T, file string) string {
-	t.Helper()
-	port := testenv.FreePort(t)
-	p := testenv.StartProcess(t, "python3", file, "--port", fmt.Sprint(port))
-	waitListening(t, p, port)
-	return fmt.Sprintf("http://127.0.0.1:%d", port)
-}
-
 // TestHookTestHelloWorld: the built binary finds nothing wrong with the
 // hello-world example's hook (a real Python process), with the cluster's
 // discovery and offline, and says so with exit code 0.
 func TestHookTestHelloWorld(t *testing.T) {
 	dir := repo(t, "examples", "python", "hello-world")
-	url := startHook(t, filepath.Join(dir, "hook.py"))
+	_, url := startHook(t, "python", dir)
 	common := []string{"--controller", filepath.Join(dir, "controller.yaml"), "--parent", filepath.Join(dir, "sample.yaml"), "--hook-url", url}
 
 	out, code := runHookTest(t, append(common, "--kubeconfig", env.KubeconfigPath, "-o", "json")...)
@@ -102,11 +92,11 @@ func TestHookTestBrokenHook(t *testing.T) {
 		t.Fatalf("hook.py no longer has %s", good)
 	}
 	broken := strings.Replace(string(src), good, good+` "syncedAt": __import__("time").time(),`, 1)
-	file := filepath.Join(t.TempDir(), "hook.py")
-	if err := os.WriteFile(file, []byte(broken), 0o644); err != nil {
+	brokenDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(brokenDir, "hook.py"), []byte(broken), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	url := startHook(t, file)
+	_, url := startHook(t, "python", brokenDir)
 	args := []string{"--controller", filepath.Join(dir, "controller.yaml"), "--parent", filepath.Join(dir, "sample.yaml"),
 		"--offline", "--crd", filepath.Join(dir, "crd.yaml")}
 
@@ -141,15 +131,9 @@ func TestHookTestExamples(t *testing.T) {
 	for _, controller := range examples {
 		dir := filepath.Dir(controller)
 		t.Run(filepath.Base(filepath.Dir(dir))+"/"+filepath.Base(dir), func(t *testing.T) {
-			interpreter, hook := "python3", filepath.Join(dir, "hook.py")
-			if !fileExists(hook) {
-				interpreter, hook = "node", filepath.Join(dir, "hook.js")
-			}
-			port := testenv.FreePort(t)
-			p := testenv.StartProcess(t, interpreter, hook, "--port", fmt.Sprint(port))
-			waitListening(t, p, port)
+			_, url := startHook(t, filepath.Base(filepath.Dir(dir)), dir)
 			out, code := runHookTest(t, "--controller", controller, "--parent", filepath.Join(dir, "sample.yaml"),
-				"--hook-url", fmt.Sprintf("http://127.0.0.1:%d", port), "--kubeconfig", env.KubeconfigPath)
+				"--hook-url", url, "--kubeconfig", env.KubeconfigPath)
 			if code != 0 || !strings.Contains(out, "0 errors, 0 warnings") || !strings.Contains(out, "(resources: cluster)") {
 				t.Fatalf("exit code %d, want 0 without findings:\n%s", code, out)
 			}
