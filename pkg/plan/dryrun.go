@@ -3,6 +3,8 @@ package plan
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -15,6 +17,13 @@ import (
 // but GET, HEAD and OPTIONS) with dryRun=All, whatever code path makes
 // it, so that the API server runs admission, defaulting and validation
 // and persists nothing; and it records each such request for the report.
+//
+// The API server reads the options of a create, update or patch from the
+// query, but those of a DELETE (of an object or a collection) from its
+// body when it has one, ignoring the query: a DELETE's DeleteOptions body
+// gets "dryRun": ["All"] too (one is made when the request has none). A
+// write whose body is not a JSON (object, for a DELETE) cannot be checked
+// or rewritten: it is refused here, never sent (see dryRunBody).
 // Safe for concurrent use.
 type DryRun struct {
 	// Simulate, when set, may answer a write itself instead of sending
@@ -46,8 +55,8 @@ type Write struct {
 	// ContentType is the request body's type (the patch type of a
 	// PATCH).
 	ContentType string `json:"contentType,omitempty"`
-	// Request is the request body; Response the answer's, both JSON
-	// when they are (else null).
+	// Request is the request body as sent; Response the answer's; each
+	// absent when it is empty or not JSON.
 	Request json.RawMessage `json:"request,omitempty"`
 	// Code is the answer's HTTP status code; 0 when none came (Error).
 	Code     int             `json:"code"`
@@ -98,12 +107,26 @@ func (d *DryRun) roundTrip(rt http.RoundTripper, req *http.Request) (*http.Respo
 			return nil, err
 		}
 		_ = req.Body.Close()
+	}
+	body, rewriteErr := dryRunBody(req.Method, body)
+	if rewriteErr == nil && len(body) > 0 {
 		out.Body = io.NopCloser(bytes.NewReader(body))
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		out.ContentLength = int64(len(body))
+		if req.Method == http.MethodDelete {
+			out.Header.Set("Content-Type", "application/json")
+		}
 	}
-	w := Write{Method: req.Method, Path: out.URL.Path, ContentType: req.Header.Get("Content-Type"), Request: asJSON(body)}
+	w := Write{Method: req.Method, Path: out.URL.Path, ContentType: out.Header.Get("Content-Type"), Request: asJSON(body)}
 	w.Group, w.Version, w.Resource, w.Namespace, w.Name, w.Subresource = ParsePath(w.Path)
+	if rewriteErr != nil {
+		// Never sent: a write that cannot be made a dry run for sure is
+		// not made at all.
+		err := fmt.Errorf("metactl plan did not send %s %s: %w", req.Method, out.URL.Path, rewriteErr)
+		w.Error = err.Error()
+		d.add(w)
+		return nil, err
+	}
 	if d.Simulate != nil {
 		if code, respBody, ok := d.Simulate(&w); ok {
 			w.Code, w.Response, w.Simulated = code, asJSON(respBody), true
@@ -157,6 +180,39 @@ func (d *DryRun) Mark() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return len(d.writes)
+}
+
+// deleteOptionsDryRun is the body of a DELETE sent without one.
+const deleteOptionsDryRun = `{"kind":"DeleteOptions","apiVersion":"v1","dryRun":["All"]}`
+
+// dryRunBody returns the body a write of method goes out with: a DELETE's
+// DeleteOptions with dryRun ["All"] (made when body is empty); another
+// write's body unchanged (its dryRun is the query's). An error when the
+// body is not JSON (protobuf, say), or a DELETE's is not a JSON object:
+// the write cannot be known to be a dry run.
+func dryRunBody(method string, body []byte) ([]byte, error) {
+	if method != http.MethodDelete {
+		if len(body) > 0 && !json.Valid(body) {
+			return nil, errors.New("its body is not JSON, so plan cannot tell it is a dry run")
+		}
+		return body, nil
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return []byte(deleteOptionsDryRun), nil
+	}
+	opts := map[string]any{}
+	if err := json.Unmarshal(body, &opts); err != nil {
+		return nil, fmt.Errorf("its body is not a JSON DeleteOptions, so plan cannot make it a dry run: %w", err)
+	}
+	if opts == nil { // "null"
+		opts = map[string]any{}
+	}
+	opts["dryRun"] = []string{"All"}
+	out, err := json.Marshal(opts)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // asJSON returns body when it is JSON, else nil.

@@ -12,8 +12,10 @@ import (
 )
 
 // TestDryRunMarksEveryWrite: each request whose method may write goes out
-// with dryRun=All (replacing another value), its body intact, and is
-// recorded with its answer; reads go out as they are, unrecorded.
+// with dryRun=All (replacing another value), its body intact but for a
+// DELETE's, whose DeleteOptions get dryRun ["All"] (the API server reads
+// a DELETE's options from its body), and is recorded with its answer;
+// reads go out as they are, unrecorded.
 func TestDryRunMarksEveryWrite(t *testing.T) {
 	type seen struct{ method, dryRun, body string }
 	var got []seen
@@ -27,7 +29,11 @@ func TestDryRunMarksEveryWrite(t *testing.T) {
 	d := &DryRun{}
 	client := &http.Client{Transport: d.Wrap(http.DefaultTransport)}
 	for _, method := range []string{"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"} {
-		req, _ := http.NewRequest(method, srv.URL+"/api/v1/namespaces/ns/configmaps/a?dryRun=None", strings.NewReader(`{"a":1}`))
+		body := `{"a":1}`
+		if method == "DELETE" {
+			body = `{"kind":"DeleteOptions","apiVersion":"v1","propagationPolicy":"Background","dryRun":[]}`
+		}
+		req, _ := http.NewRequest(method, srv.URL+"/api/v1/namespaces/ns/configmaps/a?dryRun=None", strings.NewReader(body))
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -37,6 +43,12 @@ func TestDryRunMarksEveryWrite(t *testing.T) {
 	}
 	for _, s := range got {
 		write := IsWrite(s.method)
+		if s.method == "DELETE" {
+			if s.dryRun != "All" || s.body != `{"apiVersion":"v1","dryRun":["All"],"kind":"DeleteOptions","propagationPolicy":"Background"}` {
+				t.Errorf("DELETE went out with dryRun=%q, body %s", s.dryRun, s.body)
+			}
+			continue
+		}
 		if write && (s.dryRun != "All" || s.body != `{"a":1}`) {
 			t.Errorf("%s went out with dryRun=%q, body %q", s.method, s.dryRun, s.body)
 		}
@@ -52,6 +64,57 @@ func TestDryRunMarksEveryWrite(t *testing.T) {
 		if w.Code != 200 || string(w.Response) != `{"kind":"ConfigMap"}` || w.Resource != "configmaps" || w.Namespace != "ns" || w.Name != "a" {
 			t.Errorf("recorded %+v", w)
 		}
+	}
+}
+
+// TestDryRunDeleteBodies: a DELETE without a body gets DeleteOptions with
+// dryRun ["All"]; a write whose body is not JSON (protobuf), or a DELETE
+// whose body is not a JSON object, is refused and never sent.
+func TestDryRunDeleteBodies(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got = append(got, r.Method+" "+r.Header.Get("Content-Type")+" "+string(body))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	d := &DryRun{}
+	client := &http.Client{Transport: d.Wrap(http.DefaultTransport)}
+	do := func(method, path, body string) error {
+		var r io.Reader = http.NoBody
+		if body != "" {
+			r = strings.NewReader(body)
+		}
+		req, _ := http.NewRequest(method, srv.URL+path, r)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := do("DELETE", "/api/v1/namespaces/ns/configmaps", ""); err != nil {
+		t.Fatal(err)
+	}
+	if want := "DELETE application/json " + deleteOptionsDryRun; len(got) != 1 || got[0] != want {
+		t.Fatalf("a DELETE without a body went out as %q, want %q", got, want)
+	}
+	for _, c := range []struct{ method, body string }{
+		{"DELETE", "\x0ak8s\x00protobuf"},
+		{"DELETE", `["not","an","object"]`},
+		{"POST", "\x0ak8s\x00protobuf"},
+		{"PUT", "\x0ak8s\x00protobuf"},
+		{"PATCH", "\x0ak8s\x00protobuf"},
+	} {
+		if err := do(c.method, "/api/v1/namespaces/ns/configmaps/a", c.body); err == nil || !strings.Contains(err.Error(), "did not send") {
+			t.Errorf("%s with body %q: %v, want refused", c.method, c.body, err)
+		}
+	}
+	if len(got) != 1 {
+		t.Errorf("refused writes reached the server: %q", got[1:])
+	}
+	if w := d.Writes(0); len(w) != 6 || w[5].Error == "" || w[5].Code != 0 {
+		t.Errorf("refused writes not recorded with their error: %+v", w)
 	}
 }
 
