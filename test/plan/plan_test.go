@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -32,13 +33,15 @@ var (
 	auditLog string
 )
 
-// auditPolicy logs the metadata (URI with its query, verb, user agent,
-// response code) of every request that may write.
+// auditPolicy logs every request that may write with its body (level
+// Request: a DELETE's DeleteOptions, where the API server reads its
+// dryRun) and metadata (URI with its query, verb, user agent, response
+// code).
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
-- level: Metadata
+- level: Request
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: None
 `
@@ -73,7 +76,8 @@ var (
 )
 
 // hook is a hello-world sync hook whose answer a test switches: "ok"
-// (a ConfigMap with "Hello, WHO!"), "changed" ("Howdy, WHO!"), "invalid"
+// (a ConfigMap with "Hello, WHO!"), "changed" ("Howdy, WHO!"), "drop"
+// (no child), "invalid"
 // (a child of an undeclared resource), "unsettled" (a status that
 // counts the calls, so never the same), "refused" (a ConfigMap the API
 // server's validation refuses).
@@ -115,6 +119,9 @@ func startHook(t *testing.T) *hook {
 			// A data key the API server's validation refuses.
 			children[0].(map[string]any)["data"] = map[string]any{"not a key!": greeting}
 		}
+		if mode == "drop" {
+			children = []any{}
+		}
 		if mode == "invalid" {
 			children = append(children, map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "not-declared"}})
 		}
@@ -131,6 +138,12 @@ func startHook(t *testing.T) *hook {
 // test=name (so that each test's controller manages only its parents),
 // with its sync hook at hookURL.
 func controllerObject(name, hookURL string) *unstructured.Unstructured {
+	return controllerObjectWith(name, hookURL, "InPlace")
+}
+
+// controllerObjectWith is controllerObject with the ConfigMaps' update
+// method.
+func controllerObjectWith(name, hookURL, method string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
 		"metadata": map[string]any{"name": name},
@@ -138,7 +151,7 @@ func controllerObject(name, hookURL string) *unstructured.Unstructured {
 			"generateSelector": true,
 			"parentResource": map[string]any{"apiVersion": "example.metactl.io/v1", "resource": "helloworlds",
 				"labelSelector": map[string]any{"matchLabels": map[string]any{"test": name}}},
-			"childResources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": "InPlace"}}},
+			"childResources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": method}}},
 			"hooks":          map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": hookURL + "/sync"}}},
 		},
 	}}
@@ -158,11 +171,17 @@ func parentObject(ns, name, test, who string) *unstructured.Unstructured {
 // to change it.
 func setup(t *testing.T, name string) (ns string, h *hook, metactl string) {
 	t.Helper()
+	return setupWith(t, name, "InPlace")
+}
+
+// setupWith is setup with the ConfigMaps' update method.
+func setupWith(t *testing.T, name, method string) (ns string, h *hook, metactl string) {
+	t.Helper()
 	ctx := context.Background()
 	metactl = testenv.BuildMetactl(t)
 	h = startHook(t)
 	ns = env.CreateNamespace(t)
-	cc := controllerObject(name, h.URL)
+	cc := controllerObjectWith(name, h.URL, method)
 	if _, err := env.Dynamic.Resource(v1alpha1.CompositeControllerResource).Create(ctx, cc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -259,10 +278,19 @@ func TestPlanShowsAChangedChild(t *testing.T) {
 
 // auditEvent is what the test reads of an audit log line.
 type auditEvent struct {
-	Stage          string `json:"stage"`
-	Verb           string `json:"verb"`
-	RequestURI     string `json:"requestURI"`
-	UserAgent      string `json:"userAgent"`
+	AuditID    string `json:"auditID"`
+	Stage      string `json:"stage"`
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	UserAgent  string `json:"userAgent"`
+	ObjectRef  struct {
+		Resource  string `json:"resource"`
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
+	} `json:"objectRef"`
+	// RequestObject is the request's body as the API server read it; a
+	// DELETE's DeleteOptions, whose dryRun is the one the server obeys.
+	RequestObject  json.RawMessage `json:"requestObject"`
 	ResponseStatus struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
@@ -291,63 +319,103 @@ func readAudit(t *testing.T) []auditEvent {
 	return out
 }
 
-// TestPlanWritesNothing counts, in the API server's audit log, the write
-// requests metactl plan sends (User-Agent "metactl/... (plan)") while it
-// plans a live parent whose hook asks for changes, and a parent not yet
-// created: there are some, and every one is a dry run; nothing changed.
-func TestPlanWritesNothing(t *testing.T) {
-	ns, h, metactl := setup(t, "plan-nowrite")
-	h.mode.Store("changed")
-	parentRV := resourceVersion(t, helloGVR, ns, "p")
-	childRV := resourceVersion(t, configmapsGVR, ns, "p-greeting")
-
-	if out, errOut, code := plan(t, metactl, "helloworlds/p", "-n", ns); code != 2 {
-		t.Fatalf("exit %d, want 2\n%s%s", code, out, errOut)
+// auditMarker writes a ConfigMap named name in ns and waits until the
+// audit log has it; it returns the log's events up to and including it
+// (the log is written in order: "audit-log-mode": "blocking").
+func auditMarker(t *testing.T, ns, name string) []auditEvent {
+	t.Helper()
+	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
+	var events []auditEvent
+	testenv.Eventually(t, 30*time.Second, "the marker "+name+" in the audit log", func(context.Context) (bool, error) {
+		events = readAudit(t)
+		for i, e := range events {
+			if e.ObjectRef.Namespace == ns && e.ObjectRef.Resource == "configmaps" && e.Verb == "create" && e.Stage == "ResponseComplete" && strings.Contains(e.RequestURI, "/namespaces/"+ns+"/configmaps") && e.ResponseStatus.Code == 201 && e.ObjectRef.Name == name {
+				events = events[:i+1]
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return events
+}
+
+// childState is a child's UID and resourceVersion.
+func childState(t *testing.T, ns, name string) string {
+	t.Helper()
+	obj, err := env.Dynamic.Resource(configmapsGVR).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(obj.GetUID()) + "@" + obj.GetResourceVersion()
+}
+
+// TestPlanWritesNothing counts, in the API server's audit log, every
+// write request in the test's namespace, whoever sends it, while metactl
+// plan plans a live parent whose hook replaces its child (the Recreate
+// method: a DELETE and a POST), one whose hook drops it (a DELETE), and a
+// parent not yet created: there are some, and every one is a dry run
+// (a DELETE's in its DeleteOptions body, where the API server reads it);
+// nothing changed: the child keeps its UID and resourceVersion.
+func TestPlanWritesNothing(t *testing.T) {
+	ns, h, metactl := setupWith(t, "plan-nowrite", "Recreate")
+	parentRV := resourceVersion(t, helloGVR, ns, "p")
+	child := childState(t, ns, "p-greeting")
 	file := filepath.Join(t.TempDir(), "new.yaml")
 	data, _ := yaml.Marshal(parentObject(ns, "new", "plan-nowrite", "Ada").Object)
 	if err := os.WriteFile(file, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Everything before this marker is the test's setup.
+	before := len(auditMarker(t, ns, "plan-test-start"))
+
+	h.mode.Store("changed")
+	out, errOut, code := plan(t, metactl, "helloworlds/p", "-n", ns)
+	if code != 2 || !strings.Contains(out, "ConfigMap "+ns+"/p-greeting: replace") {
+		t.Fatalf("a Recreate child changed: exit %d, want 2 and the child replaced\n%s%s", code, out, errOut)
+	}
+	h.mode.Store("drop")
+	out, errOut, code = plan(t, metactl, "helloworlds/p", "-n", ns)
+	if code != 2 || !strings.Contains(out, "ConfigMap "+ns+"/p-greeting: delete") {
+		t.Fatalf("a child dropped: exit %d, want 2 and the child deleted\n%s%s", code, out, errOut)
+	}
+	h.mode.Store("ok")
 	if out, errOut, code := plan(t, metactl, "-f", file); code != 2 {
 		t.Fatalf("-f: exit %d, want 2\n%s%s", code, out, errOut)
 	}
 
 	// A marker write after the plans: once the audit log has it, it has
 	// the plans' requests, made before.
-	marker := "plan-test-marker-" + ns
-	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: marker}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var events []auditEvent
-	testenv.Eventually(t, 30*time.Second, "the marker in the audit log", func(context.Context) (bool, error) {
-		events = readAudit(t)
-		for _, e := range events {
-			if strings.Contains(e.RequestURI, "/namespaces/"+ns+"/configmaps") && e.Verb == "create" && e.Stage == "ResponseComplete" && !strings.Contains(e.UserAgent, "(plan)") {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	writes := 0
-	for _, e := range events {
-		if !strings.Contains(e.UserAgent, "(plan)") || e.Stage != "ResponseComplete" {
+	events := auditMarker(t, ns, "plan-test-end")
+	writes, deletes := 0, 0
+	for _, e := range events[before : len(events)-1] {
+		if e.ObjectRef.Namespace != ns || e.Stage != "ResponseComplete" {
 			continue
 		}
 		writes++
-		if !strings.Contains(e.RequestURI, "dryRun=All") {
-			t.Errorf("metactl plan sent a write that is not a dry run: %s %s (%d)", e.Verb, e.RequestURI, e.ResponseStatus.Code)
+		dryRun := strings.Contains(e.RequestURI, "dryRun=All")
+		if e.Verb == "delete" || e.Verb == "deletecollection" {
+			deletes++
+			var opts struct {
+				DryRun []string `json:"dryRun"`
+			}
+			_ = json.Unmarshal(e.RequestObject, &opts)
+			dryRun = slices.Contains(opts.DryRun, "All")
+		}
+		if !dryRun {
+			t.Errorf("a write that is not a dry run reached the API server: %s %s by %q (%d)", e.Verb, e.RequestURI, e.UserAgent, e.ResponseStatus.Code)
 		}
 	}
-	if writes == 0 {
-		t.Fatal("the audit log has no write request of metactl plan: the test cannot tell whether they are dry runs")
+	if writes == 0 || deletes == 0 {
+		t.Fatalf("the audit log has %d write requests, %d deletes, in %s during the plans: the test cannot tell whether they are dry runs", writes, deletes, ns)
 	}
-	t.Logf("%d write requests of metactl plan", writes)
+	t.Logf("%d write requests (%d deletes) in %s during the plans", writes, deletes, ns)
 	if rv := resourceVersion(t, helloGVR, ns, "p"); rv != parentRV {
 		t.Errorf("the parent's resourceVersion changed: %s, was %s", rv, parentRV)
 	}
-	if rv := resourceVersion(t, configmapsGVR, ns, "p-greeting"); rv != childRV {
-		t.Errorf("the ConfigMap's resourceVersion changed: %s, was %s", rv, childRV)
+	if got := childState(t, ns, "p-greeting"); got != child {
+		t.Errorf("the child's UID@resourceVersion changed: %s, was %s", got, child)
 	}
 	for _, name := range []string{"new", "new-greeting"} {
 		gvr := helloGVR
