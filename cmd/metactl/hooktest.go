@@ -80,7 +80,7 @@ request could reach). docs/hook-test.md lists the requests and checks.`,
 	fs.StringVar(&f.controller, "controller", "", "file holding the CompositeController or DecoratorController (YAML or JSON; required)")
 	fs.StringVar(&f.parent, "parent", "", "file holding a sample parent (decorated object), as hooks read its spec; default a minimal object of the parent resource")
 	fs.StringVar(&f.hookURL, "hook-url", "", "address of the sync and finalize hooks instead of their webhook's; without a path, each hook's own path is kept")
-	fs.StringVar(&f.customizeHookURL, "customize-hook-url", "", "address of the customize hook; default --hook-url")
+	fs.StringVar(&f.customizeHookURL, "customize-hook-url", "", "address of the customize hook; default --hook-url's host with the hook's own path")
 	fs.StringArrayVar(&f.crds, "crd", nil, "file of CustomResourceDefinitions, to resolve resources without a cluster (repeatable)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig, for discovery; default $KUBECONFIG, else ~/.kube/config")
 	fs.StringVar(&f.context, "context", "", "kubeconfig context; default the current one")

@@ -40,14 +40,15 @@ dry run (dryRun=All), so admission and defaulting are included.
 The object is a live one (RESOURCE/NAME, as kubectl names it) or one
 read from a file (-f), as a server-side apply of it would leave it (it
 need not exist). The controllers are those of the cluster that manage
-the object, or --controller's. --hook-url calls another sync (and
-finalize) hook, such as one running on this machine; a hook given as an
+the object, or --controller's. --hook-url calls the hooks elsewhere, such
+as a copy running on this machine (a URL without a path keeps each hook's
+own path; a hook called there gets no credentials); a hook given as an
 in-cluster Service must be reached that way (kubectl port-forward).
 
 Exit code: 0 no changes, 2 changes, 1 error (the plan could not be made,
 or the hook failed or answered invalidly). docs/plan.md has the details.`,
 		Example: `  metactl plan helloworlds/your-name
-  metactl plan -f parent.yaml --controller controller.yaml --hook-url http://127.0.0.1:8080/sync -o json`,
+  metactl plan -f parent.yaml --controller controller.yaml --hook-url http://127.0.0.1:8080 -o json`,
 		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPlan(cmd.Context(), cmd.OutOrStdout(), f, args)
@@ -59,8 +60,8 @@ or the hook failed or answered invalidly). docs/plan.md has the details.`,
 	fs.StringVarP(&f.namespace, "namespace", "n", "", "namespace of the object; default the kubeconfig context's namespace")
 	fs.StringVarP(&f.filename, "filename", "f", "", "file holding the object (YAML or JSON; - for stdin), planned as applied, whether or not it exists")
 	fs.StringArrayVar(&f.controllers, "controller", nil, "file of the CompositeController or DecoratorController to plan (repeatable; a file may hold several); default those in the cluster that manage the object")
-	fs.StringVar(&f.hookURL, "hook-url", "", "URL replacing the sync and finalize hooks' addresses (their credentials are then not sent)")
-	fs.StringVar(&f.customizeHookURL, "customize-hook-url", "", "URL replacing the customize hook's address")
+	fs.StringVar(&f.hookURL, "hook-url", "", "URL replacing the sync and finalize hooks' addresses; without a path, each hook keeps its own path; a replaced hook gets no credentials")
+	fs.StringVar(&f.customizeHookURL, "customize-hook-url", "", "URL replacing the customize hook's address; default --hook-url's host with the hook's own path")
 	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	fs.DurationVar(&f.timeout, "request-timeout", 30*time.Second, "longest wait for each API request")
 	return cmd

@@ -43,6 +43,11 @@ type CredentialPolicy struct {
 	// AllowInsecure lets authorization, basicAuth and clientTLS be used by
 	// hooks called over plain http. Default false: refused.
 	AllowInsecure bool
+	// InsecureHint ends the reason of a refusal of credentials over http,
+	// after "call the hook over https, or ": what else the user may do.
+	// Default: ", for development only, run metactl with
+	// --allow-insecure-credentials" (a flag of metactl run and dev).
+	InsecureHint string
 }
 
 // webhookCredential is one Secret or ConfigMap a webhook setting names.
@@ -120,9 +125,14 @@ func (p CredentialPolicy) Check(w *v1alpha1.Webhook) error {
 		return nil
 	}
 	c := sent[0]
+	hint := p.InsecureHint
+	if hint == "" {
+		hint = ", for development only, run metactl with --allow-insecure-credentials"
+	} else {
+		hint = " " + hint
+	}
 	return &CredentialError{Setting: c.setting, Reference: c.ref, Refused: RefusedInsecure,
-		Reason: "credentials are never sent over plain " + u.Scheme + " (" + redactURL(u) + "): call the hook over https, " +
-			"or, for development only, run metactl with --allow-insecure-credentials"}
+		Reason: "credentials are never sent over plain " + u.Scheme + " (" + redactURL(u) + "): call the hook over https, or" + hint}
 }
 
 // serviceNamespaceOf returns the namespace of w's Service when w, a service

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -35,9 +34,10 @@ type Options struct {
 	// one of the parent resource's kind.
 	Parent *unstructured.Unstructured
 	// HookURL, when set, replaces the URL of the sync and finalize hooks;
-	// CustomizeHookURL that of the customize hook (default: HookURL). A
-	// URL without a path is a base: each hook gets its own webhook.path
-	// (default /sync, /finalize, /customize) after it.
+	// CustomizeHookURL that of the customize hook (default: HookURL's
+	// host with the hook's own path). A URL without a path is a base:
+	// each hook keeps its own path. The rule is v1alpha1.OverrideHookURLs,
+	// shared with metactl plan.
 	HookURL, CustomizeHookURL string
 	// Resources resolves the controller's resources: the cluster's
 	// discovery, or OfflineResources.
@@ -128,6 +128,12 @@ func (t *tester) setup(ctx context.Context) error {
 	if obj == nil {
 		return setupErrorf("no controller")
 	}
+	// --hook-url and --customize-hook-url, by the rule metactl plan
+	// shares.
+	obj, err := v1alpha1.OverrideHookURLs(obj, t.opts.HookURL, t.opts.CustomizeHookURL)
+	if err != nil {
+		return &SetupError{Err: err}
+	}
 	t.kindName, t.name = obj.GetKind(), obj.GetName()
 	t.report.Kind, t.report.Controller = t.kindName, t.name
 	copts := controller.Options{Resources: t.opts.Resources}
@@ -164,18 +170,13 @@ func (t *tester) setup(ctx context.Context) error {
 	default:
 		return setupErrorf("the file's kind is %q, want CompositeController or DecoratorController", t.kindName)
 	}
-	var err error
-	if t.sync, err = t.hook("sync", hks.Sync, t.opts.HookURL); err != nil {
+	if t.sync, err = t.hook("sync", hks.Sync); err != nil {
 		return err
 	}
-	if t.finalize, err = t.hook("finalize", hks.Finalize, t.opts.HookURL); err != nil {
+	if t.finalize, err = t.hook("finalize", hks.Finalize); err != nil {
 		return err
 	}
-	customizeURL := t.opts.CustomizeHookURL
-	if customizeURL == "" {
-		customizeURL = t.opts.HookURL
-	}
-	if t.customize, err = t.hook("customize", hks.Customize, customizeURL); err != nil {
+	if t.customize, err = t.hook("customize", hks.Customize); err != nil {
 		return err
 	}
 	t.version = *t.sync.Version
@@ -195,34 +196,14 @@ func (t *tester) setup(ctx context.Context) error {
 	return nil
 }
 
-// hook returns a copy of h with its URL replaced by override (see
-// Options.HookURL), checked; nil when h is nil.
-func (t *tester) hook(name string, h *v1alpha1.Hook, override string) (*v1alpha1.Hook, error) {
+// hook returns a copy of h (its URL already overridden: see
+// v1alpha1.OverrideHookURLs), checked; nil when h is nil.
+func (t *tester) hook(name string, h *v1alpha1.Hook) (*v1alpha1.Hook, error) {
 	if h == nil {
 		return nil, nil
 	}
 	h = h.DeepCopy()
 	w := h.Webhook
-	if override != "" {
-		u, err := url.Parse(override)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, setupErrorf("hook URL %q: want an absolute http or https URL", redact.URL(override))
-		}
-		if u.Path == "" || u.Path == "/" {
-			path := "/" + name
-			switch {
-			case w.URL != nil:
-				if own, err := url.Parse(*w.URL); err == nil && own.Path != "" {
-					path = own.Path
-				}
-			case w.Path != nil:
-				path = *w.Path
-			}
-			u.Path = path
-		}
-		s := u.String()
-		w.URL, w.Service, w.Path = &s, nil, nil
-	}
 	if w.URL == nil && w.Service != nil {
 		flag := "--hook-url"
 		if name == "customize" {

@@ -48,9 +48,9 @@ type Options struct {
 	// cluster that manages the object.
 	Controllers []*unstructured.Unstructured
 	// HookURL, when set, replaces the address of the sync and finalize
-	// hooks; CustomizeHookURL that of the customize hook. The hook's
-	// credentials (caBundle, clientTLS, authorization, basicAuth) are
-	// not sent to a replaced address.
+	// hooks; CustomizeHookURL that of the customize hook (default:
+	// HookURL's host, the hook's own path). See v1alpha1.OverrideHookURLs:
+	// a replaced hook gets no credentials.
 	HookURL, CustomizeHookURL string
 }
 
@@ -94,7 +94,8 @@ func New(opts Options) (*Planner, error) {
 	// The hooks' credentials, read with the user's own rights: whatever
 	// namespace the controller names, as metactl run --credential-namespaces='*'.
 	p.creds = hooks.NewWatchingCredentialSource(hooks.CoreV1GetterFunc(func() typedcorev1.CoreV1Interface { return core }))
-	p.transport = hooks.NewSecureTransport(p.creds, hooks.CredentialPolicy{Namespaces: []string{hooks.AllNamespaces}})
+	p.transport = hooks.NewSecureTransport(p.creds, hooks.CredentialPolicy{Namespaces: []string{hooks.AllNamespaces},
+		InsecureHint: "pass --hook-url to call the hook elsewhere (such as a copy running on this machine): metactl plan sends no credentials to a hook it replaces"})
 	return p, nil
 }
 
@@ -644,29 +645,22 @@ func meaningful(obj map[string]any, created bool) map[string]any {
 }
 
 // overrideHooks returns ctrl with Options' hook URLs in place of its
-// hooks' addresses, and an error for a hook given as an in-cluster
+// hooks' addresses, by the rule of v1alpha1.OverrideHookURLs (shared with
+// metactl hook test), and an error for a hook given as an in-cluster
 // Service, which the plan cannot reach from outside the cluster.
 func (p *Planner) overrideHooks(ctrl *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	ctrl = ctrl.DeepCopy()
-	for _, h := range []struct{ name, url, flag string }{
-		{"sync", p.opts.HookURL, "--hook-url"},
-		{"finalize", p.opts.HookURL, "--hook-url"},
-		{"customize", p.opts.CustomizeHookURL, "--customize-hook-url"},
+	overridden, err := v1alpha1.OverrideHookURLs(ctrl, p.opts.HookURL, p.opts.CustomizeHookURL)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", refOf(ctrl), err)
+	}
+	ctrl = overridden
+	for _, h := range []struct{ name, flag string }{
+		{"sync", "--hook-url"},
+		{"finalize", "--hook-url"},
+		{"customize", "--customize-hook-url (or --hook-url)"},
 	} {
 		webhook, found, _ := unstructured.NestedMap(ctrl.Object, "spec", "hooks", h.name, "webhook")
 		if !found {
-			continue
-		}
-		if h.url != "" {
-			kept := map[string]any{"url": h.url}
-			for _, k := range []string{"timeout", "responseUnMarshallMode", "etag"} {
-				if v, ok := webhook[k]; ok {
-					kept[k] = v
-				}
-			}
-			if err := unstructured.SetNestedMap(ctrl.Object, kept, "spec", "hooks", h.name, "webhook"); err != nil {
-				return nil, err
-			}
 			continue
 		}
 		if url, _ := webhook["url"].(string); url != "" {
@@ -679,9 +673,8 @@ func (p *Planner) overrideHooks(ctrl *unstructured.Unstructured) (*unstructured.
 			if v, ok := svc["port"]; ok {
 				port = fmt.Sprint(v)
 			}
-			path, _ := webhook["path"].(string)
-			return nil, fmt.Errorf("%s: the %s hook is the in-cluster Service %s/%s, which metactl plan cannot reach from here; forward a port to it (kubectl port-forward -n %s svc/%s 8080:%s) and pass %s http://127.0.0.1:8080%s",
-				refOf(ctrl), h.name, ns, name, ns, name, port, h.flag, path)
+			return nil, fmt.Errorf("%s: the %s hook is the in-cluster Service %s/%s, which metactl plan cannot reach from here; forward a port to it (kubectl port-forward -n %s svc/%s 8080:%s) and pass %s http://127.0.0.1:8080 (a URL without a path keeps each hook's own path)",
+				refOf(ctrl), h.name, ns, name, ns, name, port, h.flag)
 		}
 	}
 	return ctrl, nil

@@ -1,12 +1,16 @@
 package plan
 
 import (
+	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -117,8 +121,50 @@ func TestPlanHookURL(t *testing.T) {
 		"spec", "hooks", "sync", "webhook")
 	svcFile := writeYAML(t, "service.yaml", svc.Object)
 	out, errOut, code = plan(t, metactl, "helloworlds/p", "-n", ns, "--controller", svcFile)
-	if code != 1 || !strings.Contains(errOut, "kubectl port-forward -n hooks svc/hook 8080:8080") || !strings.Contains(errOut, "--hook-url http://127.0.0.1:8080/sync") {
+	if code != 1 || !strings.Contains(errOut, "kubectl port-forward -n hooks svc/hook 8080:8080") || !strings.Contains(errOut, "--hook-url http://127.0.0.1:8080 ") {
 		t.Errorf("a Service hook: exit %d, want 1 and how to reach it\n%s%s", code, out, errOut)
+	}
+}
+
+// TestPlanHookURLCredentials: a hook replaced by --hook-url gets no
+// credentials, not even those of a spec.endpointConfigs entry whose host
+// is the new address's; a hook left alone keeps them, and over http they
+// are refused with a hint for plan (not metactl run's flag).
+func TestPlanHookURLCredentials(t *testing.T) {
+	ns, h, metactl := setup(t, "plan-hookurl-creds")
+	if _, err := env.Kube.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "hook-token"},
+		StringData: map[string]string{"credentials": "s3cret"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(h.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := controllerObject("plan-hookurl-creds", "http://hooks.invalid")
+	_ = unstructuredSet(cc.Object, []any{map[string]any{
+		"host":          u.Host,
+		"authorization": map[string]any{"secretRef": map[string]any{"name": "hook-token", "namespace": ns}},
+	}}, "spec", "endpointConfigs")
+	ctrlFile := writeYAML(t, "controller.yaml", cc.Object)
+	out, errOut, code := plan(t, metactl, "helloworlds/p", "-n", ns, "--controller", ctrlFile, "--hook-url", h.URL)
+	if code != 0 || h.calls.Load() == 0 {
+		t.Fatalf("--hook-url at a host with endpointConfigs credentials: exit %d, want 0\n%s%s", code, out, errOut)
+	}
+	if n := h.authorized.Load(); n != 0 {
+		t.Errorf("the hook replaced by --hook-url got an Authorization header in %d calls", n)
+	}
+
+	// Without --hook-url, the hook's own address takes the entry's
+	// credentials, refused over http with plan's hint.
+	cc = controllerObject("plan-hookurl-creds", h.URL)
+	_ = unstructuredSet(cc.Object, map[string]any{"secretRef": map[string]any{"name": "hook-token", "namespace": ns}},
+		"spec", "hooks", "sync", "webhook", "authorization")
+	ctrlFile = writeYAML(t, "own.yaml", cc.Object)
+	out, errOut, code = plan(t, metactl, "helloworlds/p", "-n", ns, "--controller", ctrlFile)
+	if code != 1 || !strings.Contains(out+errOut, "pass --hook-url") || strings.Contains(out+errOut, "--allow-insecure-credentials") {
+		t.Errorf("credentials over http: exit %d, want 1 and plan's hint\n%s%s", code, out, errOut)
 	}
 }
 

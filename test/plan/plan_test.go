@@ -85,6 +85,8 @@ type hook struct {
 	*httptest.Server
 	mode  atomic.Value
 	calls atomic.Int64
+	// authorized counts the calls that carried an Authorization header.
+	authorized atomic.Int64
 }
 
 func startHook(t *testing.T) *hook {
@@ -92,6 +94,9 @@ func startHook(t *testing.T) *hook {
 	h.mode.Store("ok")
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.calls.Add(1)
+		if r.Header.Get("Authorization") != "" {
+			h.authorized.Add(1)
+		}
 		var req struct {
 			Parent   *unstructured.Unstructured `json:"parent"`
 			Children map[string]map[string]any  `json:"children"`
