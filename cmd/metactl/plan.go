@@ -21,7 +21,7 @@ type planFlags struct {
 	filename                               string
 	controllers                            []string
 	hookURL, customizeHookURL              string
-	timeout                                time.Duration
+	timeout, cacheTimeout                  time.Duration
 }
 
 func newPlanCommand() *cobra.Command {
@@ -64,6 +64,7 @@ or the hook failed or answered invalidly). docs/plan.md has the details.`,
 	fs.StringVar(&f.customizeHookURL, "customize-hook-url", "", "URL replacing the customize hook's address; default --hook-url's host with the hook's own path")
 	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	fs.DurationVar(&f.timeout, "request-timeout", 30*time.Second, "longest wait for each API request")
+	fs.DurationVar(&f.cacheTimeout, "cache-timeout", plan.DefaultCacheTimeout, "longest wait for each controller's caches to fill (a list the API server refuses stops the plan at once)")
 	return cmd
 }
 
@@ -93,7 +94,7 @@ func runPlan(ctx context.Context, out io.Writer, f *planFlags, args []string) er
 		exists = true
 	)
 	newPlanner := func(o plan.Options) (*plan.Planner, error) {
-		o.Controllers, o.HookURL, o.CustomizeHookURL = controllers, f.hookURL, f.customizeHookURL
+		o.Controllers, o.HookURL, o.CustomizeHookURL, o.CacheTimeout = controllers, f.hookURL, f.customizeHookURL, f.cacheTimeout
 		return plan.New(o)
 	}
 	if len(args) > 0 {

@@ -27,11 +27,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientdiscovery "k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 )
 
 // FieldManager is the field manager of the server-side apply dry run that
@@ -52,7 +54,30 @@ type Options struct {
 	// HookURL's host, the hook's own path). See v1alpha1.OverrideHookURLs:
 	// a replaced hook gets no credentials.
 	HookURL, CustomizeHookURL string
+	// CacheTimeout bounds the wait for each controller's caches (its
+	// informers' first lists); 0 is DefaultCacheTimeout. A list the API
+	// server refuses ends the wait at once (see ListError).
+	CacheTimeout time.Duration
 }
+
+// DefaultCacheTimeout is Options.CacheTimeout's default.
+const DefaultCacheTimeout = 60 * time.Second
+
+// ListError is a list of a controller's informer that failed: the plan
+// stops at once, rather than wait for caches that will not fill (the
+// informers list and watch each resource in every namespace, as metactl
+// run's do).
+type ListError struct {
+	Resource schema.GroupVersionResource
+	Err      error
+}
+
+func (e *ListError) Error() string {
+	return fmt.Sprintf("listing %s in all namespaces (cluster scope): %v; metactl plan reads the parent's, children's and related objects' resources as metactl run does, through caches that list and watch each resource cluster-wide: it needs list and watch on %s at cluster scope (a ClusterRole and ClusterRoleBinding), not only in the object's namespace",
+		e.Resource.GroupResource(), e.Err, e.Resource.GroupResource())
+}
+
+func (e *ListError) Unwrap() error { return e.Err }
 
 // Planner plans the syncs of objects. Close releases it.
 type Planner struct {
@@ -64,6 +89,11 @@ type Planner struct {
 	informers *informer.Factory
 	transport *hooks.SecureTransport
 	creds     *hooks.WatchingCredentialSource
+
+	// listFailed, while a controller's caches are started, ends its
+	// wait with the first list error of an informer.
+	mu         sync.Mutex
+	listFailed context.CancelCauseFunc
 }
 
 // New returns a Planner whose every API request goes through a DryRun.
@@ -90,13 +120,33 @@ func New(opts Options) (*Planner, error) {
 		return nil, fmt.Errorf("building the core/v1 client: %w", err)
 	}
 	p.resources = discovery.NewResourceMap(dc, discovery.Options{})
-	p.informers = informer.NewFactory(p.objects.ListerWatcher, informer.Options{})
+	p.informers = informer.NewFactory(p.listerWatcher, informer.Options{})
 	// The hooks' credentials, read with the user's own rights: whatever
 	// namespace the controller names, as metactl run --credential-namespaces='*'.
 	p.creds = hooks.NewWatchingCredentialSource(hooks.CoreV1GetterFunc(func() typedcorev1.CoreV1Interface { return core }))
 	p.transport = hooks.NewSecureTransport(p.creds, hooks.CredentialPolicy{Namespaces: []string{hooks.AllNamespaces},
 		InsecureHint: "pass --hook-url to call the hook elsewhere (such as a copy running on this machine): metactl plan sends no credentials to a hook it replaces"})
 	return p, nil
+}
+
+// listerWatcher is the objects' ListerWatcher, its list errors reported
+// to the controller whose caches are starting (listFailed).
+func (p *Planner) listerWatcher(gvr schema.GroupVersionResource) cache.ListerWatcher {
+	lw := cache.ToListerWatcherWithContext(p.objects.ListerWatcher(gvr))
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			obj, err := lw.ListWithContext(ctx, opts)
+			if err != nil && ctx.Err() == nil {
+				p.mu.Lock()
+				if p.listFailed != nil {
+					p.listFailed(&ListError{Resource: gvr, Err: err})
+				}
+				p.mu.Unlock()
+			}
+			return obj, err
+		},
+		WatchFuncWithContext: lw.WatchWithContext,
+	}
 }
 
 // Close stops what the Planner started.
@@ -379,7 +429,7 @@ func (p *Planner) planOne(ctx context.Context, ctrlObj, obj *unstructured.Unstru
 	if _, _, ok := k.KeyOf(obj); !ok {
 		return nil, fmt.Errorf("%s does not sync %s objects", refOf(ctrlObj), obj.GroupVersionKind())
 	}
-	if err := k.StartCaches(ctx); err != nil {
+	if err := p.startCaches(ctx, k); err != nil {
 		k.Stop()
 		return nil, fmt.Errorf("%s: %w", refOf(ctrlObj), err)
 	}
@@ -429,6 +479,33 @@ func (p *Planner) planOne(ctx context.Context, ctrlObj, obj *unstructured.Unstru
 		cp.Object = []jsondiff.Change{}
 	}
 	return cp, nil
+}
+
+// startCaches starts k's caches, waiting at most Options.CacheTimeout,
+// and stops at the first list error of its informers (a *ListError).
+func (p *Planner) startCaches(ctx context.Context, k kindController) error {
+	timeout := p.opts.CacheTimeout
+	if timeout <= 0 {
+		timeout = DefaultCacheTimeout
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, timeout,
+		fmt.Errorf("the caches did not fill in %s (--cache-timeout): the API server is slow, or lists too many objects", timeout))
+	defer cancelTimeout()
+	p.mu.Lock()
+	p.listFailed = cancel
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.listFailed = nil
+		p.mu.Unlock()
+	}()
+	err := k.StartCaches(ctx)
+	if err != nil && context.Cause(ctx) != nil {
+		return context.Cause(ctx)
+	}
+	return err
 }
 
 // diff is jsondiff.Diff, field by field where new adds a whole object:

@@ -8,9 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
 
@@ -257,4 +260,56 @@ func TestPlanJSON(t *testing.T) {
 	if !patched {
 		t.Errorf("writes lack the ConfigMap's update:\n%s", out)
 	}
+}
+
+// TestPlanNamespacedRights: a user whose Role grants everything on the
+// parent and its children in the object's namespace, and nothing at
+// cluster scope, gets exit 1 at once (well within --cache-timeout) with
+// the resource and the right plan needs, not a wait for caches that never
+// fill.
+func TestPlanNamespacedRights(t *testing.T) {
+	ns, _, metactl := setup(t, "plan-nsrights")
+	ctx := context.Background()
+	user := "plan-ns-user"
+	if _, err := env.Kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "plan"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"example.metactl.io"}, Resources: []string{"helloworlds", "helloworlds/status"}, Verbs: []string{"*"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "plan"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "plan"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.LoadFromFile(env.KubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range cfg.AuthInfos {
+		u.Impersonate = user
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	ctrlFile := writeYAML(t, "controller.yaml", controllerObject("plan-nsrights", "http://127.0.0.1:1").Object)
+
+	start := time.Now()
+	// The later --kubeconfig wins over plan()'s own.
+	out, errOut, code := plan(t, metactl, "helloworlds/p", "-n", ns, "--controller", ctrlFile, "--kubeconfig", kubeconfig)
+	elapsed := time.Since(start)
+	if code != 1 || !strings.Contains(errOut, "in all namespaces (cluster scope)") || !strings.Contains(errOut, "forbidden") ||
+		!strings.Contains(errOut, "it needs list and watch on") {
+		t.Fatalf("namespaced rights only: exit %d, want 1 and the rights needed\n%s%s", code, out, errOut)
+	}
+	if elapsed > 30*time.Second {
+		t.Errorf("namespaced rights only: plan took %s, want well within --cache-timeout (60s)", elapsed)
+	}
+	t.Logf("%s: %s", elapsed, errOut)
 }
