@@ -264,12 +264,18 @@ type ControllerPlan struct {
 	HookCalls map[string]int `json:"hookCalls"`
 	// Settled: the last answer asked for nothing more (a call with the
 	// state its writes leave changes nothing); false when the hook still
-	// asked for changes after controller.MaxRounds calls, or failed.
+	// asked for changes after controller.MaxRounds calls, or failed, or
+	// Rolling.
 	Settled bool `json:"settled"`
+	// Rolling: a rolling update wrote one revision's children, which ends
+	// a sync (the next revision is the next sync's), so whether the hook
+	// settles was not checked.
+	Rolling bool `json:"rolling,omitempty"`
 	// Error is the sync's error, as the reconciler reports it: a hook
 	// that fails or answers invalidly, a write the API server refuses.
 	Error string `json:"error,omitempty"`
-	// Changed: a child (attachment) or the object would change.
+	// Changed: a child (attachment) or the object would change, or the
+	// hook did not settle (and the sync did not fail).
 	Changed bool `json:"changed"`
 	// Children are the children (attachments), observed or desired.
 	Children []*Child `json:"children"`
@@ -462,7 +468,22 @@ func (p *Planner) planOne(ctx context.Context, ctrlObj, obj *unstructured.Unstru
 		cp.Writes[i].Request = redactJSON(cp.Writes[i].Request)
 		cp.Writes[i].Response = redactJSON(cp.Writes[i].Response)
 	}
-	cp.Changed = len(cp.Object) > 0
+	if rolling(ctrlObj) && cp.Error == "" {
+		// metactl run's sync ends at a rolling update's first write of a
+		// child or revision (the next revision is the next sync's); the
+		// dry run's writes are not seen as writes by the reconciler (the
+		// API server keeps the resourceVersion), so its rounds went on:
+		// the fixed point was not checked as run would reach it.
+		for _, w := range cp.Writes {
+			if w.Resource == "controllerrevisions" || isChildWrite(k.Dependents().Resources, w, obj) {
+				cp.Rolling, cp.Settled = true, false
+				break
+			}
+		}
+	}
+	// A hook that does not settle asks for changes, even when its last
+	// answer leaves the objects as they are.
+	cp.Changed = len(cp.Object) > 0 || (!cp.Settled && cp.Error == "")
 	for _, c := range cp.Children {
 		cp.Changed = cp.Changed || c.Action != Unchanged
 	}
@@ -506,6 +527,36 @@ func (p *Planner) startCaches(ctx context.Context, k kindController) error {
 		return context.Cause(ctx)
 	}
 	return err
+}
+
+// rolling reports whether ctrl, a CompositeController, updates a child
+// resource with a rolling method (RollingRecreate, RollingInPlace).
+func rolling(ctrl *unstructured.Unstructured) bool {
+	if ctrl.GetKind() != "CompositeController" {
+		return false // a DecoratorController's rolling methods are not rolling
+	}
+	resources, _, _ := unstructured.NestedSlice(ctrl.Object, "spec", "childResources")
+	for _, r := range resources {
+		m, _ := r.(map[string]any)
+		method, _, _ := unstructured.NestedString(m, "updateStrategy", "method")
+		if strings.HasPrefix(method, "Rolling") {
+			return true
+		}
+	}
+	return false
+}
+
+// isChildWrite reports whether w writes a child of one of resources (not
+// obj itself).
+func isChildWrite(resources []*children.Resource, w Write, obj *unstructured.Unstructured) bool {
+	for _, res := range resources {
+		gvr := res.GroupVersionResource()
+		if w.Group == gvr.Group && w.Version == gvr.Version && w.Resource == gvr.Resource && w.Subresource == "" &&
+			!(w.Name == obj.GetName() && w.Namespace == obj.GetNamespace() && obj.GetAPIVersion() == res.APIVersion && obj.GetKind() == res.Kind) {
+			return true
+		}
+	}
+	return false
 }
 
 // diff is jsondiff.Diff, field by field where new adds a whole object:

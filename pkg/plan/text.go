@@ -86,6 +86,8 @@ func calls(m map[string]int) string {
 
 func settled(c *ControllerPlan) string {
 	switch {
+	case c.Rolling:
+		return "settled: not checked (rolling update: one revision per sync; the next revision is the next sync's)"
 	case c.Settled:
 		return "settled (a call with the resulting state asks for nothing more)"
 	case c.Error == "":
@@ -106,9 +108,12 @@ func summary(c *ControllerPlan, kind string) string {
 	if len(c.Object) > 0 {
 		s += fmt.Sprintf("; %d change(s) to the %s", len(c.Object), kind)
 	}
-	if !c.Changed {
+	switch {
+	case c.Error != "":
+		s += ". Plan failed."
+	case !c.Changed:
 		s += ". No changes."
-	} else {
+	default:
 		s += "."
 	}
 	return s

@@ -64,6 +64,9 @@ func TestPlanInvalidAnswer(t *testing.T) {
 	if !strings.Contains(out, "error: invalid sync hook response") || !strings.Contains(out, "Secret") {
 		t.Errorf("the plan does not give the reconciler's error:\n%s%s", out, errOut)
 	}
+	if !strings.Contains(out, "Plan failed.") || strings.Contains(out, "No changes.") {
+		t.Errorf("a failed plan does not end with \"Plan failed.\":\n%s", out)
+	}
 }
 
 // TestPlanRefusedWrite: a child the API server refuses, as its dry run
@@ -95,6 +98,37 @@ func TestPlanUnsettled(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestPlanUnsettledOnLiveState: a hook whose status goes round a cycle of
+// 5 does not settle in 5 calls, and its last answer is the live state: no
+// child or field would change, yet the hook still asks for changes, so
+// the plan has changes (exit 2), as docs/plan.md says.
+func TestPlanUnsettledOnLiveState(t *testing.T) {
+	ns, h, metactl := setup(t, "plan-cycle")
+	h.mode.Store("cycle")
+	out, errOut, code := plan(t, metactl, "helloworlds/p", "-n", ns)
+	if code != 2 || !strings.Contains(out, "5 sync; does not settle in 5 calls") {
+		t.Fatalf("exit %d, want 2 and not settled\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "HelloWorld: no change") {
+		t.Errorf("the last answer is not the live state, so the test proves nothing:\n%s", out)
+	}
+}
+
+// TestPlanRolling: a rolling update writes one revision per sync, which
+// ends the sync: the plan says the fixed point was not checked, rather
+// than "settled" after one call.
+func TestPlanRolling(t *testing.T) {
+	ns, h, metactl := setupWith(t, "plan-rolling", "RollingInPlace")
+	h.mode.Store("changed")
+	out, errOut, code := plan(t, metactl, "helloworlds/p", "-n", ns)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "not checked (rolling update: one revision per sync") || strings.Contains(out, "; settled (") {
+		t.Errorf("a rolling update's plan claims a fixed point it did not check:\n%s", out)
 	}
 }
 

@@ -77,7 +77,7 @@ var (
 
 // hook is a hello-world sync hook whose answer a test switches: "ok"
 // (a ConfigMap with "Hello, WHO!"), "changed" ("Howdy, WHO!"), "drop"
-// (no child), "invalid"
+// (no child), "cycle" (a status that comes back after 5 calls), "invalid"
 // (a child of an undeclared resource), "unsettled" (a status that
 // counts the calls, so never the same), "refused" (a ConfigMap the API
 // server's validation refuses).
@@ -117,6 +117,14 @@ func startHook(t *testing.T) *hook {
 			"data":     map[string]any{"greeting": greeting},
 		}}
 		status := map[string]any{"greeting": greeting, "configMaps": len(req.Children["ConfigMap.v1"])}
+		if mode == "cycle" {
+			// .status.n goes 1, 2, 3, 4, absent (0), 1...: the fifth
+			// answer of a sync is the status it saw first.
+			n, _, _ := unstructured.NestedInt64(req.Parent.Object, "status", "n")
+			if n = (n + 1) % 5; n != 0 {
+				status["n"] = n
+			}
+		}
 		if mode == "unsettled" {
 			status["calls"] = h.calls.Load() // changes on every call
 		}
