@@ -33,6 +33,53 @@ type DryRun struct {
 
 	mu     sync.Mutex
 	writes []Write
+	// deleted are the objects a dry-run DELETE deleted (by deletedKey),
+	// since ForgetDeletes: a create of one of them is simulated.
+	deleted map[string]bool
+}
+
+// deletedKey names the object namespace/name of group/version/resource.
+func deletedKey(group, version, resource, namespace, name string) string {
+	return group + "/" + version + "/" + resource + "/" + namespace + "/" + name
+}
+
+// ForgetDeletes forgets the dry-run DELETEs so far: another controller's
+// plan starts from the live state.
+func (d *DryRun) ForgetDeletes() {
+	d.mu.Lock()
+	d.deleted = nil
+	d.mu.Unlock()
+}
+
+// recreated answers a create (POST) of an object a dry-run DELETE
+// deleted before: the API server, which still has the object, would
+// refuse it (409 AlreadyExists), where the real create, after the real
+// delete, would be made (the Recreate update method). The answer is the
+// object sent, in w's namespace (Write.Simulated).
+func (d *DryRun) recreated(w *Write) (int, []byte, bool) {
+	if w.Method != http.MethodPost || w.Name != "" || w.Subresource != "" || len(w.Request) == 0 {
+		return 0, nil, false
+	}
+	obj := map[string]any{}
+	if json.Unmarshal(w.Request, &obj) != nil {
+		return 0, nil, false
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	name, _ := meta["name"].(string)
+	d.mu.Lock()
+	deleted := name != "" && d.deleted[deletedKey(w.Group, w.Version, w.Resource, w.Namespace, name)]
+	d.mu.Unlock()
+	if !deleted {
+		return 0, nil, false
+	}
+	if w.Namespace != "" {
+		meta["namespace"] = w.Namespace
+	}
+	body, err := json.Marshal(obj)
+	if err != nil {
+		return 0, nil, false
+	}
+	return http.StatusCreated, body, true
 }
 
 // Write is one write request of the plan, sent as a dry run (or
@@ -64,7 +111,8 @@ type Write struct {
 	// Error is why no answer came.
 	Error string `json:"error,omitempty"`
 	// Simulated: the plan answered the request itself, nothing was sent
-	// (a write to a parent not yet created).
+	// (a write to a parent not yet created, or the create of a child a
+	// dry-run DELETE of the same plan deleted: the Recreate method).
 	Simulated bool `json:"simulated,omitempty"`
 }
 
@@ -127,18 +175,26 @@ func (d *DryRun) roundTrip(rt http.RoundTripper, req *http.Request) (*http.Respo
 		d.add(w)
 		return nil, err
 	}
+	simulate := d.recreated
 	if d.Simulate != nil {
-		if code, respBody, ok := d.Simulate(&w); ok {
-			w.Code, w.Response, w.Simulated = code, asJSON(respBody), true
-			d.add(w)
-			return &http.Response{
-				StatusCode: code, Status: http.StatusText(code), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-				Header:        http.Header{"Content-Type": []string{"application/json"}},
-				Body:          io.NopCloser(bytes.NewReader(respBody)),
-				ContentLength: int64(len(respBody)), Request: out,
-			}, nil
+		simulate = func(w *Write) (int, []byte, bool) {
+			if code, body, ok := d.recreated(w); ok {
+				return code, body, ok
+			}
+			return d.Simulate(w)
 		}
 	}
+	if code, respBody, ok := simulate(&w); ok {
+		w.Code, w.Response, w.Simulated = code, asJSON(respBody), true
+		d.add(w)
+		return &http.Response{
+			StatusCode: code, Status: http.StatusText(code), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header:        http.Header{"Content-Type": []string{"application/json"}},
+			Body:          io.NopCloser(bytes.NewReader(respBody)),
+			ContentLength: int64(len(respBody)), Request: out,
+		}, nil
+	}
+
 	resp, err := rt.RoundTrip(out)
 	if err != nil {
 		w.Error = err.Error()
@@ -154,6 +210,14 @@ func (d *DryRun) roundTrip(rt http.RoundTripper, req *http.Request) (*http.Respo
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(respBody))
 	w.Code, w.Response = resp.StatusCode, asJSON(respBody)
+	if w.Method == http.MethodDelete && w.Name != "" && w.Subresource == "" && w.Code < 300 {
+		d.mu.Lock()
+		if d.deleted == nil {
+			d.deleted = map[string]bool{}
+		}
+		d.deleted[deletedKey(w.Group, w.Version, w.Resource, w.Namespace, w.Name)] = true
+		d.mu.Unlock()
+	}
 	d.add(w)
 	return resp, nil
 }

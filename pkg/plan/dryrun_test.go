@@ -168,3 +168,46 @@ func TestSimulatedPatches(t *testing.T) {
 		t.Errorf("a failed test: %d %v, want 422", code, ok)
 	}
 }
+
+// TestDryRunRecreate: the create of an object a dry-run DELETE deleted is
+// answered with the object sent (the API server, which still has it,
+// would answer 409), not sent; after ForgetDeletes it is sent again.
+func TestDryRunRecreate(t *testing.T) {
+	var sent []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent = append(sent, r.Method)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Success"}`))
+	}))
+	defer srv.Close()
+	d := &DryRun{}
+	client := &http.Client{Transport: d.Wrap(http.DefaultTransport)}
+	do := func(method, path, body string) (int, string) {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	cm := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v"}}`
+	do("DELETE", "/api/v1/namespaces/ns/configmaps/a", "")
+	code, body := do("POST", "/api/v1/namespaces/ns/configmaps", cm)
+	if code != 201 || !strings.Contains(body, `"namespace":"ns"`) || !strings.Contains(body, `"data":{"k":"v"}`) {
+		t.Errorf("the create after the delete: %d %s", code, body)
+	}
+	if len(sent) != 1 {
+		t.Errorf("requests sent: %v, want the DELETE alone", sent)
+	}
+	if w := d.Writes(0); len(w) != 2 || !w[1].Simulated {
+		t.Errorf("writes: %+v", w)
+	}
+	do("POST", "/api/v1/namespaces/ns/configmaps", strings.Replace(cm, `"a"`, `"b"`, 1))
+	d.ForgetDeletes()
+	do("POST", "/api/v1/namespaces/ns/configmaps", cm)
+	if len(sent) != 3 {
+		t.Errorf("requests sent: %v, want the create of another object, and of a after ForgetDeletes", sent)
+	}
+}

@@ -439,6 +439,7 @@ func (p *Planner) planOne(ctx context.Context, ctrlObj, obj *unstructured.Unstru
 		k.Stop()
 		return nil, fmt.Errorf("%s: %w", refOf(ctrlObj), err)
 	}
+	p.dry.ForgetDeletes()
 	mark := p.dry.Mark()
 	t, syncErr := k.SyncOnce(ctx, obj)
 	k.Stop()
@@ -690,7 +691,8 @@ func childrenOf(resources []*children.Resource, t *controller.Target, obj *unstr
 				if l := live[key]; l != nil && c.Action != Create {
 					old = l.Object
 				}
-				c.Changes = diff(meaningful(old, c.Action == Create), meaningful(result, c.Action == Create))
+				fresh := c.Action == Create || c.Action == Replace // a new object: its UID is not a change
+				c.Changes = diff(meaningful(old, fresh), meaningful(result, fresh))
 				if c.UID == "" {
 					u := unstructured.Unstructured{Object: result}
 					c.UID = string(u.GetUID())
