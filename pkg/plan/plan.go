@@ -354,15 +354,19 @@ func (p *Planner) build(ctx context.Context, obj *unstructured.Unstructured, cal
 // Controllers returns the controller objects to plan for obj: Options'
 // Controllers, else those of the cluster that manage obj (its resource,
 // selected by their selectors, or carrying their finalizer).
-func (p *Planner) Controllers(ctx context.Context, obj *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+//
+// unbuilt are the controllers of the cluster that could not be built
+// (an invalid spec, a resource not served), which cannot be told to
+// manage obj or not: "KIND NAME: error".
+func (p *Planner) Controllers(ctx context.Context, obj *unstructured.Unstructured) (ctrls []*unstructured.Unstructured, unbuilt []string, err error) {
 	if p.opts.Controllers != nil {
-		return p.opts.Controllers, nil
+		return p.opts.Controllers, nil, nil
 	}
 	var out []*unstructured.Unstructured
 	for _, gvr := range []schema.GroupVersionResource{v1alpha1.CompositeControllerResource, v1alpha1.DecoratorControllerResource} {
 		list, err := p.client.Resource(gvr).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", gvr.Resource, err)
+			return nil, nil, fmt.Errorf("listing %s: %w", gvr.Resource, err)
 		}
 		for i := range list.Items {
 			c := &list.Items[i]
@@ -371,7 +375,8 @@ func (p *Planner) Controllers(ctx context.Context, obj *unstructured.Unstructure
 			}
 			k, err := p.build(ctx, c, &callCounter{calls: map[string]int{}}, &eventCollector{})
 			if err != nil {
-				continue // not running; and not this object's, unless it is invalid
+				unbuilt = append(unbuilt, fmt.Sprintf("%s: %v", refOf(c), err))
+				continue
 			}
 			res, _, ok := k.KeyOf(obj)
 			if !ok {
@@ -382,7 +387,7 @@ func (p *Planner) Controllers(ctx context.Context, obj *unstructured.Unstructure
 			}
 		}
 	}
-	return out, nil
+	return out, unbuilt, nil
 }
 
 // Plan plans one sync of obj by each controller of Controllers. exists
@@ -391,12 +396,16 @@ func (p *Planner) Controllers(ctx context.Context, obj *unstructured.Unstructure
 // (no controller, a controller that cannot be built or started); a sync
 // that fails is the plan's Error.
 func (p *Planner) Plan(ctx context.Context, obj *unstructured.Unstructured, exists bool) (*Report, error) {
-	ctrls, err := p.Controllers(ctx, obj)
+	ctrls, unbuilt, err := p.Controllers(ctx, obj)
 	if err != nil {
 		return nil, err
 	}
 	if len(ctrls) == 0 {
-		return nil, fmt.Errorf("no CompositeController or DecoratorController manages %s (none has its resource and selects it); give one with --controller", refOf(obj))
+		msg := fmt.Sprintf("no CompositeController or DecoratorController manages %s (none has its resource and selects it); give one with --controller", refOf(obj))
+		if len(unbuilt) > 0 {
+			msg += fmt.Sprintf(" (%d controller(s) could not be built, so could not be checked: %s)", len(unbuilt), strings.Join(unbuilt, "; "))
+		}
+		return nil, errors.New(msg)
 	}
 	report := &Report{Object: refOf(obj), Exists: exists}
 	if !exists {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -346,4 +347,29 @@ func TestPlanNamespacedRights(t *testing.T) {
 		t.Errorf("namespaced rights only: plan took %s, want well within --cache-timeout (60s)", elapsed)
 	}
 	t.Logf("%s: %s", elapsed, errOut)
+}
+
+// TestPlanUnbuiltControllers: with no controller managing the object, a
+// controller of the cluster that cannot be built (a child resource the
+// API server does not serve) is named in the error, not skipped silently.
+func TestPlanUnbuiltControllers(t *testing.T) {
+	ns, _, metactl := setup(t, "plan-unbuilt")
+	ctx := context.Background()
+	broken := controllerObject("plan-unbuilt-broken", "http://127.0.0.1:1")
+	_ = unstructuredSet(broken.Object, []any{map[string]any{"apiVersion": "example.metactl.io/v1", "resource": "nosuchthings"}}, "spec", "childResources")
+	if _, err := env.Dynamic.Resource(v1alpha1.CompositeControllerResource).Create(ctx, broken, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Dynamic.Resource(v1alpha1.CompositeControllerResource).Delete(context.Background(), "plan-unbuilt-broken", metav1.DeleteOptions{})
+	})
+	orphan := parentObject(ns, "orphan", "no-such-controller", "Nobody")
+	if _, err := env.Dynamic.Resource(helloGVR).Namespace(ns).Create(ctx, orphan, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := plan(t, metactl, "helloworlds/orphan", "-n", ns)
+	if code != 1 || !strings.Contains(errOut, "no CompositeController or DecoratorController manages") ||
+		!strings.Contains(errOut, "could not be built") || !strings.Contains(errOut, "CompositeController plan-unbuilt-broken: ") {
+		t.Errorf("exit %d, want 1 and the controller that could not be built named\n%s%s", code, out, errOut)
+	}
 }
