@@ -378,11 +378,15 @@ func (p *Planner) Controllers(ctx context.Context, obj *unstructured.Unstructure
 				unbuilt = append(unbuilt, fmt.Sprintf("%s: %v", refOf(c), err))
 				continue
 			}
-			res, _, ok := k.KeyOf(obj)
+			at, err := p.objectFor(ctx, c, obj)
+			if err != nil {
+				continue // not at the controller's version: not this controller's
+			}
+			res, _, ok := k.KeyOf(at)
 			if !ok {
 				continue
 			}
-			if res.Selects == nil || res.Selects(obj) || slices.Contains(obj.GetFinalizers(), k.Finalizer()) {
+			if res.Selects == nil || res.Selects(at) || slices.Contains(at.GetFinalizers(), k.Finalizer()) {
 				out = append(out, c)
 			}
 		}
@@ -408,26 +412,71 @@ func (p *Planner) Plan(ctx context.Context, obj *unstructured.Unstructured, exis
 		return nil, errors.New(msg)
 	}
 	report := &Report{Object: refOf(obj), Exists: exists}
-	if !exists {
-		res, err := p.resources.ObjectKind(ctx, obj)
-		if err != nil {
-			return nil, err
-		}
-		sim, err := newSimulated(obj, res.GroupVersionResource())
-		if err != nil {
-			return nil, err
-		}
-		p.dry.Simulate = sim.write
-		defer func() { p.dry.Simulate = nil }()
-	}
+	defer func() { p.dry.Simulate = nil }()
 	for _, c := range ctrls {
-		cp, err := p.planOne(ctx, c, obj)
+		if !exists {
+			// Each controller's plan starts from the object as given, not
+			// as another's simulated writes left it.
+			res, err := p.resources.ObjectKind(ctx, obj)
+			if err != nil {
+				return nil, err
+			}
+			sim, err := newSimulated(obj, res.GroupVersionResource())
+			if err != nil {
+				return nil, err
+			}
+			p.dry.Simulate = sim.write
+		}
+		at, err := p.objectFor(ctx, c, obj)
+		if err != nil {
+			return nil, err
+		}
+		cp, err := p.planOne(ctx, c, at)
 		if err != nil {
 			return nil, err
 		}
 		report.Controllers = append(report.Controllers, cp)
 	}
 	return report, nil
+}
+
+// objectFor returns obj as ctrl reads it: at the version of ctrl's rule
+// for obj's resource (spec.parentResource, or a DecoratorController's
+// spec.resources), which the controller matches exactly; obj itself when
+// the versions agree or no rule has obj's group and resource. An object
+// at another version is read again at the rule's (the API server converts
+// it); one not created yet cannot be.
+func (p *Planner) objectFor(ctx context.Context, ctrl, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	res, err := p.resources.ObjectKind(ctx, obj)
+	if err != nil {
+		return obj, nil // the controller's KeyOf tells
+	}
+	gvr := res.GroupVersionResource()
+	var rules []any
+	if r, found, _ := unstructured.NestedMap(ctrl.Object, "spec", "parentResource"); found {
+		rules = append(rules, r)
+	}
+	if rs, found, _ := unstructured.NestedSlice(ctrl.Object, "spec", "resources"); found {
+		rules = append(rules, rs...)
+	}
+	for _, r := range rules {
+		rule, _ := r.(map[string]any)
+		apiVersion, _ := rule["apiVersion"].(string)
+		resource, _ := rule["resource"].(string)
+		gv, err := schema.ParseGroupVersion(apiVersion)
+		if err != nil || gv.Group != gvr.Group || resource != gvr.Resource {
+			continue
+		}
+		if gv.Version == gvr.Version {
+			return obj, nil
+		}
+		at, err := p.Live(ctx, gv.WithResource(resource), obj.GetNamespace(), obj.GetName())
+		if err != nil {
+			return nil, fmt.Errorf("%s syncs %s at %s: reading %s at that version: %w", refOf(ctrl), gvr.GroupResource(), apiVersion, refOf(obj), err)
+		}
+		return at, nil
+	}
+	return obj, nil
 }
 
 func (p *Planner) planOne(ctx context.Context, ctrlObj, obj *unstructured.Unstructured) (*ControllerPlan, error) {
@@ -666,10 +715,7 @@ func childrenOf(resources []*children.Resource, t *controller.Target, obj *unstr
 				_ = json.Unmarshal(w.Request, &sent)
 				name, _, _ = unstructured.NestedString(sent, "metadata", "name")
 			}
-			key := name
-			if w.Namespace != "" {
-				key = w.Namespace + "/" + name
-			}
+			key := children.Key(&metav1.ObjectMeta{Namespace: w.Namespace, Name: name})
 			c := byKey[key]
 			if c == nil {
 				c = &Child{ObjectRef: ObjectRef{APIVersion: res.APIVersion, Kind: res.Kind, Namespace: w.Namespace, Name: name}}

@@ -3,6 +3,8 @@ package plan
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -10,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
@@ -371,5 +376,102 @@ func TestPlanUnbuiltControllers(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "no CompositeController or DecoratorController manages") ||
 		!strings.Contains(errOut, "could not be built") || !strings.Contains(errOut, "CompositeController plan-unbuilt-broken: ") {
 		t.Errorf("exit %d, want 1 and the controller that could not be built named\n%s%s", code, out, errOut)
+	}
+}
+
+// TestPlanParentVersion: a controller matches its parentResource's
+// apiVersion exactly; the object named on the command line is read at the
+// version discovery prefers (v2 here), and plan reads it again at the
+// controller's (v1), so the controller plans it.
+func TestPlanParentVersion(t *testing.T) {
+	ctx := context.Background()
+	metactl := testenv.BuildMetactl(t)
+	h := startHook(t)
+	ns := env.CreateNamespace(t)
+	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	version := func(name string, storage bool) map[string]any {
+		return map[string]any{"name": name, "served": true, "storage": storage, "schema": map[string]any{"openAPIV3Schema": map[string]any{
+			"type": "object", "x-kubernetes-preserve-unknown-fields": true}}, "subresources": map[string]any{"status": map[string]any{}}}
+	}
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "widgets.plan.metactl.io"},
+		"spec": map[string]any{"group": "plan.metactl.io", "scope": "Namespaced",
+			"names":    map[string]any{"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+			"versions": []any{version("v1", true), version("v2", false)}},
+	}}
+	if _, err := env.Dynamic.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Dynamic.Resource(crdGVR).Delete(context.Background(), "widgets.plan.metactl.io", metav1.DeleteOptions{})
+	})
+	v1 := schema.GroupVersionResource{Group: "plan.metactl.io", Version: "v1", Resource: "widgets"}
+	widget := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "plan.metactl.io/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w", "namespace": ns, "labels": map[string]any{"test": "plan-version"}},
+		"spec":     map[string]any{"who": "Widget"},
+	}}
+	testenv.Eventually(t, 30*time.Second, "the Widget created", func(ctx context.Context) (bool, error) {
+		_, err := env.Dynamic.Resource(v1).Namespace(ns).Create(ctx, widget, metav1.CreateOptions{})
+		return err == nil, nil
+	})
+	cc := controllerObject("plan-version", h.URL)
+	_ = unstructuredSet(cc.Object, map[string]any{"apiVersion": "plan.metactl.io/v1", "resource": "widgets",
+		"labelSelector": map[string]any{"matchLabels": map[string]any{"test": "plan-version"}}}, "spec", "parentResource")
+	ctrlFile := writeYAML(t, "controller.yaml", cc.Object)
+	var out, errOut string
+	code := -1
+	testenv.Eventually(t, 30*time.Second, "discovery serving widgets at v2", func(context.Context) (bool, error) {
+		out, errOut, code = plan(t, metactl, "widgets/w", "-n", ns, "--controller", ctrlFile)
+		return !strings.Contains(errOut, "the server doesn't have a resource type"), nil
+	})
+	if code != 2 || !strings.Contains(out, "ConfigMap "+ns+"/w-greeting: create") {
+		t.Errorf("a controller of widgets at v1, the object read at v2: exit %d, want 2 and the child created\n%s%s", code, out, errOut)
+	}
+}
+
+// TestPlanNewParentTwoControllers: two controllers planning an object
+// not yet created each start from the object as given: the second does
+// not see the labels the first's simulated writes left.
+func TestPlanNewParentTwoControllers(t *testing.T) {
+	metactl := testenv.BuildMetactl(t)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Controller *unstructured.Unstructured `json:"controller"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"labels":      map[string]any{"by-" + req.Controller.GetName(): "yes"},
+			"attachments": []any{},
+		})
+	}))
+	t.Cleanup(hook.Close)
+	ns := env.CreateNamespace(t)
+	var args []string
+	for _, name := range []string{"plan-sim-a", "plan-sim-b"} {
+		dc := map[string]any{
+			"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "DecoratorController",
+			"metadata": map[string]any{"name": name},
+			"spec": map[string]any{
+				"resources":   []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "labelSelector": map[string]any{"matchLabels": map[string]any{"decorate": "plan-sim"}}}},
+				"attachments": []any{map[string]any{"apiVersion": "v1", "resource": "secrets"}},
+				"hooks":       map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": hook.URL + "/sync"}}},
+			},
+		}
+		args = append(args, "--controller", writeYAML(t, name+".yaml", dc))
+	}
+	file := writeYAML(t, "new.yaml", map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "new", "namespace": ns, "labels": map[string]any{"decorate": "plan-sim"}}})
+	out, errOut, code := plan(t, metactl, append([]string{"-f", file}, args...)...)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2\n%s%s", code, out, errOut)
+	}
+	_, second, _ := strings.Cut(out, "DecoratorController plan-sim-b")
+	if !strings.Contains(second, `by-plan-sim-b`) || strings.Contains(second, "by-plan-sim-a") {
+		t.Errorf("the second controller's plan does not start from the object as given:\n%s", out)
 	}
 }
