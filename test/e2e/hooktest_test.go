@@ -32,11 +32,28 @@ func runHookTest(t *testing.T, args ...string) (string, int) {
 	return "", 0
 }
 
+// installCRD applies the crd.yaml of the example in dir, when it has one,
+// waits until the API server serves it, and deletes it when the test
+// ends: with --kubeconfig, hook test resolves the controller's resources
+// through the cluster's discovery, and a test must not rely on another
+// test (or TestMain) having left the CRD installed.
+func installCRD(t *testing.T, dir string) {
+	t.Helper()
+	crd := filepath.Join(dir, "crd.yaml")
+	if !fileExists(crd) {
+		return
+	}
+	kubectl(t, "apply", "-f", crd)
+	deleteOnCleanup(t, crd)
+	kubectl(t, "wait", "--for=condition=Established", "--timeout=30s", "-f", crd)
+}
+
 // TestHookTestHelloWorld: the built binary finds nothing wrong with the
 // hello-world example's hook (a real Python process), with the cluster's
 // discovery and offline, and says so with exit code 0.
 func TestHookTestHelloWorld(t *testing.T) {
 	dir := repo(t, "examples", "python", "hello-world")
+	installCRD(t, dir)
 	_, url := startHook(t, "python", dir)
 	common := []string{"--controller", filepath.Join(dir, "controller.yaml"), "--parent", filepath.Join(dir, "sample.yaml"), "--hook-url", url}
 
@@ -131,6 +148,7 @@ func TestHookTestExamples(t *testing.T) {
 	for _, controller := range examples {
 		dir := filepath.Dir(controller)
 		t.Run(filepath.Base(filepath.Dir(dir))+"/"+filepath.Base(dir), func(t *testing.T) {
+			installCRD(t, dir)
 			_, url := startHook(t, filepath.Base(filepath.Dir(dir)), dir)
 			out, code := runHookTest(t, "--controller", controller, "--parent", filepath.Join(dir, "sample.yaml"),
 				"--hook-url", url, "--kubeconfig", env.KubeconfigPath)
