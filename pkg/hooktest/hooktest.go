@@ -71,6 +71,9 @@ type kind interface {
 	Offline(parent *unstructured.Unstructured) (controller.Sync, error)
 	Synced() []*controller.Synced
 	Dependents() *children.Declared
+	// Finalizer is the finalizer metactl puts on the parents
+	// (controller.Engine's).
+	Finalizer() string
 }
 
 // tester is one run.

@@ -299,6 +299,38 @@ func TestRequests(t *testing.T) {
 	}
 }
 
+// TestFinalizingParentHasFinalizer: the parent of a finalize request
+// carries the finalizer metactl puts on the parents of its kind, being
+// deleted.
+func TestFinalizingParentHasFinalizer(t *testing.T) {
+	for s, want := range map[setup]string{
+		{finalize: true}:                  "metacontroller.io/compositecontroller-test",
+		{finalize: true, decorator: true}: "metacontroller.io/decoratorcontroller-test",
+	} {
+		t.Run(want, func(t *testing.T) {
+			finalizing := 0
+			run(t, s, func(r *request) (int, any) {
+				if r.Finalizing {
+					parent := r.Parent
+					if parent == nil {
+						parent = r.Object
+					}
+					meta, _ := parent["metadata"].(map[string]any)
+					finalizers, _ := meta["finalizers"].([]any)
+					if !slices.Contains(finalizers, any(want)) || meta["deletionTimestamp"] == nil {
+						t.Errorf("finalizing parent's metadata %v, want finalizer %s and a deletionTimestamp", meta, want)
+					}
+					finalizing++
+				}
+				return good(r)
+			})
+			if finalizing == 0 {
+				t.Fatal("no finalize request")
+			}
+		})
+	}
+}
+
 func TestHTTPStatus(t *testing.T) {
 	r := run(t, setup{}, func(r *request) (int, any) {
 		if r.given() > 0 {

@@ -120,7 +120,7 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) err
 	deleted := seen.DeepCopy()
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC))
 	deleted.SetDeletionTimestamp(&now)
-	deleted.SetFinalizers(append(deleted.GetFinalizers(), t.finalizerName()))
+	deleted.SetFinalizers(append(deleted.GetFinalizers(), t.kind.Finalizer()))
 	fsync, err := t.kind.Offline(deleted)
 	if err != nil {
 		t.report.Requests = append(t.report.Requests, Request{Hook: "finalize", Name: "finalizing", Description: "finalizing: true", Skipped: err.Error()})
@@ -136,15 +136,6 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) err
 		t.report.Requests[len(t.report.Requests)-1].OK = false
 	}
 	return nil
-}
-
-// finalizerName is the finalizer metactl puts on the parents of the
-// controller.
-func (t *tester) finalizerName() string {
-	if t.kindName == "DecoratorController" {
-		return "metacontroller.io/decoratorcontroller-" + t.name
-	}
-	return "metacontroller.io/compositecontroller-" + t.name
 }
 
 // send sends the request the reconciler's sync makes of seen, observed
