@@ -431,6 +431,11 @@ func TestUnknownFieldsLoose(t *testing.T) {
 	if r.Errors != 0 {
 		t.Errorf("errors for a loose answer with unknown fields")
 	}
+	// Exit code 0: the text says warn, not FAIL, of its requests.
+	out := text(r)
+	if strings.Contains(out, "FAIL") || !strings.Contains(out, "warn sync      no-children") {
+		t.Errorf("a request whose only finding is a warning, not printed warn:\n%s", out)
+	}
 }
 
 func TestStatusNotAnObject(t *testing.T) {
@@ -532,6 +537,15 @@ func TestNotFixedPoint(t *testing.T) {
 	}
 	if r.Errors != 0 {
 		t.Errorf("a warning counted as an error")
+	}
+	out := text(r)
+	if strings.Contains(out, "FAIL") || !strings.Contains(out, "warn sync      "+f[0].Requests[0]) {
+		t.Errorf("the request of a not-fixed-point warning not printed warn:\n%s", out)
+	}
+	for _, q := range r.Requests {
+		if q.Name == f[0].Requests[0] && q.OK {
+			t.Errorf("request %s ok, with a finding naming it", q.Name)
+		}
 	}
 }
 

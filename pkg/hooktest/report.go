@@ -3,6 +3,7 @@ package hooktest
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/metactl/metactl/internal/jsondiff"
@@ -188,10 +189,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	b.WriteString("\n")
 	for _, q := range r.Requests {
 		state := "ok  "
-		switch {
+		switch worst := r.worst(q); {
 		case q.Sent == 0:
 			state = "skip"
-		case !q.OK:
+		case worst == Warning:
+			state = "warn"
+		case !q.OK || worst == Error:
 			state = "FAIL"
 		}
 		line := fmt.Sprintf("%s %-9s %-22s %s", state, q.Hook, q.Name, q.Description)
@@ -212,6 +215,22 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "\n%d %s, %d %s\n", r.Errors, plural(r.Errors, "error", "errors"), r.Warnings, plural(r.Warnings, "warning", "warnings"))
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// worst is the severity of the worst finding that names q; "" when none
+// does.
+func (r *Report) worst(q Request) Severity {
+	var worst Severity
+	for _, f := range r.Findings {
+		if f.Hook != q.Hook || !slices.Contains(f.Requests, q.Name) {
+			continue
+		}
+		if f.Severity == Error {
+			return Error
+		}
+		worst = f.Severity
+	}
+	return worst
 }
 
 func plural(n int, one, many string) string {

@@ -99,8 +99,11 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) err
 		seen, observed = next, nextObserved
 	}
 	if !settled && !failed {
-		t.report.add(Warning, CheckNotFixedPoint, "sync", fmt.Sprintf("own-children-%d", controller.MaxRounds-1),
+		// The last request sent is the last round's.
+		q := &t.report.Requests[len(t.report.Requests)-1]
+		t.report.add(Warning, CheckNotFixedPoint, "sync", q.Name,
 			fmt.Sprintf("still asking for changes after %d calls, each given what the last one asked for (metactl syncs such a parent again and again, with backoff)", controller.MaxRounds), last)
+		q.OK = false
 	}
 
 	// A child being deleted.
