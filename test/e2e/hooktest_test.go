@@ -32,19 +32,27 @@ func runHookTest(t *testing.T, args ...string) (string, int) {
 	return "", 0
 }
 
-// installCRD applies the crd.yaml of the example in dir, when it has one,
-// waits until the API server serves it, and deletes it when the test
-// ends: with --kubeconfig, hook test resolves the controller's resources
-// through the cluster's discovery, and a test must not rely on another
-// test (or TestMain) having left the CRD installed.
+// installCRD makes sure the API server serves the CRD of the example in
+// dir, when it has one: with --kubeconfig, hook test resolves the
+// controller's resources through the cluster's discovery, and a test must
+// not rely on another test having left the CRD installed (TestMain
+// installs it, but a test before this one may have deleted it). It
+// applies crd.yaml, waits until the CRD is Established, and deletes it
+// when the test ends only if it was not there before: a CRD installed
+// with the control plane is left for the tests after this one, whose
+// garbage collection relies on kube-controller-manager having known it
+// from the start (see TestMain).
 func installCRD(t *testing.T, dir string) {
 	t.Helper()
 	crd := filepath.Join(dir, "crd.yaml")
 	if !fileExists(crd) {
 		return
 	}
+	existed := strings.TrimSpace(kubectl(t, "get", "--ignore-not-found", "-o", "name", "-f", crd)) != ""
 	kubectl(t, "apply", "-f", crd)
-	deleteOnCleanup(t, crd)
+	if !existed {
+		deleteOnCleanup(t, crd)
+	}
 	kubectl(t, "wait", "--for=condition=Established", "--timeout=30s", "-f", crd)
 }
 
