@@ -36,6 +36,7 @@ type setup struct {
 	finalize  bool
 	customize bool
 	decorator bool
+	method    string // the children's (attachments') update method; default InPlace
 }
 
 func controllerObject(t *testing.T, s setup, url string) *unstructured.Unstructured {
@@ -61,13 +62,17 @@ func controllerObject(t *testing.T, s setup, url string) *unstructured.Unstructu
 	if s.customize {
 		hooks["customize"] = map[string]any{"webhook": webhook("/customize")}
 	}
+	method := s.method
+	if method == "" {
+		method = "InPlace"
+	}
 	if s.decorator {
 		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "DecoratorController",
 			"metadata": map[string]any{"name": "test"},
 			"spec": map[string]any{
 				"resources":   []any{map[string]any{"apiVersion": "example.metactl.io/v1", "resource": "things"}},
-				"attachments": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": "InPlace"}}},
+				"attachments": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": method}}},
 				"hooks":       hooks,
 			},
 		}}
@@ -78,7 +83,7 @@ func controllerObject(t *testing.T, s setup, url string) *unstructured.Unstructu
 		"spec": map[string]any{
 			"generateSelector": true,
 			"parentResource":   map[string]any{"apiVersion": "example.metactl.io/v1", "resource": "things"},
-			"childResources":   []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": "InPlace"}}},
+			"childResources":   []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": method}}},
 			"hooks":            hooks,
 		},
 	}}
@@ -328,6 +333,46 @@ func TestFinalizingParentHasFinalizer(t *testing.T) {
 				t.Fatal("no finalize request")
 			}
 		})
+	}
+}
+
+// TestRecreate: a child of a Recreate resource that the hook changes is
+// deleted in one round and created again in the next, as
+// children.Writer.Manage does: the request between them carries no child.
+func TestRecreate(t *testing.T) {
+	var got []request
+	r := run(t, setup{method: "Recreate"}, func(r *request) (int, any) {
+		got = append(got, *r)
+		value := "first"
+		if r.Parent["status"] != nil {
+			value = "later"
+		}
+		child := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "thing-greeting"}, "data": map[string]any{"a": value}}
+		return 200, map[string]any{"status": map[string]any{"seen": true}, "children": []any{child}}
+	})
+	if len(r.Findings) != 0 {
+		t.Fatalf("findings:\n%s", text(r))
+	}
+	// Each request is sent twice: the rounds' requests are got[0], [2], ...
+	var values []string
+	for i := 0; i < len(got); i += 2 {
+		if got[i].Finalizing {
+			break
+		}
+		value := "-"
+		if cm, ok := got[i].Children["ConfigMap.v1"]["thing-greeting"].(map[string]any); ok {
+			value, _ = cm["data"].(map[string]any)["a"].(string)
+			if cm["metadata"].(map[string]any)["deletionTimestamp"] != nil {
+				value += " (deleting)"
+			}
+		}
+		values = append(values, value)
+	}
+	// no-children, own-children-1 (the first child), own-children-2
+	// (deleted: none), own-children-3 (created again), child-deleting.
+	want := []string{"-", "first", "-", "later", "later (deleting)"}
+	if !slices.Equal(values, want) {
+		t.Errorf("the requests carry the child %q, want %q:\n%s", values, want, text(r))
 	}
 }
 
