@@ -704,3 +704,18 @@ func TestOfflineResources(t *testing.T) {
 		t.Errorf("an unknown resource resolved")
 	}
 }
+
+// TestUnresolvedResourceSaysHowToFix: a controller whose parent resource
+// is not known stops the test with the resolver's message and how to make
+// the resource known.
+func TestUnresolvedResourceSaysHowToFix(t *testing.T) {
+	controller := controllerObject(t, setup{}, "http://127.0.0.1:1")
+	for offline, want := range map[bool]string{true: "pass the resource's CustomResourceDefinition with --crd FILE", false: "kubectl apply -f crd.yaml"} {
+		resources, _ := OfflineResources(nil, nil, "", "")
+		_, err := Run(context.Background(), Options{Controller: controller, Resources: resources, Offline: offline})
+		var se *SetupError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), `serves no resource "things"`) || !strings.Contains(err.Error(), want) {
+			t.Errorf("offline %v: %v; want a SetupError naming things and %q", offline, err, want)
+		}
+	}
+}

@@ -50,7 +50,7 @@ var fixes = map[string]string{
 	CheckNotObject:        "answer a JSON object ({\"status\": ..., \"children\": [...]}), never null, a list or a string",
 	CheckUnknownFields:    "answer only the protocol's keys (a misspelt key is ignored in loose mode and refused in strict mode)",
 	CheckStatusNotObject:  "answer status as a JSON object, or null / no status",
-	CheckInvalidAnswer:    "fix the answer's shape as the message says",
+	CheckInvalidAnswer:    "fix what the message names: each child (attachment) an object with apiVersion, kind and metadata.name; each event with a reason and type Normal or Warning, at most 20 (docs/hooks.md lists the answer's fields)",
 	CheckAbsentList:       "always answer the list, [] to delete every child; or annotate the controller with the absent-list annotation the message names",
 	CheckInvalidChildren:  "ask only for objects of the declared resources, in the parent's namespace (its own namespace for a namespaced parent), with a valid metadata.name, each once",
 	CheckNondeterministic: "answer the same request with the same answer: no timestamps, random values or map iteration order in the answer (lists of children are compared as sets)",
