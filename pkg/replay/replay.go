@@ -12,8 +12,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -448,18 +446,10 @@ func errorBody(body []byte) string {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// callFile matches the name of a recorded call's file, as hookrecord
-// names them.
-var callFile = regexp.MustCompile(`^([0-9]+)-[a-z]+\.json$`)
-
 // update replaces the recorded answer of f with answer, in its file.
 func update(dir string, f hookrecord.File, answer []byte) error {
-	m := callFile.FindStringSubmatch(f.Name)
-	n, err := 0, error(nil)
-	if m != nil {
-		n, err = strconv.Atoi(m[1])
-	}
-	if m == nil || err != nil || hookrecord.FileName(n, f.Call) != f.Name {
+	n, _, ok := hookrecord.ParseFileName(f.Name)
+	if !ok || hookrecord.FileName(n, f.Call) != f.Name {
 		return fmt.Errorf("updating %s: not named as a recorded call is (%s)", f.Name, hookrecord.FileName(n, f.Call))
 	}
 	c := f.Call
