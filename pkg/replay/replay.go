@@ -51,7 +51,7 @@ type Options struct {
 	// reported as Updated rather than Differs.
 	Update bool
 	// Client sends the calls; nil means a client of its own, without
-	// proxies from the environment or cookies.
+	// proxies from the environment or cookies, that follows no redirect.
 	Client *http.Client
 }
 
@@ -67,7 +67,8 @@ const (
 	// it (Options.Update).
 	Updated Status = "updated"
 	// Failed: the hook gave no usable answer: no connection, a timeout,
-	// a status other than 200, an answer too large or not JSON.
+	// a status other than 200 (a redirect included: none is followed),
+	// an answer too large or not JSON.
 	Failed Status = "failed"
 	// Skipped: the call was not sent, as it was recorded without an
 	// answer or its hook has no URL.
@@ -148,7 +149,10 @@ func Run(ctx context.Context, dir string, opts Options) (*Report, error) {
 		opts.Timeout = DefaultTimeout
 	}
 	if opts.Client == nil {
-		opts.Client = &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true}}
+		// A redirect is not followed: replay contacts only the URLs it
+		// is given, and a 3xx is the hook's answer, which fails.
+		opts.Client = &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	r := &Report{Dir: dir, Results: make([]Result, 0, len(files))}
 	for _, f := range files {
