@@ -3,15 +3,21 @@ package hookrecord
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/secretdigest"
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
@@ -166,5 +172,41 @@ func TestRecorderRedactsWebhookURLCredentials(t *testing.T) {
 		if !strings.Contains(got, `http://keep.example/?q=kept`) {
 			t.Errorf("a URL outside the controller object changed:\n%s", got)
 		}
+	}
+}
+
+// TestRecorderKeepsNoSecretInError: a hook that fails echoing the Secret
+// data of its request, called through metactl's hook client, is recorded
+// with that data nowhere: digests in the request, the error scrubbed.
+func TestRecorderKeepsNoSecretInError(t *testing.T) {
+	const value = "hunter2-recorded-8c1f"
+	encoded := base64.StdEncoding.EncodeToString([]byte(value))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, "cannot use "+value+" from "+string(body))
+	}))
+	defer srv.Close()
+	r := NewRecorder(RecorderOptions{})
+	r.Enable("compositecontroller/c", true)
+	c := hooks.NewClient(hooks.Options{Tap: r})
+	request := map[string]any{"parent": map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": "s", "namespace": "ns"}, "data": map[string]any{"password": encoded}}}
+	url := srv.URL
+	ctx := With(context.Background(), "compositecontroller/c", "ns/s")
+	if err := c.Call(ctx, "c", "sync", &v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &url}}, request, &hooks.CompositeSyncResponse{}); err == nil {
+		t.Fatal("a 500 succeeded")
+	}
+	calls, _ := r.Calls("compositecontroller/c")
+	if len(calls) != 1 || calls[0].Code != 500 || calls[0].Error == "" {
+		t.Fatalf("calls = %+v", calls)
+	}
+	for _, leaked := range []string{value, encoded} {
+		if strings.Contains(calls[0].Error, leaked) || strings.Contains(string(calls[0].Request), leaked) {
+			t.Errorf("the recorded call holds %q: error %q, request %s", leaked, calls[0].Error, calls[0].Request)
+		}
+	}
+	if !strings.Contains(calls[0].Error, "cannot use") || !strings.Contains(string(calls[0].Request), secretdigest.Of(encoded)) {
+		t.Errorf("the recorded call lost what it should keep: error %q, request %s", calls[0].Error, calls[0].Request)
 	}
 }
