@@ -364,3 +364,14 @@ func TestFinalizeCallRouted(t *testing.T) {
 		t.Errorf("finalize result = %+v", res)
 	}
 }
+
+// TestLargeIntegersCompareExactly: an answer whose integer differs from
+// the recorded one beyond a float64's precision differs.
+func TestLargeIntegersCompareExactly(t *testing.T) {
+	h := newHook(t, answering(`{"status":{"id":9007199254740992},"children":[]}`))
+	dir := writeSet(t, syncCall(`{"status":{"id":9007199254740993},"children":[]}`))
+	res := only(t, run(t, dir, Options{Hook: h.URL}))
+	if res.Status != Differs || changeLines(res) != "~ .status.id: 9007199254740993 -> 9007199254740992" {
+		t.Errorf("result = %+v (%s)", res, changeLines(res))
+	}
+}
