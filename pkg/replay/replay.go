@@ -366,7 +366,10 @@ func recordedPath(hook string, request []byte) string {
 	if w.Path != "" {
 		return w.Path
 	}
-	if u, err := url.Parse(w.URL); err == nil && w.URL != "" {
+	// A recorded url has its credentials redacted
+	// ("http://<redacted>@host/path"), user information that url.Parse
+	// refuses: it is dropped, only the path is wanted.
+	if u, err := url.Parse(strings.Replace(w.URL, redact.Redacted+"@", "", 1)); err == nil && w.URL != "" {
 		return u.Path
 	}
 	return ""

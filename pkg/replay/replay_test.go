@@ -375,3 +375,15 @@ func TestLargeIntegersCompareExactly(t *testing.T) {
 		t.Errorf("result = %+v (%s)", res, changeLines(res))
 	}
 }
+
+// TestRedactedWebhookURL: a recorded webhook url whose credentials were
+// redacted (as metactl records them) still gives replay its path.
+func TestRedactedWebhookURL(t *testing.T) {
+	h := newHook(t, answering(recordedAnswer))
+	redacted := strings.Replace(request, `"http://10.0.0.1:8080/sync"`, `"http://<redacted>@10.0.0.1:8080/hooks/sync?token=<redacted>"`, 1)
+	dir := writeSet(t, hookrecord.Call{Hook: "sync", Request: json.RawMessage(redacted), Code: 200, Response: json.RawMessage(recordedAnswer)})
+	res := only(t, run(t, dir, Options{Hook: h.URL}))
+	if res.Status != Same || len(h.paths) != 1 || h.paths[0] != "/hooks/sync" {
+		t.Errorf("result = %+v, paths %v; want the same answer at /hooks/sync", res, h.paths)
+	}
+}
