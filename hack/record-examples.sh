@@ -156,10 +156,23 @@ record() { # record LANG NAME
   rm -rf "$out"
   mkdir -p "$out"
   # Calls without an answer (the hook failed, or was not up yet) cannot be
-  # replayed; keep the others, numbered again from 1.
+  # replayed; keep the others, numbered again from 1. The recorded
+  # controller's webhook URLs name the port metactl dev chose for the hook
+  # this time: written http://127.0.0.1/PATH (replay takes only the path),
+  # so that recording again changes no file for that.
   python3 - "${sets[0]}" "$out" <<'PY'
-import json, os, re, sys
+import json, os, re, sys, urllib.parse
 src, out = sys.argv[1:3]
+
+def normalise(call):
+    controller = (call.get("request") or {}).get("controller") or {}
+    for hook in ((controller.get("spec") or {}).get("hooks") or {}).values():
+        webhook = (hook or {}).get("webhook") or {}
+        url = webhook.get("url")
+        if url and urllib.parse.urlsplit(url).hostname in ("127.0.0.1", "localhost"):
+            u = urllib.parse.urlsplit(url)
+            webhook["url"] = urllib.parse.urlunsplit(("http", "127.0.0.1", u.path, u.query, u.fragment))
+
 n = 0
 for name in sorted(os.listdir(src), key=lambda f: int(f.split("-")[0])):
     if not re.fullmatch(r"[0-9]+-[a-z]+\.json", name):
@@ -168,6 +181,7 @@ for name in sorted(os.listdir(src), key=lambda f: int(f.split("-")[0])):
     if not call.get("response"):
         print(f"  dropped {name}: no answer ({call.get('error', '')})", file=sys.stderr)
         continue
+    normalise(call)
     n += 1
     with open(os.path.join(out, "%04d-%s.json" % (n, call["hook"])), "w") as f:
         json.dump(call, f, indent=2)

@@ -58,7 +58,7 @@ server's Pod proxy, each Running metactl Pod in --metactl-namespace on
 namespace). It connects as kubectl does: --kubeconfig, else $KUBECONFIG,
 else ~/.kube/config, else the in-cluster config.`,
 		Example: `  metactl record fetch compositecontroller/hello-controller --dir testdata/recorded
-  metactl replay testdata/recorded --hook http://127.0.0.1:8080/sync`,
+  metactl replay testdata/recorded --hook http://127.0.0.1:8080`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return recordFetch(cmd.Context(), cmd.OutOrStdout(), f, args[0])

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/big"
 	"regexp"
 	"slices"
 	"strconv"
@@ -108,6 +109,11 @@ func diff(path []segment, old, new any, out *[]Change) {
 // scalarEqual compares two values of which at least one is not a map or a
 // list (or whose kinds differ).
 func scalarEqual(a, b any) bool {
+	if ra, ok := exactNumber(a); ok {
+		if rb, ok := exactNumber(b); ok {
+			return ra.Cmp(rb) == 0
+		}
+	}
 	if fa, ok := number(a); ok {
 		fb, ok := number(b)
 		return ok && (fa == fb || (math.IsNaN(fa) && math.IsNaN(fb)))
@@ -121,6 +127,42 @@ func scalarEqual(a, b any) bool {
 		return false
 	}
 	return a == b
+}
+
+// exactNumber returns v as an exact rational when it is a number written
+// in full: a json.Number (as a decoder with UseNumber gives them, "2" and
+// "2.0" and "2e0" the same value, 9007199254740993 not 9007199254740992)
+// or an integer (a json.Number with an exponent over 9999 is not). A
+// float64 is not: it has lost digits already, and is
+// compared as a float64 (number).
+func exactNumber(v any) (*big.Rat, bool) {
+	r := new(big.Rat)
+	switch n := v.(type) {
+	case json.Number:
+		// An exponent of more than 4 digits is compared as a float64:
+		// 1e99999999 as a rational takes megabytes and seconds.
+		if i := strings.IndexAny(string(n), "eE"); i >= 0 && len(strings.TrimLeft(string(n[i+1:]), "+-")) > 4 {
+			return nil, false
+		}
+		if _, ok := r.SetString(string(n)); !ok {
+			return nil, false
+		}
+	case int:
+		r.SetInt64(int64(n))
+	case int32:
+		r.SetInt64(int64(n))
+	case int64:
+		r.SetInt64(n)
+	case uint:
+		r.SetUint64(uint64(n))
+	case uint32:
+		r.SetUint64(uint64(n))
+	case uint64:
+		r.SetUint64(n)
+	default:
+		return nil, false
+	}
+	return r, true
 }
 
 // number returns v as a float64 when it is a number.

@@ -51,6 +51,36 @@ func TestNumbersCompareByValue(t *testing.T) {
 	if Equal(int64(3), "3") {
 		t.Error(`3 and "3" are equal`)
 	}
+	// Numbers as written (json.Number, from a decoder with UseNumber) or
+	// integers compare exactly: no digit lost to a float64.
+	for _, tc := range []struct {
+		a, b  any
+		equal bool
+	}{
+		{json.Number("9007199254740993"), json.Number("9007199254740992"), false},
+		{json.Number("9007199254740993"), int64(9007199254740992), false},
+		{uint64(18446744073709551615), json.Number("18446744073709551614"), false},
+		{json.Number("0.30000000000000000001"), json.Number("0.3"), false},
+		{json.Number("2"), json.Number("2.0"), true},
+		{json.Number("2e3"), json.Number("2000"), true},
+		{json.Number("9007199254740993"), json.Number("9007199254740993"), true},
+		{json.Number("1e99999999"), json.Number("1e99999999"), true},
+	} {
+		if got := Equal(tc.a, tc.b); got != tc.equal {
+			t.Errorf("Equal(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.equal)
+		}
+	}
+	var a, b any
+	for s, v := range map[string]*any{`{"n":9007199254740993}`: &a, `{"n":9007199254740992}`: &b} {
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.UseNumber()
+		if err := dec.Decode(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := Diff(a, b); len(got) != 1 || got[0].String() != "~ .n: 9007199254740993 -> 9007199254740992" {
+		t.Errorf("Diff = %v", got)
+	}
 }
 
 func TestByObjectKey(t *testing.T) {

@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/metactl/metactl/pkg/dynamic/secretdigest"
 )
 
 // Redacted replaces each value of a Secret's data.
@@ -44,7 +46,7 @@ func Value(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(t))
-		secret := t["kind"] == "Secret" && t["apiVersion"] == "v1"
+		secret := secretdigest.IsSecret(t)
 		for k, val := range t {
 			switch {
 			case secret && (k == "data" || k == "stringData"):

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
 
 	"github.com/metactl/metactl/pkg/hookrecord"
 )
@@ -39,17 +40,15 @@ func recordingEnabled(obj *unstructured.Unstructured, opts Options) bool {
 
 // withRecording marks the hook calls of a sync of t's object under ctx as
 // the controller's, to be recorded, when it records; ctx as it is
-// otherwise. The object is named "namespace/name" (or "name"), and for a
-// decorator, which syncs objects of several resources, with its resource
+// otherwise. The object is named "namespace/name" (or "name", as
+// klog.KObj writes it: loop.ObjectName would put the resource first), and
+// for a decorator, which syncs objects of several resources, with its resource
 // first (Target.Name).
 func (e *Engine) withRecording(ctx context.Context, t *Target) context.Context {
 	if !e.recording {
 		return ctx
 	}
-	object := t.Object.GetName()
-	if ns := t.Object.GetNamespace(); ns != "" {
-		object = ns + "/" + object
-	}
+	object := klog.KObj(t.Object).String()
 	if e.kindName == "decoratorcontroller" {
 		object = t.Name()
 	}

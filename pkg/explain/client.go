@@ -7,13 +7,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/metactl/metactl/internal/textcut"
 )
 
 // PodSelector selects metactl's Pods: the labels of the Deployment in
@@ -33,7 +38,28 @@ const maxAnswerBytes = 8 << 20
 // Fetch asks the metactl serving at endpoint (http://host:port, its
 // metrics address) about req.
 func Fetch(ctx context.Context, client *http.Client, endpoint string, req Request) (*Answer, error) {
-	u := strings.TrimSuffix(endpoint, "/") + Path + "?" + req.Query().Encode()
+	body, err := GetEndpoint(ctx, client, endpoint, Path, req.Query(), maxAnswerBytes)
+	if err != nil {
+		return nil, err
+	}
+	return decode(body, endpoint)
+}
+
+// maxErrorBytes bounds the part of an answer other than 200 shown in an
+// error.
+const maxErrorBytes = 4 << 10
+
+// GetEndpoint GETs path with query from the metactl serving at endpoint
+// (http://host:port, its metrics address) and returns the body of its
+// answer, 200. It fails when metactl cannot be reached, when it answers
+// another status (the error holds the start of its body: metactl's
+// message), and when the body is longer than limit bytes (saying so,
+// rather than returning a body cut short).
+func GetEndpoint(ctx context.Context, client *http.Client, endpoint, path string, query url.Values, limit int64) ([]byte, error) {
+	u := strings.TrimSuffix(endpoint, "/") + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %q: %w", endpoint, err)
@@ -43,14 +69,32 @@ func Fetch(ctx context.Context, client *http.Client, endpoint string, req Reques
 		return nil, fmt.Errorf("reaching metactl at %s: %w", endpoint, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	body, err := readLimited(resp.Body, limit)
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metactl at %s answered %s: %s", endpoint, resp.Status, errorText(body))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading metactl's answer from %s: %w", endpoint, err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("metactl at %s answered %s: %s", endpoint, resp.Status, strings.TrimSpace(string(body)))
+	return body, nil
+}
+
+// readLimited reads r to its end, at most limit bytes: past them it
+// returns what it read and an error saying so.
+func readLimited(r io.Reader, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return body, err
 	}
-	return decode(body, endpoint)
+	if int64(len(body)) > limit {
+		return body[:limit], fmt.Errorf("the answer exceeds %d bytes", limit)
+	}
+	return body, nil
+}
+
+// errorText is the start of an answer's body, for an error.
+func errorText(body []byte) string {
+	return textcut.Cut(strings.TrimSpace(string(body)), maxErrorBytes)
 }
 
 func decode(body []byte, from string) (*Answer, error) {
@@ -78,7 +122,7 @@ func FetchThroughPods(ctx context.Context, cs kubernetes.Interface, namespace, s
 	var answer *Answer
 	params := map[string]string{"group": req.Group, "version": req.Version, "resource": req.Resource, "namespace": req.Namespace, "name": req.Name}
 	for _, pod := range pods {
-		body, _, err := GetThroughPod(ctx, cs, namespace, pod.Name, port, Path, params)
+		body, _, err := GetThroughPod(ctx, cs, namespace, pod.Name, port, Path, params, maxAnswerBytes)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("pod %s: %w", pod.Name, err))
 			continue
@@ -155,22 +199,64 @@ func NoRunningPod(namespace, selector string, listed int) error {
 // GetThroughPod GETs path with the query params from pod's port, through
 // the API server's Pod proxy
 // (/api/v1/namespaces/NS/pods/NAME:PORT/proxy/PATH), and returns the
-// answer's body and HTTP status (0 when none came); err for an answer
-// other than 200 (the body then is metactl's message, or the API
-// server's).
-func GetThroughPod(ctx context.Context, cs kubernetes.Interface, namespace, pod, port, path string, params map[string]string) ([]byte, int, error) {
-	r := cs.CoreV1().RESTClient().Get().Namespace(namespace).Resource("pods").Name(pod + ":" + port).SubResource("proxy").Suffix(path)
+// answer's body, at most limit bytes, and HTTP status (0 when none came);
+// err for an answer other than 200 (an apierrors.APIStatus: the API
+// server's Status, or one holding the start of the body, metactl's
+// message, which is returned too) and for a body over limit bytes.
+func GetThroughPod(ctx context.Context, cs kubernetes.Interface, namespace, pod, port, path string, params map[string]string, limit int64) ([]byte, int, error) {
+	rc := cs.CoreV1().RESTClient()
+	r := rc.Get().Namespace(namespace).Resource("pods").Name(pod + ":" + port).SubResource("proxy").Suffix(path)
 	for k, v := range params {
 		r = r.Param(k, v)
 	}
-	body, err := r.DoRaw(ctx)
-	code := http.StatusOK
-	if status, ok := err.(apierrors.APIStatus); ok {
-		code = int(status.Status().Code)
-	} else if err != nil {
-		code = 0
+	restClient, ok := rc.(*rest.RESTClient)
+	if !ok || restClient.Client == nil {
+		// Not a client over HTTP (a fake): read as client-go does.
+		body, err := r.DoRaw(ctx)
+		return body, codeOf(err), err
 	}
-	return body, code, err
+	// Sent through the REST client's own HTTP client (its credentials and
+	// TLS), not with DoRaw, which reads any body whole.
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL().String(), nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err := restClient.Client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := readLimited(resp.Body, limit)
+	if resp.StatusCode != http.StatusOK {
+		return body, resp.StatusCode, statusError(resp.StatusCode, body, pod+":"+port)
+	}
+	if err != nil {
+		return nil, resp.StatusCode, fmt.Errorf("reading the answer of pod %s: %w", pod, err)
+	}
+	return body, resp.StatusCode, nil
+}
+
+// statusError is the error of an answer other than 200 through the Pod
+// proxy, as client-go makes it: the API server's Status when the body is
+// one, else an error of that code holding the start of the body.
+func statusError(code int, body []byte, name string) error {
+	var status metav1.Status
+	if json.Unmarshal(body, &status) == nil && status.Kind == "Status" && status.Code != 0 {
+		return &apierrors.StatusError{ErrStatus: status}
+	}
+	return apierrors.NewGenericServerResponse(code, http.MethodGet, schema.GroupResource{Resource: "pods"}, name, errorText(body), 0, true)
+}
+
+// codeOf is the HTTP status of a client-go error: 200 for none, 0 for an
+// error without one.
+func codeOf(err error) int {
+	if status, ok := err.(apierrors.APIStatus); ok {
+		return int(status.Status().Code)
+	}
+	if err != nil {
+		return 0
+	}
+	return http.StatusOK
 }
 
 func podReady(pod *corev1.Pod) bool {

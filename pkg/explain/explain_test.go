@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/metactl/metactl/pkg/explain"
 	"github.com/metactl/metactl/pkg/history"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -327,5 +329,39 @@ func TestRecordedEndpoint(t *testing.T) {
 	}
 	if got := explain.RecordedEndpoint(raw, "other"); got != "" {
 		t.Errorf("another context's endpoint %q, want none", got)
+	}
+}
+
+// TestAnswerOverTheLimit: an answer longer than the limit is an error
+// saying so, directly and through the Pod proxy, not a body cut short;
+// an answer other than 200 through the proxy keeps its code and body.
+func TestAnswerOverTheLimit(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/big"):
+			_, _ = io.WriteString(w, strings.Repeat("x", 101))
+		case strings.HasSuffix(r.URL.Path, "/fits"):
+			_, _ = io.WriteString(w, strings.Repeat("x", 100))
+		default:
+			http.Error(w, "record: not here", http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	if _, err := explain.GetEndpoint(context.Background(), srv.Client(), srv.URL, "/big", nil, 100); err == nil || !strings.Contains(err.Error(), "exceeds 100 bytes") {
+		t.Errorf("GetEndpoint of 101 bytes, limit 100: %v", err)
+	}
+	if b, err := explain.GetEndpoint(context.Background(), srv.Client(), srv.URL, "/fits", nil, 100); err != nil || len(b) != 100 {
+		t.Errorf("GetEndpoint of 100 bytes, limit 100: %d bytes, %v", len(b), err)
+	}
+	cs := clientset(t, srv.URL)
+	if _, _, err := explain.GetThroughPod(context.Background(), cs, "ns", "p", "9999", "/big", nil, 100); err == nil || !strings.Contains(err.Error(), "exceeds 100 bytes") {
+		t.Errorf("GetThroughPod of 101 bytes, limit 100: %v", err)
+	}
+	if b, code, err := explain.GetThroughPod(context.Background(), cs, "ns", "p", "9999", "/fits", nil, 100); err != nil || code != 200 || len(b) != 100 {
+		t.Errorf("GetThroughPod of 100 bytes: %d bytes, %d, %v", len(b), code, err)
+	}
+	b, code, err := explain.GetThroughPod(context.Background(), cs, "ns", "p", "9999", "/missing", nil, 100)
+	if _, ok := err.(apierrors.APIStatus); !ok || code != 404 || strings.TrimSpace(string(b)) != "record: not here" {
+		t.Errorf("GetThroughPod of a 404: %q, %d, %v", b, code, err)
 	}
 }

@@ -12,8 +12,9 @@
 // The Recorder (recorder.go) is what records: the hooks.Tap of metactl's
 // hook client, it keeps the calls of the controllers that opt in
 // (Annotation), the newest of each within its bounds, with the data of
-// Secrets replaced by digests (DigestSecrets), and, under `--record-dir`,
-// writes each call into a directory as it happens. Handler serves a
+// Secrets replaced by digests (DigestSecrets) and the credentials of the
+// URLs in the controller object redacted, and, under `--record-dir` (for
+// development), writes each call into a directory as it happens. Handler serves a
 // controller's calls at Path on metactl's metrics address; Fetch and
 // FetchThroughPods read them for `metactl record fetch`.
 package hookrecord

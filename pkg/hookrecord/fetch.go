@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -22,22 +21,9 @@ const maxSetBytes = 64 << 20
 // Fetch asks the metactl serving at endpoint (http://host:port, its
 // metrics address) for controller's recorded calls.
 func Fetch(ctx context.Context, client *http.Client, endpoint, controller string) (*Set, error) {
-	u := strings.TrimSuffix(endpoint, "/") + Path + "?" + url.Values{"controller": {controller}}.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	body, err := explain.GetEndpoint(ctx, client, endpoint, Path, url.Values{"controller": {controller}}, maxSetBytes)
 	if err != nil {
-		return nil, fmt.Errorf("endpoint %q: %w", endpoint, err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("reaching metactl at %s: %w", endpoint, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSetBytes))
-	if err != nil {
-		return nil, fmt.Errorf("reading metactl's answer from %s: %w", endpoint, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("metactl at %s answered %s: %s", endpoint, resp.Status, strings.TrimSpace(string(body)))
+		return nil, err
 	}
 	return decodeSet(body, endpoint)
 }
@@ -66,7 +52,7 @@ func FetchThroughPods(ctx context.Context, cs kubernetes.Interface, namespace, s
 	}
 	var errs []error
 	for _, pod := range pods {
-		body, code, err := explain.GetThroughPod(ctx, cs, namespace, pod.Name, port, Path, map[string]string{"controller": controller})
+		body, code, err := explain.GetThroughPod(ctx, cs, namespace, pod.Name, port, Path, map[string]string{"controller": controller}, maxSetBytes)
 		switch {
 		case code == http.StatusNotFound && strings.HasPrefix(string(body), "record: "):
 			errs = append(errs, fmt.Errorf("pod %s: %s", pod.Name, strings.TrimSpace(string(body))))

@@ -49,9 +49,27 @@ var fileName = regexp.MustCompile(`^([0-9]+)-([a-z]+)\.json$`)
 // FileName returns the name of the i-th call's file (i from 1).
 func FileName(i int, c Call) string { return fmt.Sprintf("%04d-%s.json", i, c.Hook) }
 
+// ParseFileName reads the name of a recorded call's file (as FileName
+// writes it, or with more or fewer leading zeros): its number and its
+// hook; ok is false for any other name.
+func ParseFileName(name string) (n int, hook string, ok bool) {
+	m := fileName.FindStringSubmatch(name)
+	if m == nil {
+		return 0, "", false
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		return 0, "", false
+	}
+	return n, m[2], true
+}
+
 // WriteDir writes calls into dir, creating it, one file per call, numbered
 // from first (from 1): appending a recording to a set already in dir
-// starts at its next number (see Next).
+// starts at its next number (see Next). Each file is written whole or not
+// at all: into a temporary file in dir (a name ReadDir ignores), then
+// renamed, so that a write cut short (metactl stopped, a full disk) leaves
+// no truncated call for ReadDir to reject the set for.
 func WriteDir(dir string, first int, calls []Call) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -61,11 +79,36 @@ func WriteDir(dir string, first int, calls []Call) error {
 		if err != nil {
 			return fmt.Errorf("encoding call %d: %w", first+i, err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, FileName(first+i, c)), append(b, '\n'), 0o644); err != nil {
+		if err := writeFileAtomic(dir, FileName(first+i, c), append(b, '\n')); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeFileAtomic writes data into dir/name, mode 0644, through a
+// temporary file in dir renamed to name.
+func writeFileAtomic(dir, name string, data []byte) (err error) {
+	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return err
+	}
+	if err = tmp.Chmod(0o644); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), filepath.Join(dir, name))
 }
 
 // Next returns the number of the next call in dir: one more than the
@@ -80,8 +123,7 @@ func Next(dir string) (int, error) {
 	}
 	next := 1
 	for _, e := range entries {
-		if m := fileName.FindStringSubmatch(e.Name()); m != nil {
-			n, _ := strconv.Atoi(m[1])
+		if n, _, ok := ParseFileName(e.Name()); ok {
 			next = max(next, n+1)
 		}
 	}
@@ -109,8 +151,7 @@ func ReadDir(dir string) ([]File, error) {
 	}
 	var names []numbered
 	for _, e := range entries {
-		if m := fileName.FindStringSubmatch(e.Name()); m != nil && !e.IsDir() {
-			n, _ := strconv.Atoi(m[1])
+		if n, _, ok := ParseFileName(e.Name()); ok && !e.IsDir() {
 			names = append(names, numbered{n, e.Name()})
 		}
 	}

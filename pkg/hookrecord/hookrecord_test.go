@@ -55,3 +55,43 @@ func TestWriteReadDir(t *testing.T) {
 		t.Error("a call without its request was read")
 	}
 }
+
+func TestWriteDirLeavesNoPartialFile(t *testing.T) {
+	dir := t.TempDir()
+	// A temporary file of a write cut short is not read as a call.
+	if err := os.WriteFile(filepath.Join(dir, ".0001-sync.json.tmp-123"), []byte(`{"hook":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteDir(dir, 1, []Call{{Hook: "sync", Request: json.RawMessage(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	files, err := ReadDir(dir)
+	if err != nil || len(files) != 1 {
+		t.Fatalf("ReadDir = %v, %v", files, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Errorf("WriteDir left its temporary file: %v", entries)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "0001-sync.json")); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("mode = %v, %v", fi, err)
+	}
+	// A file is replaced by a rename, not written over in place (where a
+	// write cut short would leave it truncated): a hard link to the old
+	// file keeps the old call whole.
+	old := filepath.Join(t.TempDir(), "old.json")
+	if err := os.Link(filepath.Join(dir, "0001-sync.json"), old); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	if err := WriteDir(dir, 1, []Call{{Hook: "sync", Request: json.RawMessage(`{"new":true}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(old); bytes.Contains(b, []byte("new")) {
+		t.Errorf("the call was written over in place:\n%s", b)
+	}
+	for name, want := range map[string]int{"0001-sync.json": 1, "12-customize.json": 12, "x-sync.json": 0, ".0001-sync.json.tmp-1": 0} {
+		if n, _, ok := ParseFileName(name); n != want || ok != (want > 0) {
+			t.Errorf("ParseFileName(%q) = %d, %v", name, n, ok)
+		}
+	}
+}

@@ -37,14 +37,16 @@ type RecorderOptions struct {
 	// MaxBytes bounds the bytes of the calls kept (their bodies, error
 	// and names, plus callOverhead each), all controllers together; past
 	// it the oldest calls go, whichever controller made them. A call
-	// larger than MaxBytes on its own is not kept (but written to Dir).
-	// Default (0): DefaultMaxBytes.
+	// larger than MaxBytes on its own is neither kept nor written to Dir
+	// (nor even decoded). Default (0): DefaultMaxBytes.
 	MaxBytes int64
 	// Dir, when set, is where each call is also written as it is
 	// recorded, with WriteDir: into Dir/<kind>-<name>/ (for the
 	// controller "compositecontroller/NAME", Dir/compositecontroller-NAME),
 	// numbered on from the calls already there (Next). What is written
-	// there is not bounded.
+	// there is not bounded in number (each call by MaxBytes): it is for
+	// development (metactl dev --record-dir), not for a metactl left
+	// running.
 	Dir string
 }
 
@@ -61,14 +63,42 @@ type Recorder struct {
 	all         *list.List // of *entry, oldest first
 	bytes       int64
 	controllers map[string]*controllerCalls
+	// writers are the directories in Dir written to, by controller;
+	// kept when a controller stops recording, so that the numbers it
+	// took stay taken.
+	writers map[string]*dirWriter
+}
+
+// dirWriter writes one controller's calls into its directory in Dir, one
+// at a time, numbering them.
+type dirWriter struct {
+	mu  sync.Mutex
+	dir string
+	// next is the number of its next file; 0 until read from the
+	// directory (Next).
+	next int
+}
+
+// write writes c as the next call in w's directory.
+func (w *dirWriter) write(c Call) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.next == 0 {
+		n, err := Next(w.dir)
+		if err != nil {
+			return err
+		}
+		w.next = n
+	}
+	n := w.next
+	w.next++
+	return WriteDir(w.dir, n, []Call{c})
 }
 
 // controllerCalls are one controller's recorded calls.
 type controllerCalls struct {
 	enabled bool
 	calls   *list.List // of *entry, oldest first
-	// next is the number of its next file in Dir; 0 until known.
-	next int
 }
 
 type entry struct {
@@ -86,7 +116,7 @@ func NewRecorder(opts RecorderOptions) *Recorder {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxBytes
 	}
-	return &Recorder{opts: opts, all: list.New(), controllers: map[string]*controllerCalls{}}
+	return &Recorder{opts: opts, all: list.New(), controllers: map[string]*controllerCalls{}, writers: map[string]*dirWriter{}}
 }
 
 // Enable says whether controller ("compositecontroller/NAME") records:
@@ -158,21 +188,22 @@ func (r *Recorder) Recording(ctx context.Context) bool {
 }
 
 // Record keeps tc, a call Recording accepted, with its Secret data
-// replaced by digests, unless its controller no longer records; and writes
-// it to Dir when set.
+// replaced by digests and the credentials of the URLs in its controller
+// object redacted (scrubRequest), unless its controller no longer records
+// or it is larger than MaxBytes; and writes it to Dir when set.
 func (r *Recorder) Record(ctx context.Context, tc *hooks.TappedCall) {
 	t, ok := ctx.Value(targetKey{}).(*target)
 	if !ok {
 		return
 	}
 	logger := klog.FromContext(ctx)
-	if r.opts.Dir == "" && int64(len(tc.Request)+len(tc.Response)) > r.opts.MaxBytes {
-		// Too large to be kept: not even decoded to digest its Secrets
-		// (decoding takes several times the JSON's size).
+	if int64(len(tc.Request)+len(tc.Response)) > r.opts.MaxBytes {
+		// Too large to be kept or written: not even decoded to digest
+		// its Secrets (decoding takes several times the JSON's size).
 		metrics.RecordEvictions.Inc()
 		return
 	}
-	request, err := DigestSecrets(tc.Request)
+	request, err := scrubRequest(tc.Request)
 	if err != nil {
 		logger.V(2).Info("Not recording a hook call: its request is not JSON", "hook", tc.Hook, "err", err)
 		return
@@ -197,15 +228,12 @@ func (r *Recorder) Record(ctx context.Context, tc *hooks.TappedCall) {
 		r.mu.Unlock()
 		return
 	}
-	n := 0
+	var w *dirWriter
 	if r.opts.Dir != "" {
-		if owner.next == 0 {
-			if owner.next, err = Next(r.dir(t.controller)); err != nil {
-				owner.next = 1
-			}
+		if w = r.writers[t.controller]; w == nil {
+			w = &dirWriter{dir: r.dir(t.controller)}
+			r.writers[t.controller] = w
 		}
-		n = owner.next
-		owner.next++
 	}
 	if size <= r.opts.MaxBytes {
 		e := &entry{call: c, size: size, owner: owner}
@@ -226,8 +254,8 @@ func (r *Recorder) Record(ctx context.Context, tc *hooks.TappedCall) {
 	}
 	r.mu.Unlock()
 
-	if n > 0 {
-		if err := WriteDir(r.dir(t.controller), n, []Call{c}); err != nil {
+	if w != nil {
+		if err := w.write(c); err != nil {
 			logger.Error(err, "Writing a recorded hook call", "dir", r.opts.Dir)
 		}
 	}

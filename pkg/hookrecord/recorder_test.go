@@ -1,14 +1,23 @@
 package hookrecord
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/secretdigest"
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
@@ -102,5 +111,102 @@ func TestRecorderWritesEachCallToDir(t *testing.T) {
 	}
 	if f := files[2]; f.Code != 500 || f.Error != "sync hook: 500" || f.Response != nil || f.Object != "configmaps/ns/x" {
 		t.Errorf("failed call written as %+v", f.Call)
+	}
+}
+
+func TestRecorderDirBoundsAndNumbers(t *testing.T) {
+	dir := t.TempDir()
+	set := filepath.Join(dir, "compositecontroller-c")
+	r := NewRecorder(RecorderOptions{Dir: dir, MaxBytes: 4096})
+	r.Enable("compositecontroller/c", true)
+	record(r, "compositecontroller/c", "ns/p", 1, 10)
+	// A call larger than MaxBytes is not written either.
+	record(r, "compositecontroller/c", "ns/p", 2, 8192)
+	// Turned off and on again, the controller numbers on: the number its
+	// last call took is not reused.
+	r.Enable("compositecontroller/c", false)
+	r.Enable("compositecontroller/c", true)
+	if err := os.Remove(filepath.Join(set, "0001-sync.json")); err != nil {
+		t.Fatal(err)
+	}
+	record(r, "compositecontroller/c", "ns/p", 3, 10)
+	files, err := ReadDir(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 || files[0].Name != "0002-sync.json" || !strings.Contains(string(files[0].Request), `"i": 3,`) {
+		t.Fatalf("files = %+v; want only 0002-sync.json, the third call", files)
+	}
+	entries, _ := os.ReadDir(set)
+	if len(entries) != 1 {
+		t.Errorf("left in the set: %v", entries)
+	}
+}
+
+func TestRecorderRedactsWebhookURLCredentials(t *testing.T) {
+	dir := t.TempDir()
+	r := NewRecorder(RecorderOptions{Dir: dir})
+	r.Enable("compositecontroller/c", true)
+	ctx := With(context.Background(), "compositecontroller/c", "ns/p")
+	request := `{"controller":{"metadata":{"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"spec\":{\"hooks\":{\"sync\":{\"webhook\":{\"url\":\"http://user:pa55word@hook.example/sync?token=t0ken\"}}}}}"}},` +
+		`"spec":{"hooks":{"sync":{"webhook":{"url":"http://user:pa55word@hook.example/sync?token=t0ken"}}}}},` +
+		`"parent":{"spec":{"link":"http://keep.example/?q=kept"}}}`
+	r.Record(ctx, &hooks.TappedCall{Hook: "sync", Start: time.Now(), Request: []byte(request), Code: 200, Response: []byte(`{}`)})
+	calls, _ := r.Calls("compositecontroller/c")
+	files, err := ReadDir(filepath.Join(dir, "compositecontroller-c"))
+	if err != nil || len(calls) != 1 || len(files) != 1 {
+		t.Fatalf("calls %d, files %d, %v", len(calls), len(files), err)
+	}
+	var written bytes.Buffer
+	if err := json.Compact(&written, files[0].Request); err != nil {
+		t.Fatal(err)
+	}
+	unescape := strings.NewReplacer(`\u003c`, "<", `\u003e`, ">")
+	for _, got := range []string{unescape.Replace(string(calls[0].Request)), unescape.Replace(written.String())} {
+		if strings.Contains(got, "pa55word") || strings.Contains(got, "t0ken") || strings.Contains(got, "user:") {
+			t.Errorf("a credential of the webhook url is recorded:\n%s", got)
+		}
+		if !strings.Contains(got, `"url":"http://<redacted>@hook.example/sync?token=<redacted>"`) {
+			t.Errorf("the webhook url is not kept with its host and path:\n%s", got)
+		}
+		if !strings.Contains(got, `http://keep.example/?q=kept`) {
+			t.Errorf("a URL outside the controller object changed:\n%s", got)
+		}
+	}
+}
+
+// TestRecorderKeepsNoSecretInError: a hook that fails echoing the Secret
+// data of its request, called through metactl's hook client, is recorded
+// with that data nowhere: digests in the request, the error scrubbed.
+func TestRecorderKeepsNoSecretInError(t *testing.T) {
+	const value = "hunter2-recorded-8c1f"
+	encoded := base64.StdEncoding.EncodeToString([]byte(value))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, "cannot use "+value+" from "+string(body))
+	}))
+	defer srv.Close()
+	r := NewRecorder(RecorderOptions{})
+	r.Enable("compositecontroller/c", true)
+	c := hooks.NewClient(hooks.Options{Tap: r})
+	request := map[string]any{"parent": map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": "s", "namespace": "ns"}, "data": map[string]any{"password": encoded}}}
+	url := srv.URL
+	ctx := With(context.Background(), "compositecontroller/c", "ns/s")
+	if err := c.Call(ctx, "c", "sync", &v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &url}}, request, &hooks.CompositeSyncResponse{}); err == nil {
+		t.Fatal("a 500 succeeded")
+	}
+	calls, _ := r.Calls("compositecontroller/c")
+	if len(calls) != 1 || calls[0].Code != 500 || calls[0].Error == "" {
+		t.Fatalf("calls = %+v", calls)
+	}
+	for _, leaked := range []string{value, encoded} {
+		if strings.Contains(calls[0].Error, leaked) || strings.Contains(string(calls[0].Request), leaked) {
+			t.Errorf("the recorded call holds %q: error %q, request %s", leaked, calls[0].Error, calls[0].Request)
+		}
+	}
+	if !strings.Contains(calls[0].Error, "cannot use") || !strings.Contains(string(calls[0].Request), secretdigest.Of(encoded)) {
+		t.Errorf("the recorded call lost what it should keep: error %q, request %s", calls[0].Error, calls[0].Request)
 	}
 }

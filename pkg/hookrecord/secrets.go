@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/metactl/metactl/internal/redact"
 	"github.com/metactl/metactl/pkg/dynamic/secretdigest"
 )
 
@@ -20,14 +21,63 @@ import (
 // returned as it is when it holds no such value, else encoded again
 // (numbers kept as written). A body that is not JSON is an error: nothing
 // of it may be kept.
-func DigestSecrets(body []byte) ([]byte, error) {
+func DigestSecrets(body []byte) ([]byte, error) { return rewrite(body, digestIn) }
+
+// scrubRequest returns body, a hook request, as DigestSecrets does, and
+// with every URL in its controller object (request.controller: the
+// webhooks' url, an annotation holding the object as applied) without its
+// credentials, as redact.URLs writes it: user information and query
+// values replaced. replay reads only the path of a recorded webhook url.
+func scrubRequest(body []byte) ([]byte, error) {
+	return rewrite(body, func(doc any) bool {
+		digested := digestIn(doc)
+		redacted := false
+		if m, ok := doc.(map[string]any); ok && m["controller"] != nil {
+			m["controller"], redacted = redactURLsIn(m["controller"])
+		}
+		return digested || redacted
+	})
+}
+
+// redactURLsIn returns v with each of its strings holding a URL rewritten
+// by redact.URLs (maps and lists changed in place), and whether any
+// changed.
+func redactURLsIn(v any) (any, bool) {
+	changed := false
+	switch t := v.(type) {
+	case string:
+		if strings.Contains(t, "://") {
+			if r := redact.URLs(t); r != t {
+				return r, true
+			}
+		}
+	case map[string]any:
+		for k, val := range t {
+			if r, ok := redactURLsIn(val); ok {
+				t[k], changed = r, true
+			}
+		}
+	case []any:
+		for i, val := range t {
+			if r, ok := redactURLsIn(val); ok {
+				t[i], changed = r, true
+			}
+		}
+	}
+	return v, changed
+}
+
+// rewrite decodes body (numbers as json.Number), lets change rewrite it
+// in place, and encodes it again when change reports a change; else
+// returns body as it is.
+func rewrite(body []byte, change func(doc any) bool) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var doc any
 	if err := dec.Decode(&doc); err != nil {
 		return nil, err
 	}
-	if !digestIn(doc) {
+	if !change(doc) {
 		return body, nil
 	}
 	var out bytes.Buffer

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/metactl/metactl/internal/redact"
+	"github.com/metactl/metactl/pkg/dynamic/secretdigest"
 )
 
 // maxErrorBodyRead is how much of a failed answer's body is read, and
@@ -345,7 +346,7 @@ func requestSecrets(request any, f func(field, value string)) {
 func walkSecrets(v any, f func(field, value string)) {
 	switch t := v.(type) {
 	case map[string]any:
-		if t["kind"] == "Secret" && t["apiVersion"] == "v1" {
+		if secretdigest.IsSecret(t) {
 			for _, field := range []string{"data", "stringData"} {
 				if values, ok := t[field].(map[string]any); ok {
 					for _, value := range values {

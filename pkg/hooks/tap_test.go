@@ -8,10 +8,16 @@ package hooks
 
 import (
 	"context"
+	"encoding/base64"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/internal/redact"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
@@ -66,5 +72,75 @@ func TestTapIsGivenTheCallsItRecords(t *testing.T) {
 	got = tap.calls[1]
 	if got.Hook != "finalize" || got.Code != 500 || got.Response != nil || got.Err == nil {
 		t.Errorf("failed call recorded as %+v", got)
+	}
+}
+
+// TestTapErrorScrubbed: a failed call's error, as the Tap is given it (what
+// a recording keeps as the call's error), holds none of the Secret data the
+// hook echoed from its request; the request itself is given as sent.
+func TestTapErrorScrubbed(t *testing.T) {
+	const value = "q7vXz-tap-value-8f1c2d"
+	encoded := base64.StdEncoding.EncodeToString([]byte(value))
+	request := sampleCompositeRequest("v1")
+	request.Children.Insert("v1", true, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"namespace": "ns", "name": "s"}, "data": map[string]any{"password": encoded}}})
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, "cannot use "+value+" in "+string(body))
+	})
+	tap := &recordingTap{}
+	c := NewClient(Options{Tap: tap})
+	recorded := context.WithValue(context.Background(), tapKey{}, true)
+	if err := c.Call(recorded, "ctl", "sync", urlHook(srv.URL), request, &CompositeSyncResponse{}); err == nil {
+		t.Fatal("a 500 succeeded")
+	}
+	if len(tap.calls) != 1 || tap.calls[0].Err == nil || tap.calls[0].Code != 500 {
+		t.Fatalf("tapped %+v", tap.calls)
+	}
+	got := tap.calls[0]
+	for _, leaked := range []string{value, encoded} {
+		if strings.Contains(got.Err.Error(), leaked) {
+			t.Errorf("the tapped error shows %q: %s", leaked, got.Err)
+		}
+	}
+	if !strings.Contains(got.Err.Error(), "cannot use "+redact.Redacted) {
+		t.Errorf("the tapped error lost the hook's text: %s", got.Err)
+	}
+	if !strings.Contains(string(got.Request), encoded) {
+		t.Errorf("the tapped request is not as sent: %s", got.Request)
+	}
+}
+
+// TestTapEtagCachedAnswer: with etag, a call answered 304 or 412 is given
+// to the Tap with that code and the cached answer it stands for.
+func TestTapEtagCachedAnswer(t *testing.T) {
+	for _, code := range []int{http.StatusNotModified, http.StatusPreconditionFailed} {
+		es := &etagServer{}
+		es.use412.Store(code == http.StatusPreconditionFailed)
+		srv := serve(t, es.handler)
+		tap := &recordingTap{}
+		c := NewClient(Options{Tap: tap})
+		recorded := context.WithValue(context.Background(), tapKey{}, true)
+		hook := etagHook(srv.URL, 60)
+		req := sampleCompositeRequest(v1alpha1.HookVersionV1)
+		for range 2 {
+			if err := c.Call(recorded, "ctl", "sync", hook, req, &CompositeSyncResponse{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, last := es.last(); last != code {
+			t.Fatalf("the hook answered %d, want %d", last, code)
+		}
+		if len(tap.calls) != 2 {
+			t.Fatalf("%d calls tapped, want 2", len(tap.calls))
+		}
+		first, second := tap.calls[0], tap.calls[1]
+		if first.Code != 200 || second.Code != code || second.Err != nil {
+			t.Errorf("%d: tapped codes %d, %d (err %v)", code, first.Code, second.Code, second.Err)
+		}
+		if len(first.Response) == 0 || string(second.Response) != string(first.Response) {
+			t.Errorf("%d: tapped answer %q, want the cached %q", code, second.Response, first.Response)
+		}
 	}
 }

@@ -12,10 +12,16 @@
 // answers as the reconciler's does (strict or loose); an answer's list of
 // children is checked by Answers.CheckList and Sync.Desired, as a sync
 // checks it; the rounds of a sync are played with controller.AsAnswered
-// and apply.Apply, to hand the hook back its own children and status as
-// the reconciler would. What is this package's own: which requests to
-// send (see Run and docs/hook-test.md), the checks no sync makes
-// (determinism, finalized, the fixed point, the timeout as a finding),
+// and children.Decide (children.Writer.Manage's choice for each child:
+// create, update by apply's three-way merge, recreate, keep, delete), to
+// hand the hook back its own children and status as the reconciler
+// would; a made-up related object is put in the namespace the related
+// resolver selects in (related.Namespace). What is this package's own:
+// which requests to send (see Run and docs/hook-test.md); the writes
+// themselves, played without an API server (the fields the server would
+// set, uid, resourceVersion, creationTimestamp, are made up, and no
+// defaulting or admission happens); the checks no sync makes
+// (determinism, finalized, the fixed point, the timeout as a finding);
 // and the names of the checks.
 //
 // Findings compare answers with internal/jsondiff, lists of children and

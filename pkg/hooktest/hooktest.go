@@ -71,6 +71,9 @@ type kind interface {
 	Offline(parent *unstructured.Unstructured) (controller.Sync, error)
 	Synced() []*controller.Synced
 	Dependents() *children.Declared
+	// Finalizer is the finalizer metactl puts on the parents
+	// (controller.Engine's).
+	Finalizer() string
 }
 
 // tester is one run.
@@ -144,7 +147,7 @@ func (t *tester) setup(ctx context.Context) error {
 	case t.kindName == "CompositeController":
 		c, err := composite.New(ctx, obj, copts)
 		if err != nil {
-			return &SetupError{Err: fmt.Errorf("CompositeController %s: %w", t.name, err)}
+			return &SetupError{Err: fmt.Errorf("CompositeController %s: %w%s", t.name, err, t.resolveHint(err))}
 		}
 		cc := &v1alpha1.CompositeController{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, cc); err != nil {
@@ -157,7 +160,7 @@ func (t *tester) setup(ctx context.Context) error {
 	case t.kindName == "DecoratorController":
 		d, err := decorator.New(ctx, obj, copts)
 		if err != nil {
-			return &SetupError{Err: fmt.Errorf("DecoratorController %s: %w", t.name, err)}
+			return &SetupError{Err: fmt.Errorf("DecoratorController %s: %w%s", t.name, err, t.resolveHint(err))}
 		}
 		dc := &v1alpha1.DecoratorController{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, dc); err != nil {
@@ -194,6 +197,18 @@ func (t *tester) setup(ctx context.Context) error {
 	hc.Transport = t.capture
 	t.client = hooks.NewClient(hooks.Options{HTTPClient: &hc})
 	return nil
+}
+
+// resolveHint says how to fix a controller whose resources could not be
+// resolved; "" for another error.
+func (t *tester) resolveHint(err error) string {
+	if !discovery.IsNotFound(err) {
+		return ""
+	}
+	if t.opts.Offline {
+		return " (offline: pass the resource's CustomResourceDefinition with --crd FILE, or a --kubeconfig whose cluster serves it)"
+	}
+	return " (install the resource's CustomResourceDefinition in the cluster, kubectl apply -f crd.yaml, or test offline with --offline --crd FILE)"
 }
 
 // hook returns a copy of h (its URL already overridden: see

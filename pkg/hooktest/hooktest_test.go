@@ -36,6 +36,7 @@ type setup struct {
 	finalize  bool
 	customize bool
 	decorator bool
+	method    string // the children's (attachments') update method; default InPlace
 }
 
 func controllerObject(t *testing.T, s setup, url string) *unstructured.Unstructured {
@@ -61,13 +62,17 @@ func controllerObject(t *testing.T, s setup, url string) *unstructured.Unstructu
 	if s.customize {
 		hooks["customize"] = map[string]any{"webhook": webhook("/customize")}
 	}
+	method := s.method
+	if method == "" {
+		method = "InPlace"
+	}
 	if s.decorator {
 		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "DecoratorController",
 			"metadata": map[string]any{"name": "test"},
 			"spec": map[string]any{
 				"resources":   []any{map[string]any{"apiVersion": "example.metactl.io/v1", "resource": "things"}},
-				"attachments": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": "InPlace"}}},
+				"attachments": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": method}}},
 				"hooks":       hooks,
 			},
 		}}
@@ -78,7 +83,7 @@ func controllerObject(t *testing.T, s setup, url string) *unstructured.Unstructu
 		"spec": map[string]any{
 			"generateSelector": true,
 			"parentResource":   map[string]any{"apiVersion": "example.metactl.io/v1", "resource": "things"},
-			"childResources":   []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": "InPlace"}}},
+			"childResources":   []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": method}}},
 			"hooks":            hooks,
 		},
 	}}
@@ -299,6 +304,78 @@ func TestRequests(t *testing.T) {
 	}
 }
 
+// TestFinalizingParentHasFinalizer: the parent of a finalize request
+// carries the finalizer metactl puts on the parents of its kind, being
+// deleted.
+func TestFinalizingParentHasFinalizer(t *testing.T) {
+	for s, want := range map[setup]string{
+		{finalize: true}:                  "metacontroller.io/compositecontroller-test",
+		{finalize: true, decorator: true}: "metacontroller.io/decoratorcontroller-test",
+	} {
+		t.Run(want, func(t *testing.T) {
+			finalizing := 0
+			run(t, s, func(r *request) (int, any) {
+				if r.Finalizing {
+					parent := r.Parent
+					if parent == nil {
+						parent = r.Object
+					}
+					meta, _ := parent["metadata"].(map[string]any)
+					finalizers, _ := meta["finalizers"].([]any)
+					if !slices.Contains(finalizers, any(want)) || meta["deletionTimestamp"] == nil {
+						t.Errorf("finalizing parent's metadata %v, want finalizer %s and a deletionTimestamp", meta, want)
+					}
+					finalizing++
+				}
+				return good(r)
+			})
+			if finalizing == 0 {
+				t.Fatal("no finalize request")
+			}
+		})
+	}
+}
+
+// TestRecreate: a child of a Recreate resource that the hook changes is
+// deleted in one round and created again in the next, as
+// children.Writer.Manage does: the request between them carries no child.
+func TestRecreate(t *testing.T) {
+	var got []request
+	r := run(t, setup{method: "Recreate"}, func(r *request) (int, any) {
+		got = append(got, *r)
+		value := "first"
+		if r.Parent["status"] != nil {
+			value = "later"
+		}
+		child := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "thing-greeting"}, "data": map[string]any{"a": value}}
+		return 200, map[string]any{"status": map[string]any{"seen": true}, "children": []any{child}}
+	})
+	if len(r.Findings) != 0 {
+		t.Fatalf("findings:\n%s", text(r))
+	}
+	// Each request is sent twice: the rounds' requests are got[0], [2], ...
+	var values []string
+	for i := 0; i < len(got); i += 2 {
+		if got[i].Finalizing {
+			break
+		}
+		value := "-"
+		if cm, ok := got[i].Children["ConfigMap.v1"]["thing-greeting"].(map[string]any); ok {
+			value, _ = cm["data"].(map[string]any)["a"].(string)
+			if cm["metadata"].(map[string]any)["deletionTimestamp"] != nil {
+				value += " (deleting)"
+			}
+		}
+		values = append(values, value)
+	}
+	// no-children, own-children-1 (the first child), own-children-2
+	// (deleted: none), own-children-3 (created again), child-deleting.
+	want := []string{"-", "first", "-", "later", "later (deleting)"}
+	if !slices.Equal(values, want) {
+		t.Errorf("the requests carry the child %q, want %q:\n%s", values, want, text(r))
+	}
+}
+
 func TestHTTPStatus(t *testing.T) {
 	r := run(t, setup{}, func(r *request) (int, any) {
 		if r.given() > 0 {
@@ -398,6 +475,11 @@ func TestUnknownFieldsLoose(t *testing.T) {
 	}
 	if r.Errors != 0 {
 		t.Errorf("errors for a loose answer with unknown fields")
+	}
+	// Exit code 0: the text says warn, not FAIL, of its requests.
+	out := text(r)
+	if strings.Contains(out, "FAIL") || !strings.Contains(out, "warn sync      no-children") {
+		t.Errorf("a request whose only finding is a warning, not printed warn:\n%s", out)
 	}
 }
 
@@ -500,6 +582,15 @@ func TestNotFixedPoint(t *testing.T) {
 	}
 	if r.Errors != 0 {
 		t.Errorf("a warning counted as an error")
+	}
+	out := text(r)
+	if strings.Contains(out, "FAIL") || !strings.Contains(out, "warn sync      "+f[0].Requests[0]) {
+		t.Errorf("the request of a not-fixed-point warning not printed warn:\n%s", out)
+	}
+	for _, q := range r.Requests {
+		if q.Name == f[0].Requests[0] && q.OK {
+			t.Errorf("request %s ok, with a finding naming it", q.Name)
+		}
 	}
 }
 
@@ -611,5 +702,20 @@ func TestOfflineResources(t *testing.T) {
 	}
 	if _, err := resources.Get(ctx, "other.io/v1", "gadgets"); err == nil {
 		t.Errorf("an unknown resource resolved")
+	}
+}
+
+// TestUnresolvedResourceSaysHowToFix: a controller whose parent resource
+// is not known stops the test with the resolver's message and how to make
+// the resource known.
+func TestUnresolvedResourceSaysHowToFix(t *testing.T) {
+	controller := controllerObject(t, setup{}, "http://127.0.0.1:1")
+	for offline, want := range map[bool]string{true: "pass the resource's CustomResourceDefinition with --crd FILE", false: "kubectl apply -f crd.yaml"} {
+		resources, _ := OfflineResources(nil, nil, "", "")
+		_, err := Run(context.Background(), Options{Controller: controller, Resources: resources, Offline: offline})
+		var se *SetupError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), `serves no resource "things"`) || !strings.Contains(err.Error(), want) {
+			t.Errorf("offline %v: %v; want a SetupError naming things and %q", offline, err, want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package hooktest
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/metactl/metactl/internal/jsondiff"
@@ -49,7 +50,7 @@ var fixes = map[string]string{
 	CheckNotObject:        "answer a JSON object ({\"status\": ..., \"children\": [...]}), never null, a list or a string",
 	CheckUnknownFields:    "answer only the protocol's keys (a misspelt key is ignored in loose mode and refused in strict mode)",
 	CheckStatusNotObject:  "answer status as a JSON object, or null / no status",
-	CheckInvalidAnswer:    "fix the answer's shape as the message says",
+	CheckInvalidAnswer:    "fix what the message names: each child (attachment) an object with apiVersion, kind and metadata.name; each event with a reason and type Normal or Warning, at most 20 (docs/hooks.md lists the answer's fields)",
 	CheckAbsentList:       "always answer the list, [] to delete every child; or annotate the controller with the absent-list annotation the message names",
 	CheckInvalidChildren:  "ask only for objects of the declared resources, in the parent's namespace (its own namespace for a namespaced parent), with a valid metadata.name, each once",
 	CheckNondeterministic: "answer the same request with the same answer: no timestamps, random values or map iteration order in the answer (lists of children are compared as sets)",
@@ -188,10 +189,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	b.WriteString("\n")
 	for _, q := range r.Requests {
 		state := "ok  "
-		switch {
+		switch worst := r.worst(q); {
 		case q.Sent == 0:
 			state = "skip"
-		case !q.OK:
+		case worst == Warning:
+			state = "warn"
+		case !q.OK || worst == Error:
 			state = "FAIL"
 		}
 		line := fmt.Sprintf("%s %-9s %-22s %s", state, q.Hook, q.Name, q.Description)
@@ -212,6 +215,22 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "\n%d %s, %d %s\n", r.Errors, plural(r.Errors, "error", "errors"), r.Warnings, plural(r.Warnings, "warning", "warnings"))
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// worst is the severity of the worst finding that names q; "" when none
+// does.
+func (r *Report) worst(q Request) Severity {
+	var worst Severity
+	for _, f := range r.Findings {
+		if f.Hook != q.Hook || !slices.Contains(f.Requests, q.Name) {
+			continue
+		}
+		if f.Severity == Error {
+			return Error
+		}
+		worst = f.Severity
+	}
+	return worst
 }
 
 func plural(n int, one, many string) string {

@@ -21,6 +21,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/related"
 )
 
 // observedSet is the children (attachments) a request carries, by
@@ -87,7 +88,15 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) err
 			break
 		}
 		next, metadataChanged, statusChanged := controller.AsAnswered(seen, &a.answer)
-		nextObserved, wrote, childChanges := t.write(observed, a.desired, round)
+		nextObserved, wrote, childChanges, err := t.write(observed, a.desired, round)
+		if err != nil {
+			// The reconciler's sync fails with this error, writing
+			// nothing of the answer.
+			t.report.add(Error, CheckInvalidChildren, "sync", q.Name, err.Error(), nil)
+			t.report.Requests[len(t.report.Requests)-1].OK = false
+			failed = true
+			break
+		}
 		if !wrote && !metadataChanged && (!statusChanged || t.parentRes.IgnoreStatusChanges) {
 			settled = true
 			break
@@ -99,8 +108,11 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) err
 		seen, observed = next, nextObserved
 	}
 	if !settled && !failed {
-		t.report.add(Warning, CheckNotFixedPoint, "sync", fmt.Sprintf("own-children-%d", controller.MaxRounds-1),
+		// The last request sent is the last round's.
+		q := &t.report.Requests[len(t.report.Requests)-1]
+		t.report.add(Warning, CheckNotFixedPoint, "sync", q.Name,
 			fmt.Sprintf("still asking for changes after %d calls, each given what the last one asked for (metactl syncs such a parent again and again, with backoff)", controller.MaxRounds), last)
+		q.OK = false
 	}
 
 	// A child being deleted.
@@ -120,7 +132,7 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) err
 	deleted := seen.DeepCopy()
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC))
 	deleted.SetDeletionTimestamp(&now)
-	deleted.SetFinalizers(append(deleted.GetFinalizers(), t.finalizerName()))
+	deleted.SetFinalizers(append(deleted.GetFinalizers(), t.kind.Finalizer()))
 	fsync, err := t.kind.Offline(deleted)
 	if err != nil {
 		t.report.Requests = append(t.report.Requests, Request{Hook: "finalize", Name: "finalizing", Description: "finalizing: true", Skipped: err.Error()})
@@ -136,15 +148,6 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) err
 		t.report.Requests[len(t.report.Requests)-1].OK = false
 	}
 	return nil
-}
-
-// finalizerName is the finalizer metactl puts on the parents of the
-// controller.
-func (t *tester) finalizerName() string {
-	if t.kindName == "DecoratorController" {
-		return "metacontroller.io/decoratorcontroller-" + t.name
-	}
-	return "metacontroller.io/compositecontroller-" + t.name
 }
 
 // send sends the request the reconciler's sync makes of seen, observed
@@ -248,51 +251,61 @@ func decodeAnswer(body []byte) (any, bool) {
 	return v, true
 }
 
-// write plays the reconciler's write of desired over observed: children
-// missing are created, those not desired deleted, the others updated per
-// their resource's update method by a three-way merge (apply.Apply). It
-// returns the children as the next request carries them, whether
-// anything was written, and the changes.
-func (t *tester) write(observed, desired observedSet, round int) (observedSet, bool, []jsondiff.Change) {
+// write plays the reconciler's write of desired over observed, child by
+// child as children.Decide says (children.Writer.Manage's choice): those
+// missing are created; those not desired deleted; the others, per their
+// resource's update method, updated in place (the three-way merge), or
+// deleted to be created again by a later round (Recreate), or kept
+// (OnDelete); a child being deleted is left as it is. It returns the
+// children as the next request carries them, whether anything was
+// written, and the changes; an error as Manage reports it when a merge
+// fails.
+func (t *tester) write(observed, desired observedSet, round int) (observedSet, bool, []jsondiff.Change, error) {
 	out := observedSet{}
 	wrote := false
 	var changes []jsondiff.Change
 	for i, res := range t.kind.Dependents().Resources {
 		have, want := observed[res], desired[res]
-		set := children.Set{}
-		for _, key := range slices.Sorted(maps.Keys(want)) {
-			d := want[key]
-			path := fmt.Sprintf(".%s[%q]", t.answers.List, res.Kind+" "+key)
-			o, ok := have[key]
-			if !ok {
-				set[key] = created(d, fmt.Sprintf("%d-%d-%s", round, i, key))
-				wrote = true
-				changes = append(changes, jsondiff.Change{Path: path, Op: jsondiff.Add, New: d.Object})
-				continue
+		set := maps.Clone(have)
+		if set == nil {
+			set = children.Set{}
+		}
+		keys := slices.Sorted(maps.Keys(have))
+		for key := range want {
+			if _, ok := have[key]; !ok {
+				keys = append(keys, key)
 			}
-			result, changed, err := apply.Apply(o, d)
-			if err != nil || !changed || res.Method == v1alpha1.ChildUpdateOnDelete || res.Method == "" {
-				set[key] = o
+		}
+		slices.Sort(keys)
+		for _, key := range keys {
+			o, d := have[key], want[key]
+			path := fmt.Sprintf(".%s[%q]", t.answers.List, res.Kind+" "+key)
+			action, merged, err := children.Decide(res.Method, o, d)
+			if err != nil {
+				return nil, false, nil, fmt.Errorf("merging %s %s: %w", res.Kind, key, err)
+			}
+			switch action {
+			case children.Create:
+				set[key] = created(d, fmt.Sprintf("%d-%d-%s", round, i, key))
+				changes = append(changes, jsondiff.Change{Path: path, Op: jsondiff.Add, New: d.Object})
+			case children.Update:
+				merged.SetResourceVersion(fmt.Sprint(round + 1))
+				set[key] = merged
+				changes = append(changes, prefixed(path, jsondiff.Diff(o.Object, merged.Object))...)
+			case children.Recreate:
+				delete(set, key)
+				changes = append(changes, prefixed(path, jsondiff.Diff(o.Object, merged.Object))...)
+			case children.Delete:
+				delete(set, key)
+				changes = append(changes, jsondiff.Change{Path: path, Op: jsondiff.Remove, Old: o.Object})
+			default: // None, Kept: nothing written
 				continue
 			}
 			wrote = true
-			changes = append(changes, prefixed(path, jsondiff.Diff(o.Object, result.Object))...)
-			if res.Method == v1alpha1.ChildUpdateRecreate || res.Method == v1alpha1.ChildUpdateRollingRecreate {
-				set[key] = created(d, fmt.Sprintf("%d-%d-%s", round, i, key))
-				continue
-			}
-			result.SetResourceVersion(fmt.Sprint(round + 1))
-			set[key] = result
-		}
-		for key, o := range have {
-			if _, ok := want[key]; !ok {
-				wrote = true
-				changes = append(changes, jsondiff.Change{Path: fmt.Sprintf(".%s[%q]", t.answers.List, res.Kind+" "+key), Op: jsondiff.Remove, Old: o.Object})
-			}
 		}
 		out[res] = set
 	}
-	return out, wrote, changes
+	return out, wrote, changes, nil
 }
 
 // created is desired as the API server returns it once created: with
@@ -393,16 +406,17 @@ func relatedObject(res *discovery.Resource, rule v1alpha1.RelatedResourceRule, p
 		obj.SetName(rule.Names[0])
 	}
 	if res.Namespaced {
-		switch {
-		case parentNamespaced && version != v1alpha1.HookVersionV2:
-			obj.SetNamespace(parent.GetNamespace())
-		case rule.Namespace != "":
-			obj.SetNamespace(rule.Namespace)
-		case parent.GetNamespace() != "":
-			obj.SetNamespace(parent.GetNamespace())
-		default:
-			obj.SetNamespace("default")
+		// The namespace the related resolver selects in (related.Namespace);
+		// where a rule selects by namespaceSelector or in every namespace,
+		// the parent's (or default).
+		ns, ok := related.Namespace(rule, parent.GetNamespace(), parentNamespaced, version)
+		if !ok {
+			ns = parent.GetNamespace()
 		}
+		if ns == "" {
+			ns = "default"
+		}
+		obj.SetNamespace(ns)
 	}
 	if rule.LabelSelector != nil && len(rule.LabelSelector.MatchLabels) > 0 {
 		obj.SetLabels(rule.LabelSelector.MatchLabels)

@@ -254,20 +254,33 @@ func (r *Resolver) resolve(ctx context.Context, d v1alpha1.RelatedResourceRule, 
 	if !res.Namespaced {
 		return rl, nil
 	}
-	switch {
-	case parentNamespaced && r.customizeVersion() != v1alpha1.HookVersionV2:
-		rl.namespace = parent.GetNamespace()
-	case d.Namespace != "":
-		rl.namespace = d.Namespace
-	case d.NamespaceSelector != nil:
+	if ns, ok := Namespace(d, parent.GetNamespace(), parentNamespaced, r.customizeVersion()); ok {
+		rl.namespace = ns
+	} else if d.NamespaceSelector != nil {
 		if rl.namespaces, err = metav1.LabelSelectorAsSelector(d.NamespaceSelector); err != nil {
 			return nil, fmt.Errorf("namespaceSelector: %w", err)
 		}
-	default:
-		// Neither: every namespace, names or not, whatever the parent's
-		// scope (rl.namespace "" with rl.namespaces nil).
 	}
+	// Else neither: every namespace, names or not, whatever the parent's
+	// scope (rl.namespace "" with rl.namespaces nil).
 	return rl, nil
+}
+
+// Namespace is the one namespace in which rule d of a customize hook of
+// the given version selects the objects of a namespaced resource for a
+// parent in parentNamespace: the parent's own for a namespaced parent
+// under v1 (the rule's namespace and namespaceSelector are ignored), else
+// the rule's namespace. ok is false when there is no one namespace: the
+// rule selects namespaces by its namespaceSelector, or, without one, every
+// namespace.
+func Namespace(d v1alpha1.RelatedResourceRule, parentNamespace string, parentNamespaced bool, version v1alpha1.HookVersion) (namespace string, ok bool) {
+	switch {
+	case parentNamespaced && version != v1alpha1.HookVersionV2:
+		return parentNamespace, true
+	case d.Namespace != "":
+		return d.Namespace, true
+	}
+	return "", false
 }
 
 // customizeVersion is the customize hook's own version, which sets the

@@ -12,8 +12,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -53,7 +51,7 @@ type Options struct {
 	// reported as Updated rather than Differs.
 	Update bool
 	// Client sends the calls; nil means a client of its own, without
-	// proxies from the environment or cookies.
+	// proxies from the environment or cookies, that follows no redirect.
 	Client *http.Client
 }
 
@@ -69,7 +67,8 @@ const (
 	// it (Options.Update).
 	Updated Status = "updated"
 	// Failed: the hook gave no usable answer: no connection, a timeout,
-	// a status other than 200, an answer too large or not JSON.
+	// a status other than 200 (a redirect included: none is followed),
+	// an answer too large or not JSON.
 	Failed Status = "failed"
 	// Skipped: the call was not sent, as it was recorded without an
 	// answer or its hook has no URL.
@@ -150,7 +149,10 @@ func Run(ctx context.Context, dir string, opts Options) (*Report, error) {
 		opts.Timeout = DefaultTimeout
 	}
 	if opts.Client == nil {
-		opts.Client = &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true}}
+		// A redirect is not followed: replay contacts only the URLs it
+		// is given, and a 3xx is the hook's answer, which fails.
+		opts.Client = &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	r := &Report{Dir: dir, Results: make([]Result, 0, len(files))}
 	for _, f := range files {
@@ -364,7 +366,10 @@ func recordedPath(hook string, request []byte) string {
 	if w.Path != "" {
 		return w.Path
 	}
-	if u, err := url.Parse(w.URL); err == nil && w.URL != "" {
+	// A recorded url has its credentials redacted
+	// ("http://<redacted>@host/path"), user information that url.Parse
+	// refuses: it is dropped, only the path is wanted.
+	if u, err := url.Parse(strings.Replace(w.URL, redact.Redacted+"@", "", 1)); err == nil && w.URL != "" {
 		return u.Path
 	}
 	return ""
@@ -448,18 +453,10 @@ func errorBody(body []byte) string {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// callFile matches the name of a recorded call's file, as hookrecord
-// names them.
-var callFile = regexp.MustCompile(`^([0-9]+)-[a-z]+\.json$`)
-
 // update replaces the recorded answer of f with answer, in its file.
 func update(dir string, f hookrecord.File, answer []byte) error {
-	m := callFile.FindStringSubmatch(f.Name)
-	n, err := 0, error(nil)
-	if m != nil {
-		n, err = strconv.Atoi(m[1])
-	}
-	if m == nil || err != nil || hookrecord.FileName(n, f.Call) != f.Name {
+	n, _, ok := hookrecord.ParseFileName(f.Name)
+	if !ok || hookrecord.FileName(n, f.Call) != f.Name {
 		return fmt.Errorf("updating %s: not named as a recorded call is (%s)", f.Name, hookrecord.FileName(n, f.Call))
 	}
 	c := f.Call

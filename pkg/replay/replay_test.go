@@ -319,3 +319,71 @@ func TestCancel(t *testing.T) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
+
+// TestRedirectNotFollowed: a hook answering a redirect fails the call with
+// its status; the URL it points to is not contacted.
+func TestRedirectNotFollowed(t *testing.T) {
+	elsewhere := newHook(t, answering(recordedAnswer))
+	h := newHook(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/sync", http.StatusTemporaryRedirect)
+	})
+	dir := writeSet(t, syncCall(recordedAnswer))
+	res := only(t, run(t, dir, Options{Hook: h.URL}))
+	if res.Status != Failed || res.Code != http.StatusTemporaryRedirect || !strings.HasPrefix(res.Reason, "HTTP 307 Temporary Redirect") {
+		t.Errorf("result = %+v; want failed: HTTP 307", res)
+	}
+	if len(elsewhere.paths) != 0 {
+		t.Errorf("the redirect was followed to %v", elsewhere.paths)
+	}
+}
+
+// TestFinalizeCallRouted: a recorded finalize call goes to --hook-for
+// finalize's URL, at the path of the recorded controller's finalize hook;
+// the sync call, without a URL, is skipped.
+func TestFinalizeCallRouted(t *testing.T) {
+	finalizeRequest := strings.Replace(request, `"hooks":{`, `"hooks":{"finalize":{"webhook":{"url":"http://10.0.0.1:8080/finalize"}},`, 1)
+	finalizeRequest = strings.Replace(finalizeRequest, `"finalizing":false`, `"finalizing":true`, 1)
+	const finalized = `{"status":{"greeting":"Bye"},"children":[],"finalized":true}`
+	h := newHook(t, answering(finalized))
+	finalize := hookrecord.Call{Hook: "finalize", Request: json.RawMessage(finalizeRequest), Code: 200, Response: json.RawMessage(finalized)}
+	dir := writeSet(t, syncCall(recordedAnswer), finalize)
+	r := run(t, dir, Options{HookFor: map[string]string{"finalize": h.URL}})
+	if len(r.Results) != 2 || r.Results[0].Status != Skipped || r.Results[1].Status != Same {
+		t.Fatalf("results = %+v; want the sync call skipped, the finalize call the same", r.Results)
+	}
+	if res := r.Results[1]; res.Hook != "finalize" || res.File != "0002-finalize.json" || res.URL != h.URL+"/finalize" {
+		t.Errorf("finalize result = %+v", res)
+	}
+	if len(h.paths) != 1 || h.paths[0] != "/finalize" || !strings.Contains(h.bodies[0], `"finalizing":true`) {
+		t.Errorf("the hook was asked %v with %v", h.paths, h.bodies)
+	}
+	// A changed finalize answer is a difference like any other.
+	h2 := newHook(t, answering(`{"status":{"greeting":"Bye"},"children":[],"finalized":false}`))
+	r = run(t, dir, Options{Hook: "http://127.0.0.1:1", HookFor: map[string]string{"finalize": h2.URL}})
+	if res := r.Results[1]; res.Status != Differs || changeLines(res) != "~ .finalized: true -> false" {
+		t.Errorf("finalize result = %+v", res)
+	}
+}
+
+// TestLargeIntegersCompareExactly: an answer whose integer differs from
+// the recorded one beyond a float64's precision differs.
+func TestLargeIntegersCompareExactly(t *testing.T) {
+	h := newHook(t, answering(`{"status":{"id":9007199254740992},"children":[]}`))
+	dir := writeSet(t, syncCall(`{"status":{"id":9007199254740993},"children":[]}`))
+	res := only(t, run(t, dir, Options{Hook: h.URL}))
+	if res.Status != Differs || changeLines(res) != "~ .status.id: 9007199254740993 -> 9007199254740992" {
+		t.Errorf("result = %+v (%s)", res, changeLines(res))
+	}
+}
+
+// TestRedactedWebhookURL: a recorded webhook url whose credentials were
+// redacted (as metactl records them) still gives replay its path.
+func TestRedactedWebhookURL(t *testing.T) {
+	h := newHook(t, answering(recordedAnswer))
+	redacted := strings.Replace(request, `"http://10.0.0.1:8080/sync"`, `"http://<redacted>@10.0.0.1:8080/hooks/sync?token=<redacted>"`, 1)
+	dir := writeSet(t, hookrecord.Call{Hook: "sync", Request: json.RawMessage(redacted), Code: 200, Response: json.RawMessage(recordedAnswer)})
+	res := only(t, run(t, dir, Options{Hook: h.URL}))
+	if res.Status != Same || len(h.paths) != 1 || h.paths[0] != "/hooks/sync" {
+		t.Errorf("result = %+v, paths %v; want the same answer at /hooks/sync", res, h.paths)
+	}
+}

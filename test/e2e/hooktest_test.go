@@ -32,11 +32,36 @@ func runHookTest(t *testing.T, args ...string) (string, int) {
 	return "", 0
 }
 
+// installCRD makes sure the API server serves the CRD of the example in
+// dir, when it has one: with --kubeconfig, hook test resolves the
+// controller's resources through the cluster's discovery, and a test must
+// not rely on another test having left the CRD installed (TestMain
+// installs it, but a test before this one may have deleted it). It
+// applies crd.yaml, waits until the CRD is Established, and deletes it
+// when the test ends only if it was not there before: a CRD installed
+// with the control plane is left for the tests after this one, whose
+// garbage collection relies on kube-controller-manager having known it
+// from the start (see TestMain).
+func installCRD(t *testing.T, dir string) {
+	t.Helper()
+	crd := filepath.Join(dir, "crd.yaml")
+	if !fileExists(crd) {
+		return
+	}
+	existed := strings.TrimSpace(kubectl(t, "get", "--ignore-not-found", "-o", "name", "-f", crd)) != ""
+	kubectl(t, "apply", "-f", crd)
+	if !existed {
+		deleteOnCleanup(t, crd)
+	}
+	kubectl(t, "wait", "--for=condition=Established", "--timeout=30s", "-f", crd)
+}
+
 // TestHookTestHelloWorld: the built binary finds nothing wrong with the
 // hello-world example's hook (a real Python process), with the cluster's
 // discovery and offline, and says so with exit code 0.
 func TestHookTestHelloWorld(t *testing.T) {
 	dir := repo(t, "examples", "python", "hello-world")
+	installCRD(t, dir)
 	_, url := startHook(t, "python", dir)
 	common := []string{"--controller", filepath.Join(dir, "controller.yaml"), "--parent", filepath.Join(dir, "sample.yaml"), "--hook-url", url}
 
@@ -131,6 +156,7 @@ func TestHookTestExamples(t *testing.T) {
 	for _, controller := range examples {
 		dir := filepath.Dir(controller)
 		t.Run(filepath.Base(filepath.Dir(dir))+"/"+filepath.Base(dir), func(t *testing.T) {
+			installCRD(t, dir)
 			_, url := startHook(t, filepath.Base(filepath.Dir(dir)), dir)
 			out, code := runHookTest(t, "--controller", controller, "--parent", filepath.Join(dir, "sample.yaml"),
 				"--hook-url", url, "--kubeconfig", env.KubeconfigPath)

@@ -23,6 +23,7 @@ import (
 // example's hook running as a process, must get the same answers. Every
 // example has a recorded set.
 func TestReplayExamples(t *testing.T) {
+	statSources(t) // a change to metactl's sources (or an example) runs it again
 	metactl := testenv.BuildMetactl(t)
 	hooks, err := filepath.Glob(repo(t, "examples", "*", "*", "hook.*"))
 	if err != nil {
@@ -73,6 +74,7 @@ func TestReplayExamples(t *testing.T) {
 // -o json reports the same; --update accepts the new answers, after which
 // replay exits 0; and a hook that is not running exits 1.
 func TestReplayChangedHook(t *testing.T) {
+	statSources(t) // a change to metactl's sources (or an example) runs it again
 	metactl := testenv.BuildMetactl(t)
 	src := repo(t, "examples", "python", "hello-world")
 	hookPy, err := os.ReadFile(filepath.Join(src, "hook.py"))

@@ -88,10 +88,11 @@ func (r *Result) Wrote() bool { return len(r.Written) > 0 || r.Deleted > 0 }
 // delete what is not desired, create what is missing, update the rest per
 // the resource's method (OnDelete: never; Recreate and RollingRecreate:
 // delete, to be created again by a later call once it is gone; InPlace and
-// RollingInPlace: apply). Desired objects must be complete (namespace,
-// owner references); Manage records last-applied state itself. It does
-// not modify observed or desired. What the parent's user should know (see
-// Writer.Recorder) is reported on parent.
+// RollingInPlace: apply), as Decide says of each child. Desired objects
+// must be complete (namespace, owner references); Manage records
+// last-applied state itself. It does not modify observed or desired.
+// What the parent's user should know (see Writer.Recorder) is reported on
+// parent.
 func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, resources []*Resource, observed, desired map[*Resource]Set) (*Result, error) {
 	limit := w.Concurrency
 	if limit <= 0 {
@@ -146,7 +147,10 @@ func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, 
 
 	for _, res := range resources {
 		for key, obj := range observed[res] {
-			if _, keep := desired[res][key]; keep || obj.GetDeletionTimestamp() != nil {
+			if _, ok := desired[res][key]; ok {
+				continue // decided below
+			}
+			if action, _, _ := Decide(res.Method, obj, nil); action != Delete {
 				continue
 			}
 			run(func() error {
@@ -158,9 +162,16 @@ func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, 
 			})
 		}
 		for key, want := range desired[res] {
-			have, exists := observed[res][key]
-			switch {
-			case !exists:
+			have := observed[res][key]
+			action, merged, err := Decide(res.Method, have, want)
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("merging %s %s: %w", res.Kind, key, err))
+				mu.Unlock()
+				continue
+			}
+			switch action {
+			case Create:
 				run(func() error {
 					created, err := w.create(ctx, parent, res, key, want)
 					if err != nil || created == nil {
@@ -169,35 +180,19 @@ func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, 
 					written(res, key, created)
 					return nil
 				})
-			case have.GetDeletionTimestamp() != nil:
-				// Recreated once it is gone.
-			case res.Method == v1alpha1.ChildUpdateOnDelete:
+			case Kept:
 				// Never updated; the parent's user is told once when the
 				// hook asks for a change.
-				if _, changed, err := apply.Apply(have, want); err == nil && changed {
-					w.reportKept(ctx, parent, res, key, have, want)
-				}
-			default:
-				merged, changed, err := apply.Apply(have, want)
-				if err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("merging %s %s: %w", res.Kind, key, err))
-					mu.Unlock()
-					continue
-				}
-				if !changed {
-					continue
-				}
-				if res.Method == v1alpha1.ChildUpdateRecreate || res.Method == v1alpha1.ChildUpdateRollingRecreate {
-					run(func() error {
-						if err := w.delete(ctx, parent, res, have); err != nil {
-							return err
-						}
-						written(res, key, nil)
-						return nil
-					})
-					continue
-				}
+				w.reportKept(ctx, parent, res, key, have, want)
+			case Recreate:
+				run(func() error {
+					if err := w.delete(ctx, parent, res, have); err != nil {
+						return err
+					}
+					written(res, key, nil)
+					return nil
+				})
+			case Update:
 				logDiff(ctx, res, key, have, merged)
 				run(func() error {
 					updated, err := w.update(ctx, parent, res, key, merged)
