@@ -158,10 +158,7 @@ func TestLifecycle(t *testing.T) {
 	}
 	c := waitReady(t, "widgets", metav1.ConditionFalse, v1alpha1.ReasonUnknownResource)
 	t.Logf("condition: %s", c.Message)
-	root, _ := testenv.RepoRoot()
-	if _, err := env.Kubectl(ctx, "apply", "-f", filepath.Join(root, "pkg", "manager", "testdata", "widgets-crd.yaml")); err != nil {
-		t.Fatal(err)
-	}
+	applyWidgetsCRD(t)
 	waitReady(t, "widgets", metav1.ConditionTrue, v1alpha1.ReasonRunning)
 
 	ns := env.CreateNamespace(t)

@@ -2,7 +2,6 @@ package manager_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,10 +11,8 @@ import (
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/hookrecord"
 	"github.com/metactl/metactl/pkg/manager"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestRecordAnnotation: a running controller annotated metactl.io/record:
@@ -23,37 +20,17 @@ import (
 // before; an invalid value makes the spec invalid; "false" stops the
 // recording and drops what was recorded.
 func TestRecordAnnotation(t *testing.T) {
-	ctx := context.Background()
-	root, _ := testenv.RepoRoot()
-	if _, err := env.Kubectl(ctx, "apply", "-f", filepath.Join(root, "pkg", "manager", "testdata", "widgets-crd.yaml")); err != nil {
-		t.Fatal(err)
-	}
+	applyWidgetsCRD(t)
 	rec := hookrecord.NewRecorder(hookrecord.RecorderOptions{})
 	runManager(t, manager.Options{Config: env.Config, Workers: 2, DiscoveryInterval: 500 * time.Millisecond, Record: rec})
 	hook := newHook(t, "recorded")
 	const name = "recorded-widgets"
 	id := "compositecontroller/" + name
-	ccs := env.Dynamic.Resource(v1alpha1.CompositeControllerResource)
-	cc := compositeController(name, hook.URL)
-	cc.Object["spec"].(map[string]any)["parentResource"].(map[string]any)["labelSelector"] = map[string]any{"matchLabels": map[string]any{"test": name}}
-	if _, err := ccs.Create(ctx, cc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := ccs.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Error(err)
-		}
-	})
-	waitReady(t, name, metav1.ConditionTrue, v1alpha1.ReasonRunning)
+	widgetController(t, name, hook.URL)
 
 	ns := env.CreateNamespace(t)
-	widgets := env.Dynamic.Resource(widgetsGVR).Namespace(ns)
-	newWidget := func(w string) {
-		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "test.metactl.io/v1", "kind": "Widget",
-			"metadata": map[string]any{"name": w, "namespace": ns, "labels": map[string]any{"test": name}}}}
-		if _, err := widgets.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	create := func(w string) {
+		newWidget(t, ns, name, w)
 		controllertest.WaitFor(t, env, widgetsGVR, ns, w, "the hook's status", func(o *unstructured.Unstructured) bool {
 			if o == nil {
 				return false
@@ -62,20 +39,15 @@ func TestRecordAnnotation(t *testing.T) {
 			return tag == "recorded"
 		})
 	}
-	annotate := func(value string) {
-		patch := []byte(`{"metadata":{"annotations":{"` + controller.RecordAnnotation + `":"` + value + `"}}}`)
-		if _, err := ccs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	annotate := func(value string) { annotateController(t, name, controller.RecordAnnotation, value) }
 
-	newWidget("w1")
+	create("w1")
 	if calls, ok := rec.Calls(id); ok || len(calls) > 0 {
 		t.Fatalf("%d calls recorded without the annotation", len(calls))
 	}
 	annotate("true")
 	controllertest.EventMessage(t, env, "", name, "Stopped", "annotation "+controller.RecordAnnotation+" changed")
-	newWidget("w2")
+	create("w2")
 	testenv.Eventually(t, 30*time.Second, "a recorded call about w2", func(context.Context) (bool, error) {
 		calls, _ := rec.Calls(id)
 		for _, c := range calls {

@@ -2,16 +2,13 @@ package manager_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/metactl/metactl/internal/controllertest"
-	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/manager"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,36 +21,15 @@ import (
 // controller, and not for one annotated "false".
 func TestSyncedConditionAnnotationAndOption(t *testing.T) {
 	ctx := context.Background()
-	root, _ := testenv.RepoRoot()
-	if _, err := env.Kubectl(ctx, "apply", "-f", filepath.Join(root, "pkg", "manager", "testdata", "widgets-crd.yaml")); err != nil {
-		t.Fatal(err)
-	}
+	applyWidgetsCRD(t)
 	stop := runManager(t, manager.Options{Config: env.Config, Workers: 2, DiscoveryInterval: 500 * time.Millisecond})
 	hook := newHook(t, "synced")
 	const name = "synced-widgets"
 	ccs := env.Dynamic.Resource(v1alpha1.CompositeControllerResource)
-	cc := compositeController(name, hook.URL)
-	// Only this test's widgets.
-	cc.Object["spec"].(map[string]any)["parentResource"].(map[string]any)["labelSelector"] = map[string]any{"matchLabels": map[string]any{"test": name}}
-	if _, err := ccs.Create(ctx, cc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := ccs.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Error(err)
-		}
-	})
-	waitReady(t, name, metav1.ConditionTrue, v1alpha1.ReasonRunning)
+	widgetController(t, name, hook.URL)
 
 	ns := env.CreateNamespace(t)
-	widgets := env.Dynamic.Resource(widgetsGVR).Namespace(ns)
-	newWidget := func(w string) {
-		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "test.metactl.io/v1", "kind": "Widget",
-			"metadata": map[string]any{"name": w, "namespace": ns, "labels": map[string]any{"test": name}}}}
-		if _, err := widgets.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	newWidget := func(w string) { newWidget(t, ns, name, w) }
 	synced := func(o *unstructured.Unstructured) map[string]any {
 		list, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
 		for _, c := range list {
@@ -75,12 +51,7 @@ func TestSyncedConditionAnnotationAndOption(t *testing.T) {
 		t.Fatalf("Synced condition without the annotation: %v", synced(o))
 	}
 
-	annotate := func(value string) {
-		patch := []byte(`{"metadata":{"annotations":{"` + controller.SyncedConditionAnnotation + `":"` + value + `"}}}`)
-		if _, err := ccs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	annotate := func(value string) { annotateController(t, name, controller.SyncedConditionAnnotation, value) }
 	annotate("true")
 	controllertest.EventMessage(t, env, "", name, "Stopped", "annotation "+controller.SyncedConditionAnnotation+" changed")
 	controllertest.WaitFor(t, env, widgetsGVR, ns, "w1", "Synced=True after the annotation", func(o *unstructured.Unstructured) bool {
