@@ -6,10 +6,8 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,46 +20,20 @@ import (
 // TestDevHelloWorld runs the README's main command, `metactl dev --example
 // hello-world` (what `make demo` runs), as a user would: from the
 // repository root, as its own process. It waits for the kubeconfig the
-// command writes and for the example's outcome (the HelloWorld's ConfigMap
-// child with the greeting, read through a client built from that
-// kubeconfig), records every process dev started, sends SIGINT, and checks
-// that dev exits 0 in time and that none of those processes (etcd,
-// kube-apiserver, kube-controller-manager, kube-scheduler, kwok, the
-// python3 hook) is left, nor the API server's port.
+// command writes, for the command to print how to use it, and for the
+// example's outcome (the HelloWorld's ConfigMap child with the greeting,
+// read through a client built from that kubeconfig), records every
+// process dev started, sends SIGINT, and checks that dev exits 0 in time
+// and that none of those processes (etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler, kwok, the python3 hook) is
+// left, nor its temporary folders, nor the API server's port.
 func TestDevHelloWorld(t *testing.T) {
-	metactl := testenv.BuildMetactlWithDev(t)
-	statSources(t)
-	dir := t.TempDir()
-	cmd := exec.Command(metactl, "dev", "--example", "hello-world", "--dir", dir)
-	cmd.Dir = repo(t)
-	cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS="+env.AssetsDir)
-	dev := testenv.StartCommand(t, cmd)
-	// Cleanups run last-registered first: on a failure path, this one
-	// stops dev (SIGINT, then SIGKILL) and kills whatever it left behind,
-	// before start's cleanup reaps it.
-	var started []proc
-	t.Cleanup(func() {
-		if exited, _ := dev.Exited(); !exited {
-			_ = dev.Cmd.Process.Signal(syscall.SIGINT)
-			select {
-			case <-dev.Done():
-			case <-time.After(30 * time.Second):
-				_ = dev.Cmd.Process.Kill()
-			}
-		}
-		for _, p := range started {
-			if p.alive() {
-				t.Errorf("cleanup: killing %s (pid %d), left by metactl dev", p.argv0, p.pid)
-				_ = syscall.Kill(p.pid, syscall.SIGKILL)
-			}
-		}
-	})
-
-	kubeconfig := filepath.Join(dir, "kubeconfig")
+	d := startDev(t, "--example", "hello-world")
+	kubeconfig := filepath.Join(d.dir, "kubeconfig")
 	var client dynamic.Interface
 	testenv.Eventually(t, 2*time.Minute, "metactl dev to write "+kubeconfig, func(context.Context) (bool, error) {
-		if exited, err := dev.Exited(); exited {
-			t.Fatalf("metactl dev exited early: %v\n%s", err, testenv.LastLines(dev.Output(), 40))
+		if d.exited() {
+			t.Fatalf("metactl dev exited early: %v", d.err)
 		}
 		config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {
@@ -70,9 +42,10 @@ func TestDevHelloWorld(t *testing.T) {
 		client, err = dynamic.NewForConfig(config)
 		return err == nil, err
 	})
+	d.waitLine(t, time.Minute, "export KUBECONFIG="+kubeconfig)
 	testenv.Eventually(t, 2*time.Minute, "the example's ConfigMap default/your-name-greeting to greet World", func(ctx context.Context) (bool, error) {
-		if exited, err := dev.Exited(); exited {
-			t.Fatalf("metactl dev exited early: %v\n%s", err, testenv.LastLines(dev.Output(), 40))
+		if d.exited() {
+			t.Fatalf("metactl dev exited early: %v", d.err)
 		}
 		cm, err := client.Resource(configmapsGVR).Namespace("default").Get(ctx, "your-name-greeting", metav1.GetOptions{})
 		if err != nil {
@@ -81,39 +54,18 @@ func TestDevHelloWorld(t *testing.T) {
 		return nestedString(cm, "data", "greeting") == "Hello, World!", nil
 	})
 
-	started = descendants(dev.Cmd.Process.Pid)
-	var seen []string
-	for _, p := range started {
-		seen = append(seen, fmt.Sprintf("%s(%d)", p.argv0, p.pid))
+	d.recordProcesses(t, clusterProcesses...)
+	python := false
+	for _, p := range d.started {
+		python = python || strings.HasPrefix(p.argv0, "python")
 	}
-	t.Logf("processes of metactl dev: %s", strings.Join(seen, " "))
-	for _, want := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "python"} {
-		found := false
-		for _, p := range started {
-			found = found || strings.HasPrefix(p.argv0, want)
-		}
-		if !found {
-			t.Errorf("metactl dev runs no %s process; it runs %v", want, seen)
-		}
+	if !python {
+		t.Errorf("metactl dev runs no python process (the example's hook); it runs %v", procNames(d.started))
 	}
 	server := apiServerAddress(t, kubeconfig)
 
-	dev.Stop(t, syscall.SIGINT, time.Minute)
-	if want := "export KUBECONFIG=" + kubeconfig; !strings.Contains(dev.Output(), want) {
-		t.Errorf("metactl dev did not print %q", want)
-	}
-	testenv.Eventually(t, 10*time.Second, "every process metactl dev started to be gone", func(context.Context) (bool, error) {
-		var left []string
-		for _, p := range started {
-			if p.alive() {
-				left = append(left, fmt.Sprintf("%s(%d)", p.argv0, p.pid))
-			}
-		}
-		if len(left) > 0 {
-			return false, fmt.Errorf("still running: %v", left)
-		}
-		return true, nil
-	})
+	d.interrupt(t, time.Minute)
+	d.checkNothingLeft(t, 10*time.Second)
 	if conn, err := net.DialTimeout("tcp", server, time.Second); err == nil {
 		conn.Close()
 		t.Errorf("the API server's address %s still accepts connections after metactl dev stopped", server)

@@ -135,23 +135,46 @@ func (d *devRun) waitLine(t *testing.T, timeout time.Duration, want string) {
 	}
 }
 
-// recordProcesses records the processes metactl dev started and checks
-// that the cluster's are among them.
+// recordProcesses records the processes metactl dev started, logs them,
+// and checks that the cluster's are among them.
 func (d *devRun) recordProcesses(t *testing.T, want ...string) {
 	t.Helper()
 	d.started = descendants(d.cmd.Process.Pid)
-	var seen []string
-	for _, p := range d.started {
-		seen = append(seen, fmt.Sprintf("%s(%d)", p.argv0, p.pid))
-	}
+	t.Logf("processes of metactl dev: %s", strings.Join(procNames(d.started), " "))
 	for _, w := range want {
 		found := false
 		for _, p := range d.started {
 			found = found || p.argv0 == w
 		}
 		if !found {
-			t.Errorf("metactl dev runs no %s process; it runs %v", w, seen)
+			t.Errorf("metactl dev runs no %s process; it runs %v", w, procNames(d.started))
 		}
+	}
+}
+
+// procNames returns each process as argv0(pid).
+func procNames(ps []proc) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, fmt.Sprintf("%s(%d)", p.argv0, p.pid))
+	}
+	return out
+}
+
+// interrupt sends metactl dev SIGINT and fails the test unless it exits
+// with code 0 within timeout.
+func (d *devRun) interrupt(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.done:
+		if d.err != nil {
+			t.Errorf("metactl dev after SIGINT: %v, want exit code 0", d.err)
+		}
+	case <-time.After(timeout):
+		t.Fatalf("metactl dev did not exit within %v of SIGINT", timeout)
 	}
 }
 
@@ -169,11 +192,11 @@ func (d *devRun) client(t *testing.T) *kubernetes.Clientset {
 	return kube
 }
 
-// checkNothingLeft waits a bounded time for every process metactl dev
+// checkNothingLeft waits up to timeout for every process metactl dev
 // started to be gone and for its temporary folders to be removed.
-func (d *devRun) checkNothingLeft(t *testing.T) {
+func (d *devRun) checkNothingLeft(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	testenv.Eventually(t, 15*time.Second, "every process metactl dev started to be gone, and its temporary folders", func(context.Context) (bool, error) {
+	testenv.Eventually(t, timeout, "every process metactl dev started to be gone, and its temporary folders", func(context.Context) (bool, error) {
 		var left []string
 		for _, p := range d.started {
 			if p.alive() {
@@ -218,7 +241,7 @@ func TestDevPipedInterrupted(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("metactl dev did not exit within a minute of its output closing and SIGINT")
 	}
-	d.checkNothingLeft(t)
+	d.checkNothingLeft(t, 15*time.Second)
 }
 
 // TestDevPipeClosed is `metactl dev | head -n 3`: when the reader of its
@@ -238,7 +261,7 @@ func TestDevPipeClosed(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("metactl dev did not stop within a minute of its output closing")
 	}
-	d.checkNothingLeft(t)
+	d.checkNothingLeft(t, 15*time.Second)
 }
 
 // TestDevKilled: even SIGKILL, which metactl dev cannot handle, takes
@@ -278,7 +301,7 @@ func TestDevKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-next.done
-	next.checkNothingLeft(t)
+	next.checkNothingLeft(t, 15*time.Second)
 }
 
 // TestDevUnknownExample: a misspelt --example fails at once, before
@@ -302,7 +325,7 @@ func TestDevUnknownExample(t *testing.T) {
 	if strings.Contains(stderr, "starting etcd") {
 		t.Error("metactl dev started the control plane before checking --example")
 	}
-	d.checkNothingLeft(t)
+	d.checkNothingLeft(t, 15*time.Second)
 }
 
 // TestDevClusterRunsPods: in metactl dev, a Deployment gets its
@@ -448,7 +471,7 @@ func TestDevStopsWhenItsControlPlaneDies(t *testing.T) {
 	if d.err == nil {
 		t.Error("metactl dev exited 0 after losing its control plane, want an error")
 	}
-	d.checkNothingLeft(t)
+	d.checkNothingLeft(t, 15*time.Second)
 }
 
 // TestDevWebsiteChildBecomesReady: in `metactl dev --example website`, the

@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -95,18 +94,8 @@ func TestDevWithoutExample(t *testing.T) {
 		return ref != nil && ref.Name == "p1" && nestedString(cm, "data", "from") == "p1", nil
 	})
 
-	if err := d.cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-d.done:
-		if d.err != nil {
-			t.Errorf("metactl dev after SIGINT: %v, want exit code 0", d.err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("metactl dev did not exit within a minute of SIGINT")
-	}
-	d.checkNothingLeft(t)
+	d.interrupt(t, time.Minute)
+	d.checkNothingLeft(t, 15*time.Second)
 	stderr := d.stderr.String()
 	if !strings.Contains(stderr, "starting control plane") {
 		t.Error("metactl dev -v=1 did not log envtest's \"starting control plane\": controller-runtime's log does not reach klog")

@@ -2,11 +2,9 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,30 +19,14 @@ import (
 // its answer; and `metactl record fetch` finds dev's metactl through the
 // kubeconfig dev wrote and fetches the same calls.
 func TestDevRecordDir(t *testing.T) {
-	metactl := testenv.BuildMetactlWithDev(t)
-	statSources(t)
-	dir := t.TempDir()
 	recordDir := filepath.Join(t.TempDir(), "recorded")
-	cmd := exec.Command(metactl, "dev", "--example", "hello-world", "--dir", dir, "--record-dir", recordDir)
-	cmd.Dir = repo(t)
-	cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS="+env.AssetsDir)
-	dev := testenv.StartCommand(t, cmd)
-	t.Cleanup(func() {
-		if exited, _ := dev.Exited(); !exited {
-			_ = dev.Cmd.Process.Signal(syscall.SIGINT)
-			select {
-			case <-dev.Done():
-			case <-time.After(30 * time.Second):
-				_ = dev.Cmd.Process.Kill()
-			}
-		}
-	})
+	d := startDev(t, "--example", "hello-world", "--record-dir", recordDir)
 
 	set := filepath.Join(recordDir, "compositecontroller-hello-world")
 	var files []hookrecord.File
 	testenv.Eventually(t, 3*time.Minute, "a recorded sync of the sample in "+set, func(context.Context) (bool, error) {
-		if exited, err := dev.Exited(); exited {
-			t.Fatalf("metactl dev exited early: %v\n%s", err, testenv.LastLines(dev.Output(), 40))
+		if d.exited() {
+			t.Fatalf("metactl dev exited early: %v", d.err)
 		}
 		var err error
 		if files, err = hookrecord.ReadDir(set); err != nil {
@@ -60,8 +42,8 @@ func TestDevRecordDir(t *testing.T) {
 	}
 
 	fetched := filepath.Join(t.TempDir(), "fetched")
-	out, err := exec.Command(metactl, "record", "fetch", "compositecontroller/hello-world", "--dir", fetched,
-		"--kubeconfig", filepath.Join(dir, "kubeconfig")).CombinedOutput()
+	out, err := exec.Command(d.cmd.Path, "record", "fetch", "compositecontroller/hello-world", "--dir", fetched,
+		"--kubeconfig", filepath.Join(d.dir, "kubeconfig")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("metactl record fetch through dev's kubeconfig: %v\n%s", err, out)
 	}
@@ -69,5 +51,5 @@ func TestDevRecordDir(t *testing.T) {
 	if err != nil || len(got) == 0 || !got[0].Time.Equal(first.Time) || compactJSON(t, got[0].Request) != compactJSON(t, first.Request) {
 		t.Errorf("fetched %d calls (%v); want those of %s, from its first", len(got), err, set)
 	}
-	dev.Stop(t, syscall.SIGINT, time.Minute)
+	d.interrupt(t, time.Minute)
 }

@@ -257,30 +257,11 @@ spec:
 	// Through the API server's Pod proxy: a Pod object in a namespace of
 	// its own, labelled as the Deployment's Pods are, whose IP is this
 	// machine's, where metactl listens; the API server dials it.
-	ip := podIP()
-	if ip == "" {
-		t.Log("no non-loopback address: the Pod proxy path is not tested")
+	podNS, podName, ok := metactlPod(t)
+	if !ok {
 		return
 	}
-	podNS := env.CreateNamespace(t)
-	selector, err := metav1.ParseToLabelSelector(explain.PodSelector)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "metactl-0", Namespace: podNS, Labels: selector.MatchLabels},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "metactl", Image: "metactl"}}},
-	}
 	ctx := context.Background()
-	created, err := env.Kube.CoreV1().Pods(podNS).Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-	if _, err := env.Kube.CoreV1().Pods(podNS).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	out, err = explainRun(metactl, "explain", "helloworlds/broken", "-n", ns, "--kubeconfig", env.KubeconfigPath,
 		"--metactl-namespace", podNS, "--metactl-port", fmt.Sprint(port))
 	if err != nil || !strings.Contains(out, controllerLine) || !strings.Contains(out, "State:        Failing:") {
@@ -292,7 +273,7 @@ spec:
 	setPodStatus := func(phase corev1.PodPhase, ready corev1.ConditionStatus) {
 		t.Helper()
 		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			current, err := env.Kube.CoreV1().Pods(podNS).Get(ctx, pod.Name, metav1.GetOptions{})
+			current, err := env.Kube.CoreV1().Pods(podNS).Get(ctx, podName, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}

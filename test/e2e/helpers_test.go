@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/explain"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -432,4 +433,39 @@ func ownedBy(o *unstructured.Unstructured, uid string) bool {
 		}
 	}
 	return false
+}
+
+// metactlPod creates, in a namespace of its own, a Pod object labelled as
+// the metactl Deployment's Pods are (explain.PodSelector), Running and
+// Ready, whose IP is this machine's (podIP): asked for metactl in that
+// namespace, the commands find this Pod, and the API server's Pod proxy
+// dials this machine. It returns the namespace and the Pod's name; ok is
+// false, and it logs that the Pod proxy path is not tested, when this
+// machine has no address but loopback ones.
+func metactlPod(t *testing.T) (namespace, name string, ok bool) {
+	t.Helper()
+	ip := podIP()
+	if ip == "" {
+		t.Log("no non-loopback address: the Pod proxy path is not tested")
+		return "", "", false
+	}
+	namespace = env.CreateNamespace(t)
+	selector, err := metav1.ParseToLabelSelector(explain.PodSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pod, err := env.Kube.CoreV1().Pods(namespace).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "metactl-0", Namespace: namespace, Labels: selector.MatchLabels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "metactl", Image: "metactl"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	if _, err := env.Kube.CoreV1().Pods(namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return namespace, pod.Name, true
 }

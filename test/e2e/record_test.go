@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -14,9 +13,7 @@ import (
 	"testing"
 
 	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/explain"
 	"github.com/metactl/metactl/pkg/hookrecord"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -185,28 +182,9 @@ spec:
 
 	// Through the API server's Pod proxy: a Pod object labelled as the
 	// Deployment's Pods are, whose IP is this machine's (as TestExplain).
-	ip := podIP()
-	if ip == "" {
-		t.Log("no non-loopback address: the Pod proxy path is not tested")
+	podNS, _, ok := metactlPod(t)
+	if !ok {
 		return
-	}
-	podNS := env.CreateNamespace(t)
-	selector, err := metav1.ParseToLabelSelector(explain.PodSelector)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	pod, err := env.Kube.CoreV1().Pods(podNS).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "metactl-0", Namespace: podNS, Labels: selector.MatchLabels},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "metactl", Image: "metactl"}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-	if _, err := env.Kube.CoreV1().Pods(podNS).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
 	}
 	proxied := filepath.Join(t.TempDir(), "proxied")
 	throughPods := func(controller string) (string, error) {
