@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/explain"
 	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hookrecord"
@@ -73,6 +74,10 @@ type runFlags struct {
 	recordMaxBytes int64
 	// record: false records nothing (manager.Options.Record nil).
 	record bool
+	// applyStrategy and applyForceConflicts: see
+	// manager.Options.ApplyStrategy and RefuseApplyConflicts.
+	applyStrategy       string
+	applyForceConflicts bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -131,6 +136,8 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	// --record-dir records every controller, whatever it opted for, to
 	// disk without a bound: a development flag, not offered in run's help.
 	_ = fs.MarkHidden("record-dir")
+	fs.StringVar(&f.applyStrategy, "apply-strategy", "client-side", "how controllers write their children, unless a controller object's annotation "+controller.ApplyStrategyAnnotation+" says otherwise: client-side (three-way merge with the last-applied annotation, as metacontroller does by default) or server-side (server-side apply, field manager metactl/<controller>, drift of the fields it sets repaired); metacontroller's names dynamic-apply and server-side-apply (and three-way-merge for client-side) are accepted too (docs/apply-strategies.md)")
+	fs.BoolVar(&f.applyForceConflicts, "apply-force-conflicts", true, "with the server-side strategy, take the fields another field manager owns when applying a child (as metacontroller does); false refuses such an apply, and the conflict is the sync's error")
 	fs.BoolVar(&f.record, "record", true, "record the hook calls of the controllers annotated "+hookrecord.Annotation+": \"true\" and serve them at "+hookrecord.Path+" on --metrics-addr (requests and answers: the objects sent to the hook, Secret data replaced by digests); false ignores the annotation and records nothing")
 	fs.IntVar(&f.recordMaxCalls, "record-max-calls", hookrecord.DefaultMaxCalls, "most recorded hook calls kept in memory per controller; past it the controller's oldest go (the newest show what its hook does now)")
 	fs.Int64Var(&f.recordMaxBytes, "record-max-bytes", hookrecord.DefaultMaxBytes, "most bytes of recorded hook calls kept in memory, all controllers together; past it the oldest go, whichever controller made them")
@@ -175,6 +182,10 @@ func run(ctx context.Context, f *runFlags) error {
 	}
 	if f.stopGracePeriod <= 0 {
 		return fmt.Errorf("--stop-grace-period %v: want a positive duration", f.stopGracePeriod)
+	}
+	applyStrategy, err := controller.ParseApplyStrategy(f.applyStrategy)
+	if err != nil {
+		return fmt.Errorf("--apply-strategy: %w", err)
 	}
 	credentialNamespaces, err := parseCredentialNamespaces(f.credentialNamespaces)
 	if err != nil {
@@ -238,6 +249,8 @@ func run(ctx context.Context, f *runFlags) error {
 		SyncedCondition:          f.syncedCondition,
 		Record:                   recorder,
 		RecordAll:                f.recordDir != "",
+		ApplyStrategy:            applyStrategy,
+		RefuseApplyConflicts:     !f.applyForceConflicts,
 	})
 	if err != nil {
 		return err

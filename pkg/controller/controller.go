@@ -119,6 +119,14 @@ type Options struct {
 	// does not turn it off with RecordAnnotation "false". Default false:
 	// only controllers annotated "true" record.
 	RecordAll bool
+	// ApplyStrategy is how the children of every controller whose object
+	// has no ApplyStrategyAnnotation are written; "" (the default) is
+	// ApplyClientSide.
+	ApplyStrategy ApplyStrategy
+	// RefuseApplyConflicts makes a server-side apply that would take a
+	// field another manager owns fail with the conflict, instead of
+	// taking it (the default, false, as metacontroller does).
+	RefuseApplyConflicts bool
 }
 
 // InvalidSpecError reports a controller object whose spec is invalid.
@@ -129,8 +137,8 @@ func (e *InvalidSpecError) Error() string { return e.Errs.ToAggregate().Error() 
 // DecodeSpec decodes a controller object into spec (a
 // *v1alpha1.CompositeController, say), checks it with validate and checks
 // its annotation that chooses how answers without their list are read
-// (see ValidateAbsentListAnnotation), SyncedConditionAnnotation and
-// RecordAnnotation. Any problem is an
+// (see ValidateAbsentListAnnotation), SyncedConditionAnnotation,
+// RecordAnnotation and ApplyStrategyAnnotation. Any problem is an
 // *InvalidSpecError. The spec is not defaulted.
 func DecodeSpec[T any](object *unstructured.Unstructured, spec *T, validate func(*T) field.ErrorList, annotation string) error {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(object.Object, spec); err != nil {
@@ -140,6 +148,7 @@ func DecodeSpec[T any](object *unstructured.Unstructured, spec *T, validate func
 	errs = append(errs, ValidateAbsentListAnnotation(object.GetAnnotations(), annotation)...)
 	errs = append(errs, ValidateSyncedConditionAnnotation(object.GetAnnotations())...)
 	errs = append(errs, ValidateRecordAnnotation(object.GetAnnotations())...)
+	errs = append(errs, ValidateApplyStrategyAnnotation(object.GetAnnotations())...)
 	if len(errs) > 0 {
 		return &InvalidSpecError{Errs: errs}
 	}

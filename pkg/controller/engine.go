@@ -129,13 +129,14 @@ func NewEngine(cfg Config, opts Options, kind Kind) *Engine {
 	kindName := strings.ToLower(cfg.Kind)
 	e := &Engine{
 		cfg: cfg, opts: opts, kind: kind, name: name, kindName: kindName,
-		hooks:      &HookCaller{Hooks: opts.Hooks, Controller: name, OnHealthChange: opts.OnHealthChange},
-		objects:    restObjects{opts.Objects},
-		dependents: &children.Writer{Objects: opts.Objects, Controller: name, Recorder: opts.Recorder, Noun: cfg.Noun},
-		echoes:     echo.New(),
-		unsettled:  &Unsettled{Controller: name, Kind: kindName, Recorder: opts.Recorder},
-		failing:    &Failing{Describe: cfg.Describe},
-		stop:       make(chan struct{}),
+		hooks:   &HookCaller{Hooks: opts.Hooks, Controller: name, OnHealthChange: opts.OnHealthChange},
+		objects: restObjects{opts.Objects},
+		dependents: &children.Writer{Objects: opts.Objects, Controller: name, Recorder: opts.Recorder, Noun: cfg.Noun,
+			ServerSide: serverSide(cfg.Object, opts)},
+		echoes:    echo.New(),
+		unsettled: &Unsettled{Controller: name, Kind: kindName, Recorder: opts.Recorder},
+		failing:   &Failing{Describe: cfg.Describe},
+		stop:      make(chan struct{}),
 	}
 	e.recording = recordingEnabled(cfg.Object, opts)
 	e.synced = &syncedConditions{e: e, enabled: syncedConditionEnabled(cfg.Object, opts.SyncedCondition), owner: kindName + " " + name}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/history"
@@ -123,6 +124,14 @@ type Options struct {
 	// controllers annotated controller.RecordAnnotation "false". Default
 	// false. metactl run sets it with --record-dir, as metactl dev does.
 	RecordAll bool
+	// ApplyStrategy is how the controllers whose object has no
+	// controller.ApplyStrategyAnnotation write their children; "" (the
+	// default) is controller.ApplyClientSide. metactl run sets it from
+	// --apply-strategy.
+	ApplyStrategy controller.ApplyStrategy
+	// RefuseApplyConflicts: see controller.Options.RefuseApplyConflicts.
+	// Default false. metactl run sets it from --apply-force-conflicts=false.
+	RefuseApplyConflicts bool
 }
 
 // Manager runs one controller per CompositeController and

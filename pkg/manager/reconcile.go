@@ -38,6 +38,9 @@ type runningController struct {
 	// ("" when absent), record that of its controller.RecordAnnotation:
 	// a change restarts it too.
 	synced, record string
+	// apply is the value of its controller.ApplyStrategyAnnotation: a
+	// change restarts it too.
+	apply string
 	// failing throttles the writes of its failing objects to its status.
 	failing *failingStatus
 	// cancelStart cancels the start-up; started is closed once Start has
@@ -201,7 +204,8 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	m.mu.Unlock()
 	if current != nil && exists && !deleting && current.uid == obj.GetUID() && current.generation == obj.GetGeneration() &&
 		current.account == obj.GetAnnotations()[rbac.ServiceAccountAnnotation] && current.synced == obj.GetAnnotations()[controller.SyncedConditionAnnotation] &&
-		current.record == obj.GetAnnotations()[controller.RecordAnnotation] {
+		current.record == obj.GetAnnotations()[controller.RecordAnnotation] &&
+		current.apply == obj.GetAnnotations()[controller.ApplyStrategyAnnotation] {
 		switch {
 		case !current.isStarted():
 			// Still starting: queued again once it has started.
@@ -255,6 +259,9 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 				changed := controller.SyncedConditionAnnotation
 				if current.record != obj.GetAnnotations()[controller.RecordAnnotation] {
 					changed = controller.RecordAnnotation
+				}
+				if current.apply != obj.GetAnnotations()[controller.ApplyStrategyAnnotation] {
+					changed = controller.ApplyStrategyAnnotation
 				}
 				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start it again: annotation %s changed", current.generation, changed)
 			} else {
@@ -322,7 +329,8 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	}
 	started := &runningController{uid: obj.GetUID(), generation: obj.GetGeneration(), controller: c, failing: &failingStatus{},
 		account: obj.GetAnnotations()[rbac.ServiceAccountAnnotation], synced: obj.GetAnnotations()[controller.SyncedConditionAnnotation],
-		record: obj.GetAnnotations()[controller.RecordAnnotation], checkedAt: time.Now()}
+		record: obj.GetAnnotations()[controller.RecordAnnotation], apply: obj.GetAnnotations()[controller.ApplyStrategyAnnotation],
+		checkedAt: time.Now()}
 	c.Failing().OnChange(m.onFailingChange(key, started.failing))
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -60,6 +60,10 @@ type Writer struct {
 	// Noun is what Events and logs call the objects written: "child"
 	// (the default) or "attachment".
 	Noun string
+	// ServerSide, when set, creates and updates children with server-side
+	// apply; nil (the default) with the three-way merge of
+	// pkg/dynamic/apply and its last-applied annotation.
+	ServerSide *ServerSide
 
 	reportedOnce sync.Once
 	reported     *reported
@@ -150,7 +154,7 @@ func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, 
 			if _, ok := desired[res][key]; ok {
 				continue // decided below
 			}
-			if action, _, _ := Decide(res.Method, obj, nil); action != Delete {
+			if action, _, _ := w.decide(res, obj, nil); action != Delete {
 				continue
 			}
 			run(func() error {
@@ -163,7 +167,7 @@ func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, 
 		}
 		for key, want := range desired[res] {
 			have := observed[res][key]
-			action, merged, err := Decide(res.Method, have, want)
+			action, merged, err := w.decide(res, have, want)
 			if err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("merging %s %s: %w", res.Kind, key, err))
@@ -193,9 +197,15 @@ func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, 
 					return nil
 				})
 			case Update:
-				logDiff(ctx, res, key, have, merged)
 				run(func() error {
-					updated, err := w.update(ctx, parent, res, key, merged)
+					var updated *unstructured.Unstructured
+					var err error
+					if w.ServerSide != nil {
+						updated, err = w.apply(ctx, parent, res, key, merged)
+					} else {
+						logDiff(ctx, res, key, have, merged)
+						updated, err = w.update(ctx, parent, res, key, merged)
+					}
 					if err != nil {
 						return err
 					}
@@ -210,6 +220,13 @@ func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, 
 }
 
 func (w *Writer) create(ctx context.Context, parent *unstructured.Unstructured, res *Resource, key string, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if w.ServerSide != nil {
+		config, err := apply.Configuration(want)
+		if err != nil {
+			return nil, fmt.Errorf("creating %s %s: %w", res.Kind, key, err)
+		}
+		return w.apply(ctx, parent, res, key, config)
+	}
 	obj := want.DeepCopy()
 	if err := apply.SetLastApplied(obj, want.Object); err != nil {
 		return nil, fmt.Errorf("creating %s %s: %w", res.Kind, key, err)
@@ -235,6 +252,9 @@ func (w *Writer) create(ctx context.Context, parent *unstructured.Unstructured, 
 }
 
 func (w *Writer) update(ctx context.Context, parent *unstructured.Unstructured, res *Resource, key string, merged *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	// The cache keeps only metactl's own managedFields entries (see
+	// FieldManagerPrefix): sent back, they would replace the others'.
+	unstructured.RemoveNestedField(merged.Object, "metadata", "managedFields")
 	body, err := json.Marshal(merged.Object)
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s %s: %w", res.Kind, key, err)

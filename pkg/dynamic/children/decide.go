@@ -38,6 +38,12 @@ const (
 // says). It writes nothing and calls the merge only when both objects are
 // there and the observed one is not being deleted.
 func Decide(method v1alpha1.ChildUpdateMethod, observed, desired *unstructured.Unstructured) (action Action, merged *unstructured.Unstructured, err error) {
+	return decide(method, observed, desired, apply.Apply)
+}
+
+// decide is Decide with merge computing what to write and whether it
+// changes observed (apply.Apply, or apply.ServerSide).
+func decide(method v1alpha1.ChildUpdateMethod, observed, desired *unstructured.Unstructured, merge func(observed, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, error)) (action Action, merged *unstructured.Unstructured, err error) {
 	switch {
 	case desired == nil:
 		if observed == nil || observed.GetDeletionTimestamp() != nil {
@@ -49,7 +55,7 @@ func Decide(method v1alpha1.ChildUpdateMethod, observed, desired *unstructured.U
 	case observed.GetDeletionTimestamp() != nil:
 		return None, nil, nil
 	}
-	merged, changed, err := apply.Apply(observed, desired)
+	merged, changed, err := merge(observed, desired)
 	if method == v1alpha1.ChildUpdateOnDelete {
 		if err != nil || !changed {
 			return None, nil, nil

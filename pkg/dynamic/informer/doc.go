@@ -18,8 +18,10 @@
 //
 // The cache holds each object as an Object: its metadata parsed, the rest
 // kept as the JSON the API server sent, without metadata.managedFields
-// (metactl does not read them, and they are often the largest part of an
-// object). That is about a third of the memory of a decoded object. On the
+// (they are often the largest part of an object) except the entries of
+// metactl's own field managers (OwnManagerPrefix: the controllers that
+// apply server-side read them to tell drift from a no-op; an object
+// without such an entry costs only a search of its managedFields' JSON). That is about a third of the memory of a decoded object. On the
 // watch path an object costs a scan of its JSON and the decoding of its
 // metadata: indexes, and event handlers that map an object to queue keys,
 // read the parsed metadata. The rest of an object is decoded only when

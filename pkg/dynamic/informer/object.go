@@ -1,6 +1,7 @@
 package informer
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -25,8 +26,9 @@ import (
 type Object struct {
 	metav1.TypeMeta
 	// ObjectMeta is the object's metadata without managedFields, which
-	// metactl never reads and which are often the largest part of an
-	// object.
+	// are often the largest part of an object, but for the entries of
+	// metactl's own field managers (OwnManagerPrefix), which server-side
+	// apply reads.
 	metav1.ObjectMeta
 	// body is the object's JSON without metadata and managedFields.
 	body []byte
@@ -52,15 +54,18 @@ func NewObjectFromTopLevel(data []byte, fields jsonscan.Fields) (*Object, error)
 	body := make([]byte, 0, len(data)-(fields.Metadata.End-fields.Metadata.Start))
 	if fields.Metadata.Start > 0 {
 		metadata := data[fields.Metadata.Start:fields.Metadata.End]
-		// managedFields are not decoded at all: they are often most of the
-		// metadata, and their timestamps are slow to parse.
+		// managedFields are not decoded at all, unless a metactl
+		// controller applied the object server-side: they are often most
+		// of the metadata, and their timestamps are slow to parse.
+		var own []metav1.ManagedFieldsEntry
 		if inner, err := jsonscan.TopLevel(metadata); err == nil && inner.ManagedFields.Start > 0 {
+			own = ownManagedFields(metadata[inner.ManagedFields.Start:inner.ManagedFields.End])
 			metadata = jsonscan.AppendWithout(make([]byte, 0, len(metadata)), metadata, inner.ManagedFields)
 		}
 		if err := utiljson.Unmarshal(metadata, &o.ObjectMeta); err != nil {
 			return nil, fmt.Errorf("decoding metadata: %w", err)
 		}
-		o.ManagedFields = nil
+		o.ManagedFields = own
 		body = jsonscan.AppendWithout(body, data, fields.Metadata)
 	} else {
 		body = append(body, data...)
@@ -68,6 +73,36 @@ func NewObjectFromTopLevel(data []byte, fields jsonscan.Fields) (*Object, error)
 	o.APIVersion, o.Kind = fields.APIVersion, fields.Kind
 	o.body = body
 	return o, nil
+}
+
+// OwnManagerPrefix starts the names of the field managers whose
+// managedFields entries the cache keeps: those with which metactl's
+// controllers apply their children server-side.
+const OwnManagerPrefix = "metactl/"
+
+// ownManagerTag is how the JSON of an entry of such a manager starts its
+// name, as the API server writes it.
+var ownManagerTag = []byte(`"manager":"` + OwnManagerPrefix)
+
+// ownManagedFields returns the entries of data, the JSON of an object's
+// managedFields, whose manager starts with OwnManagerPrefix; nil when
+// there are none (data is then only searched, not decoded) or when data
+// does not decode.
+func ownManagedFields(data []byte) []metav1.ManagedFieldsEntry {
+	if !bytes.Contains(data, ownManagerTag) {
+		return nil
+	}
+	var all []metav1.ManagedFieldsEntry
+	if err := utiljson.Unmarshal(data, &all); err != nil {
+		return nil
+	}
+	var own []metav1.ManagedFieldsEntry
+	for _, e := range all {
+		if strings.HasPrefix(e.Manager, OwnManagerPrefix) {
+			own = append(own, e)
+		}
+	}
+	return own
 }
 
 // DeepCopyObject implements runtime.Object. The copy shares the immutable

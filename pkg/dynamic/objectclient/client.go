@@ -88,6 +88,19 @@ func (c *Client) Patch(ctx context.Context, gvr schema.GroupVersionResource, nam
 	return c.write(ctx, c.client.Patch(pt).AbsPath(path...), data, string(pt))
 }
 
+// Apply applies body, an apply configuration as JSON, to the object name of
+// gvr in namespace with server-side apply as fieldManager, creating it if
+// it does not exist, and returns it as the server stored it. force takes
+// the fields other managers own; without it, such an apply fails with a
+// conflict (apierrors.IsConflict) that names them.
+func (c *Client) Apply(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, body []byte, fieldManager string, force bool) (*informer.Object, error) {
+	req := c.client.Patch(types.ApplyPatchType).AbsPath(objectPath(gvr, namespace, name)...).Param("fieldManager", fieldManager)
+	if force {
+		req = req.Param("force", "true")
+	}
+	return c.write(ctx, req, body, string(types.ApplyPatchType))
+}
+
 // Delete deletes the object name of gvr in namespace with opts. Errors from
 // the server are *errors.StatusError.
 func (c *Client) Delete(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions) error {
