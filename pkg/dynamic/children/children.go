@@ -198,11 +198,17 @@ func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, 
 				})
 			case Update:
 				run(func() error {
+					rv, err := w.switchOwnership(ctx, res, key, have)
+					if err != nil {
+						return err
+					}
 					var updated *unstructured.Unstructured
-					var err error
 					if w.ServerSide != nil {
 						updated, err = w.apply(ctx, parent, res, key, merged)
 					} else {
+						if rv != "" {
+							merged.SetResourceVersion(rv) // only managedFields changed since have
+						}
 						logDiff(ctx, res, key, have, merged)
 						updated, err = w.update(ctx, parent, res, key, merged)
 					}

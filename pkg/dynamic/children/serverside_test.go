@@ -1,6 +1,7 @@
 package children_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 const ssaManager = children.FieldManagerPrefix + "ssa-test"
@@ -60,13 +62,17 @@ func newSSAFixture(t *testing.T, groupVersion, resource string, serverSide *chil
 	if err != nil {
 		t.Fatal(err)
 	}
-	httpClient, err := rest.HTTPClientFor(env.Config)
+	// metactl run's user agent, after which the API server names the
+	// field manager of client-side writes (children.ClientSideManager).
+	cfg := rest.CopyConfig(env.Config)
+	cfg.UserAgent = "metactl/test"
+	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	counts := &countingTransport{next: httpClient.Transport}
 	httpClient.Transport = counts
-	objects, err := objectclient.New(env.Config, httpClient)
+	objects, err := objectclient.New(cfg, httpClient)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,5 +329,120 @@ func TestClientSideRepairsDrift(t *testing.T) {
 	}
 	if result, writes := f.mustManage(want()); result.Wrote() || writes != 0 {
 		t.Errorf("after the repair: Written %d, %d write requests; want none", len(result.Written), writes)
+	}
+}
+
+// sharedFields returns, for each field manager entry of obj other than
+// manager's Apply entry, the fields it owns that manager's entry owns too.
+func sharedFields(t *testing.T, obj *unstructured.Unstructured, manager string, operation metav1.ManagedFieldsOperationType) []string {
+	t.Helper()
+	var mine *fieldpath.Set
+	sets := map[string]*fieldpath.Set{}
+	for _, e := range obj.GetManagedFields() {
+		s := &fieldpath.Set{}
+		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+			t.Fatal(err)
+		}
+		if e.Manager == manager && e.Operation == operation {
+			mine = s
+			continue
+		}
+		sets[e.Manager+" "+string(e.Operation)] = s
+	}
+	if mine == nil {
+		t.Fatalf("no %s entry of %s in %v", operation, manager, obj.GetManagedFields())
+	}
+	var shared []string
+	for name, s := range sets {
+		if both := mine.Intersection(s); !both.Empty() {
+			shared = append(shared, name+": "+both.String())
+		}
+	}
+	return shared
+}
+
+// rawObject is the child as the server has it, managedFields whole.
+func (f *ssaFixture) rawObject(name string) *unstructured.Unstructured {
+	f.t.Helper()
+	obj, err := env.Dynamic.Resource(f.res.GroupVersionResource()).Namespace(f.ns).Get(f.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return obj
+}
+
+// TestSwitchingStrategies: a child written client-side, then by the same
+// controller server-side, then client-side again, keeps its content (spec
+// or data) at each switch; after each, no field is owned by two field
+// managers, the next sync writes nothing, and a field the hook stops
+// setting is removed (which a field left to the other strategy's manager
+// would not be).
+func TestSwitchingStrategies(t *testing.T) {
+	for _, tc := range []struct {
+		groupVersion, resource, content string
+		want                            func(drop bool) *unstructured.Unstructured
+	}{
+		{"v1", "configmaps", "data", func(drop bool) *unstructured.Unstructured {
+			data := map[string]any{"k": "v", "extra": "x"}
+			if drop {
+				delete(data, "extra")
+			}
+			return configMap("a", data)
+		}},
+		{"apps/v1", "deployments", "spec", func(drop bool) *unstructured.Unstructured {
+			d := deployment("a", []any{"--a"}, 2)
+			if drop {
+				unstructured.RemoveNestedField(d.Object, "spec", "replicas")
+			}
+			return d
+		}},
+	} {
+		t.Run(tc.resource, func(t *testing.T) {
+			f := newSSAFixture(t, tc.groupVersion, tc.resource, nil)
+			want := func(drop bool) *unstructured.Unstructured { return f.own(tc.want(drop)) }
+			f.mustManage(want(false))
+			before := f.rawObject("a")
+
+			steps := []struct {
+				name       string
+				serverSide *children.ServerSide
+				manager    string
+				operation  metav1.ManagedFieldsOperationType
+			}{
+				{"to server-side", ssa(), ssaManager, metav1.ManagedFieldsOperationApply},
+				{"back to client-side", nil, children.ClientSideManager, metav1.ManagedFieldsOperationUpdate},
+			}
+			for _, step := range steps {
+				f.writer.ServerSide = step.serverSide
+				f.mustManage(want(false))
+				after := f.rawObject("a")
+				if !apply.Equal(before.Object[tc.content], after.Object[tc.content]) {
+					t.Errorf("%s: %s changed from %v to %v", step.name, tc.content, before.Object[tc.content], after.Object[tc.content])
+				}
+				if shared := sharedFields(t, after, step.manager, step.operation); len(shared) > 0 {
+					t.Errorf("%s: fields of %s also owned by %v", step.name, step.manager, shared)
+				}
+				if _, ok := after.GetAnnotations()[apply.LastAppliedAnnotation]; ok != (step.serverSide == nil) {
+					t.Errorf("%s: last-applied annotation present %v", step.name, ok)
+				}
+				if result, writes := f.mustManage(want(false)); result.Wrote() || writes != 0 {
+					t.Errorf("%s: the sync after the switch: Written %d, %d write requests; want none", step.name, len(result.Written), writes)
+				}
+				before = after
+			}
+
+			// Server-side again, then the hook drops a field.
+			f.writer.ServerSide = ssa()
+			f.mustManage(want(false))
+			f.mustManage(want(true))
+			dropped := f.rawObject("a")
+			if tc.resource == "configmaps" {
+				if _, ok := dropped.Object["data"].(map[string]any)["extra"]; ok {
+					t.Errorf("the dropped field data.extra is still there: %v", dropped.Object["data"])
+				}
+			} else if r, _, _ := unstructured.NestedInt64(dropped.Object, "spec", "replicas"); r != 1 {
+				t.Errorf("spec.replicas %d after the hook dropped it, want the default 1", r)
+			}
+		})
 	}
 }

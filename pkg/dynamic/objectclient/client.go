@@ -88,6 +88,23 @@ func (c *Client) Patch(ctx context.Context, gvr schema.GroupVersionResource, nam
 	return c.write(ctx, c.client.Patch(pt).AbsPath(path...), data, string(pt))
 }
 
+// GetMetadata reads the object name of gvr in namespace from the server and
+// returns its whole metadata, managedFields included (which the cache's
+// Objects do not keep).
+func (c *Client) GetMetadata(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*metav1.ObjectMeta, error) {
+	data, err := body(c.client.Get().AbsPath(objectPath(gvr, namespace, name)...).Do(ctx))
+	if err != nil {
+		return nil, err
+	}
+	var obj struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
+	if err := utiljson.Unmarshal(data, &obj); err != nil {
+		return nil, fmt.Errorf("decoding the server's answer: %w", err)
+	}
+	return &obj.Metadata, nil
+}
+
 // Apply applies body, an apply configuration as JSON, to the object name of
 // gvr in namespace with server-side apply as fieldManager, creating it if
 // it does not exist, and returns it as the server stored it. force takes

@@ -4,7 +4,7 @@
 // A Client lists and watches a resource for the cache (ListerWatcher, an
 // informer.ListerWatcherFunc) and writes objects: Create, Update, Patch
 // (of an object or of a subresource such as status), Apply (server-side
-// apply) and Delete. It
+// apply) and Delete; GetMetadata reads one object's whole metadata. It
 // guarantees:
 //
 //   - What the server sends is decoded straight into informer.Objects: a
