@@ -227,6 +227,12 @@ func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, 
 
 func (w *Writer) create(ctx context.Context, parent *unstructured.Unstructured, res *Resource, key string, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	if w.ServerSide != nil {
+		if takenName(res, parent, want) {
+			// An apply would write it: left alone, as a create that
+			// finds the name taken is.
+			klog.FromContext(ctx).V(4).Info("Child already exists", "kind", res.Kind, "child", key)
+			return nil, nil
+		}
 		config, err := apply.Configuration(want)
 		if err != nil {
 			return nil, fmt.Errorf("creating %s %s: %w", res.Kind, key, err)

@@ -67,6 +67,23 @@ func (w *Writer) Differs(observed, desired *unstructured.Unstructured) (bool, er
 	return changed, err
 }
 
+// takenName reports whether res's cache holds an object of want's name
+// that parent does not control: a server-side create, which is an apply,
+// would take it over (or, when another controller owns it, fail on a
+// second controller reference). An object created meanwhile and not in
+// the cache yet is not seen.
+func takenName(res *Resource, parent, want *unstructured.Unstructured) bool {
+	if res.Informer == nil {
+		return false
+	}
+	obj, ok := res.Informer.GetMeta(want.GetNamespace(), want.GetName())
+	if !ok {
+		return false
+	}
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return ref == nil || parent == nil || ref.UID != parent.GetUID()
+}
+
 // apply creates or updates a child with a server-side apply of config
 // (apply.Configuration of the desired object).
 func (w *Writer) apply(ctx context.Context, parent *unstructured.Unstructured, res *Resource, key string, config *unstructured.Unstructured) (*unstructured.Unstructured, error) {

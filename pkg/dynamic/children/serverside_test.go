@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/apply"
 	"github.com/metactl/metactl/pkg/dynamic/children"
@@ -444,5 +445,51 @@ func TestSwitchingStrategies(t *testing.T) {
 				t.Errorf("spec.replicas %d after the hook dropped it, want the default 1", r)
 			}
 		})
+	}
+}
+
+// TestServerSideCreateOfATakenName: as client-side, a server-side create
+// of a name the cache holds for another owner, or for no owner, writes
+// nothing (an apply would take the object over).
+func TestServerSideCreateOfATakenName(t *testing.T) {
+	f := newSSAFixture(t, "v1", "configmaps", ssa())
+	objects, err := objectclient.New(env.Config, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	informers := informer.NewFactory(objects.ListerWatcher, informer.Options{})
+	f.res.Informer = informers.Acquire(configMapsGVR)
+	t.Cleanup(f.res.Informer.Release)
+
+	other := f.own(configMap("other-parent", nil))
+	other.SetOwnerReferences(nil)
+	otherParent, err := env.Dynamic.Resource(configMapsGVR).Namespace(f.ns).Create(f.ctx, other, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := f.own(configMap("theirs", map[string]any{"k": "theirs"}))
+	theirs.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(otherParent, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})})
+	orphan := f.own(configMap("orphan", map[string]any{"k": "nobody's"}))
+	orphan.SetOwnerReferences(nil)
+	for _, o := range []*unstructured.Unstructured{theirs, orphan} {
+		if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(f.ns).Create(f.ctx, o, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, "both in the cache", func(context.Context) (bool, error) {
+		_, a := f.res.Informer.GetMeta(f.ns, "theirs")
+		_, b := f.res.Informer.GetMeta(f.ns, "orphan")
+		return a && b, nil
+	})
+
+	for _, name := range []string{"theirs", "orphan"} {
+		before, writes := f.rawObject(name), f.counts.writes.Load()
+		result, err := f.writer.Manage(f.ctx, f.parent, []*children.Resource{f.res}, f.set(), f.set(f.own(configMap(name, map[string]any{"k": "mine"}))))
+		if err != nil || result.Wrote() || f.counts.writes.Load() != writes {
+			t.Errorf("%s: Manage: %v, wrote %v, %d write requests; want no error and nothing written", name, err, result.Wrote(), f.counts.writes.Load()-writes)
+		}
+		if after := f.rawObject(name); after.GetResourceVersion() != before.GetResourceVersion() {
+			t.Errorf("%s was changed: %v", name, after.Object["data"])
+		}
 	}
 }
