@@ -172,3 +172,29 @@ func FuzzNewObject(f *testing.F) {
 		}
 	})
 }
+
+// TestObjectKeepsOnlyMetactlManagedFields: of an object's managedFields,
+// the entries of the metactl/... field managers are kept (server-side
+// apply reads them), every other one dropped; "metactl" alone (metactl's
+// client-side writes) is another manager.
+func TestObjectKeepsOnlyMetactlManagedFields(t *testing.T) {
+	data := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","managedFields":[` +
+		`{"manager":"kubectl","operation":"Update","apiVersion":"v1","time":"2026-11-26T03:30:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:x":{}}}},` +
+		`{"manager":"metactl","operation":"Update","apiVersion":"v1","time":"2026-11-26T03:30:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:y":{}}}},` +
+		`{"manager":"metactl/web","operation":"Apply","apiVersion":"v1","time":"2026-11-26T03:30:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:k":{}}}}` +
+		`]},"data":{"k":"v","x":"1","y":"2"}}`
+	o, err := NewObject([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.ManagedFields) != 1 || o.ManagedFields[0].Manager != "metactl/web" || string(o.ManagedFields[0].FieldsV1.Raw) != `{"f:data":{"f:k":{}}}` {
+		t.Errorf("managedFields kept: %+v, want metactl/web's entry only", o.ManagedFields)
+	}
+	u, err := o.Unstructured()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := u.GetManagedFields(); len(got) != 1 || got[0].Manager != "metactl/web" {
+		t.Errorf("decoded managedFields %+v, want metactl/web's entry", got)
+	}
+}
