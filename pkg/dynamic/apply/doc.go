@@ -70,4 +70,17 @@
 // read-only metadata, keeps the last applied state in the
 // LastAppliedAnnotation, and reports whether anything changed so that the
 // caller can skip the write.
+//
+// # Server-side apply
+//
+// For a controller that writes its children with server-side apply
+// instead, Configuration makes the body of the apply from a desired object
+// (stripped as Apply strips it, null fields left out, a Secret's stringData
+// as data), and ServerSide tells whether applying it would change the
+// observed object, from the object itself and the field manager's entry in
+// its managedFields (OwnedFields): no entry, a desired value the object
+// does not have, or an owned field desired no longer has, means an apply.
+// So drift is repaired and an object as the last apply left it is not
+// written, without any record of the desired state. No last-applied
+// annotation is involved.
 package apply

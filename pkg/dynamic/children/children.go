@@ -92,9 +92,12 @@ func (r *Result) Wrote() bool { return len(r.Written) > 0 || r.Deleted > 0 }
 // delete what is not desired, create what is missing, update the rest per
 // the resource's method (OnDelete: never; Recreate and RollingRecreate:
 // delete, to be created again by a later call once it is gone; InPlace and
-// RollingInPlace: apply), as Decide says of each child. Desired objects
-// must be complete (namespace, owner references); Manage records
-// last-applied state itself. It does not modify observed or desired.
+// RollingInPlace: apply), as Decide (or, applying server-side, the same
+// rule with apply.ServerSide) says of each child. Desired objects must be
+// complete (namespace, owner references); Manage records last-applied
+// state itself (client-side), and hands a child's fields over from the
+// other strategy's field manager before its first write (switchOwnership).
+// It does not modify observed or desired.
 // What the parent's user should know (see Writer.Recorder) is reported on
 // parent.
 func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, resources []*Resource, observed, desired map[*Resource]Set) (*Result, error) {

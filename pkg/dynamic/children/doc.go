@@ -2,7 +2,9 @@
 // children, a DecoratorController's attachments): given the observed and the
 // desired objects of each declared resource, it creates what is missing,
 // deletes what is no longer desired, and updates the rest as the resource's
-// update strategy says, with the three-way merge of pkg/dynamic/apply.
+// update strategy says, with the three-way merge of pkg/dynamic/apply or,
+// with Writer.ServerSide, with server-side apply as the controller's field
+// manager (apply.ServerSide decides when an apply is needed).
 // Before that, Declared.Desired checks what a hook asked for against the
 // controller's declared resources, the whole answer before anything is
 // written, and makes the objects ready to write. Set keys an object by
