@@ -11,6 +11,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/apply"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/history"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -116,35 +117,39 @@ func (w *Writer) apply(ctx context.Context, parent *unstructured.Unstructured, r
 // does not name one after the user agent's part before the first "/".
 const ClientSideManager = "metactl"
 
-// MetacontrollerManager is the field manager the API server records for
-// metacontroller's client-side writes (its user agent's first part): a
-// child metactl took over from metacontroller is handed over the same way.
+// MetacontrollerManager is the field manager of metacontroller's writes:
+// its client-side writes' (its user agent's first part) and its
+// server-side applies' (its --apply-strategy-ssa-field-manager default). A
+// child metactl took over from metacontroller is handed over as one
+// metactl wrote.
 const MetacontrollerManager = "metacontroller"
 
-// switchOwnership hands the fields of a child written the other way over to
+// switchOwnership hands the fields of a child written another way over to
 // how w writes, before w writes it, so that no field stays owned by the
 // field manager of the strategy left (which would keep a field the hook
-// stops setting) and none by two: applying server-side, the fields of
-// ClientSideManager's Update entry go to w's field manager (client-go's
-// csaupgrade); client-side, those of the field manager's Apply entry go to
-// ClientSideManager's Update entry. It reads the child's whole metadata
-// from the server (the cache keeps only metactl's field managers' entries)
-// and patches its managedFields only, on the precondition of its
-// resourceVersion; the child's content is not changed. A child with
-// nothing to hand over costs nothing: observed's cached entries tell. It
-// returns the child's new resourceVersion when it patched it ("" when not),
-// for the update that follows.
+// stops setting) and none by two. Applying server-side, for a child
+// without w's field manager's Apply entry: the fields of the Update
+// entries of ClientSideManager and MetacontrollerManager (client-go's
+// csaupgrade), and of MetacontrollerManager's Apply entry, go to w's field
+// manager's Apply entry. Client-side, for a child with the Apply entry of
+// the controller's field manager: its fields go to ClientSideManager's
+// Update entry. It reads the child's whole metadata from the server (the
+// cache keeps only metactl's field managers' entries) and patches its
+// managedFields only, on the precondition of its resourceVersion; the
+// child's content is not changed. A child with nothing to hand over costs
+// nothing: observed's cached entries tell. It returns the child's new
+// resourceVersion when it patched it ("" when not), for the update that
+// follows.
 func (w *Writer) switchOwnership(ctx context.Context, res *Resource, key string, observed *unstructured.Unstructured) (string, error) {
 	manager := FieldManagerPrefix + w.Controller
 	if w.ServerSide != nil {
 		manager = w.ServerSide.FieldManager
 	}
-	hasApply := apply.OwnedFields(observed.GetManagedFields(), manager, observed.GetAPIVersion()) != nil
+	hasApply := slices.ContainsFunc(observed.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool {
+		return e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == ""
+	})
 	if hasApply == (w.ServerSide != nil) {
 		return "", nil // already owned the way w writes
-	}
-	if w.ServerSide != nil && !hasLastApplied(observed) {
-		return "", nil // never written client-side
 	}
 	meta, err := w.Objects.GetMetadata(ctx, res.GroupVersionResource(), observed.GetNamespace(), observed.GetName())
 	if err != nil {
@@ -153,71 +158,66 @@ func (w *Writer) switchOwnership(ctx context.Context, res *Resource, key string,
 	if meta.UID != observed.GetUID() {
 		return "", nil // replaced meanwhile: the write finds out
 	}
-	obj := &metav1.PartialObjectMetadata{ObjectMeta: *meta}
-	var patch []byte
+	entries, to := meta.ManagedFields, ClientSideManager
 	if w.ServerSide != nil {
-		patch, err = csaupgrade.UpgradeManagedFieldsPatch(obj, sets.New(ClientSideManager, MetacontrollerManager), manager)
+		to = manager
+		obj := &metav1.PartialObjectMetadata{ObjectMeta: *meta.DeepCopy()}
+		if err = csaupgrade.UpgradeManagedFields(obj, sets.New(ClientSideManager, MetacontrollerManager), manager); err == nil {
+			entries, err = mergeEntry(obj.ManagedFields, MetacontrollerManager, metav1.ManagedFieldsOperationApply, manager, metav1.ManagedFieldsOperationApply)
+		}
 	} else {
-		patch, err = downgradeManagedFieldsPatch(obj, manager, ClientSideManager)
+		entries, err = mergeEntry(entries, manager, metav1.ManagedFieldsOperationApply, ClientSideManager, metav1.ManagedFieldsOperationUpdate)
 	}
 	if err != nil {
 		return "", fmt.Errorf("moving the managed fields of %s %s: %w", res.Kind, key, err)
 	}
-	if patch == nil {
+	if equality.Semantic.DeepEqual(entries, meta.ManagedFields) {
 		return "", nil
+	}
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "replace", "path": "/metadata/managedFields", "value": entries},
+		// replace, not test: a changed object is a 409 Conflict.
+		{"op": "replace", "path": "/metadata/resourceVersion", "value": meta.ResourceVersion},
+	})
+	if err != nil {
+		return "", fmt.Errorf("moving the managed fields of %s %s: %w", res.Kind, key, err)
 	}
 	patched, err := w.Objects.Patch(ctx, res.GroupVersionResource(), observed.GetNamespace(), observed.GetName(), types.JSONPatchType, patch)
 	history.Wrote(ctx, w.Controller, "patch", "child", objectName(res, observed), err)
 	if err != nil {
 		return "", fmt.Errorf("moving the managed fields of %s %s: %w", res.Kind, key, err)
 	}
-	to := ClientSideManager
-	if w.ServerSide != nil {
-		to = manager
-	}
 	klog.FromContext(ctx).V(4).Info("Moved the managed fields of a child", "kind", res.Kind, "child", key, "to", to)
 	return patched.GetResourceVersion(), nil
 }
 
-// hasLastApplied reports whether obj has the client-side strategy's
-// annotation.
-func hasLastApplied(obj *unstructured.Unstructured) bool {
-	_, ok := obj.GetAnnotations()[apply.LastAppliedAnnotation]
-	return ok
-}
-
-// downgradeManagedFieldsPatch is csaupgrade.UpgradeManagedFieldsPatch the
-// other way: a JSON patch of obj's managedFields that gives the fields of
-// ssaManager's Apply entry to csaManager's Update entry of the same
-// apiVersion (made from it when there is none), and the resourceVersion
-// precondition; nil when ssaManager has no Apply entry.
-func downgradeManagedFieldsPatch(obj *metav1.PartialObjectMetadata, ssaManager, csaManager string) ([]byte, error) {
-	entries := slices.Clone(obj.ManagedFields)
+// mergeEntry returns entries with the fields of the entry of fromManager
+// and fromOperation (on the object, not a subresource) given to the entry
+// of toManager and toOperation of the same apiVersion, made from it when
+// there is none; entries as they are when there is no such entry to give.
+// entries is not modified.
+func mergeEntry(entries []metav1.ManagedFieldsEntry, fromManager string, fromOperation metav1.ManagedFieldsOperationType, toManager string, toOperation metav1.ManagedFieldsOperationType) ([]metav1.ManagedFieldsEntry, error) {
 	from := slices.IndexFunc(entries, func(e metav1.ManagedFieldsEntry) bool {
-		return e.Manager == ssaManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == ""
+		return e.Manager == fromManager && e.Operation == fromOperation && e.Subresource == ""
 	})
 	if from < 0 {
-		return nil, nil
+		return entries, nil
 	}
+	entries = slices.Clone(entries)
 	src := entries[from]
 	to := slices.IndexFunc(entries, func(e metav1.ManagedFieldsEntry) bool {
-		return e.Manager == csaManager && e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == "" && e.APIVersion == src.APIVersion
+		return e.Manager == toManager && e.Operation == toOperation && e.Subresource == "" && e.APIVersion == src.APIVersion
 	})
 	if to < 0 {
-		entries[from].Manager, entries[from].Operation = csaManager, metav1.ManagedFieldsOperationUpdate
-	} else {
-		union, err := fieldsUnion(entries[to].FieldsV1, src.FieldsV1)
-		if err != nil {
-			return nil, err
-		}
-		entries[to].FieldsV1 = union
-		entries = slices.Delete(entries, from, from+1)
+		entries[from].Manager, entries[from].Operation = toManager, toOperation
+		return entries, nil
 	}
-	return json.Marshal([]map[string]any{
-		{"op": "replace", "path": "/metadata/managedFields", "value": entries},
-		// replace, not test: a changed object is a 409 Conflict.
-		{"op": "replace", "path": "/metadata/resourceVersion", "value": obj.ResourceVersion},
-	})
+	union, err := fieldsUnion(entries[to].FieldsV1, src.FieldsV1)
+	if err != nil {
+		return nil, err
+	}
+	entries[to].FieldsV1 = union
+	return slices.Delete(entries, from, from+1), nil
 }
 
 // fieldsUnion is the union of two managedFields field sets.

@@ -21,8 +21,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
@@ -491,5 +493,33 @@ func TestServerSideCreateOfATakenName(t *testing.T) {
 		if after := f.rawObject(name); after.GetResourceVersion() != before.GetResourceVersion() {
 			t.Errorf("%s was changed: %v", name, after.Object["data"])
 		}
+	}
+}
+
+// TestServerSideTakesOverMetacontrollersApply: a child metacontroller
+// applied server-side (field manager "metacontroller") is handed over to
+// the controller's field manager at its first apply: no field stays owned
+// by both, and a field the hook then drops is removed.
+func TestServerSideTakesOverMetacontrollersApply(t *testing.T) {
+	f := newSSAFixture(t, "v1", "configmaps", ssa())
+	want := func(data map[string]any) *unstructured.Unstructured { return f.own(configMap("a", data)) }
+	body, err := json.Marshal(want(map[string]any{"k": "v", "extra": "x"}).Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(f.ns).Patch(f.ctx, "a", types.ApplyPatchType, body,
+		metav1.PatchOptions{FieldManager: children.MetacontrollerManager, Force: ptr.To(true)}); err != nil {
+		t.Fatal(err)
+	}
+	f.mustManage(want(map[string]any{"k": "v", "extra": "x"}))
+	if shared := sharedFields(t, f.rawObject("a"), ssaManager, metav1.ManagedFieldsOperationApply); len(shared) > 0 {
+		t.Errorf("fields of %s also owned by %v", ssaManager, shared)
+	}
+	if result, writes := f.mustManage(want(map[string]any{"k": "v", "extra": "x"})); result.Wrote() || writes != 0 {
+		t.Errorf("the sync after the take-over: Written %d, %d write requests; want none", len(result.Written), writes)
+	}
+	f.mustManage(want(map[string]any{"k": "v"}))
+	if data := f.rawObject("a").Object["data"].(map[string]any); data["extra"] != nil {
+		t.Errorf("data %v: the field the hook dropped is still there", data)
 	}
 }
