@@ -85,7 +85,9 @@ func (m *Manager) build(ctx context.Context, k *kind, obj *unstructured.Unstruct
 		Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged(k.name, obj),
 		RateLimiter: loop.NewRateLimiter(m.opts.MaxRetryDelay), MaxRelatedObjects: m.opts.MaxRelatedObjects,
 		StopGracePeriod: m.opts.StopGracePeriod, History: m.history, SyncedCondition: m.opts.SyncedCondition,
-		Record: m.opts.Record, RecordAll: m.opts.RecordAll}
+		Record: m.opts.Record, RecordAll: m.opts.RecordAll,
+		// The syncs' spans come from the tracer of the hook calls'.
+		Tracer: m.opts.Hooks.Tracer}
 	sa, err := rbac.ServiceAccountOf(obj)
 	if err != nil {
 		path := field.NewPath("metadata", "annotations").Key(rbac.ServiceAccountAnnotation)
