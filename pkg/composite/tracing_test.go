@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -14,114 +12,22 @@ import (
 	"testing"
 	"time"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/metactl/metactl/internal/otlptest"
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/composite"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/tracing"
 )
 
-// otlpReceiver is an OTLP/HTTP trace receiver in the test's process: it
-// decodes each ExportTraceServiceRequest (protobuf) and keeps its spans.
-type otlpReceiver struct {
-	*httptest.Server
-	mu    sync.Mutex
-	spans []*tracepb.Span
-}
-
-func newOTLPReceiver(t *testing.T) *otlpReceiver {
-	r := &otlpReceiver{}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, err := io.ReadAll(req.Body)
-		if req.URL.Path != "/v1/traces" || err != nil {
-			http.Error(w, "want POST /v1/traces", http.StatusBadRequest)
-			return
-		}
-		var export coltracepb.ExportTraceServiceRequest
-		if err := proto.Unmarshal(body, &export); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		r.mu.Lock()
-		for _, rs := range export.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				r.spans = append(r.spans, ss.Spans...)
-			}
-		}
-		r.mu.Unlock()
-		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		_, _ = w.Write(out)
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-func (r *otlpReceiver) all() []*tracepb.Span {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.spans)
-}
-
-// spanAttr returns the value of a span's attribute key as text ("" when
-// absent); a string array as its values joined by ", ".
-func spanAttr(s *tracepb.Span, key string) string {
-	for _, kv := range s.Attributes {
-		if kv.Key != key {
-			continue
-		}
-		switch v := kv.Value.Value.(type) {
-		case *commonpb.AnyValue_StringValue:
-			return v.StringValue
-		case *commonpb.AnyValue_IntValue:
-			return fmt.Sprint(v.IntValue)
-		case *commonpb.AnyValue_BoolValue:
-			return fmt.Sprint(v.BoolValue)
-		case *commonpb.AnyValue_ArrayValue:
-			var parts []string
-			for _, e := range v.ArrayValue.Values {
-				parts = append(parts, e.GetStringValue())
-			}
-			return strings.Join(parts, ", ")
-		}
-	}
-	return ""
-}
-
-// spanTree prints root and its descendants among spans, one a line,
-// indented, with their attributes.
-func spanTree(root *tracepb.Span, spans []*tracepb.Span) string {
-	var b strings.Builder
-	var walk func(s *tracepb.Span, depth int)
-	walk = func(s *tracepb.Span, depth int) {
-		var attrs []string
-		for _, kv := range s.Attributes {
-			attrs = append(attrs, kv.Key+"="+spanAttr(s, kv.Key))
-		}
-		dur := time.Duration(s.EndTimeUnixNano - s.StartTimeUnixNano)
-		fmt.Fprintf(&b, "%s%s  [%s] %s\n", strings.Repeat("  ", depth), s.Name, dur.Round(10*time.Microsecond), strings.Join(attrs, " "))
-		for _, c := range spans {
-			if string(c.ParentSpanId) == string(s.SpanId) && string(c.TraceId) == string(s.TraceId) {
-				walk(c, depth+1)
-			}
-		}
-	}
-	fmt.Fprintf(&b, "trace %s\n", hex.EncodeToString(root.TraceId))
-	walk(root, 0)
-	return b.String()
-}
-
 // TestTracingExportsLinkedSpans runs a controller with a customize and a
 // sync hook, exporting over OTLP (the standard environment variables) to
 // a receiver in the test: the sync's span has the hook calls and writes as
 // children, and each hook saw its own span in its traceparent header.
 func TestTracingExportsLinkedSpans(t *testing.T) {
-	receiver := newOTLPReceiver(t)
+	receiver := otlptest.NewReceiver(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.URL)
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
 	traces, err := tracing.New(ctx(t), tracing.Options{ServiceVersion: "test"})
@@ -174,9 +80,9 @@ func TestTracingExportsLinkedSpans(t *testing.T) {
 	var sync, hookSync, hookCustomize, create, status *tracepb.Span
 	var spans []*tracepb.Span
 	testenv.Eventually(t, 30*time.Second, "the spans of the sync that created the child", func(context.Context) (bool, error) {
-		spans = receiver.all()
+		spans = receiver.Spans()
 		for _, s := range spans {
-			if s.Name == "create child" && spanAttr(s, "metactl.write.name") == "traced-cm" {
+			if s.Name == "create child" && otlptest.Attr(s, "metactl.write.name") == "traced-cm" {
 				create = s
 			}
 		}
@@ -201,7 +107,7 @@ func TestTracingExportsLinkedSpans(t *testing.T) {
 		}
 		return sync != nil && hookSync != nil && hookCustomize != nil && status != nil, nil
 	})
-	t.Logf("the span tree of the sync that created the child:\n%s", spanTree(sync, spans))
+	t.Logf("the span tree of the sync that created the child:\n%s", otlptest.Tree(sync, spans))
 
 	if want := "sync compositecontroller/" + cc.GetName(); sync.Name != want || len(sync.ParentSpanId) != 0 {
 		t.Errorf("sync span %q with parent %x, want %q, a root", sync.Name, sync.ParentSpanId, want)
@@ -210,27 +116,27 @@ func TestTracingExportsLinkedSpans(t *testing.T) {
 		"metactl.controller": cc.GetName(), "metactl.controller.kind": "CompositeController",
 		"metactl.parent": "things.test.metactl.io/" + ns + "/traced", "metactl.sync.result": "success",
 	} {
-		if got := spanAttr(sync, key); got != want {
+		if got := otlptest.Attr(sync, key); got != want {
 			t.Errorf("sync span %s = %q, want %q", key, got, want)
 		}
 	}
-	if got := spanAttr(sync, "metactl.triggers"); !strings.Contains(got, "object") && !strings.Contains(got, "start") {
+	if got := otlptest.Attr(sync, "metactl.triggers"); !strings.Contains(got, "object") && !strings.Contains(got, "start") {
 		t.Errorf("sync span metactl.triggers = %q, want the object's change or the start", got)
 	}
 	for _, s := range []*tracepb.Span{hookSync, hookCustomize, create, status} {
-		if string(s.ParentSpanId) != string(sync.SpanId) {
+		if !otlptest.ChildOf(s, sync) {
 			t.Errorf("span %q has parent %x, want the sync's %x", s.Name, s.ParentSpanId, sync.SpanId)
 		}
 	}
-	if got := spanAttr(hookSync, "http.response.status_code"); got != "200" {
+	if got := otlptest.Attr(hookSync, "http.response.status_code"); got != "200" {
 		t.Errorf("hook sync span status code %q, want 200", got)
 	}
-	if spanAttr(hookSync, "http.request.body.size") == "" || spanAttr(hookSync, "http.response.body.size") == "" || spanAttr(hookSync, "metactl.hook.retry") != "false" {
+	if otlptest.Attr(hookSync, "http.request.body.size") == "" || otlptest.Attr(hookSync, "http.response.body.size") == "" || otlptest.Attr(hookSync, "metactl.hook.retry") != "false" {
 		t.Errorf("hook sync span lacks bytes or retry: %v", hookSync.Attributes)
 	}
 	for key, want := range map[string]string{"metactl.write.verb": "create", "metactl.write.resource": "configmaps",
 		"metactl.write.namespace": ns, "metactl.write.result": "success"} {
-		if got := spanAttr(create, key); got != want {
+		if got := otlptest.Attr(create, key); got != want {
 			t.Errorf("create child span %s = %q, want %q", key, got, want)
 		}
 	}
