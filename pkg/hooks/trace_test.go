@@ -9,6 +9,7 @@ package hooks
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"sync"
 	"testing"
@@ -122,6 +123,34 @@ func TestCallSpan(t *testing.T) {
 	for _, kv := range failed.Attributes() {
 		if kv.Key == "http.response.status_code" && kv.Value.AsInt64() != http.StatusTeapot {
 			t.Errorf("failed call's status code %d, want 418", kv.Value.AsInt64())
+		}
+	}
+}
+
+// discardExporter drops the spans it is given.
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                            { return nil }
+
+// BenchmarkCallSyncTraced is BenchmarkCallSync with export on: a span per
+// call, under a sync's span, batched to an exporter that drops them.
+func BenchmarkCallSyncTraced(b *testing.B) {
+	respBody := benchResponse(b)
+	srv := httptest.NewServer(answer(string(respBody)))
+	defer srv.Close()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	c := NewClient(Options{Tracer: tp.Tracer("bench")})
+	hook := urlHook(srv.URL + "/sync")
+	req := benchRequest()
+	ctx, span := tp.Tracer("bench").Start(context.Background(), "sync")
+	defer span.End()
+	b.ReportAllocs()
+	for b.Loop() {
+		var resp CompositeSyncResponse
+		if err := c.Call(ctx, "bench", "sync", hook, req, &resp); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
