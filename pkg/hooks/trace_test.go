@@ -131,7 +131,7 @@ func TestCallSpan(t *testing.T) {
 type discardExporter struct{}
 
 func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
-func (discardExporter) Shutdown(context.Context) error                            { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }
 
 // BenchmarkCallSyncTraced is BenchmarkCallSync with export on: a span per
 // call, under a sync's span, batched to an exporter that drops them.
