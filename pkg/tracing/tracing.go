@@ -23,11 +23,13 @@ import (
 	"os"
 	"strings"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/klog/v2"
 )
 
 // ScopeName is the instrumentation scope of metactl's spans.
@@ -96,6 +98,8 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	// The sampler is OTEL_TRACES_SAMPLER's (default: parent-based, always
 	// on), the batching OTEL_BSP_*'s.
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
+	// A failed export (the collector down) is logged, once per batch.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { klog.ErrorS(err, "Exporting spans") }))
 	return &Provider{sdk: sdk, tracer: sdk.Tracer(ScopeName)}, nil
 }
 
