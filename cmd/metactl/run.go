@@ -31,6 +31,7 @@ import (
 	"github.com/metactl/metactl/pkg/manager"
 	"github.com/metactl/metactl/pkg/metrics"
 	"github.com/metactl/metactl/pkg/related"
+	"github.com/metactl/metactl/pkg/tracing"
 )
 
 // runFlags are the flags of `metactl run`.
@@ -223,6 +224,11 @@ func run(ctx context.Context, f *runFlags) error {
 	if f.record {
 		recorder = hookrecord.NewRecorder(hookrecord.RecorderOptions{MaxCalls: f.recordMaxCalls, MaxBytes: f.recordMaxBytes, Dir: f.recordDir})
 	}
+	traces, err := startTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(ctx, traces)
 
 	m, err := manager.New(manager.Options{
 		Config:            cfg,
@@ -234,6 +240,7 @@ func run(ctx context.Context, f *runFlags) error {
 			ResponseBudgetBytes: f.responseBudget,
 			DecodedBudgetBytes:  f.decodedBudget,
 			EtagCacheMaxBytes:   f.etagCacheMaxBytes,
+			Tracer:              traces.Tracer(),
 		},
 		MaxRelatedObjects: f.maxRelated,
 		EventsQPS:         f.eventsQPS,
@@ -310,9 +317,32 @@ func run(ctx context.Context, f *runFlags) error {
 	if errors.Is(err, manager.ErrLeadershipLost) {
 		// Exit at once: another replica may take over soon.
 		logger.Error(err, "Exiting")
+		stopTracing(ctx, traces)
 		os.Exit(1)
 	}
 	return err
+}
+
+// startTracing sets up the export of spans from the OTEL_* environment
+// variables (pkg/tracing, docs/tracing.md): off without an OTLP endpoint.
+func startTracing(ctx context.Context) (*tracing.Provider, error) {
+	traces, err := tracing.New(ctx, tracing.Options{ServiceVersion: buildVersion().version})
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	if traces.Enabled() {
+		klog.FromContext(ctx).Info("Exporting traces over OTLP")
+	}
+	return traces, nil
+}
+
+// stopTracing exports the spans not yet exported, for at most 5 seconds.
+func stopTracing(ctx context.Context, traces *tracing.Provider) {
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := traces.Shutdown(shutdownCtx); err != nil {
+		klog.FromContext(ctx).Error(err, "Exporting the last spans")
+	}
 }
 
 func leaderElection(f *runFlags) *manager.LeaderElection {

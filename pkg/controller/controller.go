@@ -54,6 +54,7 @@ import (
 	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hookrecord"
 	"github.com/metactl/metactl/pkg/hooks"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -119,6 +120,10 @@ type Options struct {
 	// does not turn it off with RecordAnnotation "false". Default false:
 	// only controllers annotated "true" record.
 	RecordAll bool
+	// Tracer, when set, records a span of every sync (docs/tracing.md);
+	// it should be the Tracer of Hooks too. Default nil: no span is
+	// recorded, each sync only gets trace ids for its hook requests.
+	Tracer trace.Tracer
 	// ApplyStrategy is how the children of every controller whose object
 	// has no ApplyStrategyAnnotation are written; "" (the default) is
 	// ApplyClientSide.

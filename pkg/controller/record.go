@@ -21,9 +21,10 @@ func (e *Engine) History(key string) []*history.Sync {
 func (e *Engine) historyID() string { return history.ControllerID(e.kindName, e.name) }
 
 // beginRecord starts the record of a sync of key, with the triggers the
-// work queue gives it, into ctx (history.With); without a Store nothing is
-// allocated and ctx is returned as is.
+// work queue gives it, into ctx (history.With), and its span (beginTrace);
+// without a Store no record is allocated.
 func (e *Engine) beginRecord(ctx context.Context) context.Context {
+	ctx = e.beginTrace(ctx)
 	if e.opts.History == nil {
 		return ctx
 	}
@@ -37,8 +38,9 @@ func (e *Engine) beginRecord(ctx context.Context) context.Context {
 // endRecord ends the record of the sync of key that returned after and
 // err with its outcome and keeps it, unless the sync found the object
 // gone: its record is forgotten then, and so are the retries and resyncs
-// the work queue holds for it.
+// the work queue holds for it. It ends the sync's span too (endTrace).
 func (e *Engine) endRecord(ctx context.Context, key string, gone bool, after time.Duration, err error) {
+	e.endTrace(ctx, key, gone, err)
 	if gone {
 		loop.Gone(ctx)
 		e.opts.History.Forget(e.historyID(), key)
@@ -50,20 +52,16 @@ func (e *Engine) endRecord(ctx context.Context, key string, gone bool, after tim
 	}
 	end := time.Now()
 	s.Duration = end.Sub(s.Start)
-	o := history.Outcome{Result: history.ResultSuccess, Reason: SyncReason(err)}
-	switch {
-	case err == nil:
+	o := history.Outcome{Result: resultOf(ctx, err), Reason: SyncReason(err)}
+	switch o.Result {
+	case history.ResultSuccess:
 		if after > 0 {
 			o.NextAttempt = end.Add(after)
 		}
 		o.NextAttempt = sooner(o.NextAttempt, loop.NextDelayed(ctx, false))
-	case ctx.Err() != nil:
-		o.Result, o.Reason, o.Error = history.ResultCancelled, "", history.Cut(err.Error())
+	case history.ResultCancelled:
+		o.Reason, o.Error = "", history.Cut(err.Error())
 	default:
-		o.Result = history.ResultError
-		if errors.Is(err, loop.ErrWaiting) {
-			o.Result = history.ResultWaiting
-		}
 		o.Error = history.Cut(err.Error())
 		if delay, attempt, ok := loop.Retry(ctx, err); ok {
 			o.Attempt, o.NextAttempt = attempt, end.Add(delay)
@@ -74,6 +72,21 @@ func (e *Engine) endRecord(ctx context.Context, key string, gone bool, after tim
 	}
 	s.Outcome = o
 	e.opts.History.Put(e.historyID(), key, s)
+}
+
+// resultOf is how a sync under ctx that returned err ended
+// (history.Outcome.Result): success, cancelled (ctx is: the controller
+// stopped), waiting (loop.ErrWaiting) or error.
+func resultOf(ctx context.Context, err error) string {
+	switch {
+	case err == nil:
+		return history.ResultSuccess
+	case ctx.Err() != nil:
+		return history.ResultCancelled
+	case errors.Is(err, loop.ErrWaiting):
+		return history.ResultWaiting
+	}
+	return history.ResultError
 }
 
 // sooner returns the sooner of a and b, a zero time counting as none.

@@ -194,8 +194,11 @@ func Wrote(ctx context.Context, controller, verb, target, object string, err err
 }
 
 // Failed records a write in the sync's record without counting it: a
-// write that failed where only successful writes are counted.
+// write that failed where only successful writes are counted. It also
+// adds the write's span to the sync's trace, when the sync's span records
+// (docs/tracing.md).
 func Failed(ctx context.Context, verb, target, object string, err error) {
+	traceWrite(ctx, verb, target, object, err)
 	s := From(ctx)
 	if s == nil {
 		return

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/metactl/metactl/internal/redact"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/klog/v2"
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
@@ -125,6 +126,10 @@ type Options struct {
 	// Tap, when set, is given the calls it records, with their request
 	// and answer bodies (see Tap). Default nil: nothing is recorded.
 	Tap Tap
+	// Tracer, when set, records a span of every call, a child of the
+	// span of the call's context (docs/tracing.md). Default nil: no span;
+	// the request still carries the context's trace (see Call).
+	Tracer trace.Tracer
 }
 
 // Client calls hooks. It is safe for concurrent use; its calls share the
@@ -136,6 +141,7 @@ type Client struct {
 	maxBody    int64
 	metrics    Observer
 	tap        Tap
+	tracer     trace.Tracer
 	etags      *etagCache
 	budget     *responseBudget
 	decoded    *decodedBudget
@@ -151,6 +157,7 @@ func NewClient(opts Options) *Client {
 		maxBody:    opts.MaxResponseBytes,
 		metrics:    opts.Metrics,
 		tap:        opts.Tap,
+		tracer:     opts.Tracer,
 		etags:      newEtagCache(opts.EtagCacheMaxEntries, opts.EtagCacheMaxBytes),
 		now:        time.Now,
 	}
@@ -265,6 +272,11 @@ func NewTransport() *http.Transport {
 //
 // A call that Options.Tap records is given to it as Call returns, once its
 // request was sent, with its request and answer bodies and its error.
+//
+// Every request carries a W3C traceparent header (and tracestate, when
+// the trace has one): with Options.Tracer, that of the call's own span,
+// a child of ctx's; without, ctx's span context, or fresh ids when ctx
+// has none.
 func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1alpha1.Hook, request any, response Response) (err error) {
 	tap := c.startTap(ctx, controller, hookName)
 	if tap != nil {
@@ -298,6 +310,8 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 		return fmt.Errorf("%s: invalid webhook URL: %w", call.prefix(), err)
 	}
 	call.URL = redactURL(req.URL)
+	ctx, span := c.startSpan(ctx, controller, hookName, call.URL)
+	defer func() { span.end(err) }()
 	if (req.URL.Scheme != "http" && req.URL.Scheme != "https") || req.URL.Host == "" {
 		return fmt.Errorf("%s: invalid webhook URL: want an absolute http or https URL", call.prefix())
 	}
@@ -321,6 +335,7 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "metactl")
+	injectTrace(ctx, req.Header)
 	if c.prepare != nil {
 		if err := c.prepare.PrepareRequest(hook, req); err != nil {
 			req.Body.Close()
@@ -341,6 +356,7 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	}
 
 	tap.request(enc.b.Bytes())
+	span.request(enc.b.Len())
 	start := time.Now()
 	resp, err := httpClient.Do(req)
 	if err != nil {
@@ -349,6 +365,7 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 		return transportError(ctx, callCtx, call, timeout, phaseResponse, err)
 	}
 	defer resp.Body.Close()
+	span.answered(resp.StatusCode)
 
 	if etagCached != nil && (resp.StatusCode == http.StatusNotModified || resp.StatusCode == http.StatusPreconditionFailed) {
 		// The cached answer is still the hook's answer to this request:
@@ -407,6 +424,7 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	// the reservation.
 	budget.shrinkTo(int64(buf.Cap()))
 	tap.body(buf.Bytes())
+	span.body(buf.Len())
 	if logger := klog.FromContext(ctx).V(6); logger.Enabled() {
 		logger.Info("Hook response", "controller", controller, "hook", hookName, "url", call.URL, "body", redact.JSON(buf.Bytes()))
 	}

@@ -86,7 +86,9 @@ func (m *Manager) build(ctx context.Context, k *kind, obj *unstructured.Unstruct
 		RateLimiter: loop.NewRateLimiter(m.opts.MaxRetryDelay), MaxRelatedObjects: m.opts.MaxRelatedObjects,
 		StopGracePeriod: m.opts.StopGracePeriod, History: m.history, SyncedCondition: m.opts.SyncedCondition,
 		Record: m.opts.Record, RecordAll: m.opts.RecordAll,
-		ApplyStrategy: m.opts.ApplyStrategy, RefuseApplyConflicts: m.opts.RefuseApplyConflicts}
+		ApplyStrategy: m.opts.ApplyStrategy, RefuseApplyConflicts: m.opts.RefuseApplyConflicts,
+		// The syncs' spans come from the tracer of the hook calls'.
+		Tracer: m.opts.Hooks.Tracer}
 	sa, err := rbac.ServiceAccountOf(obj)
 	if err != nil {
 		path := field.NewPath("metadata", "annotations").Key(rbac.ServiceAccountAnnotation)

@@ -12,6 +12,11 @@ Event ("events", a metactl addition to the protocol) is asked for only
 when the greeting differs from the one in the status the hook is given,
 so that it is recorded once per change, not at every sync.
 
+Each request from metactl carries a W3C traceparent header: the hook logs
+the trace id it names, one line per call, so that the call can be found
+in the trace metactl exports (docs/tracing.md). A hook that traces itself
+passes the header to its OpenTelemetry SDK's propagator instead.
+
 Usage: hook.py [--port PORT]   (default 8080, or $PORT)
 """
 import argparse
@@ -46,11 +51,26 @@ def sync(request):
     }
 
 
+def trace_id(traceparent):
+    """The trace id of a W3C traceparent header, None when invalid."""
+    parts = (traceparent or "").strip().split("-")
+    if len(parts) < 4 or len(parts[1]) != 32 or parts[1] == "0" * 32:
+        return None
+    try:
+        int(parts[1], 16)
+    except ValueError:
+        return None
+    return parts[1]
+
+
 class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         if self.path != "/sync":
             self.send_error(404)
             return
+        trace = trace_id(self.headers.get("traceparent"))
+        if trace:
+            print(f"sync call in trace {trace}", flush=True)
         length = int(self.headers.get("Content-Length", 0))
         try:
             response = sync(json.loads(self.rfile.read(length)))
