@@ -14,7 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// TestApplyStrategyAnnotation: a controller without the annotation writes
+// TestApplyStrategyAnnotation (in a file named to run after TestLifecycle,
+// which needs the Widget CRD absent at first): a controller without the annotation writes
 // its children client-side (last-applied annotation); annotated
 // metactl.io/apply-strategy: server-side-apply (metacontroller's name)
 // after it started, it is restarted and applies them server-side as
