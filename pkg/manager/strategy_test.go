@@ -15,12 +15,12 @@ import (
 )
 
 // TestApplyStrategyAnnotation (in a file named to run after TestLifecycle,
-// which needs the Widget CRD absent at first): a controller without the annotation writes
-// its children client-side (last-applied annotation); annotated
-// metactl.io/apply-strategy: server-side-apply (metacontroller's name)
-// after it started, it is restarted and applies them server-side as
-// metactl/<controller>, without the annotation; an unknown value makes
-// the spec invalid.
+// which needs the Widget CRD absent at first): a controller without the
+// annotation writes its children client-side (last-applied annotation);
+// annotated metactl.io/apply-strategy: server-side-apply (metacontroller's
+// name) after it started, it is restarted and applies them server-side as
+// metactl/<controller>, without the annotation; an unknown value makes the
+// spec invalid.
 func TestApplyStrategyAnnotation(t *testing.T) {
 	applyWidgetsCRD(t)
 	runManager(t, manager.Options{Config: env.Config, Workers: 2, DiscoveryInterval: 500 * time.Millisecond})
