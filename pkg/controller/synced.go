@@ -431,6 +431,9 @@ func (e *Engine) patchSynced(ctx context.Context, t *Target, cond map[string]any
 	obj := t.Object
 	st, _ := obj.Object["status"].(map[string]any)
 	newStatus := e.synced.put(ctx, st, cond)
+	if statusInAnnotation(t.Resource) {
+		return e.writeStatusAnnotation(ctx, t, newStatus, true)
+	}
 	gvr := t.Resource.GroupVersionResource()
 	patch := func(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error) {
 		return e.objects.Patch(ctx, gvr, obj.GetNamespace(), name, pt, data, subresources...)
