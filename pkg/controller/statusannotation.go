@@ -43,10 +43,10 @@ func (e *StatusTooLargeError) Error() string {
 		e.Size, e.Max, StatusAnnotation)
 }
 
-// statusInAnnotation reports whether the objects of res keep their hook's
+// StatusInAnnotation reports whether the objects of res keep their hook's
 // status in StatusAnnotation: those of a built-in resource, one whose
 // kind client-go's scheme knows (a CRD's kinds are not in it).
-func statusInAnnotation(res *Synced) bool {
+func StatusInAnnotation(res *Synced) bool {
 	return res != nil && res.Resource != nil && scheme.Scheme.Recognizes(res.GroupVersionKind())
 }
 

@@ -22,8 +22,8 @@ func TestStatusInAnnotation(t *testing.T) {
 		{"metacontroller.k8s.io/v1alpha1", "CompositeController", false},
 	} {
 		res := &Synced{Resource: &discovery.Resource{APIVersion: c.apiVersion, Kind: c.kind}}
-		if got := statusInAnnotation(res); got != c.want {
-			t.Errorf("statusInAnnotation(%s %s) = %v, want %v", c.apiVersion, c.kind, got, c.want)
+		if got := StatusInAnnotation(res); got != c.want {
+			t.Errorf("StatusInAnnotation(%s %s) = %v, want %v", c.apiVersion, c.kind, got, c.want)
 		}
 	}
 }

@@ -75,7 +75,7 @@ func (e *Engine) sync(ctx context.Context, key string) (after time.Duration, err
 func (e *Engine) syncTarget(ctx context.Context, key string, t *Target) (after time.Duration, err error) {
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues(t.Resource.Noun, klog.KObj(t.Object), "kind", t.Resource.Kind))
 	ctx = e.withRecording(ctx, t)
-	if statusInAnnotation(t.Resource) {
+	if StatusInAnnotation(t.Resource) {
 		// A built-in object: the hook's status is in an annotation.
 		var err error
 		if t.Object, err = statusView(t.Object); err != nil {
@@ -465,7 +465,7 @@ func (e *Engine) patchMetadata(ctx context.Context, t *Target, want *unstructure
 // a built-in resource keeps it in StatusAnnotation instead
 // (writeStatusAnnotation).
 func (e *Engine) writeStatus(ctx context.Context, t *Target, want map[string]any, seen bool) error {
-	if statusInAnnotation(t.Resource) {
+	if StatusInAnnotation(t.Resource) {
 		return e.writeStatusAnnotation(ctx, t, want, seen)
 	}
 	obj := t.Object

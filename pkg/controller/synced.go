@@ -432,7 +432,7 @@ func (e *Engine) patchSynced(ctx context.Context, t *Target, cond map[string]any
 	obj := t.Object
 	st, _ := obj.Object["status"].(map[string]any)
 	newStatus := e.synced.put(ctx, st, cond)
-	if statusInAnnotation(t.Resource) {
+	if StatusInAnnotation(t.Resource) {
 		return e.writeStatusAnnotation(ctx, t, newStatus, true)
 	}
 	gvr := t.Resource.GroupVersionResource()
