@@ -42,27 +42,29 @@ func storedStatus(t *testing.T, obj *unstructured.Unstructured) map[string]any {
 }
 
 // stepAndChild is stepHook with one ConfigMap child in namespace ns, and
-// a resync every 0.1s, so that a test sees the hook called again and
-// again.
+// a resync every second, so that a test sees the hook called again and
+// again (a second, not less: a resync before the cache has the status
+// write would read the parent as it was, and rightly write again).
 func stepAndChild(ns string) func(req *syncRequest) any {
 	return func(req *syncRequest) any {
 		answer := stepHook(req).(map[string]any)
 		child := configMapChild(req.Parent, req.Parent.GetName()+"-child", map[string]any{"x": "y"})
 		child["metadata"].(map[string]any)["namespace"] = ns
 		answer["children"] = []any{child}
-		answer["resyncAfterSeconds"] = 0.1
+		answer["resyncAfterSeconds"] = 1
 		return answer
 	}
 }
 
 // settlesWithOneStatusWrite checks that the hook, whose status depends on
 // its own (stepHook), reached "two" having been given each status it asked
-// for, with one status write, and that ten more resyncs write no status.
-func settlesWithOneStatusWrite(t *testing.T, hook *testHook, cc *unstructured.Unstructured) {
+// for, with one status write (writes0: the controller's count before it
+// started), and that three more resyncs write no status.
+func settlesWithOneStatusWrite(t *testing.T, hook *testHook, cc *unstructured.Unstructured, writes0 float64) {
 	t.Helper()
 	calls := hook.calls.Load()
-	testenv.Eventually(t, 30*time.Second, "ten more syncs", func(context.Context) (bool, error) { return hook.calls.Load() >= calls+10, nil })
-	if got := controllertest.Writes(cc.GetName(), "patch", "status"); got != 1 {
+	testenv.Eventually(t, 30*time.Second, "three more syncs", func(context.Context) (bool, error) { return hook.calls.Load() >= calls+3, nil })
+	if got := controllertest.Writes(cc.GetName(), "patch", "status") - writes0; got != 1 {
 		t.Errorf("status writes = %v, want 1: the stored status is not given back to the hook", got)
 	}
 	// The hook read "one" back as parent.status.step.
@@ -88,6 +90,7 @@ func TestNamespaceParentStatusInAnnotation(t *testing.T) {
 	childNS := env.CreateNamespace(t)
 	hook := newTestHook(t, stepAndChild(childNS))
 	cc := builtinController(t, hook, namespacesGVR)
+	writes0 := controllertest.Writes(cc.GetName(), "patch", "status")
 	startController(t, cc)
 	name := testLabel(t)
 	parent := &unstructured.Unstructured{Object: map[string]any{
@@ -113,7 +116,7 @@ func TestNamespaceParentStatusInAnnotation(t *testing.T) {
 		t.Errorf("the hook's status went into the Namespace's real status: %v", got.Object["status"])
 	}
 	waitFor(t, configMapsGVR, childNS, name+"-child", "the child", exists)
-	settlesWithOneStatusWrite(t, hook, cc)
+	settlesWithOneStatusWrite(t, hook, cc, writes0)
 }
 
 // TestConfigMapParentStatusInAnnotation: a ConfigMap (no status at all)
@@ -122,6 +125,7 @@ func TestConfigMapParentStatusInAnnotation(t *testing.T) {
 	ns := env.CreateNamespace(t)
 	hook := newTestHook(t, stepAndChild(ns))
 	cc := builtinController(t, hook, configMapsGVR)
+	writes0 := controllertest.Writes(cc.GetName(), "patch", "status")
 	startController(t, cc)
 	name := testLabel(t)
 	parent := &unstructured.Unstructured{Object: map[string]any{
@@ -135,7 +139,7 @@ func TestConfigMapParentStatusInAnnotation(t *testing.T) {
 	waitFor(t, configMapsGVR, ns, "parent", "status step two in the annotation", func(o *unstructured.Unstructured) bool {
 		return o != nil && storedStatus(t, o)["step"] == "two"
 	})
-	settlesWithOneStatusWrite(t, hook, cc)
+	settlesWithOneStatusWrite(t, hook, cc, writes0)
 }
 
 // TestDeploymentParentRealStatusUntouched: a Deployment has a status
@@ -236,4 +240,30 @@ func equalJSON(a, b any) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)
+}
+
+// TestPrunedStatusFieldsWarned: a custom resource keeps the hook's status
+// in .status even where its schema prunes some of it; the fields the API
+// server dropped are named in a StatusPruned Warning Event, with what to
+// do.
+func TestPrunedStatusFieldsWarned(t *testing.T) {
+	gvr := schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "prunedthings"}
+	ns := env.CreateNamespace(t)
+	hook := newTestHook(t, func(*syncRequest) any {
+		return map[string]any{"status": map[string]any{"undeclared": "x", "nested": map[string]any{"a": 1}}, "children": []any{}}
+	})
+	startController(t, compositeController(t, hook, gvr, nil))
+	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": gvr.GroupVersion().String(), "kind": "PrunedThing",
+		"metadata": map[string]any{"name": "p1", "namespace": ns, "labels": map[string]any{"test": testLabel(t)}},
+		"spec":     map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"parent": "p1"}}}}}
+	if _, err := env.Dynamic.Resource(gvr).Namespace(ns).Create(ctx(t), parent, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForEvent(t, ns, "p1", controller.ReasonStatusPruned, ".status.nested, .status.undeclared")
+	got := waitFor(t, gvr, ns, "p1", "observedGeneration in .status", func(o *unstructured.Unstructured) bool {
+		return o != nil && statusField(o, "observedGeneration") != nil
+	})
+	if _, ok := got.GetAnnotations()[controller.StatusAnnotation]; ok {
+		t.Errorf("a custom resource got the %s annotation", controller.StatusAnnotation)
+	}
 }

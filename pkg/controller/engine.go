@@ -112,6 +112,9 @@ type Engine struct {
 	related *related.Resolver
 	// synced maintains the metactl.io/Synced condition (synced.go).
 	synced *syncedConditions
+	// prunedWarned holds the resources (*Synced) whose status schema was
+	// found to drop fields of a hook's status (warnPruned).
+	prunedWarned sync.Map
 	// recording: its hook calls are recorded (recording.go).
 	recording bool
 

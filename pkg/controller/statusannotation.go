@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 
 	"github.com/metactl/metactl/pkg/dynamic/status"
 	"github.com/metactl/metactl/pkg/history"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -116,4 +120,80 @@ func (e *Engine) writeStatusAnnotation(ctx context.Context, t *Target, want map[
 	t.Object.Object["status"] = want
 	klog.FromContext(ctx).V(4).Info("Updated status", "annotation", StatusAnnotation)
 	return nil
+}
+
+// ReasonStatusPruned is the reason of the Warning Event on an object whose
+// custom resource's status schema dropped fields of the status its hook
+// answered (warnPruned).
+const ReasonStatusPruned = "StatusPruned"
+
+// maxPrunedShown bounds the fields a StatusPruned Event names.
+const maxPrunedShown = 10
+
+// warnPruned tells, once per resource, of the fields of want, the status a
+// hook answered, that the API server dropped from written, the object as
+// the status write returned it: a custom resource whose status schema does
+// not declare them. They are never given back to the hook, so its answer
+// differs from what it is given on every sync. A Warning Event on the
+// object and a log line name them and what to do. The conditions' filled
+// fields (lastTransitionTime, observedGeneration) are not counted: metactl
+// adds them only where the schema keeps them (status.Unkept).
+func (e *Engine) warnPruned(ctx context.Context, t *Target, want map[string]any, written metav1.Object) {
+	if _, warned := e.prunedWarned.Load(t.Resource); warned {
+		return
+	}
+	w, ok := written.(interface {
+		Unstructured() (*unstructured.Unstructured, error)
+	})
+	if !ok {
+		return // not known (a writer that returns metadata only)
+	}
+	obj, err := w.Unstructured()
+	if err != nil {
+		return
+	}
+	kept, _ := obj.Object["status"].(map[string]any)
+	var pruned []string
+	prunedFields(want, kept, ".status", &pruned)
+	if len(pruned) == 0 {
+		return
+	}
+	if _, warned := e.prunedWarned.LoadOrStore(t.Resource, true); warned {
+		return
+	}
+	shown := pruned
+	if len(shown) > maxPrunedShown {
+		shown = append(slices.Clone(shown[:maxPrunedShown]), "...")
+	}
+	msg := fmt.Sprintf("the API server dropped fields of the status the hook answered: %s; the status schema of %s does not declare them, "+
+		"so the hook is never given them back and its status is written again on every sync: declare them, or mark .status "+
+		"x-kubernetes-preserve-unknown-fields: true", strings.Join(shown, ", "), t.Resource.GroupVersionResource().GroupResource())
+	klog.FromContext(ctx).Info("Status fields pruned by the schema", "fields", shown, "resource", t.Resource.GroupVersionResource())
+	if e.opts.Recorder != nil {
+		e.opts.Recorder.Event(t.Object, corev1.EventTypeWarning, ReasonStatusPruned, msg)
+	}
+}
+
+// prunedFields appends to out the paths (under path) of the fields of want
+// that kept lacks, descending into objects; a list counts as one field.
+// The conditions are left out (see warnPruned).
+func prunedFields(want, kept map[string]any, path string, out *[]string) {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if path == ".status" && k == "conditions" {
+			continue
+		}
+		v := want[k]
+		if v == nil {
+			continue
+		}
+		have, ok := kept[k]
+		if !ok {
+			*out = append(*out, path+"."+k)
+			continue
+		}
+		if wm, ok := v.(map[string]any); ok {
+			hm, _ := have.(map[string]any)
+			prunedFields(wm, hm, path+"."+k, out)
+		}
+	}
 }

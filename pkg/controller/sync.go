@@ -485,6 +485,7 @@ func (e *Engine) writeStatus(ctx context.Context, t *Target, want map[string]any
 	if seen {
 		e.echoes.Expect(written)
 	}
+	e.warnPruned(ctx, t, want, written)
 	t.Object = withMetadata(obj, written)
 	t.Object.Object["status"] = want
 	klog.FromContext(ctx).V(4).Info("Updated status")
