@@ -190,7 +190,9 @@ func (e *Engine) Access() []rbac.Access {
 	var access []rbac.Access
 	for _, res := range e.kind.Synced() {
 		access = append(access, rbac.Access{Resource: res.Resource, Verbs: rbac.OwnerVerbs})
-		if res.HasStatus {
+		if res.HasStatus && !StatusInAnnotation(res) {
+			// A built-in object's status is never written: its hook's
+			// goes into an annotation (StatusInAnnotation).
 			access = append(access, rbac.Access{Resource: res.Resource, Subresource: "status", Verbs: rbac.StatusVerbs})
 		}
 	}

@@ -59,3 +59,33 @@ func TestStatusView(t *testing.T) {
 		t.Errorf("no annotation gave the real status: %v", view.Object["status"])
 	}
 }
+
+// TestAccessOfBuiltinObjects: a controller of built-in objects needs no
+// right on their status subresource (it never writes it); one of a custom
+// resource with a status subresource does.
+func TestAccessOfBuiltinObjects(t *testing.T) {
+	for _, c := range []struct {
+		res        *discovery.Resource
+		wantStatus bool
+	}{
+		{&discovery.Resource{APIVersion: "apps/v1", Name: "deployments", Kind: "Deployment", HasStatus: true}, false},
+		{&discovery.Resource{APIVersion: "example.com/v1", Name: "things", Kind: "Thing", HasStatus: true}, true},
+	} {
+		e := &Engine{kind: &syncedKind{synced: []*Synced{{Resource: c.res}}}}
+		gotStatus := false
+		for _, a := range e.Access() {
+			gotStatus = gotStatus || a.Subresource == "status"
+		}
+		if gotStatus != c.wantStatus {
+			t.Errorf("%s: asks for the status subresource: %v, want %v", c.res.Name, gotStatus, c.wantStatus)
+		}
+	}
+}
+
+// syncedKind is fakeKind syncing the resources of synced.
+type syncedKind struct {
+	fakeKind
+	synced []*Synced
+}
+
+func (k *syncedKind) Synced() []*Synced { return k.synced }
