@@ -92,6 +92,22 @@ scenario_propagation() {
   until_ok 60 "the copy in team-c deleted" gone configmap app-settings -n team-c
 }
 
+# stored_status_has NS TEXT: the namespace's metactl.io/status annotation
+# (the hook's status, kept there for a built-in parent) contains TEXT.
+stored_status_has() {
+  kubectl get namespace "$1" -o 'jsonpath={.metadata.annotations.metactl\.io/status}' 2>/dev/null | grep -qF "$2"
+}
+
+scenario_namespace-defaults() {
+  until_ok 60 "the RoleBinding in analytics" jsonpath_is rolebinding team-edit '{.subjects[0].name}' platform -n analytics
+  until_ok 60 "shop's status: 3 defaults" stored_status_has shop '"defaults":3'
+  kubectl annotate namespace shop example.metactl.io/team=payments --overwrite
+  until_ok 60 "the RoleBinding in shop bound to payments" jsonpath_is rolebinding team-edit '{.subjects[0].name}' payments -n shop
+  until_ok 60 "shop's previous team in its status" stored_status_has shop '"previousTeams":["shop-team"]'
+  kubectl delete namespace analytics --wait=false
+  until_ok 120 "namespace analytics deleted" gone namespace analytics
+}
+
 scenario_service-per-pod() {
   until_ok 60 "the Service on 8080" jsonpath_is service web-0 '{.spec.ports[0].port}' 8080
   kubectl annotate pod web-0 service-per-pod/port=9090 --overwrite

@@ -112,6 +112,9 @@ type Engine struct {
 	related *related.Resolver
 	// synced maintains the metactl.io/Synced condition (synced.go).
 	synced *syncedConditions
+	// prunedWarned holds the resources (*Synced) whose status schema was
+	// found to drop fields of a hook's status (warnPruned).
+	prunedWarned sync.Map
 	// recording: its hook calls are recorded (recording.go).
 	recording bool
 
@@ -188,7 +191,9 @@ func (e *Engine) Access() []rbac.Access {
 	var access []rbac.Access
 	for _, res := range e.kind.Synced() {
 		access = append(access, rbac.Access{Resource: res.Resource, Verbs: rbac.OwnerVerbs})
-		if res.HasStatus {
+		if res.HasStatus && !StatusInAnnotation(res) {
+			// A built-in object's status is never written: its hook's
+			// goes into an annotation (StatusInAnnotation).
 			access = append(access, rbac.Access{Resource: res.Resource, Subresource: "status", Verbs: rbac.StatusVerbs})
 		}
 	}

@@ -75,6 +75,13 @@ func (e *Engine) sync(ctx context.Context, key string) (after time.Duration, err
 func (e *Engine) syncTarget(ctx context.Context, key string, t *Target) (after time.Duration, err error) {
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues(t.Resource.Noun, klog.KObj(t.Object), "kind", t.Resource.Kind))
 	ctx = e.withRecording(ctx, t)
+	if StatusInAnnotation(t.Resource) {
+		// A built-in object: the hook's status is in an annotation.
+		var err error
+		if t.Object, err = statusView(t.Object); err != nil {
+			klog.FromContext(ctx).Info("Ignoring the stored status", "err", err)
+		}
+	}
 	// The metactl.io/Synced condition, when the controller writes it.
 	synced := e.synced.begin(key, t)
 	defer func() { synced.finish(ctx, t, err) }()
@@ -454,8 +461,13 @@ func (e *Engine) patchMetadata(ctx context.Context, t *Target, want *unstructure
 // writeStatus replaces the status of t's object with want, unless that is
 // what it already has. When seen, the hook was given want and the
 // write's watch event, its echo, needs no sync; else it syncs the object
-// again, so that the hook is given the status it asked for.
+// again, so that the hook is given the status it asked for. An object of
+// a built-in resource keeps it in StatusAnnotation instead
+// (writeStatusAnnotation).
 func (e *Engine) writeStatus(ctx context.Context, t *Target, want map[string]any, seen bool) error {
+	if StatusInAnnotation(t.Resource) {
+		return e.writeStatusAnnotation(ctx, t, want, seen)
+	}
 	obj := t.Object
 	gvr := t.Resource.GroupVersionResource()
 	patch := func(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error) {
@@ -473,6 +485,7 @@ func (e *Engine) writeStatus(ctx context.Context, t *Target, want map[string]any
 	if seen {
 		e.echoes.Expect(written)
 	}
+	e.warnPruned(ctx, t, want, written)
 	t.Object = withMetadata(obj, written)
 	t.Object.Object["status"] = want
 	klog.FromContext(ctx).V(4).Info("Updated status")

@@ -175,7 +175,8 @@ type syncedConditions struct {
 	// warned: a status whose conditions are not a list was logged.
 	warned atomic.Bool
 	// dropped holds the resources (*Synced) whose objects keep no
-	// status: the server dropped the condition (a ConfigMap, say).
+	// status: the server dropped the condition (a custom resource whose
+	// schema prunes it; a built-in object keeps it in StatusAnnotation).
 	dropped sync.Map
 }
 
@@ -431,6 +432,9 @@ func (e *Engine) patchSynced(ctx context.Context, t *Target, cond map[string]any
 	obj := t.Object
 	st, _ := obj.Object["status"].(map[string]any)
 	newStatus := e.synced.put(ctx, st, cond)
+	if StatusInAnnotation(t.Resource) {
+		return e.writeStatusAnnotation(ctx, t, newStatus, true)
+	}
 	gvr := t.Resource.GroupVersionResource()
 	patch := func(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error) {
 		return e.objects.Patch(ctx, gvr, obj.GetNamespace(), name, pt, data, subresources...)
@@ -464,7 +468,8 @@ func (e *Engine) patchSynced(ctx context.Context, t *Target, cond map[string]any
 
 // keepsCondition reports whether written, an object as the write of its
 // SyncedConditionType condition returned it, has the condition: a
-// resource whose objects keep no status (a ConfigMap) drops it.
+// resource whose objects keep no status (a custom resource whose schema
+// prunes it) drops it.
 func keepsCondition(written metav1.Object) bool {
 	w, ok := written.(interface {
 		Unstructured() (*unstructured.Unstructured, error)

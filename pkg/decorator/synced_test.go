@@ -47,8 +47,9 @@ func TestDecoratedObjectShowsSynced(t *testing.T) {
 	})
 }
 
-// TestSyncedOnObjectsWithoutStatus: a decorated ConfigMap keeps no status;
-// the condition is tried once, not on every sync.
+// TestSyncedOnObjectsWithoutStatus: a decorated ConfigMap has no status of
+// its own (the condition goes into its metactl.io/status annotation);
+// the condition is written once, not on every sync.
 func TestSyncedOnObjectsWithoutStatus(t *testing.T) {
 	ns := env.CreateNamespace(t)
 	name := testName(t)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -522,7 +523,17 @@ func (p *Planner) planOne(ctx context.Context, ctrlObj, obj *unstructured.Unstru
 		cp.Error = fmt.Sprintf("%s does not select %s (its selectors do not match), and the object does not carry its finalizer: it would not be synced", refOf(ctrlObj), refOf(obj))
 	}
 	cp.Children = childrenOf(k.Dependents().Resources, t, obj, cp.Writes)
-	cp.Object = diff(ownFields(obj), ownFields(t.Object))
+	after := t.Object
+	if controller.StatusInAnnotation(t.Resource) {
+		// t.Object carries the hook's status, which goes into an
+		// annotation: the object's real status stays as it is.
+		after = &unstructured.Unstructured{Object: maps.Clone(t.Object.Object)}
+		delete(after.Object, "status")
+		if st, ok := obj.Object["status"]; ok {
+			after.Object["status"] = st
+		}
+	}
+	cp.Object = diff(ownFields(obj), ownFields(after))
 	for i := range cp.Writes {
 		cp.Writes[i].Request = redactJSON(cp.Writes[i].Request)
 		cp.Writes[i].Response = redactJSON(cp.Writes[i].Response)
