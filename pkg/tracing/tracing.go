@@ -5,7 +5,9 @@
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) set, New returns a Provider whose
 // Tracer records one span per sync, with children for each hook call and
 // each write, and exports them in batches over OTLP/HTTP (protobuf)
-// through the OpenTelemetry Go SDK. Without one, the Provider is off: its
+// through the OpenTelemetry Go SDK's OTLP exporter (otlptrace), on a
+// transport of metactl's own (otlphttp.go: the SDK's otlptracehttp would
+// link gRPC into metactl). Without one, the Provider is off: its
 // Tracer is nil, nothing is recorded or exported, and each sync only gets
 // fresh trace and span ids (internal/traceid) for its hook requests'
 // traceparent header.
@@ -25,7 +27,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -39,8 +41,7 @@ const ScopeName = "github.com/metactl/metactl"
 type Options struct {
 	// ServiceVersion is the service.version of the spans' resource.
 	ServiceVersion string
-	// Getenv reads the environment; nil is os.Getenv. The OTLP exporter
-	// itself always reads the process's environment.
+	// Getenv reads the environment; nil is os.Getenv.
 	Getenv func(string) string
 }
 
@@ -81,7 +82,11 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 			break
 		}
 	}
-	exporter, err := otlptracehttp.New(ctx)
+	client, err := newHTTPClient(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
+	}
+	exporter, err := otlptrace.New(ctx, client)
 	if err != nil {
 		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
 	}
