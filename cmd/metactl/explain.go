@@ -24,7 +24,8 @@ import (
 
 // explainFlags are the flags of `metactl explain`.
 type explainFlags struct {
-	kubeconfig, context, namespace, output string
+	kubeFlags
+	output string
 	metactlFlags
 	timeout time.Duration
 }
@@ -60,9 +61,7 @@ Installed as kubectl-metactl on $PATH, the same binary runs as
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default $KUBECONFIG, else ~/.kube/config, else the in-cluster config")
-	fs.StringVar(&f.context, "context", "", "kubeconfig context; default the current one")
-	fs.StringVarP(&f.namespace, "namespace", "n", "", "namespace of the object; default the kubeconfig context's namespace")
+	f.kubeFlags.add(fs, "namespace of the object; default the kubeconfig context's namespace")
 	fs.StringVarP(&f.output, "output", "o", "", "output format: empty for people, json or yaml for the answer as metactl sends it")
 	f.metactlFlags.add(fs)
 	fs.DurationVar(&f.timeout, "request-timeout", 30*time.Second, "longest wait for each answer")
@@ -77,7 +76,7 @@ func runExplain(ctx context.Context, out io.Writer, f *explainFlags, args []stri
 	if err != nil {
 		return err
 	}
-	o, err := resolveObject(connection{kubeconfig: f.kubeconfig, context: f.context, command: "explain", timeout: f.timeout}, f.namespace, resource, name)
+	o, err := resolveObject(connection{kubeFlags: f.kubeFlags, command: "explain", timeout: f.timeout}, resource, name)
 	if err != nil {
 		return err
 	}

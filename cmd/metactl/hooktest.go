@@ -24,9 +24,9 @@ import (
 type hookTestFlags struct {
 	controller, parent, hookURL, customizeHookURL string
 	crds                                          []string
-	kubeconfig, context                           string
-	offline                                       bool
-	output                                        string
+	kubeFlags
+	offline bool
+	output  string
 }
 
 func newHookCommand() *cobra.Command {
@@ -82,8 +82,7 @@ request could reach). docs/hook-test.md lists the requests and checks.`,
 	fs.StringVar(&f.hookURL, "hook-url", "", "address of the sync and finalize hooks instead of their webhook's; without a path, each hook's own path is kept")
 	fs.StringVar(&f.customizeHookURL, "customize-hook-url", "", "address of the customize hook; default --hook-url's host with the hook's own path")
 	fs.StringArrayVar(&f.crds, "crd", nil, "file of CustomResourceDefinitions, to resolve resources without a cluster (repeatable)")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig, for discovery; default $KUBECONFIG, else ~/.kube/config")
-	fs.StringVar(&f.context, "context", "", "kubeconfig context; default the current one")
+	f.kubeFlags.add(fs, "")
 	fs.BoolVar(&f.offline, "offline", false, "do not ask a cluster: resolve resources from --crd files and built-in ones")
 	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	_ = cmd.MarkFlagRequired("controller")
@@ -167,10 +166,8 @@ func hookTestResources(ctx context.Context, f *hookTestFlags, crds []*apiextensi
 		offline("--offline")
 		return nil
 	}
-	explicit := f.kubeconfig != "" || f.context != ""
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = f.kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context}).ClientConfig()
+	explicit := f.explicit()
+	cfg, err := f.clientConfig().ClientConfig()
 	if err != nil {
 		if explicit || !clientcmd.IsEmptyConfig(err) {
 			return fmt.Errorf("loading the kubeconfig: %w", err)

@@ -114,7 +114,7 @@ func TestRestConfigOrder(t *testing.T) {
 	} {
 		t.Setenv("KUBECONFIG", tc.env)
 		clientcmd.RecommendedHomeFile = tc.home
-		cfg, err := restConfig(tc.flag)
+		cfg, err := kubeFlags{kubeconfig: tc.flag}.restConfig()
 		switch {
 		case tc.want == "" && err == nil:
 			t.Errorf("%s: got a config for %s, want an error", tc.name, cfg.Host)
@@ -199,5 +199,70 @@ func TestNoRecordWithoutExplain(t *testing.T) {
 		if got := historyMaxBytes(tc.flag, tc.explain); got != tc.want {
 			t.Errorf("--history-max-bytes=%d --explain=%v: HistoryMaxBytes %d, want %d", tc.flag, tc.explain, got, tc.want)
 		}
+	}
+}
+
+// TestKubeFlags: every subcommand that talks to a cluster takes kubectl's
+// --kubeconfig and --context (kubectl passes a plugin none of its own
+// flags), and -n/--namespace when it is about a namespaced object.
+func TestKubeFlags(t *testing.T) {
+	root := newRootCommand()
+	for path, namespaced := range map[string]bool{
+		"run": false, "explain": true, "plan": true, "resync": true, "record fetch": false, "hook test": false,
+	} {
+		cmd, _, err := root.Find(strings.Fields(path))
+		if err != nil || cmd.CommandPath() != "metactl "+path {
+			t.Fatalf("metactl %s: %v", path, err)
+		}
+		for _, name := range []string{"kubeconfig", "context"} {
+			if cmd.Flags().Lookup(name) == nil {
+				t.Errorf("metactl %s has no --%s", path, name)
+			}
+		}
+		if f := cmd.Flags().Lookup("namespace"); (f != nil) != namespaced || (f != nil && f.Shorthand != "n") {
+			t.Errorf("metactl %s: --namespace %+v, want one (-n) %v", path, f, namespaced)
+		}
+	}
+}
+
+// TestKubeFlagsContextAndNamespace: --context picks a context of the
+// kubeconfig other than the current one, and -n overrides the context's
+// namespace, as in kubectl.
+func TestKubeFlagsContextAndNamespace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config")
+	config := `apiVersion: v1
+kind: Config
+clusters:
+- {name: a, cluster: {server: "https://a.example:6443"}}
+- {name: b, cluster: {server: "https://b.example:6443"}}
+contexts:
+- {name: a, context: {cluster: a, user: u, namespace: team-a}}
+- {name: b, context: {cluster: b, user: u, namespace: team-b}}
+current-context: a
+users:
+- {name: u, user: {token: t}}
+`
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		flags             kubeFlags
+		server, namespace string
+	}{
+		{kubeFlags{kubeconfig: path}, "https://a.example:6443", "team-a"},
+		{kubeFlags{kubeconfig: path, context: "b"}, "https://b.example:6443", "team-b"},
+		{kubeFlags{kubeconfig: path, context: "b", namespace: "other"}, "https://b.example:6443", "other"},
+	} {
+		cfg, err := tc.flags.restConfig()
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.flags, err)
+		}
+		ns, _, err := tc.flags.clientConfig().Namespace()
+		if err != nil || cfg.Host != tc.server || ns != tc.namespace {
+			t.Errorf("%+v: server %s, namespace %s (%v); want %s, %s", tc.flags, cfg.Host, ns, err, tc.server, tc.namespace)
+		}
+	}
+	if _, err := (kubeFlags{kubeconfig: path, context: "nope"}).restConfig(); err == nil {
+		t.Error("--context nope: no error")
 	}
 }

@@ -34,10 +34,9 @@ type objectArg struct {
 	namespace, name string
 }
 
-// connection is how a subcommand connects: as kubectl does, --kubeconfig,
-// else $KUBECONFIG, else ~/.kube/config, else the in-cluster config.
+// connection is how a subcommand connects: as kubectl does (kubeFlags).
 type connection struct {
-	kubeconfig, context string
+	kubeFlags
 	// command names the subcommand in the User-Agent.
 	command string
 	// timeout bounds each request; 0: none.
@@ -45,8 +44,8 @@ type connection struct {
 }
 
 // resolveObject connects as c says and resolves resource, and the
-// namespace of name (namespace, else the kubeconfig context's).
-func resolveObject(c connection, namespace, resource, name string) (*objectArg, error) {
+// namespace of name (-n, else the kubeconfig context's).
+func resolveObject(c connection, resource, name string) (*objectArg, error) {
 	loader, cfg, err := c.load()
 	if err != nil {
 		return nil, err
@@ -62,12 +61,9 @@ func resolveObject(c connection, namespace, resource, name string) (*objectArg, 
 	}
 	o := &objectArg{loader: loader, cfg: cfg, mapping: mapping, name: name}
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-		if namespace == "" {
-			if namespace, _, err = loader.Namespace(); err != nil {
-				return nil, fmt.Errorf("the kubeconfig's namespace: %w", err)
-			}
+		if o.namespace, _, err = loader.Namespace(); err != nil {
+			return nil, fmt.Errorf("the kubeconfig's namespace: %w", err)
 		}
-		o.namespace = namespace
 	}
 	return o, nil
 }
@@ -75,19 +71,13 @@ func resolveObject(c connection, namespace, resource, name string) (*objectArg, 
 // load loads the kubeconfig as c says and returns it with the client
 // configuration from it.
 func (c connection) load() (clientcmd.ClientConfig, *rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = c.kubeconfig
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.context})
-	cfg, err := loader.ClientConfig()
+	cfg, err := c.restConfig()
 	if err != nil {
-		if clientcmd.IsEmptyConfig(err) {
-			return nil, nil, fmt.Errorf("no kubeconfig (--kubeconfig, $KUBECONFIG, %s) and not in a cluster: %w", clientcmd.RecommendedHomeFile, err)
-		}
-		return nil, nil, fmt.Errorf("loading the kubeconfig: %w", err)
+		return nil, nil, err
 	}
 	cfg.UserAgent = "metactl/" + buildVersion().version + " (" + c.command + ")"
 	cfg.Timeout = c.timeout
-	return loader, cfg, nil
+	return c.clientConfig(), cfg, nil
 }
 
 // objectArgs reads RESOURCE/NAME, or RESOURCE NAME as kubectl also

@@ -17,11 +17,12 @@ import (
 
 // planFlags are the flags of `metactl plan`.
 type planFlags struct {
-	kubeconfig, context, namespace, output string
-	filename                               string
-	controllers                            []string
-	hookURL, customizeHookURL              string
-	timeout, cacheTimeout                  time.Duration
+	kubeFlags
+	output                    string
+	filename                  string
+	controllers               []string
+	hookURL, customizeHookURL string
+	timeout, cacheTimeout     time.Duration
 }
 
 func newPlanCommand() *cobra.Command {
@@ -55,9 +56,7 @@ or the hook failed or answered invalidly). docs/plan.md has the details.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default $KUBECONFIG, else ~/.kube/config, else the in-cluster config")
-	fs.StringVar(&f.context, "context", "", "kubeconfig context; default the current one")
-	fs.StringVarP(&f.namespace, "namespace", "n", "", "namespace of the object; default the kubeconfig context's namespace")
+	f.kubeFlags.add(fs, "namespace of the object; default the kubeconfig context's namespace")
 	fs.StringVarP(&f.filename, "filename", "f", "", "file holding the object (YAML or JSON; - for stdin), planned as applied, whether or not it exists")
 	fs.StringArrayVar(&f.controllers, "controller", nil, "file of the CompositeController or DecoratorController to plan (repeatable; a file may hold several); default those in the cluster that manage the object")
 	fs.StringVar(&f.hookURL, "hook-url", "", "URL replacing the sync and finalize hooks' addresses; without a path, each hook keeps its own path; a replaced hook gets no credentials")
@@ -75,7 +74,7 @@ func runPlan(ctx context.Context, out io.Writer, f *planFlags, args []string) er
 	if (f.filename == "") == (len(args) == 0) {
 		return errors.New("give either RESOURCE/NAME or -f FILE")
 	}
-	conn := connection{kubeconfig: f.kubeconfig, context: f.context, command: "plan", timeout: f.timeout}
+	conn := connection{kubeFlags: f.kubeFlags, command: "plan", timeout: f.timeout}
 	var controllers []*unstructured.Unstructured
 	for _, file := range f.controllers {
 		objs, err := readObjects(file)
@@ -102,7 +101,7 @@ func runPlan(ctx context.Context, out io.Writer, f *planFlags, args []string) er
 		if err != nil {
 			return err
 		}
-		o, err := resolveObject(conn, f.namespace, resource, name)
+		o, err := resolveObject(conn, resource, name)
 		if err != nil {
 			return err
 		}
@@ -132,11 +131,9 @@ func runPlan(ctx context.Context, out io.Writer, f *planFlags, args []string) er
 			return err
 		}
 		defer p.Close()
-		ns := f.namespace
-		if ns == "" {
-			if ns, _, err = loader.Namespace(); err != nil {
-				return fmt.Errorf("the kubeconfig's namespace: %w", err)
-			}
+		ns, _, err := loader.Namespace()
+		if err != nil {
+			return fmt.Errorf("the kubeconfig's namespace: %w", err)
 		}
 		if obj, exists, err = p.Given(ctx, objs[0], ns); err != nil {
 			return err

@@ -30,7 +30,8 @@ func newRecordCommand() *cobra.Command {
 
 // recordFetchFlags are the flags of `metactl record fetch`.
 type recordFetchFlags struct {
-	kubeconfig, context, dir string
+	kubeFlags
+	dir string
 	metactlFlags
 	timeout time.Duration
 }
@@ -66,8 +67,7 @@ else ~/.kube/config, else the in-cluster config.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.dir, "dir", "", "directory to write the calls into (created when missing; required)")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default $KUBECONFIG, else ~/.kube/config, else the in-cluster config")
-	fs.StringVar(&f.context, "context", "", "kubeconfig context; default the current one")
+	f.kubeFlags.add(fs, "")
 	f.metactlFlags.add(fs)
 	fs.DurationVar(&f.timeout, "request-timeout", 30*time.Second, "longest wait for the answer")
 	_ = cmd.MarkFlagRequired("dir")
@@ -97,9 +97,7 @@ func recordFetch(ctx context.Context, out io.Writer, f *recordFetchFlags, arg st
 	if err != nil {
 		return err
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = f.kubeconfig
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context})
+	loader := f.clientConfig()
 	var set *hookrecord.Set
 	if endpoint, from := f.directEndpoint(loader, f.context); endpoint != "" {
 		set, err = hookrecord.Fetch(ctx, &http.Client{Timeout: f.timeout}, endpoint, controller)

@@ -22,7 +22,7 @@ import (
 const ResyncAnnotation = "metactl.io/resync-requested"
 
 func newResyncCommand() *cobra.Command {
-	var kubeconfig, namespace string
+	var kube kubeFlags
 	cmd := &cobra.Command{
 		Use:   "resync RESOURCE/NAME",
 		Short: "Make metactl sync a parent (or decorated object) now",
@@ -41,21 +41,20 @@ It connects as kubectl does: --kubeconfig, else $KUBECONFIG, else
   metactl resync deployments.apps/web -n shop`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return resync(cmd.Context(), cmd, kubeconfig, namespace, args[0])
+			return resync(cmd.Context(), cmd, kube, args[0])
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig; default $KUBECONFIG, else ~/.kube/config, else the in-cluster config")
-	fs.StringVarP(&namespace, "namespace", "n", "", "namespace of the object; default the kubeconfig context's namespace")
+	kube.add(fs, "namespace of the object; default the kubeconfig context's namespace")
 	return cmd
 }
 
-func resync(ctx context.Context, cmd *cobra.Command, kubeconfig, namespace, arg string) error {
+func resync(ctx context.Context, cmd *cobra.Command, kube kubeFlags, arg string) error {
 	resource, name, err := objectArgs([]string{arg})
 	if err != nil {
 		return err
 	}
-	o, err := resolveObject(connection{kubeconfig: kubeconfig, command: "resync"}, namespace, resource, name)
+	o, err := resolveObject(connection{kubeFlags: kube, command: "resync"}, resource, name)
 	if err != nil {
 		return err
 	}

@@ -18,8 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/metactl/metactl/internal/loop"
@@ -36,7 +34,7 @@ import (
 
 // runFlags are the flags of `metactl run`.
 type runFlags struct {
-	kubeconfig        string
+	kube              kubeFlags
 	workers           int
 	clientQPS         float32
 	clientBurst       int
@@ -87,7 +85,8 @@ func newRunCommand() *cobra.Command {
 		Use:   "run",
 		Short: "Run every CompositeController and DecoratorController in the cluster",
 		Long: `run connects to the cluster as kubectl does (--kubeconfig, else
-$KUBECONFIG, else ~/.kube/config, else the in-cluster config), watches
+$KUBECONFIG, else ~/.kube/config, else the in-cluster config; --context
+picks a context), watches
 CompositeController and DecoratorController objects and runs one
 controller for each. It stops on SIGINT or SIGTERM: the syncs in flight
 are cancelled (their hook calls end, they write nothing more) and waited
@@ -104,7 +103,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default $KUBECONFIG, else ~/.kube/config, else the in-cluster config")
+	f.kube.add(fs, "")
 	fs.IntVar(&f.workers, "workers", loop.DefaultWorkers, "most parents each controller syncs at once (a goroutine each, none while idle); hook calls of different parents run concurrently, so a slow hook needs more")
 	fs.Float32Var(&f.clientQPS, "client-qps", 2000, "sustained requests per second to the API server, shared by all controllers; above what one API server sustains, so the server's own priority and fairness sets the pace")
 	fs.IntVar(&f.clientBurst, "client-burst", 4000, "requests allowed in a burst above --client-qps")
@@ -144,29 +143,6 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.Int64Var(&f.recordMaxBytes, "record-max-bytes", hookrecord.DefaultMaxBytes, "most bytes of recorded hook calls kept in memory, all controllers together; past it the oldest go, whichever controller made them")
 	fs.BoolVar(&f.syncedCondition, "synced-condition", false, "write the metactl.io/Synced condition (how the last sync went, the retry count and next attempt) on the objects of every controller, except those annotated metactl.io/synced-condition: \"false\"; without it, only controllers annotated metactl.io/synced-condition: \"true\" write it (status belongs to the hook)")
 	return cmd
-}
-
-// restConfig loads the client configuration as kubectl does: path (the
-// --kubeconfig flag), else $KUBECONFIG (a list of files, merged), else
-// ~/.kube/config, else the in-cluster config.
-func restConfig(path string) (*rest.Config, error) {
-	cfg, err := clientConfig(path).ClientConfig()
-	if err != nil {
-		if clientcmd.IsEmptyConfig(err) {
-			return nil, fmt.Errorf("no kubeconfig (--kubeconfig, $KUBECONFIG, %s) and not in a cluster: %w", clientcmd.RecommendedHomeFile, err)
-		}
-		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
-	}
-	return cfg, nil
-}
-
-// clientConfig is client-go's deferred loading of path, else $KUBECONFIG,
-// else ~/.kube/config, which falls back to the in-cluster config when they
-// give nothing.
-func clientConfig(path string) clientcmd.ClientConfig {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = path
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
 }
 
 // defaultGCPercent is the garbage collector's target (GOGC) when the
@@ -211,7 +187,7 @@ func run(ctx context.Context, f *runFlags) error {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
 	}
-	cfg, err := restConfig(f.kubeconfig)
+	cfg, err := f.kube.restConfig()
 	if err != nil {
 		return err
 	}
