@@ -3,7 +3,11 @@
 # metactl's image: a static binary on distroless, running as non-root
 # (65532, "nonroot"). Build from the repository root:
 #
-#   docker build -t <registry>/metactl:<tag> --build-arg VERSION=<tag> .
+#   docker build -t <registry>/metactl:<tag> --build-arg VERSION=<tag> \
+#     --build-arg COMMIT=$(git rev-parse --short=12 HEAD) .
+#
+# (the build context holds no .git, so `metactl version` knows the commit
+# only from COMMIT).
 #
 # manifests/deploy/deployment.yaml runs it as `/metactl run ...`.
 
@@ -14,10 +18,11 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG VERSION=dev
+ARG COMMIT=
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-s -w -X main.version=${VERSION}" \
+      -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
       -o /metactl ./cmd/metactl
 
 FROM gcr.io/distroless/static:nonroot

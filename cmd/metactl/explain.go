@@ -57,7 +57,7 @@ Installed as kubectl-metactl on $PATH, the same binary runs as
   kubectl metactl explain helloworld your-name -n default -o yaml`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runExplain(cmd.Context(), cmd.OutOrStdout(), f, args)
+			return runExplain(cmd.Context(), cmd.OutOrStdout(), cmd.Root().DisplayName(), f, args)
 		},
 	}
 	fs := cmd.Flags()
@@ -68,7 +68,10 @@ Installed as kubectl-metactl on $PATH, the same binary runs as
 	return cmd
 }
 
-func runExplain(ctx context.Context, out io.Writer, f *explainFlags, args []string) error {
+// runExplain explains the object args name; self is how the user runs
+// metactl ("metactl", or "kubectl metactl" for the plugin), for the
+// command it suggests.
+func runExplain(ctx context.Context, out io.Writer, self string, f *explainFlags, args []string) error {
 	if f.output != "" && f.output != "json" && f.output != "yaml" {
 		return fmt.Errorf("--output %q: want json or yaml (or nothing, for people)", f.output)
 	}
@@ -138,7 +141,7 @@ func runExplain(ctx context.Context, out io.Writer, f *explainFlags, args []stri
 		if req.Namespace != "" {
 			flags = " -n " + req.Namespace
 		}
-		_, err = fmt.Fprintf(out, "Owner:        %s %s controls it: try metactl explain %s/%s%s\n", ref.Kind, ref.Name, target, ref.Name, flags)
+		_, err = fmt.Fprintf(out, "Owner:        %s %s controls it: try %s explain %s/%s%s\n", ref.Kind, ref.Name, self, target, ref.Name, flags)
 		return err
 	}
 	return nil

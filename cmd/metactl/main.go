@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -16,10 +14,10 @@ import (
 
 func main() {
 	root := newRootCommand()
-	if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
-		// Run by kubectl as the plugin kubectl-metactl: help and usage
-		// say "kubectl metactl", as the user typed it.
-		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl metactl"}
+	if name, ok := pluginName(os.Args[0]); ok {
+		// Run by kubectl as the plugin kubectl-metactl: help, usage,
+		// errors and examples say "kubectl metactl", as the user types it.
+		setDisplayName(root, name)
 	}
 	err := root.Execute()
 	if ee, ok := errors.AsType[*ExitError](err); !ok || ee.Err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -264,5 +265,84 @@ users:
 	}
 	if _, err := (kubeFlags{kubeconfig: path, context: "nope"}).restConfig(); err == nil {
 		t.Error("--context nope: no error")
+	}
+}
+
+// TestPluginName: the program file's name says whether kubectl runs it as
+// a plugin, and how kubectl's users type that plugin.
+func TestPluginName(t *testing.T) {
+	for argv0, want := range map[string]string{
+		"/home/u/.local/bin/kubectl-metactl": "kubectl metactl",
+		"/bin/kubectl-metactl.exe":           "kubectl metactl",
+		"kubectl-meta_ctl":                   "kubectl meta-ctl",
+		"kubectl-mc-x":                       "kubectl mc x",
+		"./bin/metactl":                      "",
+		"/usr/bin/kubectl-":                  "",
+	} {
+		if got, ok := pluginName(filepath.FromSlash(argv0)); got != want || ok != (want != "") {
+			t.Errorf("pluginName(%q) = %q, %v; want %q", argv0, got, ok, want)
+		}
+	}
+}
+
+// TestPluginHelp: as the plugin, help, usage, errors and examples say
+// "kubectl metactl", for the root and the subcommands.
+func TestPluginHelp(t *testing.T) {
+	run := func(args ...string) (string, error) {
+		root := newRootCommand()
+		setDisplayName(root, "kubectl metactl")
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(args)
+		err := root.Execute()
+		return out.String(), err
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--help"}, []string{"kubectl metactl [command]", `Use "kubectl metactl [command] --help"`}},
+		{[]string{"plan", "--help"}, []string{"kubectl metactl plan (RESOURCE/NAME | -f FILE)", "  kubectl metactl plan helloworlds/your-name"}},
+		{[]string{"record", "fetch", "--help"}, []string{"kubectl metactl record fetch compositecontroller/NAME", "  kubectl metactl replay testdata/recorded"}},
+		{[]string{"hook", "test", "--help"}, []string{"kubectl metactl hook test --controller"}},
+	} {
+		out, err := run(tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(out, want) {
+				t.Errorf("%q lacks %q:\n%s", tc.args, want, out)
+			}
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "  metactl ") {
+				t.Errorf("%q: an example or usage line runs metactl, not kubectl metactl: %q", tc.args, line)
+			}
+		}
+	}
+	if _, err := run("nosuch"); err == nil || !strings.Contains(err.Error(), `for "kubectl metactl"`) {
+		t.Errorf("unknown command: %v, want an error naming kubectl metactl", err)
+	}
+}
+
+// TestVersionJSON: `metactl version -o json` prints the same fields as the
+// line; another format is refused.
+func TestVersionJSON(t *testing.T) {
+	out, err := execute(t, "version", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	want := buildVersion()
+	if v["version"] != want.version || v["goVersion"] != want.goVersion || v["modified"] != want.modified {
+		t.Errorf("version -o json = %s, want %+v", out, want)
+	}
+	if _, err := execute(t, "version", "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "--output") {
+		t.Errorf("version -o yaml: %v, want an error about --output", err)
 	}
 }

@@ -62,7 +62,7 @@ else ~/.kube/config, else the in-cluster config.`,
   metactl replay testdata/recorded --hook http://127.0.0.1:8080`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return recordFetch(cmd.Context(), cmd.OutOrStdout(), f, args[0])
+			return recordFetch(cmd.Context(), cmd.OutOrStdout(), cmd.Root().DisplayName(), f, args[0])
 		},
 	}
 	fs := cmd.Flags()
@@ -92,7 +92,10 @@ func controllerArg(arg string) (string, error) {
 	return k + "/" + name, nil
 }
 
-func recordFetch(ctx context.Context, out io.Writer, f *recordFetchFlags, arg string) error {
+// recordFetch fetches the calls of the controller arg names; self is how
+// the user runs metactl ("metactl", or "kubectl metactl" for the plugin),
+// for the command it suggests.
+func recordFetch(ctx context.Context, out io.Writer, self string, f *recordFetchFlags, arg string) error {
 	controller, err := controllerArg(arg)
 	if err != nil {
 		return err
@@ -123,7 +126,7 @@ func recordFetch(ctx context.Context, out io.Writer, f *recordFetchFlags, arg st
 		}
 	}
 	if len(set.Calls) == 0 {
-		return fmt.Errorf("metactl recorded no call of %s yet: it records from the time the controller started with %s: \"true\"; let it sync (metactl resync RESOURCE/NAME) and fetch again", controller, hookrecord.Annotation)
+		return fmt.Errorf("metactl recorded no call of %s yet: it records from the time the controller started with %s: \"true\"; let it sync (%s resync RESOURCE/NAME) and fetch again", controller, hookrecord.Annotation, self)
 	}
 	fresh, err := newCalls(f.dir, set.Calls)
 	if err != nil {

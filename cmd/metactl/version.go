@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"runtime/debug"
 
@@ -14,15 +15,37 @@ import (
 var version, commit string
 
 func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of metactl, its commit and Go version",
-		Args:  cobra.NoArgs,
+		Long: `version prints metactl's version, the commit it was built from and the Go
+version that built it, on one line, or as a JSON object with -o json:
+{"version": "v0.3.0", "commit": "abc1234def56", "modified": false,
+"goVersion": "go1.26.8"} (commit left out when unknown; modified: the
+tree had uncommitted changes).
+
+They come from Go's build information: the main module's version (a tag,
+or a pseudo-version of the commit, in a checkout) and the commit that
+"go build" records in a checkout; -ldflags "-X main.version=v1.2.3 -X
+main.commit=abc1234" overrides them.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), buildVersion())
-			return err
+			v := buildVersion()
+			switch output {
+			case "text":
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), v)
+				return err
+			case "json":
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(v.json())
+			}
+			return fmt.Errorf("--output %q: want text or json", output)
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
 }
 
 // versionInfo is what `metactl version` prints.
@@ -44,6 +67,18 @@ func (v versionInfo) String() string {
 		s += ", "
 	}
 	return s + v.goVersion + ")"
+}
+
+// versionJSON is what `metactl version -o json` prints.
+type versionJSON struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit,omitempty"`
+	Modified  bool   `json:"modified"`
+	GoVersion string `json:"goVersion"`
+}
+
+func (v versionInfo) json() versionJSON {
+	return versionJSON{Version: v.version, Commit: v.commit, Modified: v.modified, GoVersion: v.goVersion}
 }
 
 func buildVersion() versionInfo {
