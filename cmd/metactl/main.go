@@ -19,6 +19,10 @@ func main() {
 		// errors and examples say "kubectl metactl", as the user types it.
 		setDisplayName(root, name)
 	}
+	if completesPlugin(os.Args[0]) {
+		// kubectl completing `kubectl metactl ...`.
+		root.SetArgs(append([]string{cobra.ShellCompRequestCmd}, os.Args[1:]...))
+	}
 	err := root.Execute()
 	if ee, ok := errors.AsType[*ExitError](err); !ok || ee.Err != nil {
 		if err != nil {

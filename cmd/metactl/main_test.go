@@ -282,6 +282,12 @@ func TestPluginName(t *testing.T) {
 		if got, ok := pluginName(filepath.FromSlash(argv0)); got != want || ok != (want != "") {
 			t.Errorf("pluginName(%q) = %q, %v; want %q", argv0, got, ok, want)
 		}
+		if completesPlugin(argv0) {
+			t.Errorf("completesPlugin(%q) = true", argv0)
+		}
+	}
+	if !completesPlugin("/home/u/.local/bin/kubectl_complete-metactl") {
+		t.Error("completesPlugin(kubectl_complete-metactl) = false")
 	}
 }
 

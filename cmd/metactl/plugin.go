@@ -22,6 +22,14 @@ func pluginName(argv0 string) (string, bool) {
 	return "kubectl " + strings.ReplaceAll(strings.ReplaceAll(name, "-", " "), "_", "-"), true
 }
 
+// completesPlugin reports whether argv0 is the program kubectl (1.26 and
+// later) runs to complete a plugin's arguments, kubectl_complete-NAME:
+// installed under that name too, metactl answers as cobra's completion
+// command (__complete) does for the arguments kubectl passes.
+func completesPlugin(argv0 string) bool {
+	return strings.HasPrefix(strings.TrimSuffix(filepath.Base(argv0), ".exe"), "kubectl_complete-")
+}
+
 // exampleCommand is an example's line that runs metactl: the indentation,
 // then "metactl ".
 var exampleCommand = regexp.MustCompile(`(?m)^(\s*)metactl `)

@@ -109,7 +109,8 @@ func pluginKubeconfig(t *testing.T, ns string) string {
 
 // TestKubectlPlugin: the metactl binary, copied as kubectl-metactl into a
 // folder first on $PATH, is a plugin of the real kubectl: kubectl plugin
-// list shows it; kubectl metactl version prints the version line (-o json
+// list shows it; kubectl completes its flags through the same binary as
+// kubectl_complete-metactl; kubectl metactl version prints the version line (-o json
 // too, and the -ldflags values of a release build); help, usage and
 // errors say "kubectl metactl"; and every subcommand a plugin user runs
 // works through kubectl against the test control plane, which kubectl
@@ -139,6 +140,15 @@ func TestKubectlPlugin(t *testing.T) {
 	var v struct{ Version, Commit, GoVersion string }
 	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil || v.Version == "" || v.GoVersion != runtime.Version() {
 		t.Errorf("kubectl metactl version -o json: exit %d, %v:\n%s", code, err, out)
+	}
+
+	// Completion: kubectl runs kubectl_complete-metactl, the same binary.
+	if err := os.Symlink(filepath.Join(pluginDir, "kubectl-metactl"), filepath.Join(pluginDir, "kubectl_complete-metactl")); err != nil {
+		t.Fatal(err)
+	}
+	out, code = k.run(t, nil, "__complete", "metactl", "plan", "--con")
+	if code != 0 || !strings.Contains(out, "--context\t") || !strings.Contains(out, "--controller\t") {
+		t.Errorf("kubectl __complete metactl plan --con: exit %d, want --context and --controller:\n%s", code, out)
 	}
 
 	// help, usage and errors name the plugin as users type it.
