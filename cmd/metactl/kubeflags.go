@@ -43,15 +43,22 @@ func (k kubeFlags) clientConfig() clientcmd.ClientConfig {
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
 }
 
-// restConfig is clientConfig's client configuration, with an error that
-// says where it looked when it found none.
-func (k kubeFlags) restConfig() (*rest.Config, error) {
-	cfg, err := k.clientConfig().ClientConfig()
+// load returns clientConfig and the client configuration from it, with
+// an error that says where it looked when it found none.
+func (k kubeFlags) load() (clientcmd.ClientConfig, *rest.Config, error) {
+	loader := k.clientConfig()
+	cfg, err := loader.ClientConfig()
 	if err != nil {
 		if clientcmd.IsEmptyConfig(err) {
-			return nil, fmt.Errorf("no kubeconfig (--kubeconfig, $KUBECONFIG, %s) and not in a cluster: %w", clientcmd.RecommendedHomeFile, err)
+			return nil, nil, fmt.Errorf("no kubeconfig (--kubeconfig, $KUBECONFIG, %s) and not in a cluster: %w", clientcmd.RecommendedHomeFile, err)
 		}
-		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+		return nil, nil, fmt.Errorf("loading the kubeconfig: %w", err)
 	}
-	return cfg, nil
+	return loader, cfg, nil
+}
+
+// restConfig is load's client configuration.
+func (k kubeFlags) restConfig() (*rest.Config, error) {
+	_, cfg, err := k.load()
+	return cfg, err
 }

@@ -69,15 +69,16 @@ func resolveObject(c connection, resource, name string) (*objectArg, error) {
 }
 
 // load loads the kubeconfig as c says and returns it with the client
-// configuration from it.
+// configuration from it, which names c.command and is bounded by
+// c.timeout.
 func (c connection) load() (clientcmd.ClientConfig, *rest.Config, error) {
-	cfg, err := c.restConfig()
+	loader, cfg, err := c.kubeFlags.load()
 	if err != nil {
 		return nil, nil, err
 	}
 	cfg.UserAgent = "metactl/" + buildVersion().version + " (" + c.command + ")"
 	cfg.Timeout = c.timeout
-	return c.clientConfig(), cfg, nil
+	return loader, cfg, nil
 }
 
 // objectArgs reads RESOURCE/NAME, or RESOURCE NAME as kubectl also
