@@ -87,9 +87,13 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 10m; CI runs 10s).
 	FUZZTIME=$${FUZZTIME:-10m} hack/fuzz.sh
 
 .PHONY: generate
-generate: ## Generate deepcopy code and CRDs from the API types.
+generate: ## Generate deepcopy code and CRDs from the API types; copy the CRDs and monitoring files into charts/metactl.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./pkg/apis/... \
 		crd:crdVersions=v1 output:crd:dir=manifests/crds
+	@# The Helm chart ships copies: manifests/ is the source of truth.
+	rm -rf charts/metactl/crds && mkdir -p charts/metactl/crds charts/metactl/files
+	cp manifests/crds/*.yaml charts/metactl/crds/
+	cp manifests/monitoring/prometheusrule.yaml manifests/monitoring/dashboard.json charts/metactl/files/
 
 .PHONY: verify
 verify: ## Check that generated code and CRDs are up to date, gofmt and go vet.
