@@ -864,3 +864,38 @@ func TestHelmFlagsExist(t *testing.T) {
 		}
 	}
 }
+
+// TestHelmReadmeListsValues checks that the chart's README has a row for
+// each value of values.yaml, and none for a value it does not have.
+func TestHelmReadmeListsValues(t *testing.T) {
+	data, err := os.ReadFile(repo(t, "charts", "metactl", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defaults map[string]any
+	if err := yaml.Unmarshal(data, &defaults); err != nil {
+		t.Fatal(err)
+	}
+	leaves := valueLeaves("", defaults)
+	readme, err := os.ReadFile(repo(t, "charts", "metactl", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]bool{}
+	for line := range strings.SplitSeq(string(readme), "\n") {
+		if rest, ok := strings.CutPrefix(line, "| `"); ok {
+			key, _, _ := strings.Cut(rest, "`")
+			rows[key] = true
+		}
+	}
+	for _, leaf := range leaves {
+		if !rows[leaf] {
+			t.Errorf("charts/metactl/README.md has no row for the value %s", leaf)
+		}
+	}
+	for key := range rows {
+		if !slices.Contains(leaves, key) {
+			t.Errorf("charts/metactl/README.md has a row for %s, which values.yaml does not have", key)
+		}
+	}
+}
