@@ -30,8 +30,10 @@ demo: build ## Run a local control plane with metactl and the hello-world exampl
 	$(BIN)/metactl dev --example hello-world
 
 .PHONY: testenv
-testenv: ## Build etcd, kube-apiserver, kube-controller-manager, kubectl (and kube-scheduler, kwok for metactl dev) once (cached outside the repo).
+testenv: ## Build etcd, kube-apiserver, kube-controller-manager, kubectl (and kube-scheduler, kwok for metactl dev), and helm, once; fetch the Prometheus Operator CRDs (all cached outside the repo).
 	@hack/testenv.sh >/dev/null
+	@hack/helm.sh >/dev/null
+	@hack/prometheus-operator-crds.sh >/dev/null
 
 # -count=1: every test runs every time. The process-level tests (test/e2e,
 # test/operations, test/manifests) run metactl, the example hooks and the

@@ -11,9 +11,10 @@
 #   helm="$(hack/helm.sh)"
 #
 # The build happens in a small module committed under hack/helm/ so that
-# Helm never enters metactl's own go.mod. About 1 to 2 minutes and 100 MB of
-# module downloads on a cold machine (most of them shared with the control
-# plane that hack/testenv.sh builds); instant after.
+# Helm never enters metactl's own go.mod. On a cold machine: about 110 MB of
+# module downloads (some 17 MB of them shared with the control plane that
+# hack/testenv.sh builds) and 2 to 3 minutes of build on 2 cores; instant
+# after.
 # Concurrent callers are serialised with flock; a finished binary is never
 # rebuilt, and a half-built one is never visible under the final name.
 set -euo pipefail
@@ -60,7 +61,7 @@ trap 'rm -rf "$work"' EXIT
 start=$SECONDS
 export CGO_ENABLED=0
 
-log "building helm v$HELM_VERSION (1 to 2 minutes on a cold machine)"
+log "building helm v$HELM_VERSION (2 to 3 minutes on a cold machine)"
 # The version Helm prints (`helm version`) is set at link time, as Helm's own
 # Makefile does.
 (cd "$module" && go build -trimpath \
