@@ -28,6 +28,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -897,5 +898,107 @@ func TestHelmReadmeListsValues(t *testing.T) {
 		if !slices.Contains(leaves, key) {
 			t.Errorf("charts/metactl/README.md has a row for %s, which values.yaml does not have", key)
 		}
+	}
+}
+
+// TestHelmInstallUpgradeUninstall installs the chart for real with helm
+// into a fresh namespace (release metactl-helmtest, so that no name meets
+// the kustomize install's), upgrades it with a changed value, and
+// uninstalls it: the objects come and go, the upgrade changes the
+// Deployment and keeps the rules aggregated into
+// metactl-helmtest-controllers, and the CRDs stay.
+func TestHelmInstallUpgradeUninstall(t *testing.T) {
+	const release = "metactl-helmtest"
+	ns := env.CreateNamespace(t)
+	chart := repo(t, "charts", "metactl")
+	helmKube := func(args ...string) string {
+		t.Helper()
+		out, err := runHelm(t, append(args, "--kubeconfig", env.KubeconfigPath, "--namespace", ns)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	helmKube("install", release, chart)
+	uninstalled := false
+	t.Cleanup(func() {
+		if !uninstalled {
+			if _, err := runHelm(t, "uninstall", release, "--kubeconfig", env.KubeconfigPath, "--namespace", ns); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, release, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("after helm install: %v", err)
+	}
+	if got, want := d.Spec.Template.Spec.Containers[0].Args, []string{"run", "--leader-elect=true",
+		"--leader-elect-namespace=" + ns, "--metrics-addr=:9999", "--health-addr=:9998"}; !slices.Equal(got, want) {
+		t.Errorf("after helm install, the Deployment's args are %q, want %q", got, want)
+	}
+	if _, err := env.Kube.RbacV1().Roles(ns).Get(ctx, release+"-leader-election", metav1.GetOptions{}); err != nil {
+		t.Errorf("after helm install, the leader-election Role in the release's namespace: %v", err)
+	}
+
+	// A controller's ClusterRole, aggregated into the release's.
+	aggregated := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "helmtest-", Labels: map[string]string{aggregationLabel: "true"}},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"example.metactl.io"}, Resources: []string{"helmtests"}, Verbs: []string{"get"}}},
+	}
+	aggregated, err = env.Kube.RbacV1().ClusterRoles().Create(ctx, aggregated, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Kube.RbacV1().ClusterRoles().Delete(context.Background(), aggregated.Name, metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+	})
+	hasAggregatedRule := func(ctx context.Context) (bool, error) {
+		cr, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, release+"-controllers", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(cr.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "helmtests") }), nil
+	}
+	testenv.Eventually(t, 30*time.Second, "the labelled ClusterRole aggregated into "+release+"-controllers", hasAggregatedRule)
+
+	helmKube("upgrade", release, chart, "--set", "run.workers=8")
+	d, err = env.Kube.AppsV1().Deployments(ns).Get(ctx, release, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--workers=8") {
+		t.Errorf("after helm upgrade --set run.workers=8, the Deployment's args are %q", args)
+	}
+	if ok, err := hasAggregatedRule(ctx); !ok || err != nil {
+		t.Errorf("after helm upgrade, %s-controllers lost its aggregated rules (%v)", release, err)
+	}
+
+	helmKube("uninstall", release)
+	uninstalled = true
+	for what, get := range map[string]func() error{
+		"Deployment": func() error {
+			_, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, release, metav1.GetOptions{})
+			return err
+		},
+		"ClusterRole": func() error {
+			_, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, release, metav1.GetOptions{})
+			return err
+		},
+		"ValidatingAdmissionPolicy": func() error {
+			_, err := env.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, release+"-controller-account", metav1.GetOptions{})
+			return err
+		},
+	} {
+		if err := get(); !apierrors.IsNotFound(err) {
+			t.Errorf("after helm uninstall, getting the %s: %v, want NotFound", what, err)
+		}
+	}
+	if out := kubectl(t, "get", "crd", "compositecontrollers.metacontroller.k8s.io", "-o", "name"); !strings.Contains(out, "compositecontrollers") {
+		t.Errorf("after helm uninstall, the CompositeController CRD is gone: %q", out)
 	}
 }
