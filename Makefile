@@ -30,8 +30,10 @@ demo: build ## Run a local control plane with metactl and the hello-world exampl
 	$(BIN)/metactl dev --example hello-world
 
 .PHONY: testenv
-testenv: ## Build etcd, kube-apiserver, kube-controller-manager, kubectl (and kube-scheduler, kwok for metactl dev) once (cached outside the repo).
+testenv: ## Build etcd, kube-apiserver, kube-controller-manager, kubectl (and kube-scheduler, kwok for metactl dev), and helm, once; fetch the Prometheus Operator CRDs (all cached outside the repo).
 	@hack/testenv.sh >/dev/null
+	@hack/helm.sh >/dev/null
+	@hack/prometheus-operator-crds.sh >/dev/null
 
 # -count=1: every test runs every time. The process-level tests (test/e2e,
 # test/operations, test/manifests) run metactl, the example hooks and the
@@ -87,9 +89,13 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 10m; CI runs 10s).
 	FUZZTIME=$${FUZZTIME:-10m} hack/fuzz.sh
 
 .PHONY: generate
-generate: ## Generate deepcopy code and CRDs from the API types.
+generate: ## Generate deepcopy code and CRDs from the API types; copy the CRDs and monitoring files into charts/metactl.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./pkg/apis/... \
 		crd:crdVersions=v1 output:crd:dir=manifests/crds
+	@# The Helm chart ships copies: manifests/ is the source of truth.
+	rm -rf charts/metactl/crds && mkdir -p charts/metactl/crds charts/metactl/files
+	cp manifests/crds/*.yaml charts/metactl/crds/
+	cp manifests/monitoring/prometheusrule.yaml manifests/monitoring/dashboard.json charts/metactl/files/
 
 .PHONY: verify
 verify: ## Check that generated code and CRDs are up to date, gofmt and go vet.

@@ -19,7 +19,7 @@ copy=$(mktemp -d)
 trap 'rm -rf "$copy"' EXIT
 git ls-files --cached --others --exclude-standard -z | xargs -0 cp --parents -t "$copy"
 make -C "$copy" --no-print-directory generate >/dev/null
-for path in manifests/crds pkg/apis; do
+for path in manifests/crds pkg/apis charts/metactl/crds charts/metactl/files; do
   if ! diff -r "$path" "$copy/$path" >/dev/null; then
     echo "verify: $path is stale; run make generate:" >&2
     diff -r "$path" "$copy/$path" >&2 || true

@@ -1,0 +1,137 @@
+{{/*
+Base name of every object: fullnameOverride, else the release name when it
+contains "metactl" (release "metactl" gives the kustomize install's names),
+else "<release>-metactl". At most 45 characters, so that the longest
+derived name (<fullname>-controller-account, <fullname>-metrics) stays a
+valid label-sized name.
+*/}}
+{{- define "metactl.fullname" -}}
+{{- $name := "" -}}
+{{- if .Values.fullnameOverride -}}
+{{- $name = .Values.fullnameOverride -}}
+{{- else if contains "metactl" .Release.Name -}}
+{{- $name = .Release.Name -}}
+{{- else -}}
+{{- $name = printf "%s-metactl" .Release.Name -}}
+{{- end -}}
+{{- $name | trunc 45 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+Labels of every object: app.kubernetes.io/name (always metactl: metactl
+explain and the selectors use it), Helm's standard labels, commonLabels.
+*/}}
+{{- define "metactl.labels" -}}
+app.kubernetes.io/name: metactl
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
+{{- with .Chart.AppVersion }}
+app.kubernetes.io/version: {{ . | trunc 63 | quote }}
+{{- end }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Labels selecting metactl's Pods: those of the kustomize install, and the
+ones `metactl explain` lists Pods by.
+*/}}
+{{- define "metactl.selectorLabels" -}}
+app.kubernetes.io/name: metactl
+app.kubernetes.io/component: controller
+{{- end -}}
+
+{{/* The ServiceAccount metactl runs as. */}}
+{{- define "metactl.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "metactl.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The container image: repository:tag, or repository@digest. */}}
+{{- define "metactl.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag | toString) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+One `metactl run` flag, "--name=value", from a list (name value): empty when
+the value is null, "" or an empty list. Whole numbers print as integers
+(Helm reads YAML numbers as float64, which would print 33554432 as
+3.3554432e+07); lists are joined with commas.
+*/}}
+{{- define "metactl.flag" -}}
+{{- $name := index . 0 -}}
+{{- $v := index . 1 -}}
+{{- if kindIs "slice" $v -}}
+{{- if $v -}}{{ printf "--%s=%s" $name (join "," $v) }}{{- end -}}
+{{- else if kindIs "float64" $v -}}
+{{- if eq $v (float64 (int64 $v)) -}}{{ printf "--%s=%d" $name (int64 $v) }}{{- else -}}{{ printf "--%s=%v" $name $v }}{{- end -}}
+{{- else if not (or (kindIs "invalid" $v) (and (kindIs "string" $v) (eq $v ""))) -}}
+{{ printf "--%s=%v" $name $v }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The container's arguments: `metactl run`, the flags of the kustomize
+install, then each flag set in values (in `metactl run --help`'s order),
+then extraArgs.
+*/}}
+{{- define "metactl.args" -}}
+{{- $run := .Values.run -}}
+{{- $le := .Values.leaderElection -}}
+{{- $args := list "run" -}}
+{{- if $le.enabled -}}
+{{- $args = concat $args (list "--leader-elect=true" (printf "--leader-elect-namespace=%s" .Release.Namespace)) -}}
+{{- end -}}
+{{- $args = concat $args (list (printf "--metrics-addr=:%d" (int .Values.metrics.port)) (printf "--health-addr=:%d" (int .Values.health.port))) -}}
+{{- $flags := list -}}
+{{- if $le.enabled -}}
+{{- $flags = concat $flags (list
+  (list "leader-elect-lease-name" $le.leaseName)
+  (list "leader-elect-lease-duration" $le.leaseDuration)
+  (list "leader-elect-renew-deadline" $le.renewDeadline)
+  (list "leader-elect-retry-period" $le.retryPeriod)) -}}
+{{- end -}}
+{{- $flags = concat $flags (list
+  (list "log-format" $run.logFormat)
+  (list "v" $run.logLevel)
+  (list "workers" $run.workers)
+  (list "client-qps" $run.clientQPS)
+  (list "client-burst" $run.clientBurst)
+  (list "apply-strategy" $run.applyStrategy)
+  (list "apply-force-conflicts" $run.applyForceConflicts)
+  (list "credential-namespaces" $run.credentialNamespaces)
+  (list "require-service-account" $run.requireServiceAccount)
+  (list "synced-condition" $run.syncedCondition)
+  (list "cache-resync" $run.cacheResync)
+  (list "discovery-interval" $run.discoveryInterval)
+  (list "max-retry-delay" $run.maxRetryDelay)
+  (list "stop-grace-period" $run.stopGracePeriod)
+  (list "events-qps" $run.eventsQPS)
+  (list "events-burst" $run.eventsBurst)
+  (list "explain" $run.explain)
+  (list "history-max-bytes" $run.historyMaxBytes)
+  (list "record" $run.record)
+  (list "record-max-bytes" $run.recordMaxBytes)
+  (list "record-max-calls" $run.recordMaxCalls)
+  (list "max-hook-response-bytes" $run.maxHookResponseBytes)
+  (list "hook-response-budget-bytes" $run.hookResponseBudgetBytes)
+  (list "hook-decoded-budget-bytes" $run.hookDecodedBudgetBytes)
+  (list "etag-cache-max-bytes" $run.etagCacheMaxBytes)
+  (list "max-related-objects" $run.maxRelatedObjects)
+  (list "pprof-addr" $run.pprofAddr)) -}}
+{{- range $flags -}}
+{{- with include "metactl.flag" . -}}
+{{- $args = append $args . -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (concat $args .Values.extraArgs) -}}
+{{- end -}}
