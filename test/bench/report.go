@@ -591,7 +591,11 @@ func (b *bench) printReport() {
 	r := b.result
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(os.Stdout, "\nmetactl benchmark %s: N=%d, hook delay %dms, %d CPUs (%s), commit %s\n\n", r.Label, r.N, r.SlowHookMs, r.Machine.CPUs, r.Machine.CPUModel, r.Source.Commit)
-	fmt.Fprintf(os.Stdout, "Medians of %d rounds (limit: the fastest of %v writers in each; then metactl).\n\n", r.Runs, r.LimitWriters)
+	if len(r.Variants) > 0 {
+		fmt.Fprintf(os.Stdout, "Medians of %d rounds (limit: the fastest of %v writers in each; then each variant); metactl here is the default variant, the others follow.\n\n", r.Runs, r.LimitWriters)
+	} else {
+		fmt.Fprintf(os.Stdout, "Medians of %d rounds (limit: the fastest of %v writers in each; then metactl).\n\n", r.Runs, r.LimitWriters)
+	}
 	fmt.Fprintln(w, "phase\tlimit s\tmetactl s\tratio\thook calls/parent\tobject writes/parent\tAPI writes/parent\tmetactl CPU s\tp50 ms\tp99 ms\t")
 	for _, phase := range []string{"create", "update", "delete"} {
 		l, m := r.Limit[phase], r.Metactl[phase]

@@ -166,7 +166,8 @@ type VariantProcess struct {
 	// create and update runs (from the first write to metactl quiet
 	// again), the sync spans among them, and the syncs metactl counted
 	// (metactl_syncs_total) in those runs: fewer sync spans than syncs
-	// means the exporter dropped spans (OTEL_BSP_MAX_QUEUE_SIZE).
+	// means the exporter dropped spans (OTEL_BSP_MAX_QUEUE_SIZE), or a
+	// sampler (OTEL_TRACES_SAMPLER) left syncs out.
 	Spans     int     `json:"spans,omitempty"`
 	SyncSpans int     `json:"syncSpans,omitempty"`
 	Syncs     float64 `json:"syncs,omitempty"`
