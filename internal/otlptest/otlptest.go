@@ -31,6 +31,14 @@ type Receiver struct {
 
 // NewReceiver starts a Receiver, closed when the test ends.
 func NewReceiver(t testing.TB) *Receiver {
+	r := Start()
+	t.Cleanup(r.Close)
+	return r
+}
+
+// Start starts a Receiver outside a test (the benchmark's); the caller
+// closes it.
+func Start() *Receiver {
 	r := &Receiver{}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, err := io.ReadAll(req.Body)
@@ -54,7 +62,6 @@ func NewReceiver(t testing.TB) *Receiver {
 		w.Header().Set("Content-Type", "application/x-protobuf")
 		_, _ = w.Write(out)
 	}))
-	t.Cleanup(r.Close)
 	return r
 }
 
@@ -63,6 +70,15 @@ func (r *Receiver) Spans() []*tracepb.Span {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.spans)
+}
+
+// Take returns the spans received so far and forgets them.
+func (r *Receiver) Take() []*tracepb.Span {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	spans := r.spans
+	r.spans = nil
+	return spans
 }
 
 // Attr returns the value of a span's attribute key as text ("" when

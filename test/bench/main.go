@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/metactl/metactl/internal/controlplane"
+	"github.com/metactl/metactl/internal/otlptest"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -68,6 +69,9 @@ type options struct {
 	label          string
 	profile        bool
 	plotFrom       string
+	// variants are the -variant flags, in order; empty: metactl with
+	// default flags only, one process throughout (variant.go).
+	variants []variant
 }
 
 var allPhases = []string{"limit", "create", "update", "delete", "cache"}
@@ -92,6 +96,16 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.plotFrom, "plot-from", "", "only draw -svg from this results JSON file of an earlier run")
 	flag.StringVar(&o.growthFrom, "growth-from", "", "only draw -svg of metactl's CPU and peak RSS against N from these results JSON files of earlier runs (comma-separated, default hook)")
 	flag.BoolVar(&o.profile, "profile", true, "collect a CPU profile of metactl during the create phase when metactl run has --pprof-addr")
+	flag.Func("variant", "NAME=SPEC: also measure metactl run with SPEC, side by side with default flags in the same rounds (repeatable; see doc.go). "+
+		"SPEC is space-separated: --flags for metactl run, KEY=VALUE environment variables, +otlp for tracing exported to a receiver in the benchmark",
+		func(s string) error {
+			v, err := parseVariant(s)
+			if err != nil {
+				return err
+			}
+			o.variants = append(o.variants, v)
+			return nil
+		})
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", flag.Args())
@@ -123,6 +137,12 @@ func parseFlags() (options, error) {
 	}
 	if o.phases["update"] || o.phases["delete"] {
 		o.phases["create"] = true
+	}
+	if err := checkVariants(o.variants); err != nil {
+		return o, err
+	}
+	if len(o.variants) > 0 && !o.phases["create"] {
+		return o, errors.New("-variant needs the create phase")
 	}
 	if o.timeout <= 0 {
 		o.timeout = 10*time.Minute + time.Duration(o.n)*500*time.Millisecond
@@ -202,6 +222,12 @@ type bench struct {
 	// per round) and metactl's; the result holds the median runs.
 	limitAll   map[string][]*PhaseResult
 	metactlAll map[string][]*PhaseResult
+	// With -variant: every variant (the default first), the one whose
+	// process runs now (nil without -variant), and the OTLP receiver of
+	// the variants that trace.
+	variants []*variantState
+	cur      *variantState
+	otlp     *otlptest.Receiver
 }
 
 func run(ctx context.Context, o options) (err error) {
@@ -321,8 +347,12 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	defer b.tracker.stop()
 
+	if len(o.variants) > 0 {
+		return b.runVariants(ctx, bin)
+	}
+
 	logf("starting metactl run (%s)", bin)
-	b.metactl, err = startMetactl(ctx, bin, cp.KubeconfigPath, filepath.Join(b.outDir, o.label+"-metactl.log"), o.profile)
+	b.metactl, err = startMetactl(ctx, bin, cp.KubeconfigPath, filepath.Join(b.outDir, o.label+"-metactl.log"), o.profile, nil, nil)
 	if err != nil {
 		return err
 	}

@@ -19,14 +19,6 @@ type metactlProcess struct {
 	*metactlrun.Process
 }
 
-func startMetactl(ctx context.Context, bin, kubeconfig, logPath string, profile bool) (*metactlProcess, error) {
-	p, err := metactlrun.Start(ctx, metactlrun.Options{Bin: bin, Kubeconfig: kubeconfig, LogPath: logPath, Pprof: profile, Logf: logf})
-	if err != nil {
-		return nil, err
-	}
-	return &metactlProcess{p}, nil
-}
-
 func (p *metactlProcess) scrape(ctx context.Context) (snapshot, error) {
 	if err := p.Exited(); err != nil {
 		return nil, err

@@ -71,14 +71,14 @@ func (b *bench) metactlPhase(ctx context.Context, name string, rep int) error {
 				seconds = max(seconds, int(math.Ceil(6*l.Seconds)))
 			}
 		}
-		path := filepath.Join(b.outDir, b.o.label+"-create.cpu.pprof")
+		path := filepath.Join(b.outDir, b.profilePrefix()+"-create.cpu.pprof")
 		profileDone = make(chan error, 1)
 		go func() { profileDone <- b.metactl.profile(ctx, seconds, path) }()
-		b.result.CPUProfile = path
+		b.setCPUProfile(path)
 		logf("collecting a %ds CPU profile of metactl into %s", seconds, path)
 	}
 
-	logf("metactl %s (run %d): %d parents, %d workers writing", name, rep, n, b.o.workers)
+	logf("%s %s (run %d): %d parents, %d workers writing", b.who(), name, rep, n, b.o.workers)
 	t0 := time.Now()
 	err = parallel(ctx, n, b.o.workers, func(ctx context.Context, i int) error {
 		b.tracker.wrote(i, time.Now())
@@ -177,19 +177,19 @@ wait:
 	r.APIWritesPerParent = round3(r.APIWrites / float64(n))
 	r.setLatencies(t0, started, converged)
 	r.Counts = metactlCountCheck(fmt.Sprintf("run %d", rep), name, r)
+	r.began, r.settled = t0, t0.Add(time.Duration(r.SettledSeconds*float64(time.Second)))
 	apiWrites, _ := r.apiWritesPerParent(name)
-	b.result.MetactlRuns[name] = append(b.result.MetactlRuns[name], RunSummary{
+	b.recordRun(name, r, RunSummary{
 		APIWritesPerParent: apiWrites,
 		Seconds:            r.Seconds, MetactlCPUSeconds: r.MetactlCPUSeconds, HookCallsPerParent: r.HookCallsPerParent,
 		ObjectWritesPerParent: r.ObjectWritesPerParent, ServerWritesNotBenchPerParent: r.ServerWritesNotBenchPerParent,
 		OtherCPUSeconds: r.OtherCPUSeconds, OthersAtStartCPUs: r.OthersAtStartCPUs,
 		Counts: r.Counts,
 	})
-	b.metactlAll[name] = append(b.metactlAll[name], r)
-	logf("metactl %s: converged in %.2fs (writes issued in %.2fs), %.2f hook calls and %.2f object writes per parent, %.2f CPU-s",
-		name, r.Seconds, r.WritesIssuedSeconds, r.HookCallsPerParent, r.ObjectWritesPerParent, r.MetactlCPUSeconds)
+	logf("%s %s: converged in %.2fs (writes issued in %.2fs), %.2f hook calls and %.2f object writes per parent, %.2f CPU-s",
+		b.who(), name, r.Seconds, r.WritesIssuedSeconds, r.HookCallsPerParent, r.ObjectWritesPerParent, r.MetactlCPUSeconds)
 	if !r.Counts.Agree {
-		logf("metactl %s: the counts disagree: %s", name, r.Counts.Problem)
+		logf("%s %s: the counts disagree: %s", b.who(), name, r.Counts.Problem)
 	}
 	if profileDone != nil {
 		logf("waiting for the CPU profile to finish")
@@ -197,21 +197,22 @@ wait:
 		case err := <-profileDone:
 			if err != nil {
 				logf("CPU profile: %v", err)
-				b.result.CPUProfile = ""
+				b.setCPUProfile("")
 			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 		// With every parent and child cached: what the live heap is made of.
-		path := filepath.Join(b.outDir, b.o.label+"-create.heap.pprof")
+		path := filepath.Join(b.outDir, b.profilePrefix()+"-create.heap.pprof")
 		if err := b.metactl.saveHeapProfile(ctx, path); err != nil {
 			logf("heap profile: %v", err)
 		} else {
 			logf("saved a heap profile of metactl after the create phase in %s", path)
 		}
 		// The profiles are the benchmark's instruments, not metactl's work:
-		// when more runs follow, the peak RSS is measured over those.
-		if b.o.runs > 1 {
+		// when more runs follow, the peak RSS is measured over those. (With
+		// variants each run has a process of its own: see variant.go.)
+		if b.o.runs > 1 && b.cur == nil {
 			if err := resetPeakRSS(b.metactl.PID); err != nil {
 				logf("resetting metactl's peak RSS: %v", err)
 			} else {

@@ -65,6 +65,12 @@ type Result struct {
 	PeakRSSResetAfterProfile bool     `json:"peakRssResetAfterProfile,omitempty"`
 	Targets                  []Target `json:"targets"`
 
+	// Variants, with -variant: each variant's results, the default's
+	// first (its runs are also those above); VariantOrder is the order in
+	// which they ran in each round.
+	Variants     []*VariantResult `json:"variants,omitempty"`
+	VariantOrder [][]string       `json:"variantOrder,omitempty"`
+
 	TotalSeconds float64 `json:"totalSeconds"`
 	Error        string  `json:"error,omitempty"`
 }
@@ -140,6 +146,10 @@ type PhaseResult struct {
 	MetactlGoRuntime map[string]float64 `json:"metactlGoRuntime,omitempty"`
 	// Counts compares the counts of independent witnesses.
 	Counts countCheck `json:"counts"`
+
+	// began is the phase's first write; settled, when metactl was quiet
+	// again.
+	began, settled time.Time
 }
 
 // LimitRun is one round's limit of a phase.
@@ -313,32 +323,40 @@ func (b *bench) summarize() {
 		if len(ls) == 0 && len(ms) == 0 {
 			continue
 		}
-		sum := &PhaseSummary{}
-		for _, x := range ls {
-			sum.LimitSeconds = append(sum.LimitSeconds, x.Seconds)
-		}
-		for _, x := range ms {
-			sum.MetactlSeconds = append(sum.MetactlSeconds, x.Seconds)
-		}
-		sum.LimitMedian, sum.MetactlMedian = median(sum.LimitSeconds), median(sum.MetactlSeconds)
+		sum := summaryOf(ls, ms)
 		if l := medianRun(ls); l != nil {
 			r.Limit[phase] = l
 		}
 		if m := medianRun(ms); m != nil {
 			r.Metactl[phase] = m
-			if sum.LimitMedian > 0 {
-				sum.Ratio = round3(sum.MetactlMedian / sum.LimitMedian)
-				m.RatioToLimit = sum.Ratio
-			}
-		}
-		// Round by round: the metactl run that followed each limit run.
-		for i := range min(len(ls), len(ms)) {
-			if ls[i].Seconds > 0 {
-				sum.RoundRatios = append(sum.RoundRatios, round3(ms[i].Seconds/ls[i].Seconds))
-			}
+			m.RatioToLimit = sum.Ratio
 		}
 		r.Summary[phase] = sum
 	}
+	b.summarizeVariants()
+}
+
+// summaryOf is the medians of the limit's runs ls and metactl's ms, their
+// ratio and the ratios round by round.
+func summaryOf(ls, ms []*PhaseResult) *PhaseSummary {
+	sum := &PhaseSummary{}
+	for _, x := range ls {
+		sum.LimitSeconds = append(sum.LimitSeconds, x.Seconds)
+	}
+	for _, x := range ms {
+		sum.MetactlSeconds = append(sum.MetactlSeconds, x.Seconds)
+	}
+	sum.LimitMedian, sum.MetactlMedian = median(sum.LimitSeconds), median(sum.MetactlSeconds)
+	if len(ms) > 0 && sum.LimitMedian > 0 {
+		sum.Ratio = round3(sum.MetactlMedian / sum.LimitMedian)
+	}
+	// Round by round: the metactl run that followed each limit run.
+	for i := range min(len(ls), len(ms)) {
+		if ls[i].Seconds > 0 {
+			sum.RoundRatios = append(sum.RoundRatios, round3(ms[i].Seconds/ls[i].Seconds))
+		}
+	}
+	return sum
 }
 
 // median of xs (the mean of the two middle values for an even count).
@@ -495,6 +513,7 @@ func (b *bench) evaluate() {
 		speed(fmt.Sprintf("metactl peak RSS <= %d MiB at N=%d", maxPeakRSS>>20, targetN), float64(peak)/(1<<20), maxPeakRSS>>20, "MiB",
 			peak <= maxPeakRSS, atN && peak > 0, peakRSSDetail(r))
 	}
+	ts = append(ts, b.variantTargets()...)
 	if r.Cache != nil {
 		ts = append(ts, Target{Name: "bytes per cached object (RSS; heap in use)", Status: "INFO", Value: r.Cache.BytesPerObjectRSS, Unit: "B",
 			Detail: fmt.Sprintf("RSS %s -> %s, heap in use %.0f B/object, with %d ConfigMaps", mib(r.Cache.RSSBeforeBytes), mib(r.Cache.RSSAfterBytes), r.Cache.BytesPerObjectHeap, r.Cache.Objects)})
@@ -572,7 +591,11 @@ func (b *bench) printReport() {
 	r := b.result
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(os.Stdout, "\nmetactl benchmark %s: N=%d, hook delay %dms, %d CPUs (%s), commit %s\n\n", r.Label, r.N, r.SlowHookMs, r.Machine.CPUs, r.Machine.CPUModel, r.Source.Commit)
-	fmt.Fprintf(os.Stdout, "Medians of %d rounds (limit: the fastest of %v writers in each; then metactl).\n\n", r.Runs, r.LimitWriters)
+	if len(r.Variants) > 0 {
+		fmt.Fprintf(os.Stdout, "Medians of %d rounds (limit: the fastest of %v writers in each; then each variant); metactl here is the default variant, the others follow.\n\n", r.Runs, r.LimitWriters)
+	} else {
+		fmt.Fprintf(os.Stdout, "Medians of %d rounds (limit: the fastest of %v writers in each; then metactl).\n\n", r.Runs, r.LimitWriters)
+	}
 	fmt.Fprintln(w, "phase\tlimit s\tmetactl s\tratio\thook calls/parent\tobject writes/parent\tAPI writes/parent\tmetactl CPU s\tp50 ms\tp99 ms\t")
 	for _, phase := range []string{"create", "update", "delete"} {
 		l, m := r.Limit[phase], r.Metactl[phase]
@@ -653,6 +676,7 @@ func (b *bench) printReport() {
 			c.Objects, mib(c.RSSBeforeBytes), mib(c.RSSAfterBytes), c.BytesPerObjectRSS, mib(c.HeapInuseBeforeBytes), mib(c.HeapInuseAfterBytes), c.BytesPerObjectHeap)
 	}
 	fmt.Println()
+	b.printVariants()
 	pass, fail := 0, 0
 	for _, t := range r.Targets {
 		switch t.Status {
@@ -709,6 +733,9 @@ func replot(jsonPath, svgPath string) error {
 
 // peakRSSDetail says what the peak RSS covers.
 func peakRSSDetail(r *Result) string {
+	if len(r.Variants) > 0 {
+		return "VmHWM of the default variant's process of the last round, after its create, update and delete phases"
+	}
 	if r.PeakRSSResetAfterProfile {
 		return "VmHWM over the create, update and delete phases after the profiled create run"
 	}

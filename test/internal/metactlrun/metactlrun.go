@@ -30,6 +30,11 @@ type Options struct {
 	Pprof bool
 	// Logf, when set, is told what was started and what was left out.
 	Logf func(format string, args ...any)
+	// ExtraArgs are appended to metactl run's arguments (the benchmark's
+	// variants, e.g. --apply-strategy=server-side).
+	ExtraArgs []string
+	// Env is metactl's whole environment; nil inherits this process's.
+	Env []string
 }
 
 // Process is a running `metactl run`.
@@ -93,10 +98,12 @@ func Start(ctx context.Context, o Options) (*Process, error) {
 			logf("metactl run has no --pprof-addr: no profiles")
 		}
 	}
+	p.Args = append(p.Args, o.ExtraArgs...)
 	if p.Log, err = os.Create(o.LogPath); err != nil {
 		return nil, err
 	}
 	p.cmd = exec.Command(o.Bin, p.Args...)
+	p.cmd.Env = o.Env
 	p.cmd.Stdout, p.cmd.Stderr = p.Log, p.Log
 	if err := controlplane.StartTied(p.cmd); err != nil {
 		p.Log.Close()
