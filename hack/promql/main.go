@@ -3,6 +3,11 @@
 // of results, one per expression in the same order: the metric names the
 // expression selects, or its parse error.
 //
+// With the argument -rules it reads instead a Prometheus rule file (the
+// groups of a PrometheusRule's spec) on stdin and checks it as Prometheus
+// loads one (unknown fields, durations, expressions, label and annotation
+// templates): it writes a JSON array of the errors, empty when none.
+//
 // It lives in a module of its own (hack/promql/go.mod) so that Prometheus
 // never enters metactl's go.mod; hack/promql.sh builds it.
 package main
@@ -10,8 +15,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"sort"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/rulefmt"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -25,6 +35,14 @@ type result struct {
 }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "-rules" {
+		checkRules()
+		return
+	}
+	if len(os.Args) != 1 {
+		fmt.Fprintln(os.Stderr, "usage: promql [-rules] < input")
+		os.Exit(1)
+	}
 	var exprs []string
 	if err := json.NewDecoder(os.Stdin).Decode(&exprs); err != nil {
 		fmt.Fprintln(os.Stderr, "promql: reading a JSON array of expressions on stdin:", err)
@@ -34,9 +52,28 @@ func main() {
 	for _, e := range exprs {
 		out = append(out, check(e))
 	}
+	write(out)
+}
+
+// checkRules checks the rule file on stdin and writes its errors.
+func checkRules() {
+	content, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "promql:", err)
+		os.Exit(1)
+	}
+	_, errs := rulefmt.Parse(content, false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	out := []string{}
+	for _, err := range errs {
+		out = append(out, err.Error())
+	}
+	write(out)
+}
+
+func write(v any) {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(out); err != nil {
+	if err := enc.Encode(v); err != nil {
 		fmt.Fprintln(os.Stderr, "promql:", err)
 		os.Exit(1)
 	}

@@ -183,10 +183,10 @@ type promqlResult struct {
 	Metrics []string `json:"metrics"`
 }
 
-// checkPromQL parses each query with Prometheus's own parser (hack/promql,
-// built by hack/promql.sh) and returns the metric names each selects,
-// failing the test for any that does not parse or selects none.
-func checkPromQL(t *testing.T, qs []query) [][]string {
+// promqlTool returns the path of hack/promql, a PromQL and rule file
+// checker on Prometheus's own packages, which hack/promql.sh builds (once,
+// cached outside the repository) and prints.
+func promqlTool(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -197,6 +197,32 @@ func checkPromQL(t *testing.T, qs []query) [][]string {
 	if err != nil {
 		t.Fatalf("hack/promql.sh: %v\n%s", err, stderr.String())
 	}
+	return strings.TrimSpace(string(path))
+}
+
+// runPromQL runs hack/promql with args and input on stdin and decodes its
+// JSON output into out.
+func runPromQL(t *testing.T, input []byte, out any, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, promqlTool(t), args...)
+	cmd.Stdin, cmd.Stderr = bytes.NewReader(input), &stderr
+	data, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("hack/promql: %v\n%s", err, stderr.String())
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatalf("hack/promql's output: %v\n%s", err, data)
+	}
+}
+
+// checkPromQL parses each query with Prometheus's own parser (hack/promql)
+// and returns the metric names each selects, failing the test for any that
+// does not parse or selects none.
+func checkPromQL(t *testing.T, qs []query) [][]string {
+	t.Helper()
 	exprs := make([]string, len(qs))
 	for i, q := range qs {
 		exprs[i] = q.expr
@@ -205,16 +231,8 @@ func checkPromQL(t *testing.T, qs []query) [][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, strings.TrimSpace(string(path)))
-	cmd.Stdin, cmd.Stderr = bytes.NewReader(in), &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("hack/promql: %v\n%s", err, stderr.String())
-	}
 	var results []promqlResult
-	if err := json.Unmarshal(out, &results); err != nil {
-		t.Fatalf("hack/promql's output: %v\n%s", err, out)
-	}
+	runPromQL(t, in, &results)
 	if len(results) != len(qs) {
 		t.Fatalf("hack/promql answered %d results for %d expressions", len(results), len(qs))
 	}
@@ -305,6 +323,17 @@ func TestMonitoringRulesAndDashboard(t *testing.T) {
 	}
 	if alerts == 0 {
 		t.Fatal("prometheusrule.yaml has no alert")
+	}
+	// The groups as Prometheus loads them: durations, expressions, and the
+	// labels' and annotations' templates (functions included).
+	groups, err := yaml.Marshal(rules.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ruleErrors []string
+	runPromQL(t, groups, &ruleErrors, "-rules")
+	for _, e := range ruleErrors {
+		t.Errorf("prometheusrule.yaml's groups, as Prometheus loads them: %s", e)
 	}
 
 	checkPromQL(t, queries(t))
