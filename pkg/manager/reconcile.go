@@ -273,7 +273,9 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		}
 	}
 	if !exists || deleting {
-		// A controller that did not run has a ControllerReady series of 0.
+		// Its ControllerReady series goes with the object: stopRunning
+		// deleted that of a controller that ran; one that did not run
+		// has a 0 (notRunning).
 		metrics.ControllerReady.DeleteLabelValues(k.name, name)
 	}
 	if !exists {
@@ -358,9 +360,7 @@ func (m *Manager) stopRunning(k *kind, key string, r *runningController) {
 	r.halt()
 	_, name, _ := strings.Cut(key, "/")
 	metrics.ControllerReady.DeleteLabelValues(k.name, name)
-	for _, hook := range []string{"sync", "finalize", "customize"} {
-		metrics.HookTimeout.DeleteLabelValues(name, hook)
-	}
+	metrics.HookTimeout.DeletePartialMatch(map[string]string{"controller": name})
 	m.mu.Lock()
 	delete(m.running, key)
 	m.mu.Unlock()
