@@ -248,6 +248,10 @@ func (m *Manager) Run(ctx context.Context) error {
 	if m.opts.LeaderElection != nil {
 		return m.runElected(ctx, m.opts.LeaderElection)
 	}
+	// Without leader election this process runs the controllers: as far
+	// as metrics.Leader tells, it leads.
+	metrics.Leader.Set(1)
+	defer metrics.Leader.Set(0)
 	return m.run(ctx)
 }
 

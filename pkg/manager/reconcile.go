@@ -13,6 +13,7 @@ import (
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
+	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
 	"github.com/metactl/metactl/pkg/rbac"
 	corev1 "k8s.io/api/core/v1"
@@ -224,7 +225,9 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		case !current.announced:
 			current.announced = true
 			m.forgetStartFailures(key)
-			metrics.ControllerReady.WithLabelValues(k.name, name).Set(1)
+			for _, h := range hookWebhooks(k, obj) {
+				metrics.HookTimeout.WithLabelValues(name, h.name).Set(hooks.Timeout(h.webhook).Seconds())
+			}
 			m.recorder.Eventf(obj, corev1.EventTypeNormal, "Started", "started generation %d", obj.GetGeneration())
 		}
 		next, refused, err := m.recheckAccount(ctx, current)
@@ -268,6 +271,12 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start generation %d", current.generation, obj.GetGeneration())
 			}
 		}
+	}
+	if !exists || deleting {
+		// Its ControllerReady series goes with the object: stopRunning
+		// deleted that of a controller that ran; one that did not run
+		// has a 0 (notRunning).
+		metrics.ControllerReady.DeleteLabelValues(k.name, name)
 	}
 	if !exists {
 		m.forgetCleanup(key)
@@ -351,6 +360,7 @@ func (m *Manager) stopRunning(k *kind, key string, r *runningController) {
 	r.halt()
 	_, name, _ := strings.Cut(key, "/")
 	metrics.ControllerReady.DeleteLabelValues(k.name, name)
+	metrics.HookTimeout.DeletePartialMatch(map[string]string{"controller": name})
 	m.mu.Lock()
 	delete(m.running, key)
 	m.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/controller"
+	"github.com/metactl/metactl/pkg/metrics"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -119,8 +120,14 @@ func (m *Manager) notRunning(ctx context.Context, k *kind, obj *unstructured.Uns
 
 // writeStatus writes the Ready condition, the failing objects (none when
 // failing is nil: the controller does not run) and observedGeneration to
-// the controller object's status, when they differ from what it has.
+// the controller object's status, when they differ from what it has, and
+// sets metrics.ControllerReady to match the condition.
 func (m *Manager) writeStatus(ctx context.Context, k *kind, obj *unstructured.Unstructured, ready metav1.Condition, failing *controller.FailingSummary) error {
+	readyValue := 0.0
+	if ready.Status == metav1.ConditionTrue {
+		readyValue = 1
+	}
+	metrics.ControllerReady.WithLabelValues(k.name, obj.GetName()).Set(readyValue)
 	var cs v1alpha1.ControllerStatus
 	if raw, ok := obj.Object["status"].(map[string]any); ok {
 		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &cs)

@@ -4,7 +4,7 @@
 // SyncDuration; the engine (pkg/controller), pkg/composite and the
 // packages that write (pkg/dynamic/children, pkg/dynamic/ownership)
 // ObjectWrites, UncachedReads and UnsettledSyncs; pkg/manager
-// ControllerReady and Leader. The hook client records through
+// ControllerReady, HookTimeout and Leader. The hook client records through
 // ObserveHookCall, which pkg/manager gives it as its Observer; the count
 // of cached objects is read at each scrape from the function
 // SetInformerCounter sets. pkg/manager calls Register, and cmd/metactl

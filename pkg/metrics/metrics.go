@@ -92,15 +92,21 @@ var (
 		Name: "metactl_api_requests_total",
 		Help: "Requests to the API server by HTTP method and code.",
 	}, []string{"verb", "code"})
-	// ControllerReady is 1 for each controller that runs with synced caches.
+	// ControllerReady follows each controller object's Ready condition: 1
+	// when True, 0 when False; no series once the object is gone.
 	ControllerReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "metactl_controller_ready",
-		Help: "1 when the controller runs with synced caches, else 0.",
+		Help: "1 when the controller object's Ready condition is True (it runs with synced caches), 0 when False (it does not run, or its hooks' credentials fail); no series while it starts again or once the object is gone.",
 	}, []string{"kind", "controller"})
-	// Leader is 1 while this process holds the leader lease.
+	// HookTimeout is the timeout of each hook of each running controller.
+	HookTimeout = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "metactl_hook_timeout_seconds",
+		Help: "Timeout of each hook (sync, finalize, customize) of each running controller: its webhook's timeout, else the default 10s.",
+	}, []string{"controller", "hook"})
+	// Leader is 1 while this process runs the controllers.
 	Leader = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "metactl_leader",
-		Help: "1 while this process is the leader.",
+		Help: "1 while this process runs the controllers: it holds the leader lease, or runs without leader election; else 0.",
 	})
 )
 
@@ -113,7 +119,7 @@ func Register() {
 	registerOnce.Do(func() {
 		Registry.MustRegister(HookRequests, HookDuration, Syncs, UnsettledSyncs, SyncDuration, ObjectWrites, UncachedReads, HistoryBytes, HistoryEvictions,
 			RecordedCalls, RecordedBytes, RecordEvictions,
-			APIRequests, cachedObjects{}, ControllerReady, Leader, hookResponseBytes, hookDecodedBytes,
+			APIRequests, cachedObjects{}, ControllerReady, HookTimeout, Leader, hookResponseBytes, hookDecodedBytes,
 			workqueueDepth, workqueueAdds, workqueueLatency, workqueueWorkDuration, workqueueUnfinished,
 			workqueueLongestRunning, workqueueRetries,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
