@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
@@ -104,7 +104,7 @@ func runExplain(ctx context.Context, out io.Writer, self string, f *explainFlags
 		return fmt.Errorf("reading %s: %w", req, err)
 	}
 
-	answer, err := askMetactl(ctx, f, loader, cfg.Timeout, req, func() (kubernetes.Interface, error) { return kubernetes.NewForConfig(cfg) })
+	answer, err := askMetactl(ctx, f, loader, cfg.Timeout, req, func() (corev1client.CoreV1Interface, error) { return corev1client.NewForConfig(cfg) })
 	if err != nil {
 		return err
 	}
@@ -150,7 +150,7 @@ func runExplain(ctx context.Context, out io.Writer, self string, f *explainFlags
 // askMetactl asks metactl directly, at --endpoint, $METACTL_ENDPOINT or
 // the endpoint metactl dev recorded in the kubeconfig, else through the
 // Pod proxy.
-func askMetactl(ctx context.Context, f *explainFlags, loader clientcmd.ClientConfig, timeout time.Duration, req explain.Request, clientset func() (kubernetes.Interface, error)) (*explain.Answer, error) {
+func askMetactl(ctx context.Context, f *explainFlags, loader clientcmd.ClientConfig, timeout time.Duration, req explain.Request, coreClient func() (corev1client.CoreV1Interface, error)) (*explain.Answer, error) {
 	if endpoint, from := f.directEndpoint(loader, f.context); endpoint != "" {
 		a, err := explain.Fetch(ctx, &http.Client{Timeout: timeout}, endpoint, req)
 		if err != nil {
@@ -158,11 +158,11 @@ func askMetactl(ctx context.Context, f *explainFlags, loader clientcmd.ClientCon
 		}
 		return a, nil
 	}
-	cs, err := clientset()
+	core, err := coreClient()
 	if err != nil {
 		return nil, err
 	}
-	a, err := explain.FetchThroughPods(ctx, cs, f.metactlNamespace, explain.PodSelector, f.metactlPort, req)
+	a, err := explain.FetchThroughPods(ctx, core, f.metactlNamespace, explain.PodSelector, f.metactlPort, req)
 	if err != nil && !errors.Is(err, explain.ErrNotLeading) {
 		err = fmt.Errorf("%w; or give metactl's metrics address with --endpoint", err)
 	}

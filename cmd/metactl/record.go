@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/metactl/metactl/pkg/explain"
@@ -117,11 +117,11 @@ func recordFetch(ctx context.Context, out io.Writer, self string, f *recordFetch
 		}
 		cfg.UserAgent = "metactl/" + buildVersion().version + " (record fetch)"
 		cfg.Timeout = f.timeout
-		cs, err := kubernetes.NewForConfig(cfg)
+		core, err := corev1client.NewForConfig(cfg)
 		if err != nil {
 			return err
 		}
-		if set, err = hookrecord.FetchThroughPods(ctx, cs, f.metactlNamespace, explain.PodSelector, f.metactlPort, controller); err != nil {
+		if set, err = hookrecord.FetchThroughPods(ctx, core, f.metactlNamespace, explain.PodSelector, f.metactlPort, controller); err != nil {
 			return fmt.Errorf("%w; or give metactl's metrics address with --endpoint", err)
 		}
 	}

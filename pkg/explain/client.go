@@ -15,7 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/metactl/metactl/internal/textcut"
@@ -112,8 +112,8 @@ func decode(body []byte, from string) (*Answer, error) {
 // returns the leader's answer. It fails when no Pod is Running, when none
 // could be asked, when none leads (ErrNotLeading), saying which Pods it
 // asked, and when several claim to lead (ErrSeveralLeaders), naming them.
-func FetchThroughPods(ctx context.Context, cs kubernetes.Interface, namespace, selector, port string, req Request) (*Answer, error) {
-	pods, listed, err := RunningPods(ctx, cs, namespace, selector)
+func FetchThroughPods(ctx context.Context, core corev1client.CoreV1Interface, namespace, selector, port string, req Request) (*Answer, error) {
+	pods, listed, err := RunningPods(ctx, core, namespace, selector)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func FetchThroughPods(ctx context.Context, cs kubernetes.Interface, namespace, s
 	var answer *Answer
 	params := map[string]string{"group": req.Group, "version": req.Version, "resource": req.Resource, "namespace": req.Namespace, "name": req.Name}
 	for _, pod := range pods {
-		body, _, err := GetThroughPod(ctx, cs, namespace, pod.Name, port, Path, params, maxAnswerBytes)
+		body, _, err := GetThroughPod(ctx, core, namespace, pod.Name, port, Path, params, maxAnswerBytes)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("pod %s: %w", pod.Name, err))
 			continue
@@ -165,8 +165,8 @@ func FetchThroughPods(ctx context.Context, cs kubernetes.Interface, namespace, s
 // (metactl's: PodSelector), the Ready ones first (a leader whose
 // readiness probe fails still leads, and still answers), and how many
 // Pods the selector selected in all.
-func RunningPods(ctx context.Context, cs kubernetes.Interface, namespace, selector string) ([]*corev1.Pod, int, error) {
-	list, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+func RunningPods(ctx context.Context, core corev1client.CoreV1Interface, namespace, selector string) ([]*corev1.Pod, int, error) {
+	list, err := core.Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return nil, 0, fmt.Errorf("listing metactl's Pods in namespace %s (labels %s; needs list pods there, as the Role metactl-explain grants): %w", namespace, selector, err)
 	}
@@ -203,8 +203,8 @@ func NoRunningPod(namespace, selector string, listed int) error {
 // err for an answer other than 200 (an apierrors.APIStatus: the API
 // server's Status, or one holding the start of the body, metactl's
 // message, which is returned too) and for a body over limit bytes.
-func GetThroughPod(ctx context.Context, cs kubernetes.Interface, namespace, pod, port, path string, params map[string]string, limit int64) ([]byte, int, error) {
-	rc := cs.CoreV1().RESTClient()
+func GetThroughPod(ctx context.Context, core corev1client.CoreV1Interface, namespace, pod, port, path string, params map[string]string, limit int64) ([]byte, int, error) {
+	rc := core.RESTClient()
 	r := rc.Get().Namespace(namespace).Resource("pods").Name(pod + ":" + port).SubResource("proxy").Suffix(path)
 	for k, v := range params {
 		r = r.Param(k, v)

@@ -19,7 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -248,8 +248,8 @@ func pod(name string, ready bool) corev1.Pod {
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}}}
 }
 
-func clientset(t *testing.T, url string) kubernetes.Interface {
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: url})
+func clientset(t *testing.T, url string) corev1client.CoreV1Interface {
+	cs, err := corev1client.NewForConfig(&rest.Config{Host: url})
 	if err != nil {
 		t.Fatal(err)
 	}

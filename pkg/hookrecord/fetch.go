@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"strings"
 
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/metactl/metactl/pkg/explain"
 )
@@ -42,8 +42,8 @@ func decodeSet(body []byte, from string) (*Set, error) {
 // the first set one serves: only the leader runs controllers, the others
 // answer 404. It fails when no Pod is Running, and when none serves the
 // set, with each Pod's answer (metactl's says which annotation to set).
-func FetchThroughPods(ctx context.Context, cs kubernetes.Interface, namespace, selector, port, controller string) (*Set, error) {
-	pods, listed, err := explain.RunningPods(ctx, cs, namespace, selector)
+func FetchThroughPods(ctx context.Context, core corev1client.CoreV1Interface, namespace, selector, port, controller string) (*Set, error) {
+	pods, listed, err := explain.RunningPods(ctx, core, namespace, selector)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func FetchThroughPods(ctx context.Context, cs kubernetes.Interface, namespace, s
 	}
 	var errs []error
 	for _, pod := range pods {
-		body, code, err := explain.GetThroughPod(ctx, cs, namespace, pod.Name, port, Path, map[string]string{"controller": controller}, maxSetBytes)
+		body, code, err := explain.GetThroughPod(ctx, core, namespace, pod.Name, port, Path, map[string]string{"controller": controller}, maxSetBytes)
 		switch {
 		case code == http.StatusNotFound && strings.HasPrefix(string(body), "record: "):
 			errs = append(errs, fmt.Errorf("pod %s: %s", pod.Name, strings.TrimSpace(string(body))))

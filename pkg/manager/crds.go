@@ -4,8 +4,9 @@ import (
 	"context"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
@@ -18,7 +19,20 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 func (m *Manager) refreshDiscoveryOnCRDChanges(ctx context.Context) (stop func(), err error) {
 	// Metadata only: CRD schemas can be large, and any change of a CRD,
 	// its status included, bumps its metadata's resourceVersion.
-	crds := metadatainformer.NewFilteredMetadataInformer(m.metadata, crdResource, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	// Built as client-go's metadatainformer builds it, without that
+	// package: it imports client-go/informers (every API group's
+	// informers), which would grow the binary and its memory from start.
+	client := m.metadata.Resource(crdResource)
+	crds := cache.NewSharedIndexInformer(
+		cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
+				return client.List(ctx, options)
+			},
+			WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+				return client.Watch(ctx, options)
+			},
+		}, m.metadata),
+		&metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
 	requests := make(chan struct{}, 1)
 	request := func(any) {
 		select {
