@@ -342,7 +342,9 @@ func (b *bench) variantRun(ctx context.Context, bin string, vs *variantState, ro
 	}
 	proc := VariantProcess{Round: round, Position: pos, PID: p.PID, Log: logPath}
 	proc.Idle, _ = readProc(p.PID)
-	if vs.Name == defaultVariant && b.result.MetactlPID == 0 {
+	if keep {
+		// The process whose delete and cache phases follow: all of the
+		// result's metactl process figures are this one's.
 		b.result.MetactlPID, b.result.MetactlArgs, b.result.MetactlIdle = p.PID, p.Args, proc.Idle
 		if s, err := p.scrape(ctx); err == nil {
 			b.result.MetactlIdleGoRuntime = s.goRuntime()
