@@ -18,11 +18,17 @@ import (
 // execute runs the command tree with args and returns its output.
 func execute(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	root := newRootCommand()
+	return executeAs(t, "metactl", args...)
+}
+
+// executeAs is execute with the program file argv0 (os.Args[0]), as main
+// runs it.
+func executeAs(t *testing.T, argv0 string, args ...string) (string, error) {
+	t.Helper()
+	root := newProgram(argv0, args)
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&out)
-	root.SetArgs(args)
 	err := root.Execute()
 	return out.String(), err
 }
@@ -295,14 +301,7 @@ func TestPluginName(t *testing.T) {
 // "kubectl metactl", for the root and the subcommands.
 func TestPluginHelp(t *testing.T) {
 	run := func(args ...string) (string, error) {
-		root := newRootCommand()
-		setDisplayName(root, "kubectl metactl")
-		var out bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs(args)
-		err := root.Execute()
-		return out.String(), err
+		return executeAs(t, filepath.FromSlash("/usr/local/bin/kubectl-metactl"), args...)
 	}
 	for _, tc := range []struct {
 		args []string
@@ -330,6 +329,10 @@ func TestPluginHelp(t *testing.T) {
 	}
 	if _, err := run("nosuch"); err == nil || !strings.Contains(err.Error(), `for "kubectl metactl"`) {
 		t.Errorf("unknown command: %v, want an error naming kubectl metactl", err)
+	}
+	// As kubectl_complete-metactl, the arguments are completed.
+	if out, err := executeAs(t, "kubectl_complete-metactl", "pl"); err != nil || !strings.Contains(out, "plan\t") {
+		t.Errorf("kubectl_complete-metactl pl: %v, want plan completed:\n%s", err, out)
 	}
 }
 
