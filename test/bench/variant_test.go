@@ -217,8 +217,8 @@ func TestSyncSpansTarget(t *testing.T) {
 			t.Errorf("%s: %s (%s: %s), want %s", tc.name, got.Status, got.Name, got.Detail, tc.status)
 		}
 	}
-	if got := syncSpansTarget("trace: ", vr(nil, all, dropped)); !strings.Contains(got.Detail, "round 2: 449 sync spans for 450 syncs") {
-		t.Errorf("detail %q does not give each round's figures", got.Detail)
+	if got := syncSpansTarget("trace: ", vr(nil, all, dropped)); !strings.Contains(got.Detail, "round 2: 449 sync spans for 450 syncs") || got.Value != 1 {
+		t.Errorf("value %g (want the 1 sync without a span), detail %q (want each round's figures)", got.Value, got.Detail)
 	}
 }
 
