@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -13,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	dyndiscovery "github.com/metactl/metactl/pkg/dynamic/discovery"
@@ -167,15 +167,14 @@ func hookTestResources(ctx context.Context, f *hookTestFlags, crds []*apiextensi
 		return nil
 	}
 	explicit := f.explicit()
-	cfg, err := f.clientConfig().ClientConfig()
+	cfg, err := f.restConfig("hook test")
 	if err != nil {
-		if explicit || !clientcmd.IsEmptyConfig(err) {
-			return fmt.Errorf("loading the kubeconfig: %w", err)
+		if explicit || !errors.Is(err, errNoKubeconfig) {
+			return err
 		}
 		offline("no kubeconfig")
 		return nil
 	}
-	cfg.UserAgent = "metactl/" + buildVersion().version + " (hook test)"
 	cfg.Timeout = 10 * time.Second
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {

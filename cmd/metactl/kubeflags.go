@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/pflag"
@@ -43,22 +44,41 @@ func (k kubeFlags) clientConfig() clientcmd.ClientConfig {
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
 }
 
-// load returns clientConfig and the client configuration from it, with
-// an error that says where it looked when it found none.
-func (k kubeFlags) load() (clientcmd.ClientConfig, *rest.Config, error) {
+// errNoKubeconfig is in load's error when it found no kubeconfig and
+// metactl runs in no cluster.
+var errNoKubeconfig = errors.New("no kubeconfig")
+
+// load returns clientConfig and the client configuration from it
+// (configOf).
+func (k kubeFlags) load(command string) (clientcmd.ClientConfig, *rest.Config, error) {
 	loader := k.clientConfig()
-	cfg, err := loader.ClientConfig()
+	cfg, err := configOf(loader, command)
 	if err != nil {
-		if clientcmd.IsEmptyConfig(err) {
-			return nil, nil, fmt.Errorf("no kubeconfig (--kubeconfig, $KUBECONFIG, %s) and not in a cluster: %w", clientcmd.RecommendedHomeFile, err)
-		}
-		return nil, nil, fmt.Errorf("loading the kubeconfig: %w", err)
+		return nil, nil, err
 	}
 	return loader, cfg, nil
 }
 
+// configOf is loader's client configuration, whose User-Agent names
+// metactl's version and the subcommand command ("" for run), with an
+// error that says where it looked when it found none (errNoKubeconfig).
+func configOf(loader clientcmd.ClientConfig, command string) (*rest.Config, error) {
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		if clientcmd.IsEmptyConfig(err) {
+			return nil, fmt.Errorf("%w (--kubeconfig, $KUBECONFIG, %s) and not in a cluster: %w", errNoKubeconfig, clientcmd.RecommendedHomeFile, err)
+		}
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "metactl/" + buildVersion().version
+	if command != "" {
+		cfg.UserAgent += " (" + command + ")"
+	}
+	return cfg, nil
+}
+
 // restConfig is load's client configuration.
-func (k kubeFlags) restConfig() (*rest.Config, error) {
-	_, cfg, err := k.load()
+func (k kubeFlags) restConfig(command string) (*rest.Config, error) {
+	_, cfg, err := k.load(command)
 	return cfg, err
 }

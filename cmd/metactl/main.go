@@ -13,23 +13,30 @@ import (
 )
 
 func main() {
-	root := newRootCommand()
-	if name, ok := pluginName(os.Args[0]); ok {
-		// Run by kubectl as the plugin kubectl-metactl: help, usage,
-		// errors and examples say "kubectl metactl", as the user types it.
-		setDisplayName(root, name)
-	}
-	if completesPlugin(os.Args[0]) {
-		// kubectl completing `kubectl metactl ...`.
-		root.SetArgs(append([]string{cobra.ShellCompRequestCmd}, os.Args[1:]...))
-	}
-	err := root.Execute()
+	err := newProgram(os.Args[0], os.Args[1:]).Execute()
 	if ee, ok := errors.AsType[*ExitError](err); !ok || ee.Err != nil {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "Error:", err)
 		}
 	}
 	os.Exit(exitCode(err))
+}
+
+// newProgram is the command tree of the program file argv0 (os.Args[0])
+// run with args.
+func newProgram(argv0 string, args []string) *cobra.Command {
+	root := newRootCommand()
+	if name, ok := pluginName(argv0); ok {
+		// Run by kubectl as the plugin kubectl-metactl: help, usage,
+		// errors and examples say "kubectl metactl", as the user types it.
+		setDisplayName(root, name)
+	}
+	if completesPlugin(argv0) {
+		// kubectl completing `kubectl metactl ...`.
+		args = append([]string{cobra.ShellCompRequestCmd}, args...)
+	}
+	root.SetArgs(args)
+	return root
 }
 
 func newRootCommand() *cobra.Command {

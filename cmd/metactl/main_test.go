@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -18,11 +19,17 @@ import (
 // execute runs the command tree with args and returns its output.
 func execute(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	root := newRootCommand()
+	return executeAs(t, "metactl", args...)
+}
+
+// executeAs is execute with the program file argv0 (os.Args[0]), as main
+// runs it.
+func executeAs(t *testing.T, argv0 string, args ...string) (string, error) {
+	t.Helper()
+	root := newProgram(argv0, args)
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&out)
-	root.SetArgs(args)
 	err := root.Execute()
 	return out.String(), err
 }
@@ -115,12 +122,12 @@ func TestRestConfigOrder(t *testing.T) {
 	} {
 		t.Setenv("KUBECONFIG", tc.env)
 		clientcmd.RecommendedHomeFile = tc.home
-		cfg, err := kubeFlags{kubeconfig: tc.flag}.restConfig()
+		cfg, err := kubeFlags{kubeconfig: tc.flag}.restConfig("")
 		switch {
 		case tc.want == "" && err == nil:
 			t.Errorf("%s: got a config for %s, want an error", tc.name, cfg.Host)
-		case tc.want == "" && !strings.Contains(err.Error(), "$KUBECONFIG"):
-			t.Errorf("%s: error %q does not say where it looked", tc.name, err)
+		case tc.want == "" && (!strings.Contains(err.Error(), "$KUBECONFIG") || !errors.Is(err, errNoKubeconfig)):
+			t.Errorf("%s: error %q does not say where it looked, or is not errNoKubeconfig", tc.name, err)
 		case tc.want != "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
 		case tc.want != "" && cfg.Host != tc.want:
@@ -254,7 +261,7 @@ users:
 		{kubeFlags{kubeconfig: path, context: "b"}, "https://b.example:6443", "team-b"},
 		{kubeFlags{kubeconfig: path, context: "b", namespace: "other"}, "https://b.example:6443", "other"},
 	} {
-		cfg, err := tc.flags.restConfig()
+		cfg, err := tc.flags.restConfig("")
 		if err != nil {
 			t.Fatalf("%+v: %v", tc.flags, err)
 		}
@@ -263,8 +270,20 @@ users:
 			t.Errorf("%+v: server %s, namespace %s (%v); want %s, %s", tc.flags, cfg.Host, ns, err, tc.server, tc.namespace)
 		}
 	}
-	if _, err := (kubeFlags{kubeconfig: path, context: "nope"}).restConfig(); err == nil {
-		t.Error("--context nope: no error")
+	if _, err := (kubeFlags{kubeconfig: path, context: "nope"}).restConfig(""); err == nil || errors.Is(err, errNoKubeconfig) {
+		t.Errorf("--context nope: error %v, want one that is not errNoKubeconfig", err)
+	}
+	// The User-Agent names metactl's version, and the subcommand but for
+	// run's.
+	version := buildVersion().version
+	for command, want := range map[string]string{"": "metactl/" + version, "hook test": "metactl/" + version + " (hook test)"} {
+		cfg, err := kubeFlags{kubeconfig: path}.restConfig(command)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.UserAgent != want {
+			t.Errorf("restConfig(%q): User-Agent %q, want %q", command, cfg.UserAgent, want)
+		}
 	}
 }
 
@@ -295,14 +314,7 @@ func TestPluginName(t *testing.T) {
 // "kubectl metactl", for the root and the subcommands.
 func TestPluginHelp(t *testing.T) {
 	run := func(args ...string) (string, error) {
-		root := newRootCommand()
-		setDisplayName(root, "kubectl metactl")
-		var out bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs(args)
-		err := root.Execute()
-		return out.String(), err
+		return executeAs(t, filepath.FromSlash("/usr/local/bin/kubectl-metactl"), args...)
 	}
 	for _, tc := range []struct {
 		args []string
@@ -330,6 +342,10 @@ func TestPluginHelp(t *testing.T) {
 	}
 	if _, err := run("nosuch"); err == nil || !strings.Contains(err.Error(), `for "kubectl metactl"`) {
 		t.Errorf("unknown command: %v, want an error naming kubectl metactl", err)
+	}
+	// As kubectl_complete-metactl, the arguments are completed.
+	if out, err := executeAs(t, "kubectl_complete-metactl", "pl"); err != nil || !strings.Contains(out, "plan\t") {
+		t.Errorf("kubectl_complete-metactl pl: %v, want plan completed:\n%s", err, out)
 	}
 }
 

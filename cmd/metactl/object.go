@@ -72,11 +72,10 @@ func resolveObject(c connection, resource, name string) (*objectArg, error) {
 // configuration from it, which names c.command and is bounded by
 // c.timeout.
 func (c connection) load() (clientcmd.ClientConfig, *rest.Config, error) {
-	loader, cfg, err := c.kubeFlags.load()
+	loader, cfg, err := c.kubeFlags.load(c.command)
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg.UserAgent = "metactl/" + buildVersion().version + " (" + c.command + ")"
 	cfg.Timeout = c.timeout
 	return loader, cfg, nil
 }

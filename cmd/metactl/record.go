@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/metactl/metactl/pkg/explain"
 	"github.com/metactl/metactl/pkg/hookrecord"
@@ -108,14 +107,13 @@ func recordFetch(ctx context.Context, out io.Writer, self string, f *recordFetch
 			return fmt.Errorf("%w (endpoint from %s)", err, from)
 		}
 	} else {
-		cfg, err := loader.ClientConfig()
+		cfg, err := configOf(loader, "record fetch")
 		if err != nil {
-			if clientcmd.IsEmptyConfig(err) {
-				return fmt.Errorf("no metactl endpoint (--endpoint, $%s) and no kubeconfig (--kubeconfig, $KUBECONFIG, %s) to reach it through: %w", endpointEnv, clientcmd.RecommendedHomeFile, err)
+			if errors.Is(err, errNoKubeconfig) {
+				return fmt.Errorf("no metactl endpoint (--endpoint, $%s), and to reach it through the cluster: %w", endpointEnv, err)
 			}
-			return fmt.Errorf("loading the kubeconfig: %w", err)
+			return err
 		}
-		cfg.UserAgent = "metactl/" + buildVersion().version + " (record fetch)"
 		cfg.Timeout = f.timeout
 		core, err := corev1client.NewForConfig(cfg)
 		if err != nil {

@@ -187,12 +187,11 @@ func run(ctx context.Context, f *runFlags) error {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
 	}
-	cfg, err := f.kube.restConfig()
+	cfg, err := f.kube.restConfig("")
 	if err != nil {
 		return err
 	}
 	cfg.QPS, cfg.Burst = f.clientQPS, f.clientBurst
-	cfg.UserAgent = "metactl/" + buildVersion().version
 	if f.recordDir != "" && !f.record {
 		return errors.New("--record-dir records every controller's hook calls: it cannot go with --record=false")
 	}

@@ -33,46 +33,19 @@
 // the run. -counts-only keeps the counts and convergence and drops the
 // speed, CPU and memory targets (CI runs it at N=200).
 //
-// Variants (-variant NAME=SPEC, repeatable) measure other ways of running
-// metactl side by side with the default flags, in the same rounds, e.g.
-//
-//	-variant ssa=--apply-strategy=server-side -variant trace=+otlp
-//
-// SPEC is split at spaces (no quoting): words starting with "-" (and a
-// word without "=" after one, its value) are added to `metactl run`'s
-// arguments; UPPER_CASE=value words to its environment; +otlp turns
-// tracing on: the benchmark starts an OTLP/HTTP receiver in its process
-// (internal/otlptest) and sets OTEL_EXPORTER_OTLP_ENDPOINT to it. Every
-// variant's metactl, the default's included, runs without any OTEL_
-// variable of the benchmark's own environment, so tracing is on only
-// where a variant turns it on. With variants, each round is the limit,
-// then each variant in turn, the default ("default") among them; the order
-// rotates by one each round, so that with -runs a multiple of the number
-// of variants each runs once in each place, and the last round ends with
-// the default. Each variant's run gets a metactl process of its own,
-// started for it and quiet before the CompositeController is created (only
-// one metactl may run at a time, since each would serve the same
-// controller, and a fresh process for every variant and round, the
-// default's included, gives all the same start: no variant inherits
-// another's caches or heap), then create and update with their counts
-// checked three ways as above (a server-side apply is a PATCH of metactl's
-// client and APPLY in kube-apiserver's count), then the controller,
-// parents and children are removed and the process stopped; stopping it
-// exports the spans it still holds. The default's process of the last
-// round runs on for the delete and cache phases. The results (the JSON's
-// "variants", and a section of the printed report) give per variant: the
-// ratio of its median to the limit's with each round's ratio and the
-// spread of its seconds, hook calls and writes per parent by verb
-// (metactl's and kube-apiserver's), CPU for create and update (median
-// over the rounds), peak RSS (median VmHWM of its processes after create
-// and update, leaving out profiled ones when others exist), and with
-// +otlp the spans exported during create and update, with the sync spans
-// among them against metactl's count of syncs (fewer means the exporter
-// dropped spans, or a sampler left syncs out). Counts must agree, hook calls and writes stay within
-// the default's targets, and a variant with +otlp must export spans in
-// every run, or the benchmark fails; the speed, CPU and memory targets
-// judge the default variant only, the others' are reported. Without
-// -variant, one metactl process runs throughout, as described above.
+// Variants (-variant NAME=SPEC, repeatable, e.g. -variant
+// ssa=--apply-strategy=server-side -variant trace=+otlp) measure other
+// ways of running metactl (flags, environment, +otlp for tracing to a
+// receiver in the benchmark) side by side with the default flags, in the
+// same rounds, each variant in a fresh metactl process per round, in an
+// order that rotates each round. Their counts and hook call and write
+// targets are judged as the default's, and +otlp variants must export a
+// sync span for every sync; speed, CPU and memory are judged for the
+// default variant only. With variants, the result's metactl process
+// figures (metactlPid, metactlArgs, metactlIdle, metactlAfterPhases,
+// metactlEnd) are those of the default's process of the last round, which
+// also runs the delete and cache phases. docs/performance.md, "Variants",
+// describes SPEC, the rounds and the results; variant.go implements them.
 //
 // It prints a table and PASS/FAIL lines for the targets of issues 4 and
 // 15, exits with status 1 when a target fails, and writes a JSON file

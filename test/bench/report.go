@@ -47,7 +47,11 @@ type Result struct {
 	// against kube-apiserver's count.
 	LimitCounts map[string][]countCheck `json:"limitCounts,omitempty"`
 
-	// metactl's process at moments of the run.
+	// metactl's process at moments of the run. MetactlPID, MetactlArgs
+	// and these are all one process's: without -variant the only one,
+	// with -variant the default variant's process of the last round,
+	// which runs the delete and cache phases (the variants' processes are
+	// in Variants[].Processes).
 	MetactlIdle ProcStats `json:"metactlIdle"`
 	// MetactlIdleGoRuntime are metactl's Go runtime gauges when idle.
 	MetactlIdleGoRuntime map[string]float64 `json:"metactlIdleGoRuntime,omitempty"`

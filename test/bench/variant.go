@@ -342,7 +342,9 @@ func (b *bench) variantRun(ctx context.Context, bin string, vs *variantState, ro
 	}
 	proc := VariantProcess{Round: round, Position: pos, PID: p.PID, Log: logPath}
 	proc.Idle, _ = readProc(p.PID)
-	if vs.Name == defaultVariant && b.result.MetactlPID == 0 {
+	if keep {
+		// The process whose delete and cache phases follow: all of the
+		// result's metactl process figures are this one's.
 		b.result.MetactlPID, b.result.MetactlArgs, b.result.MetactlIdle = p.PID, p.Args, proc.Idle
 		if s, err := p.scrape(ctx); err == nil {
 			b.result.MetactlIdleGoRuntime = s.goRuntime()
@@ -473,8 +475,9 @@ func perParent(m map[string]float64, n float64) map[string]float64 {
 // variantTargets are the checks of every variant but the default (whose
 // runs the targets without variants judge): counts agree three ways,
 // hook calls and writes at most the default's limits, and with +otlp
-// spans exported by every run; convergence, CPU and memory are reported,
-// not judged.
+// spans exported by every run and, unless the SPEC sets a sampler, a sync
+// span for every sync (syncSpansTarget); convergence, CPU and memory are
+// reported, not judged.
 func (b *bench) variantTargets() []Target {
 	var ts []Target
 	for _, vr := range b.result.Variants {
@@ -528,9 +531,48 @@ func (b *bench) variantTargets() []Target {
 			}
 			t.Detail = strings.Join(parts, "; ")
 			ts = append(ts, t)
+			ts = append(ts, syncSpansTarget(p, vr))
 		}
 	}
 	return ts
+}
+
+// syncSpansTarget checks that a variant that traces exported a sync span
+// for every sync metactl counted in each of its processes' create and
+// update runs: every sync is sampled unless the SPEC sets
+// OTEL_TRACES_SAMPLER, so a missing span is one the exporter dropped (its
+// queue full). With a sampler set, the figures are reported, not judged.
+func syncSpansTarget(p string, vr *VariantResult) Target {
+	// Value: the syncs without a sync span, over the processes.
+	t := Target{Name: p + "a sync span for every sync (no span dropped)", Status: "PASS"}
+	sampler := vr.sampler()
+	if sampler != "" {
+		t.Name = p + "sync spans for the syncs (" + sampler + ": reported, not judged)"
+		t.Status = "INFO"
+	}
+	var parts []string
+	for _, x := range vr.Processes {
+		parts = append(parts, fmt.Sprintf("round %d: %d sync spans for %.0f syncs", x.Round, x.SyncSpans, x.Syncs))
+		t.Value += x.Syncs - float64(x.SyncSpans)
+		if sampler == "" && float64(x.SyncSpans) != x.Syncs {
+			t.Status = "FAIL"
+		}
+	}
+	if len(vr.Processes) == 0 && sampler == "" {
+		t.Status = "FAIL"
+	}
+	t.Detail = strings.Join(parts, "; ")
+	return t
+}
+
+// sampler is the OTEL_TRACES_SAMPLER variable the SPEC sets, "" if none.
+func (v variant) sampler() string {
+	for _, kv := range v.Env {
+		if key, _, _ := strings.Cut(kv, "="); key == "OTEL_TRACES_SAMPLER" {
+			return kv
+		}
+	}
+	return ""
 }
 
 // printVariants prints the variants side by side.

@@ -156,7 +156,7 @@ func TestVariantTargets(t *testing.T) {
 			r.Seconds = 1
 			r.Counts = metactlCountCheck("round 1", "create", r)
 			b.recordRun("create", r, RunSummary{Seconds: 1, Counts: r.Counts, HookCallsPerParent: 3, ObjectWritesPerParent: 4, APIWritesPerParent: 4})
-			vs.procs = append(vs.procs, VariantProcess{Round: 1, Spans: spans})
+			vs.procs = append(vs.procs, VariantProcess{Round: 1, Spans: spans, SyncSpans: 200, Syncs: 200})
 		}
 		b.cur = nil
 		return b
@@ -171,7 +171,8 @@ func TestVariantTargets(t *testing.T) {
 	}
 	st := status(mk(500, 600))
 	for _, name := range []string{"trace: create counts agree", "trace: create hook calls per parent <= 3", "trace: create object writes per parent <= 4",
-		"trace: create API write requests per parent <= 4", "trace: spans exported in every run (tracing on)", "create counts agree"} {
+		"trace: create API write requests per parent <= 4", "trace: spans exported in every run (tracing on)",
+		"trace: a sync span for every sync (no span dropped)", "create counts agree"} {
 		if st[name] != "PASS" {
 			t.Errorf("%s: %q, want PASS (targets %v)", name, st[name], st)
 		}
@@ -186,6 +187,38 @@ func TestVariantTargets(t *testing.T) {
 	b := mk(500, 600)
 	if len(b.result.MetactlRuns["create"]) != 1 || len(b.metactlAll["create"]) != 1 || len(b.variants[1].runs["create"]) != 1 {
 		t.Errorf("runs recorded: default %d, all %d, trace %d", len(b.result.MetactlRuns["create"]), len(b.metactlAll["create"]), len(b.variants[1].runs["create"]))
+	}
+}
+
+// Without a sampler in the SPEC every sync has its span: a process whose
+// sync spans are fewer (or more) than its syncs fails; with
+// OTEL_TRACES_SAMPLER set the figures are only reported.
+func TestSyncSpansTarget(t *testing.T) {
+	vr := func(env []string, procs ...VariantProcess) *VariantResult {
+		return &VariantResult{variant: variant{Name: "trace", OTLP: true, Env: env}, Processes: procs}
+	}
+	all := VariantProcess{Round: 1, Spans: 2000, SyncSpans: 450, Syncs: 450}
+	dropped := VariantProcess{Round: 2, Spans: 2000, SyncSpans: 449, Syncs: 450}
+	extra := VariantProcess{Round: 2, Spans: 2000, SyncSpans: 451, Syncs: 450}
+	for _, tc := range []struct {
+		name   string
+		vr     *VariantResult
+		status string
+	}{
+		{"every sync has its span", vr(nil, all, all), "PASS"},
+		{"a span dropped in round 2", vr(nil, all, dropped), "FAIL"},
+		{"more sync spans than syncs", vr(nil, all, extra), "FAIL"},
+		{"no process", vr(nil), "FAIL"},
+		{"other variables, no sampler", vr([]string{"OTEL_BSP_MAX_QUEUE_SIZE=10"}, all, dropped), "FAIL"},
+		{"a sampler", vr([]string{"OTEL_TRACES_SAMPLER=traceidratio", "OTEL_TRACES_SAMPLER_ARG=0.1"}, all, dropped), "INFO"},
+	} {
+		got := syncSpansTarget("trace: ", tc.vr)
+		if got.Status != tc.status {
+			t.Errorf("%s: %s (%s: %s), want %s", tc.name, got.Status, got.Name, got.Detail, tc.status)
+		}
+	}
+	if got := syncSpansTarget("trace: ", vr(nil, all, dropped)); !strings.Contains(got.Detail, "round 2: 449 sync spans for 450 syncs") || got.Value != 1 {
+		t.Errorf("value %g (want the 1 sync without a span), detail %q (want each round's figures)", got.Value, got.Detail)
 	}
 }
 

@@ -102,29 +102,7 @@ func TestExplain(t *testing.T) {
 	hook := explainHook(t)
 	deleteOnCleanup(t, applyExample(t, repo(t, "examples", "python", "hello-world", "crd.yaml"), ""))
 	controllerName := "explain-" + ns
-	manifest := filepath.Join(t.TempDir(), "controller.yaml")
-	if err := os.WriteFile(manifest, []byte(fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
-kind: CompositeController
-metadata:
-  name: %s
-spec:
-  generateSelector: true
-  parentResource:
-    apiVersion: example.metactl.io/v1
-    resource: helloworlds
-    labelSelector:
-      matchLabels:
-        test: explain
-  childResources:
-  - apiVersion: v1
-    resource: configmaps
-  hooks:
-    sync:
-      webhook:
-        url: %s/sync
-`, controllerName, hook.URL)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	manifest := writeManifests(t, helloWorldController{name: controllerName, label: "explain", hookURL: hook.URL}.yaml())
 	kubectl(t, "apply", "-f", manifest)
 	deleteOnCleanup(t, manifest)
 	parents := filepath.Join(t.TempDir(), "parents.yaml")

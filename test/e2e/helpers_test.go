@@ -12,6 +12,7 @@ import (
 
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/explain"
+	"github.com/metactl/metactl/pkg/hookrecord"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -468,4 +469,65 @@ func metactlPod(t *testing.T) (namespace, name string, ok bool) {
 		t.Fatal(err)
 	}
 	return namespace, pod.Name, true
+}
+
+// helloWorldController describes a CompositeController of the
+// hello-world example's HelloWorlds labelled test=<label>, whose sync hook
+// is <hookURL>/sync.
+type helloWorldController struct {
+	name, label, hookURL string
+	// record sets the metactl.io/record annotation (hookrecord.Annotation).
+	record bool
+	// children is the resource of its v1 children: configmaps when empty.
+	children string
+	// inPlace gives the children the InPlace update strategy.
+	inPlace bool
+}
+
+// yaml is the controller's manifest.
+func (c helloWorldController) yaml() string {
+	annotations := "{}"
+	if c.record {
+		annotations = fmt.Sprintf("{%s: \"true\"}", hookrecord.Annotation)
+	}
+	children := c.children
+	if children == "" {
+		children = "configmaps"
+	}
+	strategy := ""
+	if c.inPlace {
+		strategy = "\n    updateStrategy:\n      method: InPlace"
+	}
+	return fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata:
+  name: %s
+  annotations: %s
+spec:
+  generateSelector: true
+  parentResource:
+    apiVersion: example.metactl.io/v1
+    resource: helloworlds
+    labelSelector:
+      matchLabels:
+        test: %s
+  childResources:
+  - apiVersion: v1
+    resource: %s%s
+  hooks:
+    sync:
+      webhook:
+        url: %s/sync
+`, c.name, annotations, c.label, children, strategy, c.hookURL)
+}
+
+// writeManifests writes the manifests, as one multi-document YAML file in
+// a temporary folder, and returns its path.
+func writeManifests(t *testing.T, docs ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "manifests.yaml")
+	if err := os.WriteFile(path, []byte(strings.Join(docs, "---\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

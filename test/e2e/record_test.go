@@ -71,36 +71,9 @@ func TestRecordFetch(t *testing.T) {
 	hook := recordHook(t)
 	deleteOnCleanup(t, applyExample(t, repo(t, "examples", "python", "hello-world", "crd.yaml"), ""))
 	recorded, plain := "record-"+ns, "plain-"+ns
-	manifest := filepath.Join(t.TempDir(), "controllers.yaml")
-	var docs []string
-	for name, annotation := range map[string]string{recorded: `{metactl.io/record: "true"}`, plain: "{}"} {
-		docs = append(docs, fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
-kind: CompositeController
-metadata:
-  name: %s
-  annotations: %s
-spec:
-  generateSelector: true
-  parentResource:
-    apiVersion: example.metactl.io/v1
-    resource: helloworlds
-    labelSelector:
-      matchLabels:
-        test: %s
-  childResources:
-  - apiVersion: v1
-    resource: secrets
-    updateStrategy:
-      method: InPlace
-  hooks:
-    sync:
-      webhook:
-        url: %s/sync
-`, name, annotation, name, hook.URL))
-	}
-	if err := os.WriteFile(manifest, []byte(strings.Join(docs, "---\n")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	manifest := writeManifests(t,
+		helloWorldController{name: recorded, label: recorded, hookURL: hook.URL, record: true, children: "secrets", inPlace: true}.yaml(),
+		helloWorldController{name: plain, label: plain, hookURL: hook.URL, children: "secrets", inPlace: true}.yaml())
 	kubectl(t, "apply", "-f", manifest)
 	deleteOnCleanup(t, manifest)
 	waitControllerReady(t, "compositecontrollers", recorded)
