@@ -574,6 +574,21 @@ func valueLeaves(prefix string, m map[string]any) []string {
 	return out
 }
 
+// chartValueLeaves returns the dotted paths of charts/metactl/values.yaml's
+// values (valueLeaves).
+func chartValueLeaves(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile(repo(t, "charts", "metactl", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defaults map[string]any
+	if err := yaml.Unmarshal(data, &defaults); err != nil {
+		t.Fatal(err)
+	}
+	return valueLeaves("", defaults)
+}
+
 // TestHelmValuesChangeObjects sets each value of values.yaml to something
 // other than its default and checks that the rendered objects change as
 // the value's comment says (and that the same check fails on the default
@@ -600,7 +615,9 @@ func TestHelmValuesChangeObjects(t *testing.T) {
 	wantAffinity := map[string]any{"nodeAffinity": affinity["nodeAffinity"]}
 	spread := []any{map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
 		"labelSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "metactl"}}}}
-	extraEnv := []any{map[string]any{"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://collector:4318"}}
+	extraEnv := []any{map[string]any{"name": "OTEL_SERVICE_NAME", "value": "metactl-platform"}}
+	gomemlimit := []any{map[string]any{"name": "GOMEMLIMIT",
+		"valueFrom": map[string]any{"resourceFieldRef": map[string]any{"resource": "limits.memory"}}}}
 	extraGroups := []any{map[string]any{"name": "extra", "rules": []any{map[string]any{"alert": "X", "expr": "vector(1)"}}}}
 	monitoring := []any{"serviceMonitor.enabled", true, "prometheusRule.enabled", true, "dashboard.enabled", true}
 
@@ -613,7 +630,7 @@ func TestHelmValuesChangeObjects(t *testing.T) {
 	}{
 		{name: "fullnameOverride", value: "platform", check: all(
 			fieldIs("Deployment", "platform", "platform", "metadata", "name"),
-			fieldIs("ClusterRole", "platform-controllers", "platform-controllers", "metadata", "name"),
+			fieldIs("ClusterRoleBinding", "platform-controllers", "metactl-controllers", "roleRef", "name"),
 			fieldIs("ValidatingAdmissionPolicyBinding", "platform-controller-account", "platform-controller-account", "spec", "policyName"),
 			absent("ClusterRole", "metactl"))},
 		{name: "commonLabels", value: map[string]any{"team": "a"}, check: func(r chartRender) error {
@@ -692,11 +709,24 @@ func TestHelmValuesChangeObjects(t *testing.T) {
 			}
 			return nil
 		}},
-		{name: "extraEnv", value: extraEnv, check: containerIs(append([]any{map[string]any{"name": "GOMEMLIMIT",
-			"valueFrom": map[string]any{"resourceFieldRef": map[string]any{"resource": "limits.memory"}}}}, extraEnv...), "env")},
+		{name: "extraEnv", value: extraEnv, check: containerIs(append(slices.Clone(gomemlimit), extraEnv...), "env")},
+		{name: "tracing.otlpEndpoint", value: "http://collector.observability:4318", check: containerIs(append(slices.Clone(gomemlimit),
+			map[string]any{"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://collector.observability:4318"}), "env")},
+		{name: "tracing.sampler", value: "parentbased_traceidratio", check: containerIs(append(slices.Clone(gomemlimit),
+			map[string]any{"name": "OTEL_TRACES_SAMPLER", "value": "parentbased_traceidratio"}), "env")},
+		// A number is passed as its text.
+		{name: "tracing.samplerArg", value: 0.25, check: containerIs(append(slices.Clone(gomemlimit),
+			map[string]any{"name": "OTEL_TRACES_SAMPLER_ARG", "value": "0.25"}), "env")},
 		{name: "nodeSelector", value: nodeSelector, check: podField(nodeSelector, "nodeSelector")},
 		{name: "tolerations", value: tolerations, check: podField(tolerations, "tolerations")},
 		{name: "affinity", value: affinity, check: podField(wantAffinity, "affinity")},
+		// null, not {} (which merges with the default), removes it.
+		{name: "affinity", value: nil, check: func(r chartRender) error {
+			if v, err := r.field("Deployment", "metactl", "spec", "template", "spec", "affinity"); err == nil {
+				return fmt.Errorf("the Pod has an affinity: %v", v)
+			}
+			return nil
+		}},
 		{name: "topologySpreadConstraints", value: spread, check: podField(spread, "topologySpreadConstraints")},
 		{name: "priorityClassName", value: "system-cluster-critical", check: podField("system-cluster-critical", "priorityClassName")},
 		{name: "podAnnotations", value: map[string]any{"a": "b"}, check: fieldIs("Deployment", "metactl", map[string]any{"a": "b"},
@@ -705,7 +735,9 @@ func TestHelmValuesChangeObjects(t *testing.T) {
 			map[string]any{"team": "a", "app.kubernetes.io/name": "metactl", "app.kubernetes.io/component": "controller"},
 			"spec", "template", "metadata", "labels")},
 		{name: "podDisruptionBudget.enabled", value: false, check: absent("PodDisruptionBudget", "metactl")},
-		{name: "podDisruptionBudget.minAvailable", value: 2, check: fieldIs("PodDisruptionBudget", "metactl", 2, "spec", "minAvailable")},
+		// Rendered only with more replicas than minAvailable.
+		{name: "podDisruptionBudget.minAvailable", values: nestedValues("replicaCount", 3, "podDisruptionBudget.minAvailable", 2),
+			check: fieldIs("PodDisruptionBudget", "metactl", 2, "spec", "minAvailable")},
 		{name: "rbac.create", value: false, check: func(r chartRender) error {
 			for _, o := range r {
 				if strings.HasPrefix(o.GetAPIVersion(), "rbac.authorization.k8s.io/") {
@@ -766,14 +798,6 @@ func TestHelmValuesChangeObjects(t *testing.T) {
 	}
 
 	// Every value of values.yaml has a case.
-	data, err := os.ReadFile(repo(t, "charts", "metactl", "values.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var defaults map[string]any
-	if err := yaml.Unmarshal(data, &defaults); err != nil {
-		t.Fatal(err)
-	}
 	covered := map[string]bool{}
 	for _, c := range cases {
 		covered[c.name] = true
@@ -781,7 +805,7 @@ func TestHelmValuesChangeObjects(t *testing.T) {
 			covered[p] = true
 		}
 	}
-	leaves := valueLeaves("", defaults)
+	leaves := chartValueLeaves(t)
 	for _, leaf := range leaves {
 		if !covered[leaf] {
 			t.Errorf("values.yaml's %s has no case in TestHelmValuesChangeObjects", leaf)
@@ -842,15 +866,7 @@ func TestHelmFlagsExist(t *testing.T) {
 // TestHelmReadmeListsValues checks that the chart's README has a row for
 // each value of values.yaml, and none for a value it does not have.
 func TestHelmReadmeListsValues(t *testing.T) {
-	data, err := os.ReadFile(repo(t, "charts", "metactl", "values.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var defaults map[string]any
-	if err := yaml.Unmarshal(data, &defaults); err != nil {
-		t.Fatal(err)
-	}
-	leaves := valueLeaves("", defaults)
+	leaves := chartValueLeaves(t)
 	readme, err := os.ReadFile(repo(t, "charts", "metactl", "README.md"))
 	if err != nil {
 		t.Fatal(err)
