@@ -1009,6 +1009,31 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if newCRD == "" || newCRD == oldCRD {
 		t.Errorf("after helm install, CRD %s has UID %q (deleted one: %q): Helm did not create it", crdControllerRevisions, newCRD, oldCRD)
 	}
+	// The README's CRD upgrade: Helm's fields are field manager helm's, so
+	// kubectl's server-side apply of a changed CRD conflicts unless it
+	// forces.
+	t.Run("CRD upgrade needs --force-conflicts", func(t *testing.T) {
+		original := repo(t, "manifests", "crds", "metacontroller.k8s.io_controllerrevisions.yaml")
+		data, err := os.ReadFile(original)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const field = "description: Children are the children that belong to this revision."
+		if !strings.Contains(string(data), field) {
+			t.Fatalf("%s has no %q", original, field)
+		}
+		changed := filepath.Join(t.TempDir(), "crd.yaml")
+		if err := os.WriteFile(changed, []byte(strings.Replace(string(data), field, field+" (newer)", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := env.Kubectl(ctx, "apply", "--server-side", "-f", changed)
+		if err == nil || !strings.Contains(err.Error()+out, `conflict with "helm"`) {
+			t.Errorf("kubectl apply --server-side of a changed CRD Helm installed: %v, want a conflict with helm:\n%s", err, out)
+		}
+		kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", changed)
+		kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", original)
+	})
+
 	d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, release, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("after helm install: %v", err)
