@@ -30,8 +30,13 @@ demo: build ## Run a local control plane with metactl and the hello-world exampl
 	$(BIN)/metactl dev --example hello-world
 
 .PHONY: testenv
-testenv: ## Build etcd, kube-apiserver, kube-controller-manager, kubectl (and kube-scheduler, kwok for metactl dev), and helm, once; fetch the Prometheus Operator CRDs (all cached outside the repo).
+testenv: ## Build etcd, kube-apiserver, kube-controller-manager, kubectl (and kube-scheduler, kwok for metactl dev) once (cached outside the repo).
 	@hack/testenv.sh >/dev/null
+
+# Only make test needs them (test/manifests): bench and soak do not pay for
+# them on a cold machine.
+.PHONY: helm-tools
+helm-tools: ## Build helm and fetch the Prometheus Operator CRDs that test/manifests uses, once (cached outside the repo).
 	@hack/helm.sh >/dev/null
 	@hack/prometheus-operator-crds.sh >/dev/null
 
@@ -40,7 +45,7 @@ testenv: ## Build etcd, kube-apiserver, kube-controller-manager, kubectl (and ku
 # manifests as other processes, whose files are not part of Go's test cache
 # key: a cached pass could hide code that now fails.
 .PHONY: test
-test: testenv ## Run unit and integration tests against a real control plane, with the race detector, never from Go's test cache.
+test: testenv helm-tools ## Run unit and integration tests against a real control plane, with the race detector, never from Go's test cache.
 	@status=0; \
 	KUBEBUILDER_ASSETS="$$(hack/testenv.sh)" $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKG) || status=$$?; \
 	hack/cleanup-testenv.sh; \

@@ -39,6 +39,10 @@ if [ "${1:-}" = regen ]; then
 fi
 
 gover=$(go env GOVERSION)
+# The build uses this module's go.mod and go.sum only, whatever GOFLAGS or
+# go.work the caller has (-mod=vendor, a workspace, VCS stamping that needs
+# a working git would each break it).
+export GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false"
 cache=${METACTL_HELM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metactl/helm}
 out=$cache/${HELM_VERSION}_${gover}
 

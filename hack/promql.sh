@@ -22,6 +22,10 @@ module=$here/promql
 log() { echo "promql: $*" >&2; }
 
 gover=$(go env GOVERSION)
+# The build uses this module's go.mod and go.sum only, whatever GOFLAGS or
+# go.work the caller has (-mod=vendor, a workspace, VCS stamping that needs
+# a working git would each break it).
+export GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false"
 sum=$(cat "$module/go.mod" "$module/go.sum" "$module/main.go" | sha256sum | cut -c1-12)
 cache=${METACTL_PROMQL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metactl/promql}
 out=$cache/${gover}_$sum/promql

@@ -110,6 +110,10 @@ work=$(mktemp -d "$cache/.build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 start=$SECONDS
 export CGO_ENABLED=0
+# The build uses each module's go.mod and go.sum only, whatever GOFLAGS or
+# go.work the caller has (-mod=vendor, a workspace, VCS stamping that needs
+# a working git would each break it).
+export GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false"
 
 log "building etcd v$ETCD_VERSION (about 1 minute on a cold machine)"
 (cd "$modules/etcd" && go build -trimpath -ldflags "-s -w" -o "$work/etcd" go.etcd.io/etcd/server/v3)

@@ -32,6 +32,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/metactl/metactl/internal/jsondiff"
@@ -574,6 +576,21 @@ func valueLeaves(prefix string, m map[string]any) []string {
 	return out
 }
 
+// chartValueLeaves returns the dotted paths of charts/metactl/values.yaml's
+// values (valueLeaves).
+func chartValueLeaves(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile(repo(t, "charts", "metactl", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defaults map[string]any
+	if err := yaml.Unmarshal(data, &defaults); err != nil {
+		t.Fatal(err)
+	}
+	return valueLeaves("", defaults)
+}
+
 // TestHelmValuesChangeObjects sets each value of values.yaml to something
 // other than its default and checks that the rendered objects change as
 // the value's comment says (and that the same check fails on the default
@@ -600,7 +617,9 @@ func TestHelmValuesChangeObjects(t *testing.T) {
 	wantAffinity := map[string]any{"nodeAffinity": affinity["nodeAffinity"]}
 	spread := []any{map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
 		"labelSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "metactl"}}}}
-	extraEnv := []any{map[string]any{"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://collector:4318"}}
+	extraEnv := []any{map[string]any{"name": "OTEL_SERVICE_NAME", "value": "metactl-platform"}}
+	gomemlimit := []any{map[string]any{"name": "GOMEMLIMIT",
+		"valueFrom": map[string]any{"resourceFieldRef": map[string]any{"resource": "limits.memory"}}}}
 	extraGroups := []any{map[string]any{"name": "extra", "rules": []any{map[string]any{"alert": "X", "expr": "vector(1)"}}}}
 	monitoring := []any{"serviceMonitor.enabled", true, "prometheusRule.enabled", true, "dashboard.enabled", true}
 
@@ -613,7 +632,7 @@ func TestHelmValuesChangeObjects(t *testing.T) {
 	}{
 		{name: "fullnameOverride", value: "platform", check: all(
 			fieldIs("Deployment", "platform", "platform", "metadata", "name"),
-			fieldIs("ClusterRole", "platform-controllers", "platform-controllers", "metadata", "name"),
+			fieldIs("ClusterRoleBinding", "platform-controllers", "metactl-controllers", "roleRef", "name"),
 			fieldIs("ValidatingAdmissionPolicyBinding", "platform-controller-account", "platform-controller-account", "spec", "policyName"),
 			absent("ClusterRole", "metactl"))},
 		{name: "commonLabels", value: map[string]any{"team": "a"}, check: func(r chartRender) error {
@@ -692,11 +711,24 @@ func TestHelmValuesChangeObjects(t *testing.T) {
 			}
 			return nil
 		}},
-		{name: "extraEnv", value: extraEnv, check: containerIs(append([]any{map[string]any{"name": "GOMEMLIMIT",
-			"valueFrom": map[string]any{"resourceFieldRef": map[string]any{"resource": "limits.memory"}}}}, extraEnv...), "env")},
+		{name: "extraEnv", value: extraEnv, check: containerIs(append(slices.Clone(gomemlimit), extraEnv...), "env")},
+		{name: "tracing.otlpEndpoint", value: "http://collector.observability:4318", check: containerIs(append(slices.Clone(gomemlimit),
+			map[string]any{"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://collector.observability:4318"}), "env")},
+		{name: "tracing.sampler", value: "parentbased_traceidratio", check: containerIs(append(slices.Clone(gomemlimit),
+			map[string]any{"name": "OTEL_TRACES_SAMPLER", "value": "parentbased_traceidratio"}), "env")},
+		// A number is passed as its text.
+		{name: "tracing.samplerArg", value: 0.25, check: containerIs(append(slices.Clone(gomemlimit),
+			map[string]any{"name": "OTEL_TRACES_SAMPLER_ARG", "value": "0.25"}), "env")},
 		{name: "nodeSelector", value: nodeSelector, check: podField(nodeSelector, "nodeSelector")},
 		{name: "tolerations", value: tolerations, check: podField(tolerations, "tolerations")},
 		{name: "affinity", value: affinity, check: podField(wantAffinity, "affinity")},
+		// null, not {} (which merges with the default), removes it.
+		{name: "affinity", value: nil, check: func(r chartRender) error {
+			if v, err := r.field("Deployment", "metactl", "spec", "template", "spec", "affinity"); err == nil {
+				return fmt.Errorf("the Pod has an affinity: %v", v)
+			}
+			return nil
+		}},
 		{name: "topologySpreadConstraints", value: spread, check: podField(spread, "topologySpreadConstraints")},
 		{name: "priorityClassName", value: "system-cluster-critical", check: podField("system-cluster-critical", "priorityClassName")},
 		{name: "podAnnotations", value: map[string]any{"a": "b"}, check: fieldIs("Deployment", "metactl", map[string]any{"a": "b"},
@@ -705,7 +737,9 @@ func TestHelmValuesChangeObjects(t *testing.T) {
 			map[string]any{"team": "a", "app.kubernetes.io/name": "metactl", "app.kubernetes.io/component": "controller"},
 			"spec", "template", "metadata", "labels")},
 		{name: "podDisruptionBudget.enabled", value: false, check: absent("PodDisruptionBudget", "metactl")},
-		{name: "podDisruptionBudget.minAvailable", value: 2, check: fieldIs("PodDisruptionBudget", "metactl", 2, "spec", "minAvailable")},
+		// Rendered only with more replicas than minAvailable.
+		{name: "podDisruptionBudget.minAvailable", values: nestedValues("replicaCount", 3, "podDisruptionBudget.minAvailable", 2),
+			check: fieldIs("PodDisruptionBudget", "metactl", 2, "spec", "minAvailable")},
 		{name: "rbac.create", value: false, check: func(r chartRender) error {
 			for _, o := range r {
 				if strings.HasPrefix(o.GetAPIVersion(), "rbac.authorization.k8s.io/") {
@@ -766,14 +800,6 @@ func TestHelmValuesChangeObjects(t *testing.T) {
 	}
 
 	// Every value of values.yaml has a case.
-	data, err := os.ReadFile(repo(t, "charts", "metactl", "values.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var defaults map[string]any
-	if err := yaml.Unmarshal(data, &defaults); err != nil {
-		t.Fatal(err)
-	}
 	covered := map[string]bool{}
 	for _, c := range cases {
 		covered[c.name] = true
@@ -781,7 +807,7 @@ func TestHelmValuesChangeObjects(t *testing.T) {
 			covered[p] = true
 		}
 	}
-	leaves := valueLeaves("", defaults)
+	leaves := chartValueLeaves(t)
 	for _, leaf := range leaves {
 		if !covered[leaf] {
 			t.Errorf("values.yaml's %s has no case in TestHelmValuesChangeObjects", leaf)
@@ -842,15 +868,7 @@ func TestHelmFlagsExist(t *testing.T) {
 // TestHelmReadmeListsValues checks that the chart's README has a row for
 // each value of values.yaml, and none for a value it does not have.
 func TestHelmReadmeListsValues(t *testing.T) {
-	data, err := os.ReadFile(repo(t, "charts", "metactl", "values.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var defaults map[string]any
-	if err := yaml.Unmarshal(data, &defaults); err != nil {
-		t.Fatal(err)
-	}
-	leaves := valueLeaves("", defaults)
+	leaves := chartValueLeaves(t)
 	readme, err := os.ReadFile(repo(t, "charts", "metactl", "README.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -874,12 +892,92 @@ func TestHelmReadmeListsValues(t *testing.T) {
 	}
 }
 
+// crdControllerRevisions is the metactl CRD TestHelmInstallUpgradeUninstall
+// deletes so that Helm installs it: no other test of the package runs
+// metactl or uses ControllerRevisions meanwhile (they run one at a time).
+const crdControllerRevisions = "controllerrevisions.metacontroller.k8s.io"
+
+// aggregatedRole is the aggregated ClusterRole, metactl-controllers
+// whatever the install.
+const aggregatedRole = "metactl-controllers"
+
+// freeAggregatedRole deletes metactl-controllers when another test left the
+// kustomize install's (which a Helm release cannot adopt), and applies
+// manifests/deploy/rbac.yaml again after the test.
+func freeAggregatedRole(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := env.Kube.RbacV1().ClusterRoles().Delete(ctx, aggregatedRole, metav1.DeleteOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return
+	case err != nil:
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, aggregatedRole+" deleted", func(ctx context.Context) (bool, error) {
+		_, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, aggregatedRole, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	t.Cleanup(func() {
+		kubectl(t, "apply", "-f", repo(t, "manifests", "deploy", "namespace.yaml"))
+		kubectl(t, "apply", "-f", repo(t, "manifests", "deploy", "rbac.yaml"))
+	})
+}
+
+// deleteCRD deletes a CRD and waits until it is gone; after the test, it
+// applies it again from manifests/crds if it is missing. It returns the
+// deleted CRD's UID.
+func deleteCRD(t *testing.T, name string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	crd, err := env.Dynamic.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := env.Dynamic.Resource(crdResource).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return
+		}
+		plural, _, _ := strings.Cut(name, ".")
+		kubectl(t, "apply", "--server-side", "-f", repo(t, "manifests", "crds", "metacontroller.k8s.io_"+plural+".yaml"))
+		kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/"+name)
+	})
+	if err := env.Dynamic.Resource(crdResource).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "CRD "+name+" deleted", func(ctx context.Context) (bool, error) {
+		_, err := env.Dynamic.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	return string(crd.GetUID())
+}
+
+// crdUID returns the UID of a CRD, or "" when there is none.
+func crdUID(t *testing.T, name string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	crd, err := env.Dynamic.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(crd.GetUID())
+}
+
 // TestHelmInstallUpgradeUninstall installs the chart for real with helm
-// into a fresh namespace (release metactl-helmtest, so that no name meets
-// the kustomize install's), upgrades it with a changed value, and
-// uninstalls it: the objects come and go, the upgrade changes the
-// Deployment and keeps the rules aggregated into
-// metactl-helmtest-controllers, and the CRDs stay.
+// into a fresh namespace (release metactl-helmtest), upgrades it with a
+// changed value, and uninstalls it: the objects come and go; Helm installs
+// a missing CRD (one is deleted first) and leaves it on uninstall; a second
+// release, in another namespace, fails to install; the upgrade changes the
+// Deployment and no state of metactl-controllers between install and
+// upgrade lacks the rules aggregated into it.
 func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	const release = "metactl-helmtest"
 	ns := env.CreateNamespace(t)
@@ -892,9 +990,11 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		}
 		return out
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
+	freeAggregatedRole(t)
+	oldCRD := deleteCRD(t, crdControllerRevisions)
 	helmKube("install", release, chart)
 	uninstalled := false
 	t.Cleanup(func() {
@@ -904,6 +1004,36 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 			}
 		}
 	})
+	// crds/ was installed: Helm created the missing CRD.
+	newCRD := crdUID(t, crdControllerRevisions)
+	if newCRD == "" || newCRD == oldCRD {
+		t.Errorf("after helm install, CRD %s has UID %q (deleted one: %q): Helm did not create it", crdControllerRevisions, newCRD, oldCRD)
+	}
+	// The README's CRD upgrade: Helm's fields are field manager helm's, so
+	// kubectl's server-side apply of a changed CRD conflicts unless it
+	// forces.
+	t.Run("CRD upgrade needs --force-conflicts", func(t *testing.T) {
+		original := repo(t, "manifests", "crds", "metacontroller.k8s.io_controllerrevisions.yaml")
+		data, err := os.ReadFile(original)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const field = "description: Children are the children that belong to this revision."
+		if !strings.Contains(string(data), field) {
+			t.Fatalf("%s has no %q", original, field)
+		}
+		changed := filepath.Join(t.TempDir(), "crd.yaml")
+		if err := os.WriteFile(changed, []byte(strings.Replace(string(data), field, field+" (newer)", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := env.Kubectl(ctx, "apply", "--server-side", "-f", changed)
+		if err == nil || !strings.Contains(err.Error()+out, `conflict with "helm"`) {
+			t.Errorf("kubectl apply --server-side of a changed CRD Helm installed: %v, want a conflict with helm:\n%s", err, out)
+		}
+		kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", changed)
+		kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", original)
+	})
+
 	d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, release, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("after helm install: %v", err)
@@ -916,7 +1046,34 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		t.Errorf("after helm install, the leader-election Role in the release's namespace: %v", err)
 	}
 
-	// A controller's ClusterRole, aggregated into the release's.
+	// One release per cluster: a second one, under another name in another
+	// namespace, fails on metactl-controllers and creates nothing.
+	t.Run("second release fails", func(t *testing.T) {
+		other := env.CreateNamespace(t)
+		out, err := runHelm(t, "install", "second", chart, "--kubeconfig", env.KubeconfigPath, "--namespace", other)
+		if err == nil {
+			_, _ = runHelm(t, "uninstall", "second", "--kubeconfig", env.KubeconfigPath, "--namespace", other)
+			t.Fatalf("a second release installed:\n%s", out)
+		}
+		if !strings.Contains(err.Error(), aggregatedRole) {
+			t.Errorf("the second release failed, but not on %s: %v", aggregatedRole, err)
+		}
+		if _, err := env.Kube.AppsV1().Deployments(other).Get(ctx, "second-metactl", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("after the second release failed, getting its Deployment: %v, want NotFound", err)
+		}
+		if _, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, "second-metactl", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("after the second release failed, getting its ClusterRole: %v, want NotFound", err)
+		}
+		cr, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, aggregatedRole, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if owner := cr.Annotations["meta.helm.sh/release-name"]; owner != release {
+			t.Errorf("%s belongs to release %q, want %q", aggregatedRole, owner, release)
+		}
+	})
+
+	// A controller's ClusterRole, aggregated into metactl-controllers.
 	aggregated := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "helmtest-", Labels: map[string]string{aggregationLabel: "true"}},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"example.metactl.io"}, Resources: []string{"helmtests"}, Verbs: []string{"get"}}},
@@ -930,25 +1087,66 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	hasAggregatedRule := func(ctx context.Context) (bool, error) {
-		cr, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, release+"-controllers", metav1.GetOptions{})
+	hasAggregatedRule := func(cr *rbacv1.ClusterRole) bool {
+		return slices.ContainsFunc(cr.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "helmtests") })
+	}
+	var before *rbacv1.ClusterRole
+	testenv.Eventually(t, 30*time.Second, "the labelled ClusterRole aggregated into "+aggregatedRole, func(ctx context.Context) (bool, error) {
+		cr, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, aggregatedRole, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		return slices.ContainsFunc(cr.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "helmtests") }), nil
-	}
-	testenv.Eventually(t, 30*time.Second, "the labelled ClusterRole aggregated into "+release+"-controllers", hasAggregatedRule)
+		before = cr
+		return hasAggregatedRule(cr), nil
+	})
 
+	// Every state of metactl-controllers from then on, through the upgrade,
+	// up to a marker written after it: none may lack the aggregated rule
+	// (an upgrade that wrote its empty rules would show one, even if the
+	// aggregation controller filled them again at once).
+	watch, err := env.Kube.RbacV1().ClusterRoles().Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + aggregatedRole, ResourceVersion: before.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Stop()
 	helmKube("upgrade", release, chart, "--set", "run.workers=8")
+	marker := fmt.Sprintf("after-upgrade-%d", time.Now().UnixNano())
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{"metactl.io/test-marker":%q}}}`, marker)
+	if _, err := env.Kube.RbacV1().ClusterRoles().Patch(ctx, aggregatedRole, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	states := 0
+	deadline := time.After(30 * time.Second)
+watching:
+	for {
+		select {
+		case ev, ok := <-watch.ResultChan():
+			if !ok {
+				t.Fatal("the watch of " + aggregatedRole + " ended before the marker")
+			}
+			cr, isRole := ev.Object.(*rbacv1.ClusterRole)
+			if !isRole {
+				t.Fatalf("watch event %s: %v", ev.Type, ev.Object)
+			}
+			states++
+			if ev.Type == "DELETED" || !hasAggregatedRule(cr) {
+				t.Errorf("during helm upgrade, %s was %s without the aggregated rules (resourceVersion %s): %+v",
+					aggregatedRole, ev.Type, cr.ResourceVersion, cr.Rules)
+			}
+			if cr.Annotations["metactl.io/test-marker"] == marker {
+				break watching
+			}
+		case <-deadline:
+			t.Fatalf("no watch event of %s with the marker within 30s (%d states seen)", aggregatedRole, states)
+		}
+	}
 	d, err = env.Kube.AppsV1().Deployments(ns).Get(ctx, release, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--workers=8") {
 		t.Errorf("after helm upgrade --set run.workers=8, the Deployment's args are %q", args)
-	}
-	if ok, err := hasAggregatedRule(ctx); !ok || err != nil {
-		t.Errorf("after helm upgrade, %s-controllers lost its aggregated rules (%v)", release, err)
 	}
 
 	helmKube("uninstall", release)
@@ -962,6 +1160,10 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 			_, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, release, metav1.GetOptions{})
 			return err
 		},
+		"aggregated ClusterRole": func() error {
+			_, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, aggregatedRole, metav1.GetOptions{})
+			return err
+		},
 		"ValidatingAdmissionPolicy": func() error {
 			_, err := env.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, release+"-controller-account", metav1.GetOptions{})
 			return err
@@ -971,7 +1173,11 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 			t.Errorf("after helm uninstall, getting the %s: %v, want NotFound", what, err)
 		}
 	}
-	if out := kubectl(t, "get", "crd", "compositecontrollers.metacontroller.k8s.io", "-o", "name"); !strings.Contains(out, "compositecontrollers") {
-		t.Errorf("after helm uninstall, the CompositeController CRD is gone: %q", out)
+	// The CRD Helm created is still there: uninstall leaves crds/ alone.
+	if got := crdUID(t, crdControllerRevisions); got != newCRD {
+		t.Errorf("after helm uninstall, CRD %s has UID %q, want %q, the one helm install created", crdControllerRevisions, got, newCRD)
 	}
 }
+
+// crdResource is the CustomResourceDefinition resource.
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}

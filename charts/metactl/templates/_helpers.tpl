@@ -1,9 +1,9 @@
 {{/*
 Base name of every object: fullnameOverride, else the release name when it
 contains "metactl" (release "metactl" gives the kustomize install's names),
-else "<release>-metactl". At most 45 characters, so that the longest
-derived name (<fullname>-controller-account, <fullname>-metrics) stays a
-valid label-sized name.
+else "<release>-metactl". At most 44 characters, so that every name derived
+from it, the longest being <fullname>-controller-account (19 more), has at
+most 63: the metrics Service's name must be a DNS label.
 */}}
 {{- define "metactl.fullname" -}}
 {{- $name := "" -}}
@@ -14,7 +14,7 @@ valid label-sized name.
 {{- else -}}
 {{- $name = printf "%s-metactl" .Release.Name -}}
 {{- end -}}
-{{- $name | trunc 45 | trimSuffix "-" -}}
+{{- $name | trunc 44 | trimSuffix "-" -}}
 {{- end -}}
 
 {{/*
@@ -22,16 +22,28 @@ Labels of every object: app.kubernetes.io/name (always metactl: metactl
 explain and the selectors use it), Helm's standard labels, commonLabels.
 */}}
 {{- define "metactl.labels" -}}
-app.kubernetes.io/name: metactl
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-app.kubernetes.io/instance: {{ .Release.Name | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
-{{- with .Chart.AppVersion }}
-app.kubernetes.io/version: {{ . | trunc 63 | quote }}
-{{- end }}
-{{- with .Values.commonLabels }}
-{{ toYaml . }}
-{{- end }}
+{{- include "metactl.labelsWith" (list . (dict) (dict)) -}}
+{{- end -}}
+
+{{/*
+The labels of one object, one map written once (no key twice), from
+(list <context> <own> <extra>): <own>, the labels the chart sets on this
+object (app.kubernetes.io/component), win over the labels of every
+object (app.kubernetes.io/name and Helm's standard labels), which win over
+<extra> (a value's labels, e.g. serviceMonitor.labels), which win over
+commonLabels.
+*/}}
+{{- define "metactl.labelsWith" -}}
+{{- $ctx := index . 0 -}}
+{{- $standard := dict
+  "app.kubernetes.io/name" "metactl"
+  "helm.sh/chart" (printf "%s-%s" $ctx.Chart.Name $ctx.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-")
+  "app.kubernetes.io/instance" $ctx.Release.Name
+  "app.kubernetes.io/managed-by" $ctx.Release.Service -}}
+{{- with $ctx.Chart.AppVersion }}
+{{- $_ := set $standard "app.kubernetes.io/version" (. | toString | trunc 63) -}}
+{{- end -}}
+{{- toYaml (merge (dict) (index . 1) $standard (index . 2 | default (dict)) ($ctx.Values.commonLabels | default (dict))) -}}
 {{- end -}}
 
 {{/*
@@ -134,4 +146,32 @@ then extraArgs.
 {{- end -}}
 {{- end -}}
 {{- toYaml (concat $args .Values.extraArgs) -}}
+{{- end -}}
+
+{{/*
+The container's tracing variables (docs/tracing.md), from tracing; none
+when no value is set.
+*/}}
+{{- define "metactl.tracingEnv" -}}
+{{- $t := .Values.tracing -}}
+{{- $env := list -}}
+{{- with $t.otlpEndpoint -}}
+{{- if not (regexMatch "^https?://" .) -}}
+{{- fail (printf "tracing.otlpEndpoint %q: want the URL of the collector's OTLP/HTTP receiver, http://HOST:4318 or https://..." .) -}}
+{{- end -}}
+{{- if regexMatch "^https?://[^/]*:4317(/.*)?$" . -}}
+{{- fail (printf "tracing.otlpEndpoint %q: port 4317 is OTLP/gRPC, which metactl does not speak: give the collector's OTLP/HTTP port, 4318 (an HTTP receiver really on 4317: set OTEL_EXPORTER_OTLP_ENDPOINT in extraEnv)" .) -}}
+{{- end -}}
+{{- $env = append $env (dict "name" "OTEL_EXPORTER_OTLP_ENDPOINT" "value" .) -}}
+{{- end -}}
+{{- with $t.sampler -}}
+{{- if not (has . (list "always_on" "always_off" "traceidratio" "parentbased_always_on" "parentbased_always_off" "parentbased_traceidratio")) -}}
+{{- fail (printf "tracing.sampler %q: want always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio" .) -}}
+{{- end -}}
+{{- $env = append $env (dict "name" "OTEL_TRACES_SAMPLER" "value" .) -}}
+{{- end -}}
+{{- if not (or (kindIs "invalid" $t.samplerArg) (eq (toString $t.samplerArg) "")) -}}
+{{- $env = append $env (dict "name" "OTEL_TRACES_SAMPLER_ARG" "value" (toString $t.samplerArg)) -}}
+{{- end -}}
+{{- if $env -}}{{ toYaml $env }}{{- end -}}
 {{- end -}}
