@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -39,6 +40,7 @@ import (
 
 	"github.com/metactl/metactl/internal/jsondiff"
 	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/controller"
 )
 
 // helmStandardLabels are the labels the chart adds to every object's
@@ -1426,5 +1428,42 @@ func TestHelmSchemaRefusesWrongValues(t *testing.T) {
 				t.Errorf("the schema refuses %s, but metactl accepts the arguments %q:\n%s", strings.Join(c.set, " "), args, out)
 			}
 		})
+	}
+}
+
+// TestHelmSchemaApplyStrategies checks that run.applyStrategy's enum in
+// the schema is exactly the spellings metactl's --apply-strategy takes
+// (those controller.ParseApplyStrategy lists when it refuses one), and ""
+// and null (the flag left out).
+func TestHelmSchemaApplyStrategies(t *testing.T) {
+	_, err := controller.ParseApplyStrategy("no-such-strategy")
+	if err == nil {
+		t.Fatal("ParseApplyStrategy accepts no-such-strategy")
+	}
+	_, list, ok := strings.Cut(err.Error(), "want one of")
+	if !ok {
+		t.Fatalf("ParseApplyStrategy's error lists no spellings: %v", err)
+	}
+	want := []any{"", nil}
+	for _, m := range regexp.MustCompile(`"([^"]+)"`).FindAllStringSubmatch(list, -1) {
+		want = append(want, m[1])
+	}
+	if len(want) < 4 {
+		t.Fatalf("ParseApplyStrategy's error lists %v: want at least client-side and server-side", want[2:])
+	}
+	root := chartSchema(t)
+	run, _ := root["properties"].(map[string]any)["run"].(map[string]any)
+	props, _ := run["properties"].(map[string]any)
+	node, _ := props["applyStrategy"].(map[string]any)
+	got, _ := node["enum"].([]any)
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("values.schema.json: run.applyStrategy's enum %v lacks %#v, which metactl takes", got, w)
+		}
+	}
+	for _, g := range got {
+		if !slices.Contains(want, g) {
+			t.Errorf("values.schema.json: run.applyStrategy's enum has %#v, which metactl does not take", g)
+		}
 	}
 }
