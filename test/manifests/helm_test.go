@@ -13,11 +13,13 @@ package manifests_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -38,6 +40,7 @@ import (
 
 	"github.com/metactl/metactl/internal/jsondiff"
 	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/controller"
 )
 
 // helmStandardLabels are the labels the chart adds to every object's
@@ -702,7 +705,7 @@ func TestHelmValuesChangeObjects(t *testing.T) {
 		{name: "run.maxHookResponseBytes", value: 8388608, check: hasArg("--max-hook-response-bytes=8388608")},
 		{name: "run.hookResponseBudgetBytes", value: 67108864, check: hasArg("--hook-response-budget-bytes=67108864")},
 		{name: "run.hookDecodedBudgetBytes", value: 134217728, check: hasArg("--hook-decoded-budget-bytes=134217728")},
-		{name: "run.etagCacheMaxBytes", value: 0, check: hasArg("--etag-cache-max-bytes=0")},
+		{name: "run.etagCacheMaxBytes", value: 16777216, check: hasArg("--etag-cache-max-bytes=16777216")},
 		{name: "run.maxRelatedObjects", value: 5000, check: hasArg("--max-related-objects=5000")},
 		{name: "run.pprofAddr", value: "localhost:6060", check: hasArg("--pprof-addr=localhost:6060")},
 		{name: "extraArgs", value: []any{"--allow-insecure-credentials"}, check: func(r chartRender) error {
@@ -1181,3 +1184,286 @@ watching:
 
 // crdResource is the CustomResourceDefinition resource.
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// chartSchema returns charts/metactl/values.schema.json, decoded.
+func chartSchema(t *testing.T) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(repo(t, "charts", "metactl", "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(data, &schema); err != nil {
+		t.Fatalf("values.schema.json: %v", err)
+	}
+	return schema
+}
+
+// schemaNode follows node's $ref, "#/definitions/<name>" (the only kind
+// the chart's schema uses), in root.
+func schemaNode(t *testing.T, root, node map[string]any) map[string]any {
+	t.Helper()
+	ref, ok := node["$ref"].(string)
+	if !ok {
+		return node
+	}
+	name, ok := strings.CutPrefix(ref, "#/definitions/")
+	defs, _ := root["definitions"].(map[string]any)
+	def, found := defs[name].(map[string]any)
+	if !ok || !found {
+		t.Fatalf("values.schema.json: $ref %q leads nowhere", ref)
+	}
+	return def
+}
+
+// schemaGlobal is the one property the schema describes that values.yaml
+// has not: the global values an umbrella chart passes its subcharts.
+const schemaGlobal = "global"
+
+// TestHelmSchemaDescribesEveryValue walks values.yaml and
+// values.schema.json together: every value of values.yaml has a property
+// with a type in the schema (so a new value without one fails here), the
+// schema describes no value values.yaml lacks, and every object of the
+// chart's own in the schema refuses keys it does not describe
+// (additionalProperties: false).
+func TestHelmSchemaDescribesEveryValue(t *testing.T) {
+	root := chartSchema(t)
+	if got := root["$schema"]; got != "http://json-schema.org/draft-07/schema#" {
+		t.Errorf("values.schema.json's $schema is %v, want draft-07", got)
+	}
+	leaves := chartValueLeaves(t)
+	for _, leaf := range leaves {
+		node := root
+		for _, key := range strings.Split(leaf, ".") {
+			props, _ := schemaNode(t, root, node)["properties"].(map[string]any)
+			next, ok := props[key].(map[string]any)
+			if !ok {
+				t.Errorf("values.schema.json does not describe %s (no property %q)", leaf, key)
+				node = nil
+				break
+			}
+			node = next
+		}
+		if node != nil && schemaNode(t, root, node)["type"] == nil {
+			t.Errorf("values.schema.json gives %s no type", leaf)
+		}
+	}
+
+	var walk func(path string, node map[string]any)
+	walk = func(path string, node map[string]any) {
+		node = schemaNode(t, root, node)
+		props, ok := node["properties"].(map[string]any)
+		if !ok {
+			if path != schemaGlobal && !slices.Contains(leaves, path) {
+				t.Errorf("values.schema.json describes %s, which values.yaml does not have", path)
+			}
+			return
+		}
+		if node["additionalProperties"] != false {
+			t.Errorf("values.schema.json: %q has additionalProperties %v, want false", path, node["additionalProperties"])
+		}
+		for key, sub := range props {
+			p := key
+			if path != "" {
+				p = path + "." + key
+			}
+			subNode, ok := sub.(map[string]any)
+			if !ok {
+				t.Errorf("values.schema.json: %s is not a schema", p)
+				continue
+			}
+			walk(p, subNode)
+		}
+	}
+	walk("", root)
+}
+
+// renderedRunArgs returns the container's arguments of the one Deployment
+// rendered.
+func renderedRunArgs(t *testing.T, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	var args []string
+	deployments := 0
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		deployments++
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		if len(containers) != 1 {
+			t.Fatalf("%s has %d containers, want 1", objectKey(o), len(containers))
+		}
+		list, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+		args = list
+	}
+	if deployments != 1 || len(args) == 0 || args[0] != "run" {
+		t.Fatalf("%d Deployments rendered, arguments %q: want one, running metactl run", deployments, args)
+	}
+	return args
+}
+
+// metactlAcceptsArgs runs the metactl binary with the container's
+// arguments of a rendering and a kubeconfig that does not exist: metactl
+// checks its flags first, so it gets as far as loading the kubeconfig
+// only when it accepts them. It returns metactl's output and whether it
+// got that far.
+func metactlAcceptsArgs(t *testing.T, args []string) (string, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testenv.BuildMetactl(t), append(slices.Clone(args),
+		"--kubeconfig", filepath.Join(t.TempDir(), "no-kubeconfig"))...)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("metactl %q ran without a kubeconfig:\n%s", args, out)
+	}
+	return string(out), strings.Contains(string(out), "loading the kubeconfig")
+}
+
+// TestHelmSchemaAcceptsWhatMetactlAccepts renders the chart with values
+// the schema must accept: the defaults, every option on
+// (testdata/helm-values-all.yaml), each spelling metactl takes for an
+// enumerated flag, and the edges of each flag's range metactl accepts;
+// metactl itself accepts the arguments of each rendering (so each case is
+// something metactl takes, and the schema refuses none of it).
+func TestHelmSchemaAcceptsWhatMetactlAccepts(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{name: "defaults"},
+		{name: "every option", args: []string{"-f", repo(t, "test", "manifests", "testdata", "helm-values-all.yaml")}},
+		{name: "logFormat text", args: []string{"--set", "run.logFormat=text"}},
+		{name: "logLevel above the cap", args: []string{"--set", "run.logLevel=9"}},
+		// metactl takes 0 as its default.
+		{name: "workers 0", args: []string{"--set", "run.workers=0"}},
+		// client-go: a negative QPS turns client-side rate limiting off.
+		{name: "clientQPS negative", args: []string{"--set", "run.clientQPS=-1"}},
+		{name: "applyStrategy client-side", args: []string{"--set", "run.applyStrategy=client-side"}},
+		{name: "applyStrategy dynamic-apply", args: []string{"--set", "run.applyStrategy=dynamic-apply"}},
+		{name: "applyStrategy three-way-merge", args: []string{"--set", "run.applyStrategy=three-way-merge"}},
+		{name: "applyStrategy server-side", args: []string{"--set", "run.applyStrategy=server-side"}},
+		{name: "applyStrategy server-side-apply", args: []string{"--set", "run.applyStrategy=server-side-apply"}},
+		{name: "credentialNamespaces every namespace", args: []string{"--set", "run.credentialNamespaces={*}"}},
+		{name: "durations", args: []string{"--set", "run.cacheResync=0s,run.discoveryInterval=1m30s,run.maxRetryDelay=0.5s," +
+			"run.stopGracePeriod=1500ms,leaderElection.leaseDuration=1m,leaderElection.renewDeadline=45s,leaderElection.retryPeriod=5s"}},
+		{name: "cacheResync 0", args: []string{"--set-string", "run.cacheResync=0"}},
+		{name: "zeroes", args: []string{"--set", "run.historyMaxBytes=0,run.eventsQPS=0,run.eventsBurst=0"}},
+		{name: "smallest budgets", args: []string{"--set", "run.recordMaxBytes=1,run.recordMaxCalls=1,run.maxHookResponseBytes=1," +
+			"run.hookResponseBudgetBytes=1,run.hookDecodedBudgetBytes=1,run.etagCacheMaxBytes=1,run.maxRelatedObjects=1"}},
+		{name: "ports at the edges", args: []string{"--set", "metrics.port=1,health.port=65535"}},
+		{name: "samplerArg a number", args: []string{"--set", "tracing.sampler=traceidratio,tracing.samplerArg=1"}},
+		// null removes a default (the values' comments say so).
+		{name: "nulls", args: []string{"--set", "affinity=null,resources.limits.cpu=null,dashboard.labels.grafana_dashboard=null"}},
+		{name: "an umbrella chart's global values", args: []string{"--set", "global.domain=example.com"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := renderedRunArgs(t, helmTemplate(t, "metactl", namespace, c.args...))
+			if out, ok := metactlAcceptsArgs(t, args); !ok {
+				t.Errorf("metactl refuses the arguments %q of a rendering the schema accepts:\n%s", args, out)
+			}
+		})
+	}
+}
+
+// TestHelmSchemaRefusesWrongValues checks that Helm refuses, before
+// rendering, values the schema does not describe or that have the wrong
+// type, range or spelling, with a message naming the value; and, for the
+// values of flags, that metactl refuses them too when the schema is
+// skipped (the schema refuses nothing metactl takes).
+func TestHelmSchemaRefusesWrongValues(t *testing.T) {
+	cases := []struct {
+		set  []string // helm template arguments
+		want []string // in the message
+		// metactl refuses the flag the value renders (checked with
+		// --skip-schema-validation).
+		metactlRefuses bool
+	}{
+		{set: []string{"--set", "run.wrkers=8"}, want: []string{"'/run'", "'wrkers'", "not allowed"}},
+		{set: []string{"--set", "replicaCont=3"}, want: []string{"'replicaCont'", "not allowed"}},
+		{set: []string{"--set", "image.tags=v1"}, want: []string{"'/image'", "'tags'"}},
+		{set: []string{"--set", "replicaCount=two"}, want: []string{"'/replicaCount'", "got string, want integer"}},
+		{set: []string{"--set", "replicaCount=-1"}, want: []string{"'/replicaCount'", "minimum"}},
+		{set: []string{"--set", "metrics.port=70000"}, want: []string{"'/metrics/port'", "maximum"}},
+		{set: []string{"--set", "health.port=0"}, want: []string{"'/health/port'", "minimum"}},
+		{set: []string{"--set", "rbac.create=yes"}, want: []string{"'/rbac/create'", "want boolean"}},
+		{set: []string{"--set", "run.workers=1.5"}, want: []string{"'/run/workers'", "got string", "integer"}, metactlRefuses: true},
+		{set: []string{"--set", "run.logFormat=yaml"}, want: []string{"'/run/logFormat'", "'json'"}, metactlRefuses: true},
+		{set: []string{"--set", "run.applyStrategy=serverside"}, want: []string{"'/run/applyStrategy'", "'server-side'"}, metactlRefuses: true},
+		{set: []string{"--set", "run.credentialNamespaces={Team_A}"}, want: []string{"'/run/credentialNamespaces/0'"}, metactlRefuses: true},
+		{set: []string{"--set", "run.cacheResync=30"}, want: []string{"'/run/cacheResync'", "got number"}, metactlRefuses: true},
+		{set: []string{"--set", "run.discoveryInterval=30sec"}, want: []string{"'/run/discoveryInterval'"}, metactlRefuses: true},
+		{set: []string{"--set", "leaderElection.leaseDuration=15"}, want: []string{"'/leaderElection/leaseDuration'"}, metactlRefuses: true},
+		{set: []string{"--set", "run.maxRetryDelay=0s"}, want: []string{"'/run/maxRetryDelay'"}, metactlRefuses: true},
+		{set: []string{"--set", "run.stopGracePeriod=-5s"}, want: []string{"'/run/stopGracePeriod'"}, metactlRefuses: true},
+		{set: []string{"--set", "run.etagCacheMaxBytes=0"}, want: []string{"'/run/etagCacheMaxBytes'", "minimum"}, metactlRefuses: true},
+		{set: []string{"--set", "image.pullPolicy=always"}, want: []string{"'/image/pullPolicy'", "'IfNotPresent'"}},
+		{set: []string{"--set", "tracing.sampler=ratio"}, want: []string{"'/tracing/sampler'", "'parentbased_traceidratio'"}},
+		{set: []string{"--set", "tracing.samplerArg=2"}, want: []string{"'/tracing/samplerArg'", "maximum"}},
+		{set: []string{"--set", "serviceMonitor.interval=30sec"}, want: []string{"'/serviceMonitor/interval'"}},
+		{set: []string{"--set", "podLabels.tier=1"}, want: []string{"'/podLabels/tier'", "got number"}},
+		{set: []string{"--set", "imagePullSecrets[0]=registry"}, want: []string{"'/imagePullSecrets/0'", "want object"}},
+	}
+	chart := repo(t, "charts", "metactl")
+	for _, c := range cases {
+		t.Run(strings.Join(c.set, " "), func(t *testing.T) {
+			_, err := runHelm(t, append([]string{"template", "metactl", chart, "--namespace", namespace}, c.set...)...)
+			if err == nil {
+				t.Fatalf("helm template %s rendered", strings.Join(c.set, " "))
+			}
+			if !strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
+				t.Errorf("helm template %s failed, but not on the schema: %v", strings.Join(c.set, " "), err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("helm template %s: the message lacks %s:\n%v", strings.Join(c.set, " "), w, err)
+				}
+			}
+			if !c.metactlRefuses {
+				return
+			}
+			args := renderedRunArgs(t, helmTemplate(t, "metactl", namespace, append([]string{"--skip-schema-validation"}, c.set...)...))
+			if out, ok := metactlAcceptsArgs(t, args); ok {
+				t.Errorf("the schema refuses %s, but metactl accepts the arguments %q:\n%s", strings.Join(c.set, " "), args, out)
+			}
+		})
+	}
+}
+
+// TestHelmSchemaApplyStrategies checks that run.applyStrategy's enum in
+// the schema is exactly the spellings metactl's --apply-strategy takes
+// (those controller.ParseApplyStrategy lists when it refuses one), and ""
+// and null (the flag left out).
+func TestHelmSchemaApplyStrategies(t *testing.T) {
+	_, err := controller.ParseApplyStrategy("no-such-strategy")
+	if err == nil {
+		t.Fatal("ParseApplyStrategy accepts no-such-strategy")
+	}
+	_, list, ok := strings.Cut(err.Error(), "want one of")
+	if !ok {
+		t.Fatalf("ParseApplyStrategy's error lists no spellings: %v", err)
+	}
+	want := []any{"", nil}
+	for _, m := range regexp.MustCompile(`"([^"]+)"`).FindAllStringSubmatch(list, -1) {
+		want = append(want, m[1])
+	}
+	if len(want) < 4 {
+		t.Fatalf("ParseApplyStrategy's error lists %v: want at least client-side and server-side", want[2:])
+	}
+	root := chartSchema(t)
+	run, _ := root["properties"].(map[string]any)["run"].(map[string]any)
+	props, _ := run["properties"].(map[string]any)
+	node, _ := props["applyStrategy"].(map[string]any)
+	got, _ := node["enum"].([]any)
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("values.schema.json: run.applyStrategy's enum %v lacks %#v, which metactl takes", got, w)
+		}
+	}
+	for _, g := range got {
+		if !slices.Contains(want, g) {
+			t.Errorf("values.schema.json: run.applyStrategy's enum has %#v, which metactl does not take", g)
+		}
+	}
+}

@@ -164,10 +164,8 @@ when no value is set.
 {{- end -}}
 {{- $env = append $env (dict "name" "OTEL_EXPORTER_OTLP_ENDPOINT" "value" .) -}}
 {{- end -}}
+{{- /* values.schema.json refuses a sampler other than the six. */ -}}
 {{- with $t.sampler -}}
-{{- if not (has . (list "always_on" "always_off" "traceidratio" "parentbased_always_on" "parentbased_always_off" "parentbased_traceidratio")) -}}
-{{- fail (printf "tracing.sampler %q: want always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio" .) -}}
-{{- end -}}
 {{- $env = append $env (dict "name" "OTEL_TRACES_SAMPLER" "value" .) -}}
 {{- end -}}
 {{- if not (or (kindIs "invalid" $t.samplerArg) (eq (toString $t.samplerArg) "")) -}}
