@@ -6,11 +6,7 @@ package manifests_test
 // placeholder image.
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -18,35 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
-	yamlutil "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 )
-
-// decodeStrict splits a multi-document YAML stream into objects, failing
-// the test on any document that does not decode strictly (a key twice in
-// one map, as a label concatenated with another of the same key).
-func decodeStrict(t *testing.T, data []byte) []*unstructured.Unstructured {
-	t.Helper()
-	var out []*unstructured.Unstructured
-	reader := yamlutil.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("reading YAML: %v", err)
-		}
-		obj := map[string]any{}
-		if err := yaml.UnmarshalStrict(doc, &obj); err != nil {
-			t.Errorf("a rendered document does not decode strictly: %v\n%s", err, doc)
-			continue
-		}
-		if len(obj) > 0 {
-			out = append(out, &unstructured.Unstructured{Object: obj})
-		}
-	}
-}
 
 // TestHelmLabelsWrittenOnce sets commonLabels and the monitoring objects'
 // labels with a shared key (and commonLabels with a key the chart sets
@@ -63,7 +31,7 @@ func TestHelmLabelsWrittenOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := chartRender(decodeStrict(t, []byte(out)))
+	r := chartRender(decodeAll(t, []byte(out)))
 	if len(r) < 10 {
 		t.Fatalf("%d objects rendered", len(r))
 	}

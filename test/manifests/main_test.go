@@ -73,7 +73,9 @@ func kubectl(t *testing.T, args ...string) string {
 	return out
 }
 
-// decodeAll splits a multi-document YAML stream into objects.
+// decodeAll splits a multi-document YAML stream into objects, failing the
+// test on any document that does not decode strictly (a key twice in one
+// map, as a label concatenated with another of the same key).
 func decodeAll(t *testing.T, data []byte) []*unstructured.Unstructured {
 	t.Helper()
 	var out []*unstructured.Unstructured
@@ -90,8 +92,8 @@ func decodeAll(t *testing.T, data []byte) []*unstructured.Unstructured {
 			continue
 		}
 		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
-			t.Fatalf("decoding YAML: %v\n%s", err, doc)
+		if err := yaml.UnmarshalStrict(doc, &obj.Object); err != nil {
+			t.Fatalf("a document does not decode strictly: %v\n%s", err, doc)
 		}
 		if len(obj.Object) > 0 {
 			out = append(out, obj)
