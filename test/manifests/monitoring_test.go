@@ -621,7 +621,7 @@ func TestMonitoringMetricsExist(t *testing.T) {
 // TestMonitoringAlertRules evaluates the alert rules of
 // manifests/monitoring/prometheusrule.yaml over the synthetic series of
 // manifests/monitoring/tests/alerts.yaml (hack/promql -test-rules, on
-// Prometheus's own rule evaluation), and checks that the tests catch a
+// Prometheus's PromQL engine), and checks that the tests catch a
 // broken rule: each mutation below must make the named test fail.
 func TestMonitoringAlertRules(t *testing.T) {
 	tests := repo(t, "manifests", "monitoring", "tests", "alerts.yaml")
