@@ -26,7 +26,7 @@ gover=$(go env GOVERSION)
 # go.work the caller has (-mod=vendor, a workspace, VCS stamping that needs
 # a working git would each break it).
 export GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false"
-sum=$(cat "$module/go.mod" "$module/go.sum" "$module/main.go" | sha256sum | cut -c1-12)
+sum=$(cat "$module/go.mod" "$module/go.sum" "$module"/*.go | sha256sum | cut -c1-12)
 cache=${METACTL_PROMQL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metactl/promql}
 out=$cache/${gover}_$sum/promql
 

@@ -187,7 +187,8 @@ func (l *Loop) Start(ctx context.Context) {
 // Stop stops taking work, cancels the context of the syncs in flight
 // (with cause ErrStopped) and waits for them to return, at most
 // Options.StopGracePeriod: it then logs the keys of those still running,
-// abandons them and returns. Keys still queued are dropped. It is
+// abandons them and returns. Keys still queued are dropped, and the
+// queue's gauges of work in progress (metrics.ForgetQueue) deleted. It is
 // idempotent; a second call returns once the first has.
 func (l *Loop) Stop() {
 	l.stopOnce.Do(func() {
@@ -206,6 +207,9 @@ func (l *Loop) Stop() {
 			l.logger.Info("Syncs still in flight after the stop grace period; abandoning them",
 				"controller", l.opts.Name, "grace", l.opts.StopGracePeriod, "keys", l.abandoned())
 		}
+		// The shut-down queue sets its gauges no more: their last value
+		// would stay.
+		metrics.ForgetQueue(l.opts.Name)
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/metrics"
 )
 
 // TestStopCancelsSyncs stops a loop while a sync waits on its context:
@@ -58,5 +59,65 @@ func TestStopAbandonsSyncsAfterTheGracePeriod(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "abandoning") || !strings.Contains(logs.String(), "stuck") {
 		t.Errorf("the abandoned sync is not logged:\n%s", logs.String())
+	}
+}
+
+// queueGauges returns the work-queue gauges of metrics.Registry that have
+// the series of the queue named name, with their values.
+func queueGauges(t *testing.T, name string) map[string]float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		if !strings.HasPrefix(f.GetName(), "metactl_workqueue_") || f.GetType().String() != "GAUGE" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "name" && l.GetValue() == name {
+					out[f.GetName()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestStopDeletesTheQueuesWorkInProgressGauges stops a loop while a sync
+// runs: the queue's gauges of work in progress, which client-go sets every
+// 500ms while the queue runs, are deleted rather than left at their last
+// value (a sync that would look running for ever).
+func TestStopDeletesTheQueuesWorkInProgressGauges(t *testing.T) {
+	metrics.Register()
+	entered := make(chan struct{})
+	l, _ := start(t, loop.Options{StopGracePeriod: time.Minute}, func(ctx context.Context, key string) (time.Duration, error) {
+		close(entered)
+		<-ctx.Done()
+		return 0, ctx.Err()
+	})
+	l.AddFor("a", changed)
+	<-entered
+	gauges := []string{"metactl_workqueue_longest_running_processor_seconds", "metactl_workqueue_unfinished_work_seconds"}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got := queueGauges(t, t.Name())
+		if got[gauges[0]] > 0 && got[gauges[1]] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the running sync does not show in the queue's gauges within 10s: %v", got)
+		}
+	}
+	l.Stop()
+	got := queueGauges(t, t.Name())
+	for _, g := range gauges {
+		if v, ok := got[g]; ok {
+			t.Errorf("%s{name=%q} = %v once the loop stopped, want no series", g, t.Name(), v)
+		}
+	}
+	if _, ok := got["metactl_workqueue_depth"]; !ok {
+		t.Errorf("metactl_workqueue_depth{name=%q} is gone: only the gauges of work in progress are deleted", t.Name())
 	}
 }

@@ -245,7 +245,7 @@ func NewTransport() *http.Transport {
 // With etag enabled on the webhook, a request equal to one answered
 // before with an ETag carries If-None-Match, and a 304 Not Modified or 412
 // Precondition Failed answer is decoded from the cached body, as a 200
-// would be.
+// would be; the metrics count either as code 304.
 //
 // A response body is read into memory against the Client's budget
 // (Options.ResponseBudgetBytes), shared by all its calls: the call
@@ -369,9 +369,10 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 
 	if etagCached != nil && (resp.StatusCode == http.StatusNotModified || resp.StatusCode == http.StatusPreconditionFailed) {
 		// The cached answer is still the hook's answer to this request:
-		// If-None-Match failing (412) says so as well as 304 does.
+		// If-None-Match failing (412) says so as well as 304 does, so the
+		// metrics count both as a revalidation, code 304.
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
-		c.observe(controller, hookName, resp.StatusCode, time.Since(start))
+		c.observe(controller, hookName, http.StatusNotModified, time.Since(start))
 		tap.answered(resp.StatusCode, time.Since(start))
 		tap.body(etagCached.body)
 		if response == nil {

@@ -171,12 +171,13 @@ func TestCallEtag(t *testing.T) {
 
 // A hook may say "your cached answer is current" with 412 Precondition
 // Failed (If-None-Match failed) as well as with 304, as metacontroller
-// reads it.
+// reads it; the metrics count it as a revalidation, code 304.
 func TestCallEtag412UsesTheCachedAnswer(t *testing.T) {
 	es := &etagServer{}
 	es.use412.Store(true)
 	srv := serve(t, es.handler)
-	c := NewClient(Options{})
+	var codes []int
+	c := NewClient(Options{Metrics: ObserverFunc(func(_, _ string, code int, _ time.Duration) { codes = append(codes, code) })})
 	hook := etagHook(srv.URL, 60)
 	req := sampleCompositeRequest(v1alpha1.HookVersionV1)
 	var first, second CompositeSyncResponse
@@ -193,6 +194,9 @@ func TestCallEtag412UsesTheCachedAnswer(t *testing.T) {
 		if diff := cmp.Diff(first, second); diff != "" {
 			t.Errorf("the 412 answer differs from the first (-first +second):\n%s", diff)
 		}
+	}
+	if diff := cmp.Diff([]int{200, 304, 304}, codes); diff != "" {
+		t.Errorf("observed codes (-want +got):\n%s", diff)
 	}
 	// Without If-None-Match, a 412 is an error, etag on or off.
 	es.always304.Store(true)

@@ -12,6 +12,7 @@ import (
 	"github.com/metactl/metactl/pkg/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 )
 
@@ -112,5 +113,65 @@ func TestControllerMetrics(t *testing.T) {
 	stop()
 	if v, _ := gaugeValue(t, "metactl_leader", prometheus.Labels{}); v != 0 {
 		t.Errorf("metactl_leader = %v once the manager stopped, want 0", v)
+	}
+}
+
+// TestHookTimeoutOfSameNamedControllers: a CompositeController and a
+// DecoratorController may share a name, and so the series of
+// metactl_hook_timeout_seconds (it has no kind label); stopping one
+// deletes only its own hooks' series and leaves the other's values.
+func TestHookTimeoutOfSameNamedControllers(t *testing.T) {
+	runManager(t, manager.Options{Config: env.Config, Workers: 2})
+	ctx := context.Background()
+	const name = "metrics-twin"
+	cc := compositeController(name, "http://127.0.0.1:1/sync")
+	spec := cc.Object["spec"].(map[string]any)
+	spec["parentResource"] = map[string]any{"apiVersion": "v1", "resource": "secrets"}
+	spec["hooks"] = map[string]any{
+		"sync":     map[string]any{"webhook": map[string]any{"url": "http://127.0.0.1:1/sync", "timeout": "3s"}},
+		"finalize": map[string]any{"webhook": map[string]any{"url": "http://127.0.0.1:1/finalize"}},
+	}
+	dc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1",
+		"kind":       "DecoratorController",
+		"metadata":   map[string]any{"name": name},
+		"spec": map[string]any{
+			"resources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps",
+				"labelSelector": map[string]any{"matchLabels": map[string]any{"decorate": name}}}},
+			"hooks": map[string]any{
+				"sync":      map[string]any{"webhook": map[string]any{"url": "http://127.0.0.1:1/sync", "timeout": "4s"}},
+				"customize": map[string]any{"webhook": map[string]any{"url": "http://127.0.0.1:1/customize", "timeout": "7s"}},
+			},
+		},
+	}}
+	ccs := env.Dynamic.Resource(v1alpha1.CompositeControllerResource)
+	dcs := env.Dynamic.Resource(v1alpha1.DecoratorControllerResource)
+	if _, err := dcs.Create(ctx, dc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	series := func(hook string) prometheus.Labels { return prometheus.Labels{"controller": name, "hook": hook} }
+	waitGauge(t, "metactl_hook_timeout_seconds", series("customize"), ptr.To[float64](7))
+	if _, err := ccs.Create(ctx, cc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, name, metav1.ConditionTrue, v1alpha1.ReasonRunning)
+	waitGauge(t, "metactl_hook_timeout_seconds", series("finalize"), ptr.To[float64](10))
+
+	if err := ccs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGauge(t, "metactl_hook_timeout_seconds", series("finalize"), nil)
+	for hook, want := range map[string]float64{"sync": 4, "customize": 7} {
+		if got, ok := gaugeValue(t, "metactl_hook_timeout_seconds", series(hook)); !ok || got != want {
+			t.Errorf("the DecoratorController's %s hook timeout: %v (present %t) once the CompositeController stopped, want %v", hook, got, ok, want)
+		}
+	}
+
+	if err := dcs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGauge(t, "metactl_hook_timeout_seconds", series("customize"), nil)
+	if _, ok := gaugeValue(t, "metactl_hook_timeout_seconds", series("sync")); ok {
+		t.Error("the sync hook's timeout is left once both controllers stopped")
 	}
 }

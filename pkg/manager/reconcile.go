@@ -55,6 +55,9 @@ type runningController struct {
 	// checkedAt is when its permissions were last checked (forbidden).
 	// Only the reconcile of its object uses it.
 	checkedAt time.Time
+	// hookTimeouts are the metactl_hook_timeout_seconds values it set,
+	// by hook, once announced; guarded by the Manager's mu.
+	hookTimeouts map[string]float64
 }
 
 // DefaultStartTimeout is the default of Options.StartTimeout.
@@ -225,9 +228,7 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		case !current.announced:
 			current.announced = true
 			m.forgetStartFailures(key)
-			for _, h := range hookWebhooks(k, obj) {
-				metrics.HookTimeout.WithLabelValues(name, h.name).Set(hooks.Timeout(h.webhook).Seconds())
-			}
+			m.setHookTimeouts(name, current, hookWebhooks(k, obj))
 			m.recorder.Eventf(obj, corev1.EventTypeNormal, "Started", "started generation %d", obj.GetGeneration())
 		}
 		next, refused, err := m.recheckAccount(ctx, current)
@@ -360,10 +361,35 @@ func (m *Manager) stopRunning(k *kind, key string, r *runningController) {
 	r.halt()
 	_, name, _ := strings.Cut(key, "/")
 	metrics.ControllerReady.DeleteLabelValues(k.name, name)
-	metrics.HookTimeout.DeletePartialMatch(map[string]string{"controller": name})
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	delete(m.running, key)
-	m.mu.Unlock()
+	for hook := range r.hookTimeouts {
+		metrics.HookTimeout.DeleteLabelValues(name, hook)
+	}
+	// metactl_hook_timeout_seconds has no kind label: a running
+	// controller of the other kind with the same name shares its series,
+	// and sets its own again.
+	for otherKey, other := range m.running {
+		if _, otherName, _ := strings.Cut(otherKey, "/"); otherName == name {
+			for hook, seconds := range other.hookTimeouts {
+				metrics.HookTimeout.WithLabelValues(name, hook).Set(seconds)
+			}
+		}
+	}
+}
+
+// setHookTimeouts sets metactl_hook_timeout_seconds for each hook of r,
+// the running controller named name, and remembers them for stopRunning.
+func (m *Manager) setHookTimeouts(name string, r *runningController, webhooks []namedWebhook) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r.hookTimeouts = make(map[string]float64, len(webhooks))
+	for _, h := range webhooks {
+		seconds := hooks.Timeout(h.webhook).Seconds()
+		r.hookTimeouts[h.name] = seconds
+		metrics.HookTimeout.WithLabelValues(name, h.name).Set(seconds)
+	}
 }
 
 // recheckAccount checks again, once Options.AccountReviewTTL has passed

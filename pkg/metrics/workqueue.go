@@ -47,10 +47,31 @@ func (queueMetrics) NewWorkDurationMetric(name string) workqueue.HistogramMetric
 	return workqueueWorkDuration.WithLabelValues(name)
 }
 func (queueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return workqueueUnfinished.WithLabelValues(name)
+	return queueGauge{workqueueUnfinished, name}
 }
 func (queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return workqueueLongestRunning.WithLabelValues(name)
+	return queueGauge{workqueueLongestRunning, name}
+}
+
+// queueGauge is a gauge the work queue sets periodically while it runs
+// (every 500ms): it looks its series up at each Set, so that a queue of
+// the same name (a controller started again, or one of the other kind
+// with the same name) makes again the series ForgetQueue deleted.
+type queueGauge struct {
+	vec  *prometheus.GaugeVec
+	name string
+}
+
+func (g queueGauge) Set(v float64) { g.vec.WithLabelValues(g.name).Set(v) }
+
+// ForgetQueue deletes the series of the queue named name that would keep
+// their last value once it has stopped: the seconds of unfinished work
+// and of the longest running processor (a sync in progress when it
+// stopped would otherwise read as one running for ever). Call it once the
+// queue is shut down, when it sets them no more.
+func ForgetQueue(name string) {
+	workqueueUnfinished.DeleteLabelValues(name)
+	workqueueLongestRunning.DeleteLabelValues(name)
 }
 func (queueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
 	return workqueueRetries.WithLabelValues(name)

@@ -60,9 +60,11 @@ type prometheusRule struct {
 	} `json:"spec"`
 }
 
-// query is one PromQL expression of the monitoring files and where it is.
+// query is one PromQL expression of the monitoring files and where it is;
+// label is, for a dashboard variable label_values(SELECTOR, LABEL), the
+// LABEL its selector's metrics must carry.
 type query struct {
-	where, expr string
+	where, expr, label string
 }
 
 // readRules decodes manifests/monitoring/prometheusrule.yaml strictly.
@@ -124,7 +126,12 @@ func readDashboard(t *testing.T) (*dashboard, []byte) {
 }
 
 // labelValues matches a Grafana variable query label_values(SELECTOR, LABEL).
-var labelValues = regexp.MustCompile(`^label_values\((.+),\s*[a-zA-Z_][a-zA-Z0-9_]*\)$`)
+var labelValues = regexp.MustCompile(`^label_values\((.+),\s*([a-zA-Z_][a-zA-Z0-9_]*)\)$`)
+
+// leftoverVariable matches a Grafana variable reference ($name, ${name})
+// or interval left in an expression once "$1" (label_replace's
+// replacement) is taken out.
+var leftoverVariable = regexp.MustCompile(`\$[A-Za-z_{]`)
 
 // queries returns every PromQL expression of the alert rules and the
 // dashboard (panel targets and variable queries), with the dashboard's
@@ -136,7 +143,7 @@ func queries(t *testing.T) []query {
 	var out []query
 	for _, g := range readRules(t).Spec.Groups {
 		for _, r := range g.Rules {
-			out = append(out, query{"rule " + r.Alert + r.Record, r.Expr})
+			out = append(out, query{where: "rule " + r.Alert + r.Record, expr: r.Expr})
 		}
 	}
 	d, _ := readDashboard(t)
@@ -151,7 +158,7 @@ func queries(t *testing.T) []query {
 	walk = func(panels []dashboardPanel) {
 		for _, p := range panels {
 			for _, target := range p.Targets {
-				out = append(out, query{fmt.Sprintf("panel %d %q", p.ID, p.Title), substitute.Replace(target.Expr)})
+				out = append(out, query{where: fmt.Sprintf("panel %d %q", p.ID, p.Title), expr: substitute.Replace(target.Expr)})
 			}
 			walk(p.Panels)
 		}
@@ -166,10 +173,10 @@ func queries(t *testing.T) []query {
 			t.Errorf("dashboard variable %s: query %q is not label_values(SELECTOR, LABEL)", v.Name, v.Definition)
 			continue
 		}
-		out = append(out, query{"variable " + v.Name, substitute.Replace(m[1])})
+		out = append(out, query{where: "variable " + v.Name, expr: substitute.Replace(m[1]), label: m[2]})
 	}
 	for _, q := range out {
-		if strings.Contains(q.expr, "$") && !strings.Contains(q.expr, `"$1"`) {
+		if leftoverVariable.MatchString(strings.ReplaceAll(q.expr, "$1", "")) {
 			t.Errorf("%s: a variable is left after substitution: %s", q.where, q.expr)
 		}
 	}
@@ -181,6 +188,16 @@ type promqlResult struct {
 	Expr    string   `json:"expr"`
 	Error   string   `json:"error"`
 	Metrics []string `json:"metrics"`
+	// Labels are the labels it relies on: each must be on the series of
+	// at least one of Metrics (or be a target label).
+	Labels []labelUse `json:"labels"`
+}
+
+// labelUse is one label an expression relies on (see hack/promql).
+type labelUse struct {
+	Label   string   `json:"label"`
+	Metrics []string `json:"metrics"`
+	Where   string   `json:"where"`
 }
 
 // promqlTool returns the path of hack/promql, a PromQL and rule file
@@ -219,9 +236,11 @@ func runPromQL(t *testing.T, input []byte, out any, args ...string) {
 }
 
 // checkPromQL parses each query with Prometheus's own parser (hack/promql)
-// and returns the metric names each selects, failing the test for any that
-// does not parse or selects none.
-func checkPromQL(t *testing.T, qs []query) [][]string {
+// and returns what it says of each: the metric names it selects and the
+// labels it relies on (a variable's label_values LABEL added, on each of
+// its metrics), failing the test for any that does not parse or selects
+// none.
+func checkPromQL(t *testing.T, qs []query) []promqlResult {
 	t.Helper()
 	exprs := make([]string, len(qs))
 	for i, q := range qs {
@@ -236,7 +255,6 @@ func checkPromQL(t *testing.T, qs []query) [][]string {
 	if len(results) != len(qs) {
 		t.Fatalf("hack/promql answered %d results for %d expressions", len(results), len(qs))
 	}
-	names := make([][]string, len(qs))
 	for i, r := range results {
 		switch {
 		case r.Error != "":
@@ -244,9 +262,13 @@ func checkPromQL(t *testing.T, qs []query) [][]string {
 		case len(r.Metrics) == 0:
 			t.Errorf("%s selects no metric: %s", qs[i].where, qs[i].expr)
 		}
-		names[i] = r.Metrics
+		if qs[i].label != "" {
+			for _, m := range r.Metrics {
+				results[i].Labels = append(results[i].Labels, labelUse{Label: qs[i].label, Metrics: []string{m}, Where: "label_values"})
+			}
+		}
 	}
-	return names
+	return results
 }
 
 // headingAnchors returns the anchors GitHub gives the headings of a
@@ -361,6 +383,36 @@ func TestMonitoringRulesAndDashboard(t *testing.T) {
 		}
 	}
 	walk(d.Panels)
+	// Every row holds panels that query something: the panels after it up
+	// to the next row, or a collapsed row's own panels.
+	queriesOf := func(p dashboardPanel) int {
+		n := len(p.Targets)
+		for _, c := range p.Panels {
+			n += len(c.Targets)
+		}
+		return n
+	}
+	var rows []string
+	perRow := map[string]int{}
+	total, row := 0, ""
+	for _, p := range d.Panels {
+		if p.Type == "row" {
+			row = fmt.Sprintf("%d %q", p.ID, p.Title)
+			rows = append(rows, row)
+		}
+		if row != "" {
+			perRow[row] += queriesOf(p)
+		}
+		total += queriesOf(p)
+	}
+	if total == 0 {
+		t.Error("the dashboard has no query")
+	}
+	for _, r := range rows {
+		if perRow[r] == 0 {
+			t.Errorf("dashboard row %s has no panel with a query", r)
+		}
+	}
 	hasDatasource := false
 	for _, v := range d.Templating.List {
 		hasDatasource = hasDatasource || v.Type == "datasource" && v.Name == "datasource"
@@ -383,38 +435,82 @@ func TestMonitoringRulesAndDashboard(t *testing.T) {
 	// That it selects the metrics Service: TestSelectorsSelect.
 }
 
-// exposedNames returns the metric names a Prometheus text exposition
-// carries: every family declared by a # TYPE line, with, for histograms
-// and summaries, the names of their samples (_bucket, _sum, _count).
-func exposedNames(text string) map[string]bool {
-	names := map[string]bool{}
+// exposition is what a scrape of /metrics (Prometheus text format) says:
+// the type of each family declared by a # TYPE line, and the label names
+// of the series of each sample name (a histogram's are its _bucket, _sum
+// and _count; its family name has no series).
+type exposition struct {
+	types  map[string]string
+	series map[string]map[string]bool
+}
+
+// parseExposition reads a Prometheus text exposition.
+func parseExposition(t *testing.T, text string) exposition {
+	t.Helper()
+	e := exposition{types: map[string]string{}, series: map[string]map[string]bool{}}
 	for _, line := range strings.Split(text, "\n") {
-		fields := strings.Fields(line)
-		if len(fields) != 4 || fields[0] != "#" || fields[1] != "TYPE" {
+		if fields := strings.Fields(line); len(fields) == 4 && fields[0] == "#" && fields[1] == "TYPE" {
+			e.types[fields[2]] = fields[3]
+		}
+		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		name := fields[2]
-		names[name] = true
-		switch fields[3] {
-		case "histogram":
-			names[name+"_bucket"], names[name+"_sum"], names[name+"_count"] = true, true, true
-		case "summary":
-			names[name+"_sum"], names[name+"_count"] = true, true
+		name, rest, braces := strings.Cut(line, "{")
+		if !braces {
+			name, _, _ = strings.Cut(line, " ")
+		}
+		labels := map[string]bool{}
+		for braces && !strings.HasPrefix(rest, "}") {
+			// rest is `label="value",...}`: the value has its quotes,
+			// backslashes and newlines escaped.
+			label, after, ok := strings.Cut(rest, `="`)
+			if !ok {
+				t.Fatalf("/metrics: a malformed series: %s", line)
+			}
+			labels[strings.TrimPrefix(label, ",")] = true
+			i := 0
+			for i < len(after) && after[i] != '"' {
+				if after[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			if i >= len(after) {
+				t.Fatalf("/metrics: a malformed series: %s", line)
+			}
+			rest = strings.TrimPrefix(after[i+1:], ",")
+		}
+		if e.series[name] == nil {
+			e.series[name] = map[string]bool{}
+		}
+		for l := range labels {
+			e.series[name][l] = true
 		}
 	}
-	return names
+	return e
+}
+
+// targetLabels are the labels a ServiceMonitor's scrape adds to every
+// series (or may: container, service, endpoint), besides metactl's own.
+var targetLabels = map[string]bool{
+	"namespace": true, "job": true, "pod": true, "instance": true,
+	"container": true, "service": true, "endpoint": true,
 }
 
 // TestMonitoringMetricsExist runs metactl with a CompositeController that
 // syncs, creating a child, scrapes its /metrics and checks that every
-// metric name every alert rule and dashboard query uses is exposed (or is
-// one of externalMetrics), so that renaming a metric breaks this test
-// rather than the alerts.
+// metric name every alert rule and dashboard query uses has series (or is
+// one of externalMetrics; a histogram only through its _bucket, _sum and
+// _count), and that every label a query relies on (matches, groups by,
+// joins on, reads in label_replace) is on the series of one of the
+// metrics it is used with or is a target label, so that renaming a
+// metric or a label breaks this test rather than the alerts.
 func TestMonitoringMetricsExist(t *testing.T) {
 	qs := queries(t)
+	results := checkPromQL(t, qs)
 	used := map[string][]string{}
-	for i, names := range checkPromQL(t, qs) {
-		for _, n := range names {
+	for i, r := range results {
+		for _, n := range r.Metrics {
 			if !slices.Contains(used[n], qs[i].where) {
 				used[n] = append(used[n], qs[i].where)
 			}
@@ -469,7 +565,7 @@ func TestMonitoringMetricsExist(t *testing.T) {
 	// Series appear as the controller syncs: scrape until every name is
 	// there, or, past a minute, report what is missing. The wait fails
 	// the test when no scrape succeeds.
-	var exposed map[string]bool
+	var exposed exposition
 	start := time.Now()
 	testenv.Eventually(t, 90*time.Second, "a scrape of metactl's /metrics", func(ctx context.Context) (bool, error) {
 		if exited, err := metactl.Exited(); exited {
@@ -484,22 +580,122 @@ func TestMonitoringMetricsExist(t *testing.T) {
 		if code != http.StatusOK {
 			return false, fmt.Errorf("GET /metrics: %d", code)
 		}
-		exposed = exposedNames(body)
+		exposed = parseExposition(t, body)
 		for name := range used {
-			if !exposed[name] && externalMetrics[name] == "" {
+			if exposed.series[name] == nil && externalMetrics[name] == "" {
 				return time.Since(start) > time.Minute, nil
 			}
 		}
 		return true, nil
 	})
 	for name := range externalMetrics {
-		if exposed[name] {
+		if exposed.types[name] != "" || exposed.series[name] != nil {
 			t.Errorf("%s is listed as external but metactl exposes it", name)
 		}
 	}
 	for name, where := range used {
-		if !exposed[name] && externalMetrics[name] == "" {
+		switch {
+		case externalMetrics[name] != "":
+		case exposed.types[name] == "histogram":
+			t.Errorf("%s, used by %s, is a histogram: query its %s_bucket, _sum or _count", name, strings.Join(where, "; "), name)
+		case exposed.series[name] == nil:
 			t.Errorf("%s, used by %s, is not in metactl's /metrics", name, strings.Join(where, "; "))
 		}
 	}
+	for i, r := range results {
+		for _, u := range r.Labels {
+			if targetLabels[u.Label] {
+				continue
+			}
+			found := false
+			for _, m := range u.Metrics {
+				found = found || exposed.series[m][u.Label] || externalMetrics[m] != ""
+			}
+			if !found {
+				t.Errorf("%s: label %q (%s) is on the series of none of %v: %s", qs[i].where, u.Label, u.Where, u.Metrics, qs[i].expr)
+			}
+		}
+	}
+}
+
+// TestMonitoringAlertRules evaluates the alert rules of
+// manifests/monitoring/prometheusrule.yaml over the synthetic series of
+// manifests/monitoring/tests/alerts.yaml (hack/promql -test-rules, on
+// Prometheus's PromQL engine), and checks that the tests catch a
+// broken rule: each mutation below must make the named test fail.
+func TestMonitoringAlertRules(t *testing.T) {
+	tests := repo(t, "manifests", "monitoring", "tests", "alerts.yaml")
+	data, err := os.ReadFile(tests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Tests []struct {
+			AlertRuleTest []any `json:"alert_rule_test"`
+		} `json:"tests"`
+	}
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	checks := 0
+	for _, tc := range file.Tests {
+		checks += len(tc.AlertRuleTest)
+	}
+	rules := readRules(t)
+	run := func(spec any) ruleTestResult {
+		t.Helper()
+		groups, err := yaml.Marshal(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out ruleTestResult
+		runPromQL(t, groups, &out, "-test-rules", tests)
+		return out
+	}
+	out := run(rules.Spec)
+	if out.Checks != checks || checks == 0 {
+		t.Errorf("hack/promql ran %d checks, the file has %d", out.Checks, checks)
+	}
+	for _, f := range out.Failures {
+		t.Errorf("manifests/monitoring/tests/alerts.yaml: %s", f)
+	}
+
+	for _, m := range []struct {
+		alert, from, to string
+		fails           string // a test's name
+	}{
+		{"MetactlHookErrors", `code!~"2..|304"`, `code!~"2.."`, "cached hook answers (304) are no hook errors; 500s are"},
+		{"MetactlControllerNotReady", `== 0`, `== 1`, "an idle controller fires nothing"},
+		{"MetactlHookLatencyNearTimeout", `> 0.8 *`, `> 0.9 *`, "a hook p99 of 9s fires with a 10s timeout, not with a 12s one"},
+		{"MetactlRestarting", `>= 2`, `>= 3`, "two restarts in place fire; a replaced Pod does not"},
+		{"MetactlNoLeader", `== 0`, `< 0`, "no leader fires"},
+		{"MetactlSeveralLeaders", `> 1`, `> 2`, "several leaders fire"},
+	} {
+		broken := readRules(t)
+		changed := false
+		for _, g := range broken.Spec.Groups {
+			for j := range g.Rules {
+				if r := &g.Rules[j]; r.Alert == m.alert && strings.Contains(r.Expr, m.from) {
+					r.Expr, changed = strings.Replace(r.Expr, m.from, m.to, 1), true
+				}
+			}
+		}
+		if !changed {
+			t.Errorf("alert %s has no %q to break", m.alert, m.from)
+			continue
+		}
+		failed := false
+		for _, f := range run(broken.Spec).Failures {
+			failed = failed || strings.HasPrefix(f, fmt.Sprintf("test %q:", m.fails))
+		}
+		if !failed {
+			t.Errorf("with %s's %q changed to %q, the test %q still passes", m.alert, m.from, m.to, m.fails)
+		}
+	}
+}
+
+// ruleTestResult is what hack/promql -test-rules writes.
+type ruleTestResult struct {
+	Checks   int      `json:"checks"`
+	Failures []string `json:"failures"`
 }
