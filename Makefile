@@ -36,8 +36,9 @@ testenv: ## Build etcd, kube-apiserver, kube-controller-manager, kubectl (and ku
 # Only make test needs them (test/manifests): bench and soak do not pay for
 # them on a cold machine.
 .PHONY: helm-tools
-helm-tools: ## Build helm and fetch the Prometheus Operator CRDs that test/manifests uses, once (cached outside the repo).
+helm-tools: ## Build helm and the PromQL checker, and fetch the Prometheus Operator CRDs, that test/manifests uses, once (cached outside the repo).
 	@hack/helm.sh >/dev/null
+	@hack/promql.sh >/dev/null
 	@hack/prometheus-operator-crds.sh >/dev/null
 
 # -count=1: every test runs every time. The process-level tests (test/e2e,
