@@ -73,6 +73,9 @@ type Target struct {
 	Resource *Synced
 	// Selected: the controller selects the object (Synced.Selects).
 	Selected bool
+	// Key is the queue key of the sync, set by the Engine: the echoes of
+	// the sync's writes are expected for it (echo.Echoes.Expect).
+	Key string
 
 	// Finalizing and Manage are set by the Engine before Observe:
 	// whether the finalize hook is called, and whether the dependents are

@@ -114,7 +114,7 @@ func (e *Engine) writeStatusAnnotation(ctx context.Context, t *Target, want map[
 	}
 	history.Wrote(ctx, e.name, "patch", "status", t.Name(), nil)
 	if seen {
-		e.echoes.Expect(written)
+		e.echoes.Expect(t.Key, written)
 	}
 	t.Object = withMetadata(obj, written)
 	t.Object.Object["status"] = want

@@ -73,6 +73,7 @@ func (e *Engine) sync(ctx context.Context, key string) (after time.Duration, err
 // syncTarget is sync from step 1 on, for t, the object queued as key:
 // the reconcile itself, shared by sync and SyncOnce.
 func (e *Engine) syncTarget(ctx context.Context, key string, t *Target) (after time.Duration, err error) {
+	t.Key = key
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues(t.Resource.Noun, klog.KObj(t.Object), "kind", t.Resource.Kind))
 	ctx = e.withRecording(ctx, t)
 	if StatusInAnnotation(t.Resource) {
@@ -210,7 +211,7 @@ func (e *Engine) setFinalizer(ctx context.Context, t *Target, add bool) error {
 		return WriteFailed(fmt.Errorf("setting finalizers %v: %w", want, err))
 	}
 	history.Wrote(ctx, e.name, "patch", "finalizer", t.Name(), nil)
-	e.echoes.Expect(written)
+	e.echoes.Expect(t.Key, written)
 	t.Object = withMetadata(obj, written)
 	klog.FromContext(ctx).V(4).Info("Set finalizers", "finalizers", written.GetFinalizers())
 	return nil
@@ -286,7 +287,7 @@ func (r *Round) step(ctx context.Context, seen *unstructured.Unstructured) (hook
 		return response, false, WriteFailed(err)
 	}
 	for _, obj := range result.Written {
-		r.e.echoes.Expect(obj)
+		r.e.echoes.Expect(r.t.Key, obj)
 	}
 	r.observed = result.Observed
 	return response, result.Wrote(), nil
@@ -452,7 +453,7 @@ func (e *Engine) patchMetadata(ctx context.Context, t *Target, want *unstructure
 	if err != nil {
 		return WriteFailed(fmt.Errorf("patching labels and annotations: %w", err))
 	}
-	e.echoes.Expect(written)
+	e.echoes.Expect(t.Key, written)
 	t.Object = withMetadata(obj, written)
 	klog.FromContext(ctx).V(4).Info("Patched labels and annotations", "patch", string(patch))
 	return nil
@@ -483,7 +484,7 @@ func (e *Engine) writeStatus(ctx context.Context, t *Target, want map[string]any
 	}
 	history.Wrote(ctx, e.name, "patch", "status", t.Name(), nil)
 	if seen {
-		e.echoes.Expect(written)
+		e.echoes.Expect(t.Key, written)
 	}
 	e.warnPruned(ctx, t, want, written)
 	t.Object = withMetadata(obj, written)

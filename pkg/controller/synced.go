@@ -459,7 +459,7 @@ func (e *Engine) patchSynced(ctx context.Context, t *Target, cond map[string]any
 		}
 		return nil
 	}
-	e.echoes.Expect(written)
+	e.echoes.Expect(t.Key, written)
 	t.Object = withMetadata(obj, written)
 	t.Object.Object["status"] = newStatus
 	klog.FromContext(ctx).V(4).Info("Updated the "+SyncedConditionType+" condition", "status", cond["status"], "reason", cond["reason"])

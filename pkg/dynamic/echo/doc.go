@@ -7,11 +7,13 @@
 // Begin and End, and passes every watch event through ShouldEnqueue. It
 // guarantees:
 //
-//   - No change is lost. An event is dropped only if it is an echo: its
-//     object's UID and resourceVersion are those of a write recorded by
-//     Expect less than two minutes before the event is judged. Each recorded
-//     version is the echo of at most one event. An event without an object
-//     (a delete) is never an echo.
+//   - No change is lost. An event is dropped only if it is an echo: it is
+//     queued for the key whose sync made a write recorded by Expect less
+//     than two minutes before the event is judged, and its object's UID and
+//     resourceVersion are that write's. Each recorded version is the echo of
+//     at most one event; the same event queued for another key (two
+//     handlers watching one resource) is no echo there. An event without an
+//     object (a delete) is never an echo.
 //   - An event that arrives while its key is being synced (between Begin and
 //     End) is not enqueued then: it is held, and End, which runs after the
 //     sync has recorded its writes, returns the triggers of the held events

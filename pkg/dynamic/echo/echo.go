@@ -30,14 +30,22 @@ const sweepEvery = 1024
 // its writes with Expect: End asks for another sync if any held event was
 // not an echo.
 //
-// An object version (UID and resourceVersion) counts as an echo at most
-// once. The package doc states the guarantees. Echoes is safe for
-// concurrent use.
+// A write is expected for the key whose sync made it: an object version
+// (UID and resourceVersion) counts as an echo at most once, and only for
+// an event queued for that key. The package doc states the guarantees.
+// Echoes is safe for concurrent use.
 type Echoes struct {
 	mu       sync.Mutex
-	expected map[types.UID]map[string]time.Time
+	expected map[types.UID]map[string]expectation
 	inflight map[string][]heldEvent
 	writes   int
+}
+
+// expectation is a written version's expected echo: the key whose sync
+// wrote it, and when.
+type expectation struct {
+	key string
+	at  time.Time
 }
 
 // heldEvent is an event held for a key being synced, with its trigger;
@@ -51,7 +59,7 @@ type heldEvent struct {
 
 // New returns an empty Echoes.
 func New() *Echoes {
-	return &Echoes{expected: map[types.UID]map[string]time.Time{}, inflight: map[string][]heldEvent{}}
+	return &Echoes{expected: map[types.UID]map[string]expectation{}, inflight: map[string][]heldEvent{}}
 }
 
 // Begin marks key as being synced: events for it are held until End.
@@ -71,7 +79,7 @@ func (e *Echoes) End(key string) (resync []loop.Trigger) {
 	held := e.inflight[key]
 	delete(e.inflight, key)
 	for _, ev := range held {
-		if ev.any || !e.isEchoLocked(ev.uid, ev.rv) {
+		if ev.any || !e.isEchoLocked(key, ev.uid, ev.rv) {
 			resync = append(resync, ev.trigger)
 		}
 	}
@@ -80,7 +88,8 @@ func (e *Echoes) End(key string) (resync []loop.Trigger) {
 
 // ShouldEnqueue takes an event about obj (nil for one that always counts,
 // such as a delete) for key, with its trigger t, and reports whether key
-// should be enqueued now: false for an echo, which it consumes, and false
+// should be enqueued now: false for an echo of a write of key's own sync,
+// which it consumes, and false
 // while key is being synced, when it holds the event (and t) for End to
 // judge; true otherwise.
 func (e *Echoes) ShouldEnqueue(key string, obj metav1.Object, t loop.Trigger) bool {
@@ -100,11 +109,14 @@ func (e *Echoes) ShouldEnqueueFunc(key string, obj metav1.Object, trigger func()
 		e.inflight[key] = append(held, ev)
 		return false
 	}
-	return obj == nil || !e.isEchoLocked(obj.GetUID(), obj.GetResourceVersion())
+	return obj == nil || !e.isEchoLocked(key, obj.GetUID(), obj.GetResourceVersion())
 }
 
-// Expect records obj, as a write returned it, as an expected echo.
-func (e *Echoes) Expect(obj metav1.Object) {
+// Expect records obj, as a write of the sync of key returned it, as an
+// expected echo for key: the same event queued for another key (an object
+// watched by two of the controller's handlers, as a child that is also of
+// the parent resource) is no echo there, and leaves this one expected.
+func (e *Echoes) Expect(key string, obj metav1.Object) {
 	if obj == nil || obj.GetUID() == "" || obj.GetResourceVersion() == "" {
 		return
 	}
@@ -113,31 +125,31 @@ func (e *Echoes) Expect(obj metav1.Object) {
 	defer e.mu.Unlock()
 	versions := e.expected[obj.GetUID()]
 	if versions == nil {
-		versions = map[string]time.Time{}
+		versions = map[string]expectation{}
 		e.expected[obj.GetUID()] = versions
 	}
-	versions[obj.GetResourceVersion()] = now
+	versions[obj.GetResourceVersion()] = expectation{key: key, at: now}
 	if e.writes++; e.writes%sweepEvery == 0 {
 		e.expireLocked(now)
 	}
 }
 
-// isEchoLocked reports whether the version uid/rv is one this controller
+// isEchoLocked reports whether the version uid/rv is one the sync of key
 // wrote and was expecting, and forgets it. e.mu must be held.
-func (e *Echoes) isEchoLocked(uid types.UID, rv string) bool {
+func (e *Echoes) isEchoLocked(key string, uid types.UID, rv string) bool {
 	versions, ok := e.expected[uid]
 	if !ok {
 		return false
 	}
-	at, ok := versions[rv]
-	if !ok {
+	want, ok := versions[rv]
+	if !ok || want.key != key {
 		return false
 	}
 	delete(versions, rv)
 	if len(versions) == 0 {
 		delete(e.expected, uid)
 	}
-	return time.Since(at) < echoTTL
+	return time.Since(want.at) < echoTTL
 }
 
 // Forget drops what is expected of the object with uid, e.g. when it is
@@ -152,8 +164,8 @@ func (e *Echoes) Forget(uid types.UID) {
 // held.
 func (e *Echoes) expireLocked(now time.Time) {
 	for uid, versions := range e.expected {
-		for rv, at := range versions {
-			if now.Sub(at) > echoTTL {
+		for rv, want := range versions {
+			if now.Sub(want.at) > echoTTL {
 				delete(versions, rv)
 			}
 		}

@@ -20,14 +20,14 @@ func version(uid, rv string) metav1.Object {
 // written, and a delete are.
 func TestEchoIsFilteredOnce(t *testing.T) {
 	e := New()
-	e.Expect(version("u1", "5"))
+	e.Expect("ns/a", version("u1", "5"))
 	if e.ShouldEnqueue("ns/a", version("u1", "5"), loop.Trigger{}) {
 		t.Error("the echo of a write was enqueued")
 	}
 	if !e.ShouldEnqueue("ns/a", version("u1", "5"), loop.Trigger{}) {
 		t.Error("the same version counted as an echo twice")
 	}
-	e.Expect(version("u1", "6"))
+	e.Expect("ns/a", version("u1", "6"))
 	if !e.ShouldEnqueue("ns/a", version("u1", "7"), loop.Trigger{}) {
 		t.Error("a later version, written by someone else, was taken for an echo")
 	}
@@ -49,9 +49,9 @@ func TestEchoIsFilteredOnce(t *testing.T) {
 // resourceVersion (a dry run, say) is not remembered.
 func TestExpectIgnoresIncompleteObjects(t *testing.T) {
 	e := New()
-	e.Expect(nil)
-	e.Expect(version("", "5"))
-	e.Expect(version("u1", ""))
+	e.Expect("ns/a", nil)
+	e.Expect("ns/a", version("", "5"))
+	e.Expect("ns/a", version("u1", ""))
 	if n := expectedObjects(e); n != 0 {
 		t.Errorf("%d objects expected, want 0", n)
 	}
@@ -100,7 +100,7 @@ func TestEventsDuringASyncAreJudgedAtEnd(t *testing.T) {
 				t.Error("an event of another key was held")
 			}
 			for _, w := range tc.writes {
-				e.Expect(w)
+				e.Expect("ns/a", w)
 			}
 			var want []loop.Trigger
 			for _, i := range tc.resync {
@@ -110,7 +110,7 @@ func TestEventsDuringASyncAreJudgedAtEnd(t *testing.T) {
 				t.Errorf("End = %v, want %v", got, want)
 			}
 			// After End, events are judged at once again.
-			e.Expect(version("u1", "50"))
+			e.Expect("ns/a", version("u1", "50"))
 			if e.ShouldEnqueue("ns/a", version("u1", "50"), trigger(0)) {
 				t.Error("an echo after End was enqueued")
 			}
@@ -121,12 +121,40 @@ func TestEventsDuringASyncAreJudgedAtEnd(t *testing.T) {
 	}
 }
 
+// TestEchoIsOfTheKeyThatWrote: a write of the sync of one key is an echo
+// only for an event queued for that key. The same event queued for another
+// key (a child that is also of the parent resource, seen by the parents'
+// handler as its own key, or an orphan queued for each candidate parent)
+// is enqueued there, and leaves the echo expected for its own key.
+func TestEchoIsOfTheKeyThatWrote(t *testing.T) {
+	e := New()
+	e.Expect("ns/parent", version("child", "5"))
+	if !e.ShouldEnqueue("ns/child", version("child", "5"), loop.Trigger{}) {
+		t.Error("the echo of ns/parent's write was taken for one of ns/child's")
+	}
+	if e.ShouldEnqueue("ns/parent", version("child", "5"), loop.Trigger{}) {
+		t.Error("the echo of ns/parent's write, queued for ns/parent after another key saw it, was enqueued")
+	}
+	// Held during a sync of another key, and judged at its End.
+	e.Expect("ns/parent", version("child", "6"))
+	e.Begin("ns/child")
+	if e.ShouldEnqueue("ns/child", version("child", "6"), loop.Trigger{Cause: loop.CauseObject}) {
+		t.Error("an event for a key being synced was enqueued at once")
+	}
+	if resync := e.End("ns/child"); len(resync) != 1 {
+		t.Errorf("End of ns/child returned %v, want the event's trigger: it is not an echo of ns/child's sync", resync)
+	}
+	if e.ShouldEnqueue("ns/parent", version("child", "6"), loop.Trigger{}) {
+		t.Error("ns/parent's echo was consumed by ns/child's End")
+	}
+}
+
 // TestForgetDropsExpectedEchoes: once an object is forgotten (deleted), a
 // version of it that was expected is no longer an echo.
 func TestForgetDropsExpectedEchoes(t *testing.T) {
 	e := New()
-	e.Expect(version("u1", "5"))
-	e.Expect(version("u2", "5"))
+	e.Expect("ns/a", version("u1", "5"))
+	e.Expect("ns/b", version("u2", "5"))
 	e.Forget("u1")
 	if n := expectedObjects(e); n != 1 {
 		t.Errorf("%d objects expected after Forget, want 1", n)
@@ -143,11 +171,11 @@ func TestForgetDropsExpectedEchoes(t *testing.T) {
 // it) is no echo after echoTTL, and is dropped from memory by later writes.
 func TestEchoesExpire(t *testing.T) {
 	e := New()
-	e.Expect(version("old", "5"))
-	e.Expect(version("stale", "1"))
+	e.Expect("ns/a", version("old", "5"))
+	e.Expect("ns/a", version("stale", "1"))
 	e.mu.Lock()
-	e.expected["old"]["5"] = time.Now().Add(-echoTTL - time.Second)
-	e.expected["stale"]["1"] = time.Now().Add(-echoTTL - time.Second)
+	e.expected["old"]["5"] = expectation{key: "ns/a", at: time.Now().Add(-echoTTL - time.Second)}
+	e.expected["stale"]["1"] = expectation{key: "ns/a", at: time.Now().Add(-echoTTL - time.Second)}
 	e.mu.Unlock()
 	if !e.ShouldEnqueue("ns/a", version("old", "5"), loop.Trigger{}) {
 		t.Error("an expected echo older than echoTTL was still taken for an echo")
@@ -155,7 +183,7 @@ func TestEchoesExpire(t *testing.T) {
 	// Writes of other objects expire it: memory stays bounded by what was
 	// written in the last echoTTL.
 	for i := range 1024 {
-		e.Expect(version(fmt.Sprintf("u%d", i), "1"))
+		e.Expect("ns/a", version(fmt.Sprintf("u%d", i), "1"))
 	}
 	e.mu.Lock()
 	_, stale := e.expected["stale"]
