@@ -70,11 +70,16 @@ func (f *manageFixture) want(name, value string) *unstructured.Unstructured {
 }
 
 func (f *manageFixture) set(objs ...*unstructured.Unstructured) map[*children.Resource]children.Set {
+	return setOf(f.res, objs...)
+}
+
+// setOf returns objs as the children of res, keyed as children.Key keys them.
+func setOf(res *children.Resource, objs ...*unstructured.Unstructured) map[*children.Resource]children.Set {
 	set := children.Set{}
 	for _, o := range objs {
 		set[children.Key(o)] = o
 	}
-	return map[*children.Resource]children.Set{f.res: set}
+	return map[*children.Resource]children.Set{res: set}
 }
 
 func (f *manageFixture) manage(observed, desired map[*children.Resource]children.Set) *children.Result {

@@ -98,11 +98,7 @@ func (f *ssaFixture) own(child *unstructured.Unstructured) *unstructured.Unstruc
 }
 
 func (f *ssaFixture) set(objs ...*unstructured.Unstructured) map[*children.Resource]children.Set {
-	set := children.Set{}
-	for _, o := range objs {
-		set[children.Key(o)] = o
-	}
-	return map[*children.Resource]children.Set{f.res: set}
+	return setOf(f.res, objs...)
 }
 
 // cached returns the child as metactl's cache holds it (decoded from the
