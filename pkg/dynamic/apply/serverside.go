@@ -67,6 +67,13 @@ func ServerSide(observed, desired *unstructured.Unstructured, manager string) (c
 	return config, !subset(config.Object, observed.Object, owned) || !within(owned, config.Object, nil), nil
 }
 
+// Holds reports whether observed already has every field of config with
+// its value (lists element by element): applying config would change no
+// content, only, for a manager without an entry, which fields it owns.
+func Holds(observed, config *unstructured.Unstructured) bool {
+	return subset(config.Object, observed.Object, nil)
+}
+
 // OwnedFields returns the fields that manager owns through server-side
 // apply (its entry of operation Apply, on the object itself rather than a
 // subresource) in entries, or nil when it has no such entry, when the entry

@@ -44,7 +44,62 @@ type ServerSide struct {
 
 // decide is Decide, with the merge of w's strategy.
 func (w *Writer) decide(res *Resource, observed, desired *unstructured.Unstructured) (Action, *unstructured.Unstructured, error) {
-	return decide(res.Method, observed, desired, w.merge())
+	action, merged, err := decide(res.Method, observed, desired, w.merge())
+	if (action == Recreate || action == Kept) && w.onlyHandover(observed, merged) {
+		// The controller's apply strategy changed, not the child: hand it
+		// over in place whatever its update method.
+		return Update, merged, nil
+	}
+	return action, merged, err
+}
+
+// onlyHandover reports whether writing merged (w.merge's result) over
+// observed changes nothing but how its fields are owned: observed lacks
+// the ownership record of how w writes (it was written with the other
+// apply strategy; switchOwnership hands it over) and already holds
+// merged's content.
+func (w *Writer) onlyHandover(observed, merged *unstructured.Unstructured) bool {
+	if !w.needsHandover(observed) {
+		return false
+	}
+	if w.ServerSide != nil {
+		return apply.Holds(observed, merged)
+	}
+	return apply.Equal(withoutLastApplied(observed), withoutLastApplied(merged))
+}
+
+// withoutLastApplied returns obj's content without the last-applied
+// annotation (and without an annotations map left empty).
+func withoutLastApplied(obj *unstructured.Unstructured) map[string]any {
+	out := obj.DeepCopy()
+	annotations := out.GetAnnotations()
+	delete(annotations, apply.LastAppliedAnnotation)
+	if len(annotations) == 0 {
+		unstructured.RemoveNestedField(out.Object, "metadata", "annotations")
+	} else {
+		out.SetAnnotations(annotations)
+	}
+	return out.Object
+}
+
+// fieldManager is the field manager of w's server-side applies, and the
+// one whose Apply entry a client-side w hands over.
+func (w *Writer) fieldManager() string {
+	if w.ServerSide != nil {
+		return w.ServerSide.FieldManager
+	}
+	return FieldManagerPrefix + w.Controller
+}
+
+// needsHandover reports whether observed is owned the other way than w
+// writes: applying server-side, it has no Apply entry of w's field
+// manager; client-side, it has one.
+func (w *Writer) needsHandover(observed *unstructured.Unstructured) bool {
+	manager := w.fieldManager()
+	hasApply := slices.ContainsFunc(observed.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool {
+		return e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == ""
+	})
+	return hasApply != (w.ServerSide != nil)
 }
 
 // merge returns how w computes what to write over an observed child and
@@ -64,8 +119,11 @@ func (w *Writer) merge() func(observed, desired *unstructured.Unstructured) (*un
 // being deleted), would change it: whether it is not up to date, for a
 // rolling update.
 func (w *Writer) Differs(observed, desired *unstructured.Unstructured) (bool, error) {
-	_, changed, err := w.merge()(observed, desired)
-	return changed, err
+	merged, changed, err := w.merge()(observed, desired)
+	if err != nil || !changed {
+		return changed, err
+	}
+	return !w.onlyHandover(observed, merged), nil
 }
 
 // takenName reports whether res's cache holds an object of want's name
@@ -141,16 +199,10 @@ const MetacontrollerManager = "metacontroller"
 // resourceVersion when it patched it ("" when not), for the update that
 // follows.
 func (w *Writer) switchOwnership(ctx context.Context, res *Resource, key string, observed *unstructured.Unstructured) (string, error) {
-	manager := FieldManagerPrefix + w.Controller
-	if w.ServerSide != nil {
-		manager = w.ServerSide.FieldManager
-	}
-	hasApply := slices.ContainsFunc(observed.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool {
-		return e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == ""
-	})
-	if hasApply == (w.ServerSide != nil) {
+	if !w.needsHandover(observed) {
 		return "", nil // already owned the way w writes
 	}
+	manager := w.fieldManager()
 	meta, err := w.Objects.GetMetadata(ctx, res.GroupVersionResource(), observed.GetNamespace(), observed.GetName())
 	if err != nil {
 		return "", fmt.Errorf("reading the managed fields of %s %s: %w", res.Kind, key, err)

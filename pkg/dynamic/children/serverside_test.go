@@ -396,53 +396,65 @@ func TestSwitchingStrategies(t *testing.T) {
 			return d
 		}},
 	} {
-		t.Run(tc.resource, func(t *testing.T) {
-			f := newSSAFixture(t, tc.groupVersion, tc.resource, nil)
-			want := func(drop bool) *unstructured.Unstructured { return f.own(tc.want(drop)) }
-			f.mustManage(want(false))
-			before := f.rawObject("a")
-
-			steps := []struct {
-				name       string
-				serverSide *children.ServerSide
-				manager    string
-				operation  metav1.ManagedFieldsOperationType
-			}{
-				{"to server-side", ssa(), ssaManager, metav1.ManagedFieldsOperationApply},
-				{"back to client-side", nil, children.ClientSideManager, metav1.ManagedFieldsOperationUpdate},
-			}
-			for _, step := range steps {
-				f.writer.ServerSide = step.serverSide
+		// Whatever the update method: a switch changes no content, so it
+		// is no reason to recreate a child (Recreate) or to report the
+		// hook's change as not made (OnDelete).
+		for _, method := range []v1alpha1.ChildUpdateMethod{v1alpha1.ChildUpdateInPlace, v1alpha1.ChildUpdateRecreate, v1alpha1.ChildUpdateOnDelete} {
+			t.Run(tc.resource+"/"+string(method), func(t *testing.T) {
+				f := newSSAFixture(t, tc.groupVersion, tc.resource, nil)
+				f.res.Method = method
+				want := func(drop bool) *unstructured.Unstructured { return f.own(tc.want(drop)) }
 				f.mustManage(want(false))
-				after := f.rawObject("a")
-				if !apply.Equal(before.Object[tc.content], after.Object[tc.content]) {
-					t.Errorf("%s: %s changed from %v to %v", step.name, tc.content, before.Object[tc.content], after.Object[tc.content])
-				}
-				if shared := sharedFields(t, after, step.manager, step.operation); len(shared) > 0 {
-					t.Errorf("%s: fields of %s also owned by %v", step.name, step.manager, shared)
-				}
-				if _, ok := after.GetAnnotations()[apply.LastAppliedAnnotation]; ok != (step.serverSide == nil) {
-					t.Errorf("%s: last-applied annotation present %v", step.name, ok)
-				}
-				if result, writes := f.mustManage(want(false)); result.Wrote() || writes != 0 {
-					t.Errorf("%s: the sync after the switch: Written %d, %d write requests; want none", step.name, len(result.Written), writes)
-				}
-				before = after
-			}
+				before := f.rawObject("a")
 
-			// Server-side again, then the hook drops a field.
-			f.writer.ServerSide = ssa()
-			f.mustManage(want(false))
-			f.mustManage(want(true))
-			dropped := f.rawObject("a")
-			if tc.resource == "configmaps" {
-				if _, ok := dropped.Object["data"].(map[string]any)["extra"]; ok {
-					t.Errorf("the dropped field data.extra is still there: %v", dropped.Object["data"])
+				steps := []struct {
+					name       string
+					serverSide *children.ServerSide
+					manager    string
+					operation  metav1.ManagedFieldsOperationType
+				}{
+					{"to server-side", ssa(), ssaManager, metav1.ManagedFieldsOperationApply},
+					{"back to client-side", nil, children.ClientSideManager, metav1.ManagedFieldsOperationUpdate},
 				}
-			} else if r, _, _ := unstructured.NestedInt64(dropped.Object, "spec", "replicas"); r != 1 {
-				t.Errorf("spec.replicas %d after the hook dropped it, want the default 1", r)
-			}
-		})
+				for _, step := range steps {
+					f.writer.ServerSide = step.serverSide
+					f.mustManage(want(false))
+					after := f.rawObject("a")
+					if after.GetUID() != before.GetUID() {
+						t.Errorf("%s: the child was replaced", step.name)
+					}
+					if !apply.Equal(before.Object[tc.content], after.Object[tc.content]) {
+						t.Errorf("%s: %s changed from %v to %v", step.name, tc.content, before.Object[tc.content], after.Object[tc.content])
+					}
+					if shared := sharedFields(t, after, step.manager, step.operation); len(shared) > 0 {
+						t.Errorf("%s: fields of %s also owned by %v", step.name, step.manager, shared)
+					}
+					if _, ok := after.GetAnnotations()[apply.LastAppliedAnnotation]; ok != (step.serverSide == nil) {
+						t.Errorf("%s: last-applied annotation present %v", step.name, ok)
+					}
+					if result, writes := f.mustManage(want(false)); result.Wrote() || writes != 0 {
+						t.Errorf("%s: the sync after the switch: Written %d, %d write requests; want none", step.name, len(result.Written), writes)
+					}
+					before = after
+				}
+
+				if method != v1alpha1.ChildUpdateInPlace {
+					return
+				}
+				// Server-side again, then the hook drops a field.
+				f.writer.ServerSide = ssa()
+				f.mustManage(want(false))
+				f.mustManage(want(true))
+				dropped := f.rawObject("a")
+				if tc.resource == "configmaps" {
+					if _, ok := dropped.Object["data"].(map[string]any)["extra"]; ok {
+						t.Errorf("the dropped field data.extra is still there: %v", dropped.Object["data"])
+					}
+				} else if r, _, _ := unstructured.NestedInt64(dropped.Object, "spec", "replicas"); r != 1 {
+					t.Errorf("spec.replicas %d after the hook dropped it, want the default 1", r)
+				}
+			})
+		}
 	}
 }
 
