@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -30,18 +31,13 @@ type runningController struct {
 	uid        types.UID
 	generation int64
 	controller runner
-	// account is the value of the controller object's
-	// rbac.ServiceAccountAnnotation it was built with: a change restarts
-	// the controller, as a new generation does (metadata changes keep the
-	// generation).
+	// annotations are the values of the controller object's
+	// restartAnnotations it was built with ("" when absent): a change of
+	// one restarts the controller, as a new generation does (metadata
+	// changes keep the generation).
+	annotations map[string]string
+	// account is its rbac.ServiceAccountAnnotation, among annotations.
 	account string
-	// synced is the value of its controller.SyncedConditionAnnotation
-	// ("" when absent), record that of its controller.RecordAnnotation:
-	// a change restarts it too.
-	synced, record string
-	// apply is the value of its controller.ApplyStrategyAnnotation: a
-	// change restarts it too.
-	apply string
 	// failing throttles the writes of its failing objects to its status.
 	failing *failingStatus
 	// cancelStart cancels the start-up; started is closed once Start has
@@ -207,9 +203,7 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	current := m.running[key]
 	m.mu.Unlock()
 	if current != nil && exists && !deleting && current.uid == obj.GetUID() && current.generation == obj.GetGeneration() &&
-		current.account == obj.GetAnnotations()[rbac.ServiceAccountAnnotation] && current.synced == obj.GetAnnotations()[controller.SyncedConditionAnnotation] &&
-		current.record == obj.GetAnnotations()[controller.RecordAnnotation] &&
-		current.apply == obj.GetAnnotations()[controller.ApplyStrategyAnnotation] {
+		changedAnnotation(current.annotations, obj) == "" {
 		switch {
 		case !current.isStarted():
 			// Still starting: queued again once it has started.
@@ -257,17 +251,8 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		logger.Info("Stopping controller", "generation", current.generation)
 		m.stopRunning(k, key, current)
 		if exists && !deleting {
-			if account := obj.GetAnnotations()[rbac.ServiceAccountAnnotation]; current.uid == obj.GetUID() && current.generation == obj.GetGeneration() && current.account != account {
-				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start it again: annotation %s changed", current.generation, rbac.ServiceAccountAnnotation)
-			} else if current.uid == obj.GetUID() && current.generation == obj.GetGeneration() {
-				changed := controller.SyncedConditionAnnotation
-				if current.record != obj.GetAnnotations()[controller.RecordAnnotation] {
-					changed = controller.RecordAnnotation
-				}
-				if current.apply != obj.GetAnnotations()[controller.ApplyStrategyAnnotation] {
-					changed = controller.ApplyStrategyAnnotation
-				}
-				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start it again: annotation %s changed", current.generation, changed)
+			if current.uid == obj.GetUID() && current.generation == obj.GetGeneration() {
+				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start it again: annotation %s changed", current.generation, changedAnnotation(current.annotations, obj))
 			} else {
 				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start generation %d", current.generation, obj.GetGeneration())
 			}
@@ -337,10 +322,9 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		}
 		return 0, loop.ErrWaiting // RBAC is not watched: retried with backoff
 	}
+	annotations := restartValues(obj)
 	started := &runningController{uid: obj.GetUID(), generation: obj.GetGeneration(), controller: c, failing: &failingStatus{},
-		account: obj.GetAnnotations()[rbac.ServiceAccountAnnotation], synced: obj.GetAnnotations()[controller.SyncedConditionAnnotation],
-		record: obj.GetAnnotations()[controller.RecordAnnotation], apply: obj.GetAnnotations()[controller.ApplyStrategyAnnotation],
-		checkedAt: time.Now()}
+		annotations: annotations, account: annotations[rbac.ServiceAccountAnnotation], checkedAt: time.Now()}
 	c.Failing().OnChange(m.onFailingChange(key, started.failing))
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -490,4 +474,29 @@ func (m *Manager) forbidden(ctx context.Context, c runner) (string, error) {
 	}
 	return (&rbac.ForbiddenError{Account: sa, Denied: denied}).Error() +
 		", which its hooks' credentials name (metactl reads a credential for a controller only when its account may: grant get on it to " + sa.UserName() + ")", nil
+}
+
+// restartAnnotations are the controller object's annotations that its
+// controller is built with: a change of one's value restarts it.
+var restartAnnotations = []string{rbac.ServiceAccountAnnotation, controller.SyncedConditionAnnotation,
+	controller.RecordAnnotation, controller.ApplyStrategyAnnotation}
+
+// restartValues returns obj's values of restartAnnotations ("" when absent).
+func restartValues(obj metav1.Object) map[string]string {
+	values := make(map[string]string, len(restartAnnotations))
+	for _, a := range restartAnnotations {
+		values[a] = obj.GetAnnotations()[a]
+	}
+	return values
+}
+
+// changedAnnotation returns the first of restartAnnotations whose value on
+// obj is not the one in built; "" when none changed.
+func changedAnnotation(built map[string]string, obj metav1.Object) string {
+	for _, a := range restartAnnotations {
+		if built[a] != obj.GetAnnotations()[a] {
+			return a
+		}
+	}
+	return ""
 }
