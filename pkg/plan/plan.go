@@ -538,7 +538,11 @@ func (p *Planner) planOne(ctx context.Context, ctrlObj, obj *unstructured.Unstru
 		cp.Writes[i].Request = redactJSON(cp.Writes[i].Request)
 		cp.Writes[i].Response = redactJSON(cp.Writes[i].Response)
 	}
-	if rolling(ctrlObj) && cp.Error == "" {
+	// A DecoratorController's rolling methods are not rolling (only a
+	// CompositeController moves children one revision at a time).
+	rolling := ctrlObj.GetKind() == "CompositeController" &&
+		slices.ContainsFunc(k.Dependents().Resources, func(r *children.Resource) bool { return r.Method.IsRolling() })
+	if rolling && cp.Error == "" {
 		// metactl run's sync ends at a rolling update's first write of a
 		// child or revision (the next revision is the next sync's); the
 		// dry run's writes are not seen as writes by the reconciler (the
@@ -599,34 +603,20 @@ func (p *Planner) startCaches(ctx context.Context, k kindController) error {
 	return err
 }
 
-// rolling reports whether ctrl, a CompositeController, updates a child
-// resource with a rolling method (RollingRecreate, RollingInPlace).
-func rolling(ctrl *unstructured.Unstructured) bool {
-	if ctrl.GetKind() != "CompositeController" {
-		return false // a DecoratorController's rolling methods are not rolling
-	}
-	resources, _, _ := unstructured.NestedSlice(ctrl.Object, "spec", "childResources")
-	for _, r := range resources {
-		m, _ := r.(map[string]any)
-		method, _, _ := unstructured.NestedString(m, "updateStrategy", "method")
-		if strings.HasPrefix(method, "Rolling") {
-			return true
-		}
-	}
-	return false
-}
-
 // isChildWrite reports whether w writes a child of one of resources (not
 // obj itself).
 func isChildWrite(resources []*children.Resource, w Write, obj *unstructured.Unstructured) bool {
-	for _, res := range resources {
-		gvr := res.GroupVersionResource()
-		if w.Group == gvr.Group && w.Version == gvr.Version && w.Resource == gvr.Resource && w.Subresource == "" &&
-			!(w.Name == obj.GetName() && w.Namespace == obj.GetNamespace() && obj.GetAPIVersion() == res.APIVersion && obj.GetKind() == res.Kind) {
-			return true
-		}
+	return slices.ContainsFunc(resources, func(res *children.Resource) bool { return writesChildOf(res, w, obj) })
+}
+
+// writesChildOf reports whether w writes an object of res other than obj
+// itself (obj may be of the same resource as its attachments).
+func writesChildOf(res *children.Resource, w Write, obj *unstructured.Unstructured) bool {
+	gvr := res.GroupVersionResource()
+	if w.Group != gvr.Group || w.Version != gvr.Version || w.Resource != gvr.Resource || w.Subresource != "" {
+		return false
 	}
-	return false
+	return !(w.Name == obj.GetName() && w.Namespace == obj.GetNamespace() && obj.GetAPIVersion() == res.APIVersion && obj.GetKind() == res.Kind)
 }
 
 // diff is jsondiff.Diff, field by field where new adds a whole object:
@@ -707,16 +697,12 @@ func toJSON(v any) map[string]any {
 func childrenOf(resources []*children.Resource, t *controller.Target, obj *unstructured.Unstructured, writes []Write) []*Child {
 	var out []*Child
 	for _, res := range resources {
-		gvr := res.GroupVersionResource()
 		byKey := map[string]*Child{}
 		var order []string
 		live := t.Observed[res]
 		for _, w := range writes {
-			if w.Group != gvr.Group || w.Version != gvr.Version || w.Resource != gvr.Resource || w.Subresource != "" {
+			if !writesChildOf(res, w, obj) {
 				continue
-			}
-			if w.Name == obj.GetName() && w.Namespace == obj.GetNamespace() && obj.GetAPIVersion() == res.APIVersion && obj.GetKind() == res.Kind {
-				continue // the object itself, of the same resource as its attachments
 			}
 			result := map[string]any{}
 			_ = json.Unmarshal(w.Response, &result)
