@@ -360,10 +360,30 @@ func (p *Planner) build(ctx context.Context, obj *unstructured.Unstructured, cal
 // (an invalid spec, a resource not served), which cannot be told to
 // manage obj or not: "KIND NAME: error".
 func (p *Planner) Controllers(ctx context.Context, obj *unstructured.Unstructured) (ctrls []*unstructured.Unstructured, unbuilt []string, err error) {
-	if p.opts.Controllers != nil {
-		return p.opts.Controllers, nil, nil
+	found, unbuilt, err := p.controllers(ctx, obj)
+	for _, m := range found {
+		ctrls = append(ctrls, m.ctrl)
 	}
-	var out []*unstructured.Unstructured
+	return ctrls, unbuilt, err
+}
+
+// managing is a controller to plan for an object and the object as the
+// controller reads it (objectFor), nil when not read yet.
+type managing struct {
+	ctrl, at *unstructured.Unstructured
+}
+
+// controllers is Controllers with the objects that the search of the
+// cluster read for each controller.
+func (p *Planner) controllers(ctx context.Context, obj *unstructured.Unstructured) ([]managing, []string, error) {
+	var out []managing
+	if p.opts.Controllers != nil {
+		for _, c := range p.opts.Controllers {
+			out = append(out, managing{ctrl: c})
+		}
+		return out, nil, nil
+	}
+	var unbuilt []string
 	for _, gvr := range []schema.GroupVersionResource{v1alpha1.CompositeControllerResource, v1alpha1.DecoratorControllerResource} {
 		list, err := p.client.Resource(gvr).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -388,7 +408,7 @@ func (p *Planner) Controllers(ctx context.Context, obj *unstructured.Unstructure
 				continue
 			}
 			if res.Selects == nil || res.Selects(at) || slices.Contains(at.GetFinalizers(), k.Finalizer()) {
-				out = append(out, c)
+				out = append(out, managing{ctrl: c, at: at})
 			}
 		}
 	}
@@ -401,7 +421,7 @@ func (p *Planner) Controllers(ctx context.Context, obj *unstructured.Unstructure
 // (no controller, a controller that cannot be built or started); a sync
 // that fails is the plan's Error.
 func (p *Planner) Plan(ctx context.Context, obj *unstructured.Unstructured, exists bool) (*Report, error) {
-	ctrls, unbuilt, err := p.Controllers(ctx, obj)
+	ctrls, unbuilt, err := p.controllers(ctx, obj)
 	if err != nil {
 		return nil, err
 	}
@@ -414,25 +434,31 @@ func (p *Planner) Plan(ctx context.Context, obj *unstructured.Unstructured, exis
 	}
 	report := &Report{Object: refOf(obj), Exists: exists}
 	defer func() { p.dry.Simulate = nil }()
+	var gvr schema.GroupVersionResource
+	if !exists {
+		res, err := p.resources.ObjectKind(ctx, obj)
+		if err != nil {
+			return nil, err
+		}
+		gvr = res.GroupVersionResource()
+	}
 	for _, c := range ctrls {
 		if !exists {
 			// Each controller's plan starts from the object as given, not
 			// as another's simulated writes left it.
-			res, err := p.resources.ObjectKind(ctx, obj)
-			if err != nil {
-				return nil, err
-			}
-			sim, err := newSimulated(obj, res.GroupVersionResource())
+			sim, err := newSimulated(obj, gvr)
 			if err != nil {
 				return nil, err
 			}
 			p.dry.Simulate = sim.write
 		}
-		at, err := p.objectFor(ctx, c, obj)
-		if err != nil {
-			return nil, err
+		at := c.at
+		if at == nil {
+			if at, err = p.objectFor(ctx, c.ctrl, obj); err != nil {
+				return nil, err
+			}
 		}
-		cp, err := p.planOne(ctx, c, at)
+		cp, err := p.planOne(ctx, c.ctrl, at)
 		if err != nil {
 			return nil, err
 		}
