@@ -167,7 +167,7 @@ func hookTestResources(ctx context.Context, f *hookTestFlags, crds []*apiextensi
 		return nil
 	}
 	explicit := f.explicit()
-	cfg, err := f.restConfig("hook test")
+	_, cfg, err := f.load("hook test")
 	if err != nil {
 		if explicit || !errors.Is(err, errNoKubeconfig) {
 			return err

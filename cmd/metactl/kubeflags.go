@@ -44,8 +44,8 @@ func (k kubeFlags) clientConfig() clientcmd.ClientConfig {
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
 }
 
-// errNoKubeconfig is in load's error when it found no kubeconfig and
-// metactl runs in no cluster.
+// errNoKubeconfig is wrapped in configOf's error (so in load's) when it
+// found no kubeconfig and metactl runs in no cluster.
 var errNoKubeconfig = errors.New("no kubeconfig")
 
 // load returns clientConfig and the client configuration from it
@@ -75,10 +75,4 @@ func configOf(loader clientcmd.ClientConfig, command string) (*rest.Config, erro
 		cfg.UserAgent += " (" + command + ")"
 	}
 	return cfg, nil
-}
-
-// restConfig is load's client configuration.
-func (k kubeFlags) restConfig(command string) (*rest.Config, error) {
-	_, cfg, err := k.load(command)
-	return cfg, err
 }

@@ -122,7 +122,7 @@ func TestRestConfigOrder(t *testing.T) {
 	} {
 		t.Setenv("KUBECONFIG", tc.env)
 		clientcmd.RecommendedHomeFile = tc.home
-		cfg, err := kubeFlags{kubeconfig: tc.flag}.restConfig("")
+		_, cfg, err := kubeFlags{kubeconfig: tc.flag}.load("")
 		switch {
 		case tc.want == "" && err == nil:
 			t.Errorf("%s: got a config for %s, want an error", tc.name, cfg.Host)
@@ -261,7 +261,7 @@ users:
 		{kubeFlags{kubeconfig: path, context: "b"}, "https://b.example:6443", "team-b"},
 		{kubeFlags{kubeconfig: path, context: "b", namespace: "other"}, "https://b.example:6443", "other"},
 	} {
-		cfg, err := tc.flags.restConfig("")
+		_, cfg, err := tc.flags.load("")
 		if err != nil {
 			t.Fatalf("%+v: %v", tc.flags, err)
 		}
@@ -270,19 +270,19 @@ users:
 			t.Errorf("%+v: server %s, namespace %s (%v); want %s, %s", tc.flags, cfg.Host, ns, err, tc.server, tc.namespace)
 		}
 	}
-	if _, err := (kubeFlags{kubeconfig: path, context: "nope"}).restConfig(""); err == nil || errors.Is(err, errNoKubeconfig) {
+	if _, _, err := (kubeFlags{kubeconfig: path, context: "nope"}).load(""); err == nil || errors.Is(err, errNoKubeconfig) {
 		t.Errorf("--context nope: error %v, want one that is not errNoKubeconfig", err)
 	}
 	// The User-Agent names metactl's version, and the subcommand but for
 	// run's.
 	version := buildVersion().version
 	for command, want := range map[string]string{"": "metactl/" + version, "hook test": "metactl/" + version + " (hook test)"} {
-		cfg, err := kubeFlags{kubeconfig: path}.restConfig(command)
+		_, cfg, err := kubeFlags{kubeconfig: path}.load(command)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if cfg.UserAgent != want {
-			t.Errorf("restConfig(%q): User-Agent %q, want %q", command, cfg.UserAgent, want)
+			t.Errorf("load(%q): User-Agent %q, want %q", command, cfg.UserAgent, want)
 		}
 	}
 }

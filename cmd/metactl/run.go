@@ -187,7 +187,7 @@ func run(ctx context.Context, f *runFlags) error {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
 	}
-	cfg, err := f.kube.restConfig("")
+	_, cfg, err := f.kube.load("")
 	if err != nil {
 		return err
 	}

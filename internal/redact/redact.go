@@ -183,6 +183,22 @@ func URL(s string) string {
 	return b.String()
 }
 
+// ParseURL parses s, a URL as URL returns it. Its redacted user
+// information ("//<redacted>@"), which url.Parse refuses, is parsed as the
+// user named Redacted (no password); any other s is parsed by url.Parse.
+func ParseURL(s string) (*url.URL, error) {
+	before, after, found := strings.Cut(s, "//"+Redacted+"@")
+	if !found || strings.ContainsAny(before, "/?#") {
+		return url.Parse(s)
+	}
+	u, err := url.Parse(before + "//" + after)
+	if err != nil {
+		return nil, err
+	}
+	u.User = url.User(Redacted)
+	return u, nil
+}
+
 // redactLastApplied redacts a Secret's last-applied annotations, which may
 // hold its data (kubectl's does, in clear).
 func redactLastApplied(metadata any) any {

@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -70,5 +71,34 @@ func TestURLsMatchesThePattern(t *testing.T) {
 		if got, want := URLs(in), pattern.ReplaceAllStringFunc(in, URL); got != want {
 			t.Errorf("URLs(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestParseURLReadsARedactedURL(t *testing.T) {
+	redacted := URL("https://user:pw@hooks.example:8443/sync/x?token=abc")
+	if _, err := url.Parse(redacted); err == nil {
+		t.Fatalf("url.Parse(%q) succeeded: the test needs a URL it refuses", redacted)
+	}
+	u, err := ParseURL(redacted)
+	if err != nil {
+		t.Fatalf("ParseURL(%q): %v", redacted, err)
+	}
+	if u.Scheme != "https" || u.Host != "hooks.example:8443" || u.Path != "/sync/x" || u.RawQuery != "token="+Redacted {
+		t.Errorf("ParseURL(%q) = scheme %q host %q path %q query %q", redacted, u.Scheme, u.Host, u.Path, u.RawQuery)
+	}
+	if u.User == nil || u.User.Username() != Redacted {
+		t.Errorf("ParseURL(%q): user %v, want %q", redacted, u.User, Redacted)
+	}
+	if _, hasPassword := u.User.Password(); hasPassword {
+		t.Errorf("ParseURL(%q): has a password", redacted)
+	}
+	for _, s := range []string{"http://hooks.example/sync", "/sync/" + Redacted + "@x"} {
+		u, err := ParseURL(s)
+		if err != nil || u.User != nil {
+			t.Errorf("ParseURL(%q) = %v, %v; want url.Parse's result, no user", s, u, err)
+		}
+	}
+	if _, err := ParseURL("http://" + Redacted + "@host/%zz"); err == nil {
+		t.Errorf("ParseURL of a bad path: no error")
 	}
 }

@@ -14,9 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/metactl/metactl/internal/textcut"
 )
@@ -198,65 +196,53 @@ func NoRunningPod(namespace, selector string, listed int) error {
 
 // GetThroughPod GETs path with the query params from pod's port, through
 // the API server's Pod proxy
-// (/api/v1/namespaces/NS/pods/NAME:PORT/proxy/PATH), and returns the
-// answer's body, at most limit bytes, and HTTP status (0 when none came);
-// err for an answer other than 200 (an apierrors.APIStatus: the API
-// server's Status, or one holding the start of the body, metactl's
-// message, which is returned too) and for a body over limit bytes.
+// (/api/v1/namespaces/NS/pods/NAME:PORT/proxy/PATH), with client-go's
+// (*rest.Request).Stream, and returns the answer's body, at most limit
+// bytes, and HTTP status (200 for any 2xx; 0 when none came). An answer
+// other than 2xx is Stream's error (an apierrors.APIStatus: the API
+// server's Status, or one of that code holding the start of a text body,
+// metactl's message, which is returned as the body too); a body over
+// limit bytes is an error too.
 func GetThroughPod(ctx context.Context, core corev1client.CoreV1Interface, namespace, pod, port, path string, params map[string]string, limit int64) ([]byte, int, error) {
-	rc := core.RESTClient()
-	r := rc.Get().Namespace(namespace).Resource("pods").Name(pod + ":" + port).SubResource("proxy").Suffix(path)
+	r := core.RESTClient().Get().Namespace(namespace).Resource("pods").Name(pod + ":" + port).SubResource("proxy").Suffix(path)
 	for k, v := range params {
 		r = r.Param(k, v)
 	}
-	restClient, ok := rc.(*rest.RESTClient)
-	if !ok || restClient.Client == nil {
-		// Not a client over HTTP (a fake): read as client-go does.
-		body, err := r.DoRaw(ctx)
-		return body, codeOf(err), err
-	}
-	// Sent through the REST client's own HTTP client (its credentials and
-	// TLS), not with DoRaw, which reads any body whole.
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL().String(), nil)
+	stream, err := r.Stream(ctx)
 	if err != nil {
-		return nil, 0, err
+		return bodyOf(err), codeOf(err), err
 	}
-	resp, err := restClient.Client.Do(req)
+	defer stream.Close()
+	body, err := readLimited(stream, limit)
 	if err != nil {
-		return nil, 0, err
+		return nil, http.StatusOK, fmt.Errorf("reading the answer of pod %s: %w", pod, err)
 	}
-	defer resp.Body.Close()
-	body, err := readLimited(resp.Body, limit)
-	if resp.StatusCode != http.StatusOK {
-		return body, resp.StatusCode, statusError(resp.StatusCode, body, pod+":"+port)
-	}
-	if err != nil {
-		return nil, resp.StatusCode, fmt.Errorf("reading the answer of pod %s: %w", pod, err)
-	}
-	return body, resp.StatusCode, nil
+	return body, http.StatusOK, nil
 }
 
-// statusError is the error of an answer other than 200 through the Pod
-// proxy, as client-go makes it: the API server's Status when the body is
-// one, else an error of that code holding the start of the body.
-func statusError(code int, body []byte, name string) error {
-	var status metav1.Status
-	if json.Unmarshal(body, &status) == nil && status.Kind == "Status" && status.Code != 0 {
-		return &apierrors.StatusError{ErrStatus: status}
-	}
-	return apierrors.NewGenericServerResponse(code, http.MethodGet, schema.GroupResource{Resource: "pods"}, name, errorText(body), 0, true)
-}
-
-// codeOf is the HTTP status of a client-go error: 200 for none, 0 for an
-// error without one.
+// codeOf is the HTTP status of a client-go error: 0 for an error without
+// one.
 func codeOf(err error) int {
 	if status, ok := err.(apierrors.APIStatus); ok {
 		return int(status.Status().Code)
 	}
-	if err != nil {
-		return 0
+	return 0
+}
+
+// bodyOf is the (start of the) body of an answer that client-go made err,
+// an apierrors.APIStatus, of: the unexpected server response it holds as a
+// cause (a text body), nil for none.
+func bodyOf(err error) []byte {
+	status, ok := err.(apierrors.APIStatus)
+	if !ok || status.Status().Details == nil {
+		return nil
 	}
-	return http.StatusOK
+	for _, c := range status.Status().Details.Causes {
+		if c.Type == metav1.CauseTypeUnexpectedServerResponse {
+			return []byte(c.Message)
+		}
+	}
+	return nil
 }
 
 func podReady(pod *corev1.Pod) bool {

@@ -270,7 +270,7 @@ func (t *tester) write(observed, desired observedSet, round int) (observedSet, b
 		if set == nil {
 			set = children.Set{}
 		}
-		keys := slices.Sorted(maps.Keys(have))
+		keys := slices.Collect(maps.Keys(have))
 		for key := range want {
 			if _, ok := have[key]; !ok {
 				keys = append(keys, key)

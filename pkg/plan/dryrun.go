@@ -175,16 +175,11 @@ func (d *DryRun) roundTrip(rt http.RoundTripper, req *http.Request) (*http.Respo
 		d.add(w)
 		return nil, err
 	}
-	simulate := d.recreated
-	if d.Simulate != nil {
-		simulate = func(w *Write) (int, []byte, bool) {
-			if code, body, ok := d.recreated(w); ok {
-				return code, body, ok
-			}
-			return d.Simulate(w)
-		}
+	code, respBody, ok := d.recreated(&w)
+	if !ok && d.Simulate != nil {
+		code, respBody, ok = d.Simulate(&w)
 	}
-	if code, respBody, ok := simulate(&w); ok {
+	if ok {
 		w.Code, w.Response, w.Simulated = code, asJSON(respBody), true
 		d.add(w)
 		return &http.Response{
@@ -201,7 +196,7 @@ func (d *DryRun) roundTrip(rt http.RoundTripper, req *http.Request) (*http.Respo
 		d.add(w)
 		return nil, err
 	}
-	respBody, err := io.ReadAll(resp.Body)
+	respBody, err = io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	if err != nil {
 		w.Error = err.Error()

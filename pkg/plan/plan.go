@@ -360,10 +360,30 @@ func (p *Planner) build(ctx context.Context, obj *unstructured.Unstructured, cal
 // (an invalid spec, a resource not served), which cannot be told to
 // manage obj or not: "KIND NAME: error".
 func (p *Planner) Controllers(ctx context.Context, obj *unstructured.Unstructured) (ctrls []*unstructured.Unstructured, unbuilt []string, err error) {
-	if p.opts.Controllers != nil {
-		return p.opts.Controllers, nil, nil
+	found, unbuilt, err := p.controllers(ctx, obj)
+	for _, m := range found {
+		ctrls = append(ctrls, m.ctrl)
 	}
-	var out []*unstructured.Unstructured
+	return ctrls, unbuilt, err
+}
+
+// managing is a controller to plan for an object and the object as the
+// controller reads it (objectFor), nil when not read yet.
+type managing struct {
+	ctrl, at *unstructured.Unstructured
+}
+
+// controllers is Controllers with the objects that the search of the
+// cluster read for each controller.
+func (p *Planner) controllers(ctx context.Context, obj *unstructured.Unstructured) ([]managing, []string, error) {
+	var out []managing
+	if p.opts.Controllers != nil {
+		for _, c := range p.opts.Controllers {
+			out = append(out, managing{ctrl: c})
+		}
+		return out, nil, nil
+	}
+	var unbuilt []string
 	for _, gvr := range []schema.GroupVersionResource{v1alpha1.CompositeControllerResource, v1alpha1.DecoratorControllerResource} {
 		list, err := p.client.Resource(gvr).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -388,7 +408,7 @@ func (p *Planner) Controllers(ctx context.Context, obj *unstructured.Unstructure
 				continue
 			}
 			if res.Selects == nil || res.Selects(at) || slices.Contains(at.GetFinalizers(), k.Finalizer()) {
-				out = append(out, c)
+				out = append(out, managing{ctrl: c, at: at})
 			}
 		}
 	}
@@ -401,7 +421,7 @@ func (p *Planner) Controllers(ctx context.Context, obj *unstructured.Unstructure
 // (no controller, a controller that cannot be built or started); a sync
 // that fails is the plan's Error.
 func (p *Planner) Plan(ctx context.Context, obj *unstructured.Unstructured, exists bool) (*Report, error) {
-	ctrls, unbuilt, err := p.Controllers(ctx, obj)
+	ctrls, unbuilt, err := p.controllers(ctx, obj)
 	if err != nil {
 		return nil, err
 	}
@@ -414,25 +434,31 @@ func (p *Planner) Plan(ctx context.Context, obj *unstructured.Unstructured, exis
 	}
 	report := &Report{Object: refOf(obj), Exists: exists}
 	defer func() { p.dry.Simulate = nil }()
+	var gvr schema.GroupVersionResource
+	if !exists {
+		res, err := p.resources.ObjectKind(ctx, obj)
+		if err != nil {
+			return nil, err
+		}
+		gvr = res.GroupVersionResource()
+	}
 	for _, c := range ctrls {
 		if !exists {
 			// Each controller's plan starts from the object as given, not
 			// as another's simulated writes left it.
-			res, err := p.resources.ObjectKind(ctx, obj)
-			if err != nil {
-				return nil, err
-			}
-			sim, err := newSimulated(obj, res.GroupVersionResource())
+			sim, err := newSimulated(obj, gvr)
 			if err != nil {
 				return nil, err
 			}
 			p.dry.Simulate = sim.write
 		}
-		at, err := p.objectFor(ctx, c, obj)
-		if err != nil {
-			return nil, err
+		at := c.at
+		if at == nil {
+			if at, err = p.objectFor(ctx, c.ctrl, obj); err != nil {
+				return nil, err
+			}
 		}
-		cp, err := p.planOne(ctx, c, at)
+		cp, err := p.planOne(ctx, c.ctrl, at)
 		if err != nil {
 			return nil, err
 		}
@@ -538,7 +564,11 @@ func (p *Planner) planOne(ctx context.Context, ctrlObj, obj *unstructured.Unstru
 		cp.Writes[i].Request = redactJSON(cp.Writes[i].Request)
 		cp.Writes[i].Response = redactJSON(cp.Writes[i].Response)
 	}
-	if rolling(ctrlObj) && cp.Error == "" {
+	// A DecoratorController's rolling methods are not rolling (only a
+	// CompositeController moves children one revision at a time).
+	rolling := ctrlObj.GetKind() == "CompositeController" &&
+		slices.ContainsFunc(k.Dependents().Resources, func(r *children.Resource) bool { return r.Method.IsRolling() })
+	if rolling && cp.Error == "" {
 		// metactl run's sync ends at a rolling update's first write of a
 		// child or revision (the next revision is the next sync's); the
 		// dry run's writes are not seen as writes by the reconciler (the
@@ -599,34 +629,20 @@ func (p *Planner) startCaches(ctx context.Context, k kindController) error {
 	return err
 }
 
-// rolling reports whether ctrl, a CompositeController, updates a child
-// resource with a rolling method (RollingRecreate, RollingInPlace).
-func rolling(ctrl *unstructured.Unstructured) bool {
-	if ctrl.GetKind() != "CompositeController" {
-		return false // a DecoratorController's rolling methods are not rolling
-	}
-	resources, _, _ := unstructured.NestedSlice(ctrl.Object, "spec", "childResources")
-	for _, r := range resources {
-		m, _ := r.(map[string]any)
-		method, _, _ := unstructured.NestedString(m, "updateStrategy", "method")
-		if strings.HasPrefix(method, "Rolling") {
-			return true
-		}
-	}
-	return false
-}
-
 // isChildWrite reports whether w writes a child of one of resources (not
 // obj itself).
 func isChildWrite(resources []*children.Resource, w Write, obj *unstructured.Unstructured) bool {
-	for _, res := range resources {
-		gvr := res.GroupVersionResource()
-		if w.Group == gvr.Group && w.Version == gvr.Version && w.Resource == gvr.Resource && w.Subresource == "" &&
-			!(w.Name == obj.GetName() && w.Namespace == obj.GetNamespace() && obj.GetAPIVersion() == res.APIVersion && obj.GetKind() == res.Kind) {
-			return true
-		}
+	return slices.ContainsFunc(resources, func(res *children.Resource) bool { return writesChildOf(res, w, obj) })
+}
+
+// writesChildOf reports whether w writes an object of res other than obj
+// itself (obj may be of the same resource as its attachments).
+func writesChildOf(res *children.Resource, w Write, obj *unstructured.Unstructured) bool {
+	gvr := res.GroupVersionResource()
+	if w.Group != gvr.Group || w.Version != gvr.Version || w.Resource != gvr.Resource || w.Subresource != "" {
+		return false
 	}
-	return false
+	return !(w.Name == obj.GetName() && w.Namespace == obj.GetNamespace() && obj.GetAPIVersion() == res.APIVersion && obj.GetKind() == res.Kind)
 }
 
 // diff is jsondiff.Diff, field by field where new adds a whole object:
@@ -707,16 +723,12 @@ func toJSON(v any) map[string]any {
 func childrenOf(resources []*children.Resource, t *controller.Target, obj *unstructured.Unstructured, writes []Write) []*Child {
 	var out []*Child
 	for _, res := range resources {
-		gvr := res.GroupVersionResource()
 		byKey := map[string]*Child{}
 		var order []string
 		live := t.Observed[res]
 		for _, w := range writes {
-			if w.Group != gvr.Group || w.Version != gvr.Version || w.Resource != gvr.Resource || w.Subresource != "" {
+			if !writesChildOf(res, w, obj) {
 				continue
-			}
-			if w.Name == obj.GetName() && w.Namespace == obj.GetNamespace() && obj.GetAPIVersion() == res.APIVersion && obj.GetKind() == res.Kind {
-				continue // the object itself, of the same resource as its attachments
 			}
 			result := map[string]any{}
 			_ = json.Unmarshal(w.Response, &result)

@@ -367,9 +367,8 @@ func recordedPath(hook string, request []byte) string {
 		return w.Path
 	}
 	// A recorded url has its credentials redacted
-	// ("http://<redacted>@host/path"), user information that url.Parse
-	// refuses: it is dropped, only the path is wanted.
-	if u, err := url.Parse(strings.Replace(w.URL, redact.Redacted+"@", "", 1)); err == nil && w.URL != "" {
+	// ("http://<redacted>@host/path"), which redact.ParseURL reads.
+	if u, err := redact.ParseURL(w.URL); err == nil && w.URL != "" {
 		return u.Path
 	}
 	return ""

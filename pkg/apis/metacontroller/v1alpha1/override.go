@@ -80,7 +80,7 @@ func OverrideHookURLs(ctrl *unstructured.Unstructured, hookURL, customizeHookURL
 			// written in, as they would be found.
 			if i := EndpointConfigFor(typed, configs); i >= 0 {
 				entry := rawConfigs[i].(map[string]any)
-				for _, k := range []string{"caBundle", "clientTLS", "authorization", "basicAuth"} {
+				for _, k := range credentialFields {
 					if v, ok := entry[k]; ok {
 						webhook[k] = runtime.DeepCopyJSONValue(v)
 					}
@@ -91,7 +91,9 @@ func OverrideHookURLs(ctrl *unstructured.Unstructured, hookURL, customizeHookURL
 			if u.Path == "" || u.Path == "/" {
 				u.Path, u.RawPath = ownPath(h.name, typed), ""
 			}
-			for _, k := range []string{"service", "path", "caBundle", "clientTLS", "authorization", "basicAuth"} {
+			delete(webhook, "service")
+			delete(webhook, "path")
+			for _, k := range credentialFields {
 				delete(webhook, k)
 			}
 			webhook["url"] = u.String()
@@ -103,6 +105,12 @@ func OverrideHookURLs(ctrl *unstructured.Unstructured, hookURL, customizeHookURL
 	unstructured.RemoveNestedField(ctrl.Object, "spec", "endpointConfigs")
 	return ctrl, nil
 }
+
+// credentialFields are a webhook's connection settings that an
+// endpointConfigs entry supplies (as JSON fields): the ones
+// setDefaultsCommon copies from the entry for the hook's host, reproduced
+// here on the unstructured object.
+var credentialFields = []string{"caBundle", "clientTLS", "authorization", "basicAuth"}
 
 // parseHookURL parses an override URL; nil for "".
 func parseHookURL(s string) (*url.URL, error) {
