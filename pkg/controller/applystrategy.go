@@ -91,14 +91,11 @@ func serverSide(obj *unstructured.Unstructured, opts Options) *children.ServerSi
 }
 
 // ChildDiffers reports whether the controller, writing desired over
-// observed, a child, would change it (children.Writer.Differs, as its
-// ApplyStrategy writes; the three-way merge's rule for a nil Engine or
-// another DependentWriter).
+// observed, a child, would change it (its DependentWriter's Differs, as
+// its ApplyStrategy writes; the three-way merge's rule for a nil Engine).
 func (e *Engine) ChildDiffers(observed, desired *unstructured.Unstructured) (bool, error) {
 	if e != nil {
-		if w, ok := e.dependents.(*children.Writer); ok {
-			return w.Differs(observed, desired)
-		}
+		return e.dependents.Differs(observed, desired)
 	}
 	_, changed, err := apply.Apply(observed, desired)
 	return changed, err

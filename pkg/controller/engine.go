@@ -72,6 +72,9 @@ type ObjectWriter interface {
 // *children.Writer is one.
 type DependentWriter interface {
 	Manage(ctx context.Context, parent *unstructured.Unstructured, resources []*children.Resource, observed, desired map[*children.Resource]children.Set) (*children.Result, error)
+	// Differs reports whether writing desired over observed, a child,
+	// would change it, by the writer's own rule (children.Writer.Differs).
+	Differs(observed, desired *unstructured.Unstructured) (bool, error)
 }
 
 // queue is the work queue, as the Engine uses it; *loop.Loop is one.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/apply"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/hooks"
@@ -222,6 +223,11 @@ func (o *fakeObjects) statusPatches() []map[string]any {
 type fakeDependents struct {
 	manages, writes int
 	err             error
+}
+
+func (d *fakeDependents) Differs(observed, desired *unstructured.Unstructured) (bool, error) {
+	_, changed, err := apply.Apply(observed, desired)
+	return changed, err
 }
 
 func (d *fakeDependents) Manage(_ context.Context, _ *unstructured.Unstructured, resources []*children.Resource, observed, desired map[*children.Resource]children.Set) (*children.Result, error) {
