@@ -2,6 +2,7 @@ package informer
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -87,17 +88,25 @@ var ownManagerTag = []byte(`"manager":"` + OwnManagerPrefix)
 // ownManagedFields returns the entries of data, the JSON of an object's
 // managedFields, whose manager starts with OwnManagerPrefix; nil when
 // there are none (data is then only searched, not decoded) or when data
-// does not decode.
+// does not decode. Only the entries whose JSON names such a manager are
+// decoded; the others' fields are not.
 func ownManagedFields(data []byte) []metav1.ManagedFieldsEntry {
 	if !bytes.Contains(data, ownManagerTag) {
 		return nil
 	}
-	var all []metav1.ManagedFieldsEntry
-	if err := utiljson.Unmarshal(data, &all); err != nil {
+	var all []json.RawMessage
+	if err := json.Unmarshal(data, &all); err != nil {
 		return nil
 	}
 	var own []metav1.ManagedFieldsEntry
-	for _, e := range all {
+	for _, raw := range all {
+		if !bytes.Contains(raw, ownManagerTag) {
+			continue
+		}
+		var e metav1.ManagedFieldsEntry
+		if err := utiljson.Unmarshal(raw, &e); err != nil {
+			return nil
+		}
 		if strings.HasPrefix(e.Manager, OwnManagerPrefix) {
 			own = append(own, e)
 		}
