@@ -142,17 +142,10 @@ func (e *Engine) warnPruned(ctx context.Context, t *Target, want map[string]any,
 	if _, warned := e.prunedWarned.Load(t.Resource); warned {
 		return
 	}
-	w, ok := written.(interface {
-		Unstructured() (*unstructured.Unstructured, error)
-	})
-	if !ok {
-		return // not known (a writer that returns metadata only)
-	}
-	obj, err := w.Unstructured()
-	if err != nil {
+	kept, known := writtenStatus(written)
+	if !known {
 		return
 	}
-	kept, _ := obj.Object["status"].(map[string]any)
 	var pruned []string
 	prunedFields(want, kept, ".status", &pruned)
 	if len(pruned) == 0 {

@@ -471,16 +471,24 @@ func (e *Engine) patchSynced(ctx context.Context, t *Target, cond map[string]any
 // resource whose objects keep no status (a custom resource whose schema
 // prunes it) drops it.
 func keepsCondition(written metav1.Object) bool {
+	st, known := writtenStatus(written)
+	return !known || syncedCondition(st) != nil
+}
+
+// writtenStatus returns the status of written, an object as a write
+// returned it (an informer.Object decodes only its status); known is false
+// when that cannot be told (a writer that returns metadata only, or JSON
+// that does not decode).
+func writtenStatus(written metav1.Object) (status map[string]any, known bool) {
 	w, ok := written.(interface {
-		Unstructured() (*unstructured.Unstructured, error)
+		Status() (map[string]any, error)
 	})
 	if !ok {
-		return true // not known (a writer that returns metadata only)
+		return nil, false
 	}
-	obj, err := w.Unstructured()
+	st, err := w.Status()
 	if err != nil {
-		return true
+		return nil, false
 	}
-	st, _ := obj.Object["status"].(map[string]any)
-	return syncedCondition(st) != nil
+	return st, true
 }

@@ -143,6 +143,19 @@ func (o *Object) Unstructured() (*unstructured.Unstructured, error) {
 	return &unstructured.Unstructured{Object: content}, nil
 }
 
+// Status decodes only the object's status (nil without one): the rest of
+// its JSON is scanned, not built. Numbers are float64 (encoding/json's), so
+// the result is for looking at which fields are there.
+func (o *Object) Status() (map[string]any, error) {
+	var content struct {
+		Status map[string]any `json:"status"`
+	}
+	if err := json.Unmarshal(o.body, &content); err != nil {
+		return nil, fmt.Errorf("decoding the status of %s %s: %w", o.Kind, o.key(), err)
+	}
+	return content.Status, nil
+}
+
 func (o *Object) key() string {
 	return cache.NewObjectName(o.Namespace, o.Name).String()
 }
