@@ -89,6 +89,14 @@ func TestWriteDirLeavesNoPartialFile(t *testing.T) {
 	if b, _ := os.ReadFile(old); bytes.Contains(b, []byte("new")) {
 		t.Errorf("the call was written over in place:\n%s", b)
 	}
+	if b, err := os.ReadFile(filepath.Join(dir, "0001-sync.json")); err != nil || !bytes.Contains(b, []byte("new")) {
+		t.Errorf("the second WriteDir did not replace the call: %s, %v", b, err)
+	}
+}
+
+// TestParseFileName: only NNNN-HOOK.json names are calls; a temporary file
+// of a write in progress is not.
+func TestParseFileName(t *testing.T) {
 	for name, want := range map[string]int{"0001-sync.json": 1, "12-customize.json": 12, "x-sync.json": 0, ".0001-sync.json.tmp-1": 0} {
 		if n, _, ok := ParseFileName(name); n != want || ok != (want > 0) {
 			t.Errorf("ParseFileName(%q) = %d, %v", name, n, ok)

@@ -50,7 +50,7 @@ func waitGauge(t *testing.T, name string, labels prometheus.Labels, value *float
 	if value != nil {
 		what = fmt.Sprintf("%s %v = %v", name, labels, *value)
 	}
-	testenv.Eventually(t, 60*time.Second, what, func(context.Context) (bool, error) {
+	testenv.Eventually(t, 30*time.Second, what, func(context.Context) (bool, error) {
 		got, ok := gaugeValue(t, name, labels)
 		if value == nil {
 			return !ok, nil

@@ -23,6 +23,8 @@ func TestExportOverHTTP(t *testing.T) {
 		mu    sync.Mutex
 		names []string
 		auth  string
+		enc   string
+		team  string
 	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body io.Reader = r.Body
@@ -43,6 +45,8 @@ func TestExportOverHTTP(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		auth = r.Header.Get("Authorization")
+		enc = r.Header.Get("Content-Encoding")
+		team = r.Header.Get("x-team")
 		for _, rs := range req.ResourceSpans {
 			for _, ss := range rs.ScopeSpans {
 				for _, s := range ss.Spans {
@@ -73,6 +77,9 @@ func TestExportOverHTTP(t *testing.T) {
 	defer mu.Unlock()
 	if strings.Join(names, ",") != "sync test" || auth != "Bearer token" {
 		t.Errorf("received spans %v with Authorization %q; want [sync test] with %q", names, auth, "Bearer token")
+	}
+	if enc != "gzip" || team != "a" {
+		t.Errorf("received Content-Encoding %q and x-team %q; want gzip and a", enc, team)
 	}
 }
 

@@ -235,10 +235,7 @@ func TestExplain(t *testing.T) {
 	// Through the API server's Pod proxy: a Pod object in a namespace of
 	// its own, labelled as the Deployment's Pods are, whose IP is this
 	// machine's, where metactl listens; the API server dials it.
-	podNS, podName, ok := metactlPod(t)
-	if !ok {
-		return
-	}
+	podNS, podName := metactlPod(t)
 	ctx := context.Background()
 	out, err = explainRun(metactl, "explain", "helloworlds/broken", "-n", ns, "--kubeconfig", env.KubeconfigPath,
 		"--metactl-namespace", podNS, "--metactl-port", fmt.Sprint(port))

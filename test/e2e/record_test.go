@@ -155,10 +155,7 @@ func TestRecordFetch(t *testing.T) {
 
 	// Through the API server's Pod proxy: a Pod object labelled as the
 	// Deployment's Pods are, whose IP is this machine's (as TestExplain).
-	podNS, _, ok := metactlPod(t)
-	if !ok {
-		return
-	}
+	podNS, _ := metactlPod(t)
 	proxied := filepath.Join(t.TempDir(), "proxied")
 	throughPods := func(controller string) (string, error) {
 		return explainRun(metactl, "record", "fetch", "cc/"+controller, "--dir", proxied, "--kubeconfig", env.KubeconfigPath,
