@@ -39,6 +39,12 @@ func TestAdoptionsAndReleasesAreCounted(t *testing.T) {
 	// The counter moves once the write's answer is back, which can be a
 	// moment after the API server shows its result.
 	testenv.Eventually(t, 5*time.Second, "an adoption counted as an ownership write", func(context.Context) (bool, error) { return ownershipWrites() >= 1, nil })
+	// The sync that adopted goes on (the update of the child's data, the
+	// hook called again with it): a hook answering no children before it
+	// ends would have the child deleted, not released.
+	testenv.Eventually(t, 5*time.Second, "the adopting sync to end", func(context.Context) (bool, error) {
+		return controllertest.Syncs(cc.GetName(), "success") >= 1, nil
+	})
 
 	hook.answer(func(req *syncRequest) any { return map[string]any{"children": []any{}} })
 	relabelled := adopted.DeepCopy()
