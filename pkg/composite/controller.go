@@ -13,7 +13,6 @@ import (
 	"github.com/metactl/metactl/pkg/rbac"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/cache"
 )
@@ -71,7 +70,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		if err != nil {
 			return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec", "parentResource", "labelSelector"), "", err.Error())}}
 		}
-		c.parents.Selects = func(parent metav1.Object) bool { return selector.Matches(labels.Set(parent.GetLabels())) }
+		c.parents.Selects = func(parent metav1.Object) bool { return selector.Matches(informer.LabelsOf(parent)) }
 	}
 	var declared []*children.Resource
 	for i, rule := range cc.Spec.ChildResources {

@@ -2,8 +2,8 @@ package composite
 
 import (
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -31,11 +31,11 @@ func (c *Controller) enqueueCandidates(orphan metav1.Object, t loop.Trigger) {
 	if !c.parent.Namespaced {
 		namespace = ""
 	}
-	childLabels := labels.Set(orphan.GetLabels())
+	childLabels := informer.LabelsOf(orphan)
 	if c.cc.Spec.GenerateSelector != nil && *c.cc.Spec.GenerateSelector {
 		// The selector is controller-uid=<the parent's UID>: one parent at
 		// most, and none for an orphan without the label.
-		uid, ok := childLabels[ControllerUIDLabel]
+		uid, ok := childLabels.Lookup(ControllerUIDLabel)
 		if !ok {
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -59,7 +60,7 @@ type selector struct {
 
 func (w *watchedResource) selects(obj metav1.Object) bool {
 	for _, r := range w.rules {
-		if r.labels.Matches(labels.Set(obj.GetLabels())) && matchAnnotations(r.annotations, obj.GetAnnotations()) {
+		if r.labels.Matches(informer.LabelsOf(obj)) && matchAnnotations(r.annotations, informer.AnnotationsOf(obj)) {
 			return true
 		}
 	}
@@ -135,14 +136,14 @@ func newSelector(rule v1alpha1.DecoratorControllerResourceRule) (selector, error
 // matchAnnotations reports whether annotations satisfy an annotation
 // selector: every matchAnnotations entry and every expression. Values are
 // compared as free text (annotation values need not be label values).
-func matchAnnotations(sel v1alpha1.AnnotationSelector, annotations map[string]string) bool {
+func matchAnnotations(sel v1alpha1.AnnotationSelector, annotations labels.Labels) bool {
 	for k, v := range sel.MatchAnnotations {
-		if got, ok := annotations[k]; !ok || got != v {
+		if got, ok := annotations.Lookup(k); !ok || got != v {
 			return false
 		}
 	}
 	for _, e := range sel.MatchExpressions {
-		got, ok := annotations[e.Key]
+		got, ok := annotations.Lookup(e.Key)
 		switch e.Operator {
 		case metav1.LabelSelectorOpIn:
 			if !ok || !slices.Contains(e.Values, got) {

@@ -1,6 +1,7 @@
 package decorator
 
 import (
+	"github.com/metactl/metactl/pkg/dynamic/informer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -9,7 +10,7 @@ import (
 // controller reference names, when the attachment is this controller's;
 // see controller.Owners.
 func (c *Controller) ownerKeys(attachment metav1.Object, ref *metav1.OwnerReference) []string {
-	if attachment.GetAnnotations()[AttachmentAnnotation] != c.name {
+	if informer.AnnotationsOf(attachment).Get(AttachmentAnnotation) != c.name {
 		return nil // another decorator's, or a child of another kind of owner
 	}
 	refGV, err := schema.ParseGroupVersion(ref.APIVersion)

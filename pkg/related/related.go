@@ -405,7 +405,7 @@ func (r *Resolver) matches(rl *rule, obj metav1.Object) bool {
 	if len(rl.names) > 0 && !slices.Contains(rl.names, obj.GetName()) {
 		return false
 	}
-	if rl.labels != nil && !rl.labels.Matches(labels.Set(obj.GetLabels())) {
+	if rl.labels != nil && !rl.labels.Matches(informer.LabelsOf(obj)) {
 		return false
 	}
 	if !rl.res.Namespaced {
@@ -422,7 +422,7 @@ func (r *Resolver) matches(rl *rule, obj metav1.Object) bool {
 			return false
 		}
 		ns, ok := nsInf.GetMeta("", obj.GetNamespace())
-		return ok && rl.namespaces.Matches(labels.Set(ns.GetLabels()))
+		return ok && rl.namespaces.Matches(informer.LabelsOf(ns))
 	}
 	return true
 }

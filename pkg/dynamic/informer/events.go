@@ -4,7 +4,6 @@ import (
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -36,7 +35,7 @@ func OnlyStatusChanged(oldObject, newObject *Object) bool {
 
 // metaMap is o's metadata as a map, for comparisons.
 func metaMap(o *Object) map[string]any {
-	m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&o.ObjectMeta)
+	m, _ := o.metadata()
 	return m
 }
 

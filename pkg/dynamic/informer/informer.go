@@ -251,7 +251,7 @@ func (i *Informer) ListMeta(namespace string, selector labels.Selector) []*Objec
 func objects(objs []any, selector labels.Selector) []*Object {
 	out := make([]*Object, 0, len(objs))
 	for _, obj := range objs {
-		if o, ok := obj.(*Object); ok && (selector == nil || selector.Matches(labels.Set(o.Labels))) {
+		if o, ok := obj.(*Object); ok && (selector == nil || selector.Matches(o.Labels)) {
 			out = append(out, o)
 		}
 	}

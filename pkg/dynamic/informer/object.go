@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/tools/cache"
 )
@@ -29,8 +30,13 @@ type Object struct {
 	// ObjectMeta is the object's metadata without managedFields, which
 	// are often the largest part of an object, but for the entries of
 	// metactl's own field managers (OwnManagerPrefix), which server-side
-	// apply reads.
+	// apply reads; and without labels and annotations, always nil here:
+	// they are Labels and Annotations.
 	metav1.ObjectMeta
+	// Labels and Annotations are the object's, as Pairs, in place of
+	// ObjectMeta's maps (which they shadow): GetLabels and GetAnnotations
+	// build a map on each call; a selector matches Labels as they are.
+	Labels, Annotations Pairs
 	// body is the object's JSON without metadata and managedFields.
 	body []byte
 }
@@ -63,17 +69,73 @@ func NewObjectFromTopLevel(data []byte, fields jsonscan.Fields) (*Object, error)
 			own = ownManagedFields(metadata[inner.ManagedFields.Start:inner.ManagedFields.End])
 			metadata = jsonscan.AppendWithout(make([]byte, 0, len(metadata)), metadata, inner.ManagedFields)
 		}
-		if err := utiljson.Unmarshal(metadata, &o.ObjectMeta); err != nil {
+		var m metadataJSON
+		if err := utiljson.Unmarshal(metadata, &m); err != nil {
 			return nil, fmt.Errorf("decoding metadata: %w", err)
 		}
+		o.ObjectMeta, o.Labels, o.Annotations = m.ObjectMeta, m.Labels, m.Annotations
 		o.ManagedFields = own
+		o.internMetadata()
 		body = jsonscan.AppendWithout(body, data, fields.Metadata)
 	} else {
 		body = append(body, data...)
 	}
-	o.APIVersion, o.Kind = fields.APIVersion, fields.Kind
+	o.APIVersion, o.Kind = intern(fields.APIVersion), intern(fields.Kind)
 	o.body = body
 	return o, nil
+}
+
+// metadataJSON decodes an object's metadata with its labels and
+// annotations as Pairs: its fields shadow ObjectMeta's of the same JSON
+// names, which stay nil.
+type metadataJSON struct {
+	metav1.ObjectMeta
+	Labels      Pairs `json:"labels,omitempty"`
+	Annotations Pairs `json:"annotations,omitempty"`
+}
+
+// internMetadata interns the strings of o's metadata that many cached
+// objects repeat: the namespace, and the API version, kind and UID of each
+// owner.
+func (o *Object) internMetadata() {
+	o.Namespace = intern(o.Namespace)
+	for i := range o.OwnerReferences {
+		ref := &o.OwnerReferences[i]
+		ref.APIVersion, ref.Kind = intern(ref.APIVersion), intern(ref.Kind)
+		ref.UID = types.UID(intern(string(ref.UID)))
+	}
+}
+
+// GetLabels returns a new map of o's labels that the caller owns; nil
+// without any. A selector can match o.Labels (LabelsOf) without it.
+func (o *Object) GetLabels() map[string]string { return o.Labels.Map() }
+
+// SetLabels replaces o's labels with a copy of labels.
+func (o *Object) SetLabels(labels map[string]string) { o.Labels = PairsOf(labels) }
+
+// GetAnnotations returns a new map of o's annotations that the caller
+// owns; nil without any.
+func (o *Object) GetAnnotations() map[string]string { return o.Annotations.Map() }
+
+// SetAnnotations replaces o's annotations with a copy of annotations.
+func (o *Object) SetAnnotations(annotations map[string]string) {
+	o.Annotations = PairsOf(annotations)
+}
+
+// metadata returns o's metadata as an unstructured map that the caller
+// owns, labels and annotations included.
+func (o *Object) metadata() (map[string]any, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&o.ObjectMeta)
+	if err != nil {
+		return nil, err
+	}
+	if len(o.Labels) > 0 {
+		m["labels"] = o.Labels.unstructured()
+	}
+	if len(o.Annotations) > 0 {
+		m["annotations"] = o.Annotations.unstructured()
+	}
+	return m, nil
 }
 
 // OwnManagerPrefix starts the names of the field managers whose
@@ -115,9 +177,9 @@ func ownManagedFields(data []byte) []metav1.ManagedFieldsEntry {
 }
 
 // DeepCopyObject implements runtime.Object. The copy shares the immutable
-// body.
+// body, labels and annotations.
 func (o *Object) DeepCopyObject() runtime.Object {
-	c := &Object{TypeMeta: o.TypeMeta, body: o.body}
+	c := &Object{TypeMeta: o.TypeMeta, Labels: o.Labels, Annotations: o.Annotations, body: o.body}
 	o.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
 	return c
 }
@@ -129,7 +191,7 @@ func (o *Object) Unstructured() (*unstructured.Unstructured, error) {
 	if err := utiljson.Unmarshal(o.body, &content); err != nil {
 		return nil, fmt.Errorf("decoding %s %s: %w", o.Kind, o.key(), err)
 	}
-	metadata, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&o.ObjectMeta)
+	metadata, err := o.metadata()
 	if err != nil {
 		return nil, fmt.Errorf("converting the metadata of %s %s: %w", o.Kind, o.key(), err)
 	}

@@ -75,9 +75,13 @@ func TestObjectMetadataAndCopy(t *testing.T) {
 		t.Errorf("GroupVersionKind = %v", got)
 	}
 	c := o.DeepCopyObject().(*Object)
-	c.Labels["app"] = "changed"
-	if o.Labels["app"] != "web" {
+	c.SetLabels(map[string]string{"app": "changed"})
+	c.GetAnnotations()["a"] = "changed"
+	if o.Labels.Get("app") != "web" || o.GetLabels()["app"] != "web" {
 		t.Error("DeepCopyObject shares labels")
+	}
+	if o.GetAnnotations()["a"] == "changed" {
+		t.Error("GetAnnotations returns the object's own map")
 	}
 	u1, _ := o.Unstructured()
 	u1.SetLabels(nil)

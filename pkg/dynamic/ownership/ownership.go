@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/history"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,7 +76,7 @@ func (c *Claimer) Claim(ctx context.Context, client dynamic.NamespaceableResourc
 	parentDeleting := c.parent.GetDeletionTimestamp() != nil
 	for _, obj := range candidates {
 		ref := metav1.GetControllerOfNoCopy(obj)
-		matches := c.selector.Matches(labels.Set(obj.GetLabels()))
+		matches := c.selector.Matches(informer.LabelsOf(obj))
 		switch {
 		case obj.GetUID() == c.parent.GetUID():
 			// A parent whose resource is also a child resource, and whose
