@@ -36,6 +36,9 @@
 // Metadata goes through metav1.ObjectMeta: what it does not know is not
 // kept, and timestamps come back as kube-apiserver writes them (RFC 3339,
 // seconds, UTC), which is what kube-apiserver sends in the first place.
+// Labels and annotations are kept as Pairs, not maps, with the short
+// strings many objects repeat interned: selectors match them through
+// LabelsOf and AnnotationsOf without building a map.
 //
 // ObjectOf and OnlyStatusChanged help event handlers read the Objects
 // their events carry.

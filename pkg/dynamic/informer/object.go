@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/metactl/metactl/pkg/dynamic/internal/jsonscan"
@@ -80,7 +81,7 @@ func NewObjectFromTopLevel(data []byte, fields jsonscan.Fields) (*Object, error)
 	} else {
 		body = append(body, data...)
 	}
-	o.APIVersion, o.Kind = intern(fields.APIVersion), intern(fields.Kind)
+	o.APIVersion, o.Kind = interned.intern(fields.APIVersion), interned.intern(fields.Kind)
 	o.body = body
 	return o, nil
 }
@@ -98,13 +99,17 @@ type metadataJSON struct {
 // objects repeat: the namespace, and the API version, kind and UID of each
 // owner.
 func (o *Object) internMetadata() {
-	o.Namespace = intern(o.Namespace)
+	o.Namespace = interned.intern(o.Namespace)
 	for i := range o.OwnerReferences {
 		ref := &o.OwnerReferences[i]
-		ref.APIVersion, ref.Kind = intern(ref.APIVersion), intern(ref.Kind)
-		ref.UID = types.UID(intern(string(ref.UID)))
+		ref.APIVersion, ref.Kind = interned.intern(ref.APIVersion), interned.intern(ref.Kind)
+		ref.UID = types.UID(interned.intern(string(ref.UID)))
 	}
 }
+
+// GetObjectMeta returns o (metav1.ObjectMetaAccessor), not its ObjectMeta,
+// whose labels and annotations are always nil.
+func (o *Object) GetObjectMeta() metav1.Object { return o }
 
 // GetLabels returns a new map of o's labels that the caller owns; nil
 // without any. A selector can match o.Labels (LabelsOf) without it.
@@ -177,9 +182,9 @@ func ownManagedFields(data []byte) []metav1.ManagedFieldsEntry {
 }
 
 // DeepCopyObject implements runtime.Object. The copy shares the immutable
-// body, labels and annotations.
+// body.
 func (o *Object) DeepCopyObject() runtime.Object {
-	c := &Object{TypeMeta: o.TypeMeta, Labels: o.Labels, Annotations: o.Annotations, body: o.body}
+	c := &Object{TypeMeta: o.TypeMeta, Labels: slices.Clone(o.Labels), Annotations: slices.Clone(o.Annotations), body: o.body}
 	o.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
 	return c
 }

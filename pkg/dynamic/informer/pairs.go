@@ -3,8 +3,8 @@ package informer
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 	"unicode/utf8"
-	"unique"
 
 	"github.com/metactl/metactl/pkg/dynamic/internal/jsonscan"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,16 +12,17 @@ import (
 )
 
 // Pairs is how an Object keeps its labels or annotations: keys and values
-// in turn (key, value, key, value, …), in the order the API server sent
-// them, each key once. A Go map of one entry costs about 330 bytes; Pairs
-// of one entry cost two string headers, so a cache of many objects with a
-// label and an annotation each is a third smaller. Keys, and values of up
-// to internMax bytes, are interned: the label and annotation keys and the
-// owners' UIDs repeated over thousands of cached objects are stored once.
+// in turn (key, value, key, value, …), each key once. A Go map of one
+// entry costs about 330 bytes; Pairs of one entry cost two string headers,
+// so a cache of many objects with a label and an annotation each is a
+// third smaller. Keys, and values of up to internMax bytes, are interned
+// (see interner): the label and annotation keys and the owners' UIDs that
+// thousands of cached objects repeat are mostly stored once.
 //
-// Pairs are immutable: an Object's setters replace them, never write them.
-// The zero value is the empty set. Pairs implements labels.Labels, so a
-// selector matches them without building a map (see LabelsOf).
+// An Object's Pairs are never written: its setters replace them, and
+// DeepCopyObject copies them. The zero value is the empty set. Pairs
+// implements labels.Labels, so a selector matches them without building a
+// map (see LabelsOf).
 type Pairs []string
 
 var _ labels.Labels = Pairs(nil)
@@ -38,7 +39,7 @@ func PairsOf(m map[string]string) Pairs {
 	}
 	p := make(Pairs, 0, 2*len(m))
 	for k, v := range m {
-		p = append(p, intern(k), internValue(v))
+		p = append(p, interned.intern(k), interned.intern(v))
 	}
 	return p
 }
@@ -93,10 +94,13 @@ func (p Pairs) unstructured() map[string]any {
 // String returns the pairs as labels.Set prints them (sorted, k=v,…).
 func (p Pairs) String() string { return labels.Set(p.Map()).String() }
 
-// UnmarshalJSON decodes a JSON object of strings, or null, as the decoder
-// of metav1.ObjectMeta would decode it into a map: escapes and invalid
-// UTF-8 are handled by encoding/json, and a key given twice keeps its last
-// value.
+// UnmarshalJSON decodes a JSON object whose values are strings or null, or
+// null, into what encoding/json decodes it into a map[string]string: a
+// null value is "", escapes and invalid UTF-8 are encoding/json's, and a
+// key given twice keeps its last value. The syntax has been checked by the
+// decoder that calls it. Keys in increasing order (as the API server,
+// which encodes a Go map, sends them) are appended as they come; others
+// are set through a map, so decoding takes linear time either way.
 func (p *Pairs) UnmarshalJSON(data []byte) error {
 	i := jsonscan.SkipSpace(data, 0)
 	if i < len(data) && data[i] == 'n' {
@@ -107,6 +111,7 @@ func (p *Pairs) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("want a JSON object of strings")
 	}
 	var out Pairs
+	var unordered map[string]string
 	for i = jsonscan.SkipSpace(data, i+1); i < len(data) && data[i] != '}'; {
 		key, end, err := stringAt(data, i)
 		if err != nil {
@@ -120,7 +125,15 @@ func (p *Pairs) UnmarshalJSON(data []byte) error {
 		if err != nil {
 			return err
 		}
-		out = out.with(intern(key), internValue(value))
+		switch {
+		case unordered != nil:
+			unordered[key] = value
+		case len(out) == 0 || out[len(out)-2] < key:
+			out = append(out, key, value)
+		default:
+			unordered = out.Map()
+			unordered[key] = value
+		}
 		i = jsonscan.SkipSpace(data, end)
 		if i < len(data) && data[i] == ',' {
 			i = jsonscan.SkipSpace(data, i+1)
@@ -129,40 +142,36 @@ func (p *Pairs) UnmarshalJSON(data []byte) error {
 	if i >= len(data) {
 		return fmt.Errorf("unexpected end of JSON")
 	}
+	if unordered != nil {
+		out = PairsOf(unordered)
+	}
 	*p = out
 	return nil
 }
 
-// with returns p with key set to value, in place of an earlier value.
-func (p Pairs) with(key, value string) Pairs {
-	for i := 0; i+1 < len(p); i += 2 {
-		if p[i] == key {
-			p[i+1] = value
-			return p
-		}
-	}
-	return append(p, key, value)
-}
-
-// stringAt decodes the JSON string at data[i:] and returns it with the
-// offset just after it.
+// stringAt decodes the JSON string or null at data[i:], interned (a null
+// is ""), and returns it with the offset just after it. Strings
+// without escapes are looked up in the interner without a copy.
 func stringAt(data []byte, i int) (string, int, error) {
 	end, err := jsonscan.SkipValue(data, i)
 	if err != nil {
 		return "", 0, err
 	}
 	raw := data[i:end]
+	if string(raw) == "null" {
+		return "", end, nil
+	}
 	if len(raw) < 2 || raw[0] != '"' {
 		return "", 0, fmt.Errorf("offset %d: want a string", i)
 	}
-	if plain(raw[1 : len(raw)-1]) {
-		return string(raw[1 : len(raw)-1]), end, nil
+	if content := raw[1 : len(raw)-1]; plain(content) {
+		return interned.internBytes(content), end, nil
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return "", 0, err
 	}
-	return s, end, nil
+	return interned.intern(s), end, nil
 }
 
 // plain reports whether the content of a JSON string is the string itself:
@@ -180,22 +189,65 @@ func plain(b []byte) bool {
 	return ascii || utf8.Valid(b)
 }
 
-// intern returns the canonical copy of s (unique.Make), so that strings
-// repeated over many cached objects are stored once. Interned strings are
-// freed once no object holds them.
-func intern(s string) string {
-	if s == "" {
-		return ""
-	}
-	return unique.Make(s).Value()
+// interned is the interner of every cache.
+var interned = &interner{max: internMaxEntries}
+
+// internMaxEntries bounds the interner: at most this many strings of at
+// most internMax bytes, about 2 MiB.
+const internMaxEntries = 16384
+
+// interner keeps one copy of the short strings that many cached objects
+// repeat: label and annotation keys, namespaces, kinds, owners' UIDs. It
+// holds at most max strings of at most internMax bytes; when full it
+// starts over empty, so an object decoded after that shares its strings
+// with objects decoded after it, not before (nothing is wrong, only less
+// is shared). Its strings live as long as the interner or an object holds
+// them. Safe for concurrent use.
+type interner struct {
+	mu  sync.Mutex
+	max int
+	m   map[string]string
 }
 
-// internValue interns s if it is at most internMax bytes long.
-func internValue(s string) string {
-	if len(s) > internMax {
+// intern returns the interner's copy of s, adding s if it is at most
+// internMax bytes long.
+func (t *interner) intern(s string) string {
+	if s == "" || len(s) > internMax {
 		return s
 	}
-	return intern(s)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.m[s]; ok {
+		return c
+	}
+	t.addLocked(s)
+	return s
+}
+
+// internBytes returns the interner's copy of string(b); a string of more
+// than internMax bytes is a new copy.
+func (t *interner) internBytes(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if len(b) > internMax {
+		return string(b)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.m[string(b)]; ok { // no copy for the lookup
+		return c
+	}
+	s := string(b)
+	t.addLocked(s)
+	return s
+}
+
+func (t *interner) addLocked(s string) {
+	if t.m == nil || len(t.m) >= t.max {
+		t.m = make(map[string]string, min(t.max, 1024))
+	}
+	t.m[s] = s
 }
 
 // LabelsOf returns obj's labels for a selector to match or a lookup: an

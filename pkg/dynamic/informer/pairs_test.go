@@ -3,6 +3,7 @@ package informer
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -21,6 +22,8 @@ func TestPairsDecodeAsAMap(t *testing.T) {
 		`{"k":"say \"hi\"\n","\u00e9t\u00e9":"\ud83d\ude00 \/ \\"}`,
 		"{\"bad\":\"\xff\xfe utf-8\"}",
 		`{"dup":"first","other":"x","dup":"last"}`,
+		`{"z":"1","a":"2","m":"3","a":"4"}`,
+		`{"a":null,"b":"x"}`,
 		`{"last-applied":"{\"apiVersion\":\"v1\",\"data\":{\"value\":\"v1\"}}"}`,
 	} {
 		var want map[string]string
@@ -56,8 +59,8 @@ func TestPairsRefuseWhatIsNotAnObjectOfStrings(t *testing.T) {
 }
 
 // TestLabelsOfMatchesAsTheMap: a selector matches an Object's Pairs as it
-// matches its labels as a map, and keys repeated over objects are stored
-// once.
+// matches its labels as a map, and a key and a namespace that two objects
+// repeat are stored once.
 func TestLabelsOfMatchesAsTheMap(t *testing.T) {
 	a, err := NewObject([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns","labels":{"app":"web","tier":"front"},"annotations":{"note":"x"}}}`))
 	if err != nil {
@@ -86,5 +89,45 @@ func TestLabelsOfMatchesAsTheMap(t *testing.T) {
 	}
 	if unsafe.StringData(a.Labels[0]) != unsafe.StringData(b.Labels[0]) || unsafe.StringData(a.Namespace) != unsafe.StringData(b.Namespace) {
 		t.Error("the label key app or the namespace is stored twice")
+	}
+}
+
+// TestInternerStaysBounded: past its bound the interner starts over; what
+// it returns is still the string asked for.
+func TestInternerStaysBounded(t *testing.T) {
+	in := &interner{max: 4}
+	first := in.intern("key-0")
+	for i := range 10 {
+		s := in.intern(string(rune('a'+i)) + "-key")
+		if s != string(rune('a'+i))+"-key" {
+			t.Fatalf("intern returned %q", s)
+		}
+		if len(in.m) > 4 {
+			t.Fatalf("%d strings kept, more than the bound 4", len(in.m))
+		}
+	}
+	if again := in.internBytes([]byte("key-0")); again != first {
+		t.Errorf("internBytes = %q, want %q", again, first)
+	}
+	long := strings.Repeat("x", internMax+1)
+	if in.intern(long); len(in.m) > 4 || in.m[long] != "" {
+		t.Error("a string longer than internMax was kept")
+	}
+}
+
+// TestDeepCopyOwnsItsPairs: writing the copy's Pairs leaves the cached
+// object as it was, and GetObjectMeta sees the labels.
+func TestDeepCopyOwnsItsPairs(t *testing.T) {
+	o, err := NewObject([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","labels":{"app":"web"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.DeepCopyObject().(*Object)
+	c.Labels[1] = "changed"
+	if o.Labels.Get("app") != "web" {
+		t.Error("DeepCopyObject shares the labels' Pairs")
+	}
+	if got := o.GetObjectMeta().GetLabels()["app"]; got != "web" {
+		t.Errorf("GetObjectMeta().GetLabels()[app] = %q, want web", got)
 	}
 }
