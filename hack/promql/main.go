@@ -249,16 +249,6 @@ func (w *walker) walk(node parser.Node) ([]string, map[string]bool) {
 		return w.walk(n.Expr)
 	case *parser.UnaryExpr:
 		return w.walk(n.Expr)
-	case *parser.StepInvariantExpr:
-		return w.walk(n.Expr)
-	case parser.Expressions:
-		var names []string
-		var made map[string]bool
-		for _, e := range n {
-			en, em := w.walk(e)
-			names, made = merge(names, en), union(made, em)
-		}
-		return names, made
 	}
 	return nil, nil // literals
 }

@@ -451,13 +451,23 @@ func (r chartRender) container(deployment string, path ...string) (any, error) {
 
 // args returns the arguments of the Deployment metactl's container.
 func (r chartRender) args() []string {
-	v, _ := r.container("metactl", "args")
+	args, _ := r.argsOf("metactl")
+	return args
+}
+
+// argsOf returns the arguments of the container of the Deployment named
+// deployment.
+func (r chartRender) argsOf(deployment string) ([]string, error) {
+	v, err := r.container(deployment, "args")
+	if err != nil {
+		return nil, err
+	}
 	list, _ := v.([]any)
 	out := make([]string, 0, len(list))
 	for _, a := range list {
 		out = append(out, fmt.Sprint(a))
 	}
-	return out
+	return out, nil
 }
 
 // equal returns an error unless got equals want as JSON.
@@ -1279,25 +1289,21 @@ func TestHelmSchemaDescribesEveryValue(t *testing.T) {
 }
 
 // renderedRunArgs returns the container's arguments of the one Deployment
-// rendered.
+// rendered, whatever its name.
 func renderedRunArgs(t *testing.T, objs []*unstructured.Unstructured) []string {
 	t.Helper()
-	var args []string
-	deployments := 0
+	var names []string
 	for _, o := range objs {
-		if o.GetKind() != "Deployment" {
-			continue
+		if o.GetKind() == "Deployment" {
+			names = append(names, o.GetName())
 		}
-		deployments++
-		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-		if len(containers) != 1 {
-			t.Fatalf("%s has %d containers, want 1", objectKey(o), len(containers))
-		}
-		list, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
-		args = list
 	}
-	if deployments != 1 || len(args) == 0 || args[0] != "run" {
-		t.Fatalf("%d Deployments rendered, arguments %q: want one, running metactl run", deployments, args)
+	if len(names) != 1 {
+		t.Fatalf("Deployments rendered: %q, want one", names)
+	}
+	args, err := chartRender(objs).argsOf(names[0])
+	if err != nil || len(args) == 0 || args[0] != "run" {
+		t.Fatalf("Deployment %s: arguments %q (%v), want metactl run", names[0], args, err)
 	}
 	return args
 }
