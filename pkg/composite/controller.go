@@ -101,9 +101,9 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 	return c, nil
 }
 
-// rolling reports whether a child resource updates with a rolling method
+// Rolling reports whether a child resource updates with a rolling method
 // (New accepts these only for a namespaced parent).
-func (c *Controller) rolling() bool {
+func (c *Controller) Rolling() bool {
 	return slices.ContainsFunc(c.children.Resources, func(r *children.Resource) bool { return r.Method.IsRolling() })
 }
 
@@ -111,7 +111,7 @@ func (c *Controller) rolling() bool {
 // controller does with ControllerRevisions in its parents' namespaces.
 func (c *Controller) Access() []rbac.Access {
 	access := c.Engine.Access()
-	if c.rolling() {
+	if c.Rolling() {
 		revisions := &discovery.Resource{
 			APIVersion: v1alpha1.ControllerRevisionResource.GroupVersion().String(),
 			Name:       v1alpha1.ControllerRevisionResource.Resource, Kind: "ControllerRevision", Namespaced: true,
@@ -136,7 +136,7 @@ func (c *Controller) Watch(w *controller.Watches) error {
 			return err
 		}
 	}
-	if c.rolling() {
+	if c.Rolling() {
 		if c.revisions, err = w.Watch(v1alpha1.ControllerRevisionResource, nil); err != nil {
 			return err
 		}

@@ -55,9 +55,7 @@ func describeAnnotations(match map[string]string, expressions int) string {
 // it controls that carry this decorator's annotation
 // (controller.Explainer).
 func (c *Controller) ExplainDependents(obj *unstructured.Unstructured) ([]explain.Dependent, *explain.Rollout) {
-	return controller.OwnedDependents(c.attachments, obj, func(a metav1.Object) bool {
-		return a.GetAnnotations()[AttachmentAnnotation] == c.name
-	}), nil
+	return controller.OwnedDependents(c.attachments, obj, c.isAttachment), nil
 }
 
 // index is res's position in c.watched, -1 when it is none of them.

@@ -6,11 +6,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
+// isAttachment reports whether obj carries this controller's attachment
+// annotation (a cached object's is read without building a map).
+func (c *Controller) isAttachment(obj metav1.Object) bool {
+	return informer.AnnotationsOf(obj).Get(AttachmentAnnotation) == c.name
+}
+
 // ownerKeys returns the keys of the decorated objects an attachment's
 // controller reference names, when the attachment is this controller's;
 // see controller.Owners.
 func (c *Controller) ownerKeys(attachment metav1.Object, ref *metav1.OwnerReference) []string {
-	if informer.AnnotationsOf(attachment).Get(AttachmentAnnotation) != c.name {
+	if !c.isAttachment(attachment) {
 		return nil // another decorator's, or a child of another kind of owner
 	}
 	refGV, err := schema.ParseGroupVersion(ref.APIVersion)

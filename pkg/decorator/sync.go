@@ -63,7 +63,7 @@ func (c *Controller) observedAttachments(obj *unstructured.Unstructured) map[*ch
 	for _, res := range c.attachments.Resources {
 		set := children.Set{}
 		for _, meta := range res.Informer.OwnedByMeta(obj.GetNamespace(), obj.GetUID()) {
-			if meta.Annotations.Get(AttachmentAnnotation) != c.name {
+			if !c.isAttachment(meta) {
 				continue // another decorator's, or a child of another kind of owner
 			}
 			if a, err := meta.Unstructured(); err == nil {

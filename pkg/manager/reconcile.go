@@ -483,9 +483,10 @@ var restartAnnotations = []string{rbac.ServiceAccountAnnotation, controller.Sync
 
 // restartValues returns obj's values of restartAnnotations ("" when absent).
 func restartValues(obj metav1.Object) map[string]string {
+	annotations := obj.GetAnnotations()
 	values := make(map[string]string, len(restartAnnotations))
 	for _, a := range restartAnnotations {
-		values[a] = obj.GetAnnotations()[a]
+		values[a] = annotations[a]
 	}
 	return values
 }
@@ -493,8 +494,9 @@ func restartValues(obj metav1.Object) map[string]string {
 // changedAnnotation returns the first of restartAnnotations whose value on
 // obj is not the one in built; "" when none changed.
 func changedAnnotation(built map[string]string, obj metav1.Object) string {
+	annotations := obj.GetAnnotations()
 	for _, a := range restartAnnotations {
-		if built[a] != obj.GetAnnotations()[a] {
+		if built[a] != annotations[a] {
 			return a
 		}
 	}

@@ -352,29 +352,18 @@ func (p *Planner) build(ctx context.Context, obj *unstructured.Unstructured, cal
 	return nil, fmt.Errorf("%s: not a CompositeController or DecoratorController", refOf(obj))
 }
 
-// Controllers returns the controller objects to plan for obj: Options'
-// Controllers, else those of the cluster that manage obj (its resource,
-// selected by their selectors, or carrying their finalizer).
-//
-// unbuilt are the controllers of the cluster that could not be built
-// (an invalid spec, a resource not served), which cannot be told to
-// manage obj or not: "KIND NAME: error".
-func (p *Planner) Controllers(ctx context.Context, obj *unstructured.Unstructured) (ctrls []*unstructured.Unstructured, unbuilt []string, err error) {
-	found, unbuilt, err := p.controllers(ctx, obj)
-	for _, m := range found {
-		ctrls = append(ctrls, m.ctrl)
-	}
-	return ctrls, unbuilt, err
-}
-
 // managing is a controller to plan for an object and the object as the
 // controller reads it (objectFor), nil when not read yet.
 type managing struct {
 	ctrl, at *unstructured.Unstructured
 }
 
-// controllers is Controllers with the objects that the search of the
-// cluster read for each controller.
+// controllers returns the controllers to plan for obj, each with obj as
+// it reads it: Options' Controllers, else those of the cluster that manage
+// obj (its resource, selected by their selectors, or carrying their
+// finalizer). unbuilt are the controllers of the cluster that could not be
+// built (an invalid spec, a resource not served), which cannot be told to
+// manage obj or not: "KIND NAME: error".
 func (p *Planner) controllers(ctx context.Context, obj *unstructured.Unstructured) ([]managing, []string, error) {
 	var out []managing
 	if p.opts.Controllers != nil {
@@ -564,11 +553,10 @@ func (p *Planner) planOne(ctx context.Context, ctrlObj, obj *unstructured.Unstru
 		cp.Writes[i].Request = redactJSON(cp.Writes[i].Request)
 		cp.Writes[i].Response = redactJSON(cp.Writes[i].Response)
 	}
-	// A DecoratorController's rolling methods are not rolling (only a
-	// CompositeController moves children one revision at a time).
-	rolling := ctrlObj.GetKind() == "CompositeController" &&
-		slices.ContainsFunc(k.Dependents().Resources, func(r *children.Resource) bool { return r.Method.IsRolling() })
-	if rolling && cp.Error == "" {
+	// Only a CompositeController moves children one revision at a time
+	// (a DecoratorController's rolling methods are not rolling).
+	rolling, _ := k.(interface{ Rolling() bool })
+	if rolling != nil && rolling.Rolling() && cp.Error == "" {
 		// metactl run's sync ends at a rolling update's first write of a
 		// child or revision (the next revision is the next sync's); the
 		// dry run's writes are not seen as writes by the reconciler (the

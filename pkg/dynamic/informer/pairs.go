@@ -75,18 +75,19 @@ func (p Pairs) Map() map[string]string {
 	if len(p) == 0 {
 		return nil
 	}
-	m := make(map[string]string, len(p)/2)
-	for i := 0; i+1 < len(p); i += 2 {
-		m[p[i]] = p[i+1]
-	}
-	return m
+	return toMap(p, func(v string) string { return v })
 }
 
 // unstructured returns the pairs as a new map of an unstructured object.
 func (p Pairs) unstructured() map[string]any {
-	m := make(map[string]any, len(p)/2)
+	return toMap(p, func(v string) any { return v })
+}
+
+// toMap returns the pairs as a new map of values value(v).
+func toMap[V any](p Pairs, value func(string) V) map[string]V {
+	m := make(map[string]V, len(p)/2)
 	for i := 0; i+1 < len(p); i += 2 {
-		m[p[i]] = p[i+1]
+		m[p[i]] = value(p[i+1])
 	}
 	return m
 }
@@ -142,8 +143,11 @@ func (p *Pairs) UnmarshalJSON(data []byte) error {
 	if i >= len(data) {
 		return fmt.Errorf("unexpected end of JSON")
 	}
-	if unordered != nil {
-		out = PairsOf(unordered)
+	if unordered != nil { // its strings are interned already
+		out = make(Pairs, 0, 2*len(unordered))
+		for k, v := range unordered {
+			out = append(out, k, v)
+		}
 	}
 	*p = out
 	return nil

@@ -106,8 +106,13 @@ func TestInternerStaysBounded(t *testing.T) {
 			t.Fatalf("%d strings kept, more than the bound 4", len(in.m))
 		}
 	}
-	if again := in.internBytes([]byte("key-0")); again != first {
-		t.Errorf("internBytes = %q, want %q", again, first)
+	if again := in.internBytes([]byte("key-0")); again != "key-0" {
+		t.Errorf("internBytes = %q, want key-0", again)
+	}
+	in = &interner{max: 4}
+	first = in.intern("key-0")
+	if again := in.internBytes([]byte("key-0")); unsafe.StringData(again) != unsafe.StringData(first) {
+		t.Error("internBytes returned a new copy of an interned string")
 	}
 	long := strings.Repeat("x", internMax+1)
 	if in.intern(long); len(in.m) > 4 || in.m[long] != "" {
