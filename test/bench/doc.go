@@ -47,6 +47,10 @@
 // also runs the delete and cache phases. docs/performance.md, "Variants",
 // describes SPEC, the rounds and the results; variant.go implements them.
 //
+// -apiserver-profile also saves CPU profiles of kube-apiserver over round
+// 1's create phases, the limit's and metactl's, in windows of the same
+// length (apiprofile.go): what serving each costs the server.
+//
 // It prints a table and PASS/FAIL lines for the targets of issues 4 and
 // 15, exits with status 1 when a target fails, and writes a JSON file
 // (-out) and optionally an SVG plot (-svg). Run it with `make bench`, or

@@ -104,7 +104,11 @@ func parallel(parent context.Context, n, workers int, f func(ctx context.Context
 // when its last write returned. Nothing watches these parents and
 // ConfigMaps but the control plane itself (kube-controller-manager's
 // garbage collector watches every resource, in metactl's phases too).
-func (b *bench) limitPhases(ctx context.Context, ns string, n, workers int, record bool) (map[string]*PhaseResult, error) {
+// limitPhases runs the limit's create, update and delete phases with
+// workers writers; record: measure them (not for the warm-up). With
+// apiProfile set, kube-apiserver's CPU profile over the create phase is
+// saved under that name (profileAPIServer).
+func (b *bench) limitPhases(ctx context.Context, ns string, n, workers int, record bool, apiProfile string) (map[string]*PhaseResult, error) {
 	parents := make([]*unstructured.Unstructured, n)
 	children := make([][childrenPerParent]*unstructured.Unstructured, n)
 	out := map[string]*PhaseResult{}
@@ -129,6 +133,10 @@ func (b *bench) limitPhases(ctx context.Context, ns string, n, workers int, reco
 			return err
 		}
 		issued.Store(0)
+		profiled := func() {}
+		if apiProfile != "" && name == "create" {
+			profiled = b.profileAPIServer(ctx, apiProfile)
+		}
 		t0 := time.Now()
 		err = parallel(ctx, n, workers, func(ctx context.Context, i int) error {
 			started[i] = time.Now()
@@ -160,6 +168,7 @@ func (b *bench) limitPhases(ctx context.Context, ns string, n, workers int, reco
 				logf("limit %s: kube-apiserver counted %s, the client issued %.0f writes", name, formatCounts(r.Counts.Server, 1), r.Counts.Issued)
 			}
 		}
+		profiled()
 		// Let the garbage collector and etcd catch up before the next phase.
 		select {
 		case <-ctx.Done():

@@ -68,7 +68,10 @@ type options struct {
 	metactlBin     string
 	label          string
 	profile        bool
-	plotFrom       string
+	// apiserverProfile: collect kube-apiserver's CPU profiles in round 1's
+	// create phases, the limit's and metactl's (apiprofile.go).
+	apiserverProfile bool
+	plotFrom         string
 	// variants are the -variant flags, in order; empty: metactl with
 	// default flags only, one process throughout (variant.go).
 	variants []variant
@@ -95,6 +98,7 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.label, "label", "", "name of this run in output files (default n<N>[-slow<ms>ms])")
 	flag.StringVar(&o.plotFrom, "plot-from", "", "only draw -svg from this results JSON file of an earlier run")
 	flag.StringVar(&o.growthFrom, "growth-from", "", "only draw -svg of metactl's CPU and peak RSS against N from these results JSON files of earlier runs (comma-separated, default hook)")
+	flag.BoolVar(&o.apiserverProfile, "apiserver-profile", false, "collect CPU profiles of kube-apiserver over round 1's create phases, the limit's (each writer count) and metactl's, in windows of the same length, to compare what serving each costs the server")
 	flag.BoolVar(&o.profile, "profile", true, "collect a CPU profile of metactl during the create phase when metactl run has --pprof-addr")
 	flag.Func("variant", "NAME=SPEC: also measure metactl run with SPEC, side by side with default flags in the same rounds (repeatable; see doc.go). "+
 		"SPEC is space-separated: --flags for metactl run, KEY=VALUE environment variables, +otlp for tracing exported to a receiver in the benchmark",
@@ -321,7 +325,7 @@ func run(ctx context.Context, o options) (err error) {
 
 	if o.warmup > 0 {
 		logf("warm-up: %d parents through the limit client", min(o.warmup, o.n))
-		if _, err := b.limitPhases(ctx, nsWarmup, min(o.warmup, o.n), o.workers, false); err != nil {
+		if _, err := b.limitPhases(ctx, nsWarmup, min(o.warmup, o.n), o.workers, false, ""); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -452,7 +456,11 @@ func (b *bench) limitRound(ctx context.Context, round int) error {
 	sweep := map[string]map[string]float64{}
 	for _, w := range b.o.limitWriters {
 		logf("limit round %d of %d: %d writers", round, b.o.runs, w)
-		res, err := b.limitPhases(ctx, nsLimit, b.o.n, w, true)
+		profile := ""
+		if b.o.apiserverProfile && round == 1 {
+			profile = fmt.Sprintf("limit-w%d-create", w)
+		}
+		res, err := b.limitPhases(ctx, nsLimit, b.o.n, w, true, profile)
 		if err != nil {
 			return fmt.Errorf("limit: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -78,6 +79,12 @@ func (b *bench) metactlPhase(ctx context.Context, name string, rep int) error {
 		logf("collecting a %ds CPU profile of metactl into %s", seconds, path)
 	}
 
+	profiled := func() {}
+	if name == "create" && rep == 1 && b.o.apiserverProfile {
+		variant := strings.TrimPrefix(b.profilePrefix(), b.o.label) // "" or "-<variant>"
+		profiled = b.profileAPIServer(ctx, "metactl"+variant+"-create")
+	}
+	defer profiled()
 	logf("%s %s (run %d): %d parents, %d workers writing", b.who(), name, rep, n, b.o.workers)
 	t0 := time.Now()
 	err = parallel(ctx, n, b.o.workers, func(ctx context.Context, i int) error {
