@@ -43,8 +43,12 @@
 //     elements observed lacks, in desired's order. So a list that differs
 //     from desired only in order is not rewritten.
 //   - Any other list (of scalars, of mixed elements, of objects with no
-//     merge key or a duplicated one, and the empty list) replaces observed's
-//     list wholesale.
+//     merge key or a duplicated one) replaces observed's list wholesale. An
+//     empty desired list takes its key from the others, as metacontroller's
+//     apply does: against an observed list map it removes only the
+//     elements lastApplied has, and keeps those others added (the volume
+//     and mount that admission adds to a Pod whose template says
+//     "volumes: []"); against any other list it is an empty list.
 //   - A scalar replaces observed's value.
 //   - When observed's value is of another type than desired's, desired's
 //     wins; observed's is discarded. A lastApplied value of another type

@@ -190,10 +190,7 @@ func checkMergedList(path string, o, l any, d []any, r any) error {
 	}
 	ol, oList := o.([]any)
 	ll, lList := l.([]any)
-	key := ""
-	if len(d) > 0 {
-		key = chooseKey(d, ol, oList, ll, lList)
-	}
+	key := chooseKey(d, ol, oList, ll, lList)
 	if key == "" {
 		if want := pruned(d); !equal(rl, want) {
 			return fmt.Errorf("%s: replaced list is %s, want %s", path, encode(rl), encode(want))

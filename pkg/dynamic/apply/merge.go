@@ -71,10 +71,8 @@ func mergeValue(observed, lastApplied, desired any) any {
 	case []any:
 		o, oList := observed.([]any)
 		l, lList := lastApplied.([]any)
-		if len(d) > 0 {
-			if key := chooseKey(d, o, oList, l, lList); key != "" {
-				return mergeListMap(o, l, d, key)
-			}
+		if key := chooseKey(d, o, oList, l, lList); key != "" {
+			return mergeListMap(o, l, d, key)
 		}
 		return pruneList(d)
 	}

@@ -162,10 +162,25 @@ func TestMerge(t *testing.T) {
 			want:     `{"items":[{"name":"a"},null]}`,
 		},
 		{
-			name:     "empty desired list replaces",
-			observed: `{"spec":{"ports":[{"port":80,"nodePort":30080}]}}`,
-			desired:  `{"spec":{"ports":[]}}`,
-			want:     `{"spec":{"ports":[]}}`,
+			// As metacontroller's apply: the key comes from the observed
+			// list too, and entries others added stay.
+			name:     "empty desired list keeps others' entries",
+			observed: `{"spec":{"volumes":[{"name":"kube-api-access-x","projected":{}}]}}`,
+			desired:  `{"spec":{"volumes":[]}}`,
+			want:     `{"spec":{"volumes":[{"name":"kube-api-access-x","projected":{}}]}}`,
+		},
+		{
+			name:        "empty desired list removes what was applied",
+			observed:    `{"spec":{"ports":[{"port":80,"nodePort":30080},{"port":81}]}}`,
+			lastApplied: `{"spec":{"ports":[{"port":80}]}}`,
+			desired:     `{"spec":{"ports":[]}}`,
+			want:        `{"spec":{"ports":[{"port":81}]}}`,
+		},
+		{
+			name:     "empty desired list replaces a list without a merge key",
+			observed: `{"spec":{"args":["a","b"],"items":[{"x":1}]}}`,
+			desired:  `{"spec":{"args":[],"items":[]}}`,
+			want:     `{"spec":{"args":[],"items":[]}}`,
 		},
 		{
 			name:        "port takes precedence over name",
