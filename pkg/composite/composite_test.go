@@ -10,6 +10,7 @@ import (
 
 	"github.com/metactl/metactl/internal/controllertest"
 	"github.com/metactl/metactl/internal/testenv"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -260,6 +261,62 @@ func TestFinalizeHook(t *testing.T) {
 		}
 		return o == nil
 	})
+}
+
+// TestFinalizeSeesChildrenStillBeingDeleted: a child that a finalize
+// answer deletes but a finalizer holds is still there, being deleted, in
+// the next call, as in metacontroller's next sync; a hook that is done
+// when it sees no children is therefore not done until the child is gone.
+func TestFinalizeSeesChildrenStillBeingDeleted(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	const hold = "example.com/hold"
+	hook := newTestHook(t, func(req *syncRequest) any {
+		child := configMapChild(req.Parent, req.Parent.GetName()+"-cm", map[string]any{"k": "v"})
+		child["metadata"].(map[string]any)["finalizers"] = []any{hold}
+		return map[string]any{"children": []any{child}}
+	})
+	finalize := newTestHook(t, func(req *syncRequest) any {
+		return map[string]any{"children": []any{}, "finalized": len(req.Children["ConfigMap.v1"]) == 0}
+	})
+	cc := compositeController(t, hook, thingsGVR, func(spec map[string]any) {
+		spec["hooks"].(map[string]any)["finalize"] = map[string]any{"webhook": map[string]any{"url": finalize.server.URL + "/finalize"}}
+	})
+	startController(t, cc)
+	newThing(t, thingsGVR, ns, "p1", nil)
+	waitFor(t, configMapsGVR, ns, "p1-cm", "created", exists)
+	release := func() {
+		_, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Patch(context.Background(), "p1-cm", types.MergePatchType,
+			[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(release)
+
+	if err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Delete(ctx(t), "p1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "a finalize call that sees the child being deleted", func(context.Context) (bool, error) {
+		for _, req := range finalize.requestsSnapshot() {
+			if cm := req.Children["ConfigMap.v1"]["p1-cm"]; cm != nil && cm.GetDeletionTimestamp() != nil {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	for i, req := range finalize.requestsSnapshot() {
+		if len(req.Children["ConfigMap.v1"]) == 0 {
+			t.Fatalf("finalize call %d saw no children while its ConfigMap was still there, held by %s", i+1, hold)
+		}
+	}
+	if _, err := get(t, thingsGVR, ns, "p1"); err != nil {
+		t.Fatalf("the parent is gone while its child is still being deleted: %v", err)
+	}
+
+	release()
+	// The child's deletion syncs the parent; its finalize call sees no
+	// children and is done.
+	waitFor(t, thingsGVR, ns, "p1", "gone once its child is", gone)
 }
 
 // TestResyncAfterSeconds: without events, only resyncAfterSeconds brings

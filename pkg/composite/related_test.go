@@ -188,3 +188,73 @@ func TestInvalidCustomizeAnswerChangesNothing(t *testing.T) {
 		t.Errorf("status written after an invalid customize answer: %v", p.Object["status"])
 	}
 }
+
+// TestRelatedKeyedForTheHookCalled: related objects are keyed by the
+// version of the hook that receives them: a v2 finalize hook gets
+// "namespace/name" keys although the sync hook is v1, as its children are.
+func TestRelatedKeyedForTheHookCalled(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	var (
+		mu        sync.Mutex
+		syncKeys  []string
+		finalKeys []string
+	)
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Related map[string]map[string]any `json:"related"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		var keys []string
+		for k := range req.Related["ConfigMap.v1"] {
+			keys = append(keys, k)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		switch r.URL.Path {
+		case "/customize":
+			_ = json.NewEncoder(w).Encode(map[string]any{"relatedResources": []any{
+				map[string]any{"apiVersion": "v1", "resource": "configmaps", "names": []any{"source"}}}})
+		case "/sync":
+			syncKeys = keys
+			_ = json.NewEncoder(w).Encode(map[string]any{"children": []any{}})
+		case "/finalize":
+			finalKeys = keys
+			_ = json.NewEncoder(w).Encode(map[string]any{"children": []any{}, "finalized": true})
+		}
+	}))
+	t.Cleanup(server.Close)
+	cc := compositeController(t, &testHook{server: server}, thingsGVR, func(spec map[string]any) {
+		spec["childResources"] = []any{}
+		spec["hooks"] = map[string]any{
+			"sync":      map[string]any{"version": "v1", "webhook": map[string]any{"url": server.URL + "/sync"}},
+			"finalize":  map[string]any{"version": "v2", "webhook": map[string]any{"url": server.URL + "/finalize"}},
+			"customize": map[string]any{"webhook": map[string]any{"url": server.URL + "/customize"}},
+		}
+	})
+	startController(t, cc)
+	createValueConfigMap(t, ns, "source", "x", nil)
+	newThing(t, thingsGVR, ns, "p1", nil)
+	keys := func(of *[]string) func(context.Context) (bool, error) {
+		return func(context.Context) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(*of) > 0, nil
+		}
+	}
+	testenv.Eventually(t, 10*time.Second, "a sync call with the related ConfigMap", keys(&syncKeys))
+	if err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Delete(ctx(t), "p1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "a finalize call with the related ConfigMap", keys(&finalKeys))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(syncKeys) != 1 || syncKeys[0] != "source" {
+		t.Errorf("the v1 sync hook got related keys %q, want [source]", syncKeys)
+	}
+	if len(finalKeys) != 1 || finalKeys[0] != ns+"/source" {
+		t.Errorf("the v2 finalize hook got related keys %q, want [%s/source]", finalKeys, ns)
+	}
+}

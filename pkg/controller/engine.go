@@ -250,7 +250,7 @@ func (e *Engine) StartCaches(ctx context.Context) error {
 	}
 	if hook := e.cfg.Hooks.Customize; hook != nil {
 		e.related = related.New(related.Options{
-			Object: e.cfg.Object, Customize: hook, Version: *e.cfg.Hooks.Sync.Version,
+			Object: e.cfg.Object, Customize: hook,
 			Hooks: e.hooks, Resources: e.opts.Resources, Informers: e.opts.Informers, Enqueue: e.loop.AddFor,
 			MaxObjects: e.opts.MaxRelatedObjects,
 			MayRead:    e.opts.MayRead,

@@ -366,6 +366,43 @@ func TestRoundsReachTheFixedPoint(t *testing.T) {
 	f.wrote(t, 1, 1)
 }
 
+// TestResyncAfterSecondsOfEveryRound: a resync that an earlier call of
+// the sync asked for stands when a later one asks for none, and the
+// shortest of several wins, as when each call is a sync of its own
+// (metacontroller).
+func TestResyncAfterSecondsOfEveryRound(t *testing.T) {
+	for name, tc := range map[string]struct {
+		asked []float64 // by call: 3 calls (countChildren's rounds)
+		want  time.Duration
+	}{
+		"only the first call":   {asked: []float64{30, 0, 0}, want: 30 * time.Second},
+		"the shortest":          {asked: []float64{30, 0.5, 10}, want: 500 * time.Millisecond},
+		"only the last call":    {asked: []float64{0, 0, 2}, want: 2 * time.Second},
+		"none":                  {asked: []float64{0, 0, 0}, want: 0},
+		"negative is not asked": {asked: []float64{-1, 0, 0}, want: 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			calls := 0
+			f := newFixture(t, thing(), false, func(hook string, request *fakeRequest) (*fakeResponse, error) {
+				response, err := countChildren(hook, request)
+				response.Answer.ResyncAfterSeconds = tc.asked[calls]
+				calls++
+				return response, err
+			})
+			delay, err := f.e.sync(context.Background(), "ns/p")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if calls != 3 {
+				t.Fatalf("%d calls, want 3", calls)
+			}
+			if delay != tc.want {
+				t.Errorf("resync after %v, want %v", delay, tc.want)
+			}
+		})
+	}
+}
+
 // TestRoundsGiveTheHookTheObjectAsAnswered: the second call sees the
 // labels, annotations and status the first answer asked for; a label
 // removed (null) is gone.

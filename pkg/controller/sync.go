@@ -101,19 +101,19 @@ func (e *Engine) syncTarget(ctx context.Context, key string, t *Target) (after t
 	}
 	t.Observed = observed
 
-	// 3. Related objects, when a customize hook declares them.
-	relatedObjects := hooks.ObjectMap{}
+	// 3. Related objects, when a customize hook declares them, keyed for
+	// the hook the rounds call.
+	r := &Round{e: e, t: t, sync: s, observed: observed, related: hooks.ObjectMap{}, hookName: "sync", hook: e.cfg.Hooks.Sync}
+	if t.Finalizing {
+		r.hookName, r.hook = "finalize", e.cfg.Hooks.Finalize
+	}
 	if e.related != nil {
-		if relatedObjects, err = e.related.Related(ctx, key, t.Object, t.Resource.Namespaced); err != nil {
+		if r.related, err = e.related.Related(ctx, key, t.Object, t.Resource.Namespaced, *r.hook.Version); err != nil {
 			return 0, e.syncFailed(ctx, t, fmt.Errorf("related objects: %w", err))
 		}
 	}
 
 	// 4. The rounds.
-	r := &Round{e: e, t: t, sync: s, observed: observed, related: relatedObjects, hookName: "sync", hook: e.cfg.Hooks.Sync}
-	if t.Finalizing {
-		r.hookName, r.hook = "finalize", e.cfg.Hooks.Finalize
-	}
 	out := e.rounds(ctx, r)
 	if out.answer == nil {
 		return 0, e.syncFailed(ctx, t, out.err)
@@ -148,7 +148,7 @@ func (e *Engine) syncTarget(ctx context.Context, key string, t *Target) (after t
 
 	// 7. Again with backoff when the hook did not settle; a later sync
 	// when it asked for one.
-	return e.unsettled.Finish(t.Object, key, out.settled, out.answer.ResyncAfterSeconds, e.resyncAfter)
+	return e.unsettled.Finish(t.Object, key, out.settled, out.resyncAfterSeconds, e.resyncAfter)
 }
 
 // decideFinalizer makes the finalizer decision: an object being deleted or
@@ -306,6 +306,12 @@ type roundsResult struct {
 	status map[string]any
 	// settled: the last answer was a fixed point.
 	settled bool
+	// resyncAfterSeconds is the shortest resyncAfterSeconds > 0 of the
+	// valid answers, 0 when none asked for one: as with metacontroller,
+	// where each of these calls is a sync of its own, a later answer
+	// that asks for none does not cancel an earlier one's resync, and
+	// the earliest wins (a delaying queue keeps a key's earliest time).
+	resyncAfterSeconds float64
 	// statusSeen: the hook was given the status it asked for last, so
 	// that the status write's echo needs no sync.
 	statusSeen bool
@@ -349,6 +355,9 @@ func (e *Engine) rounds(ctx context.Context, r *Round) roundsResult {
 		e.fillConditions(r.t, out.seen, &answer)
 		out.events.add(answer.Events)
 		out.answer = &answer
+		if a := answer.ResyncAfterSeconds; a > 0 && (out.resyncAfterSeconds == 0 || a < out.resyncAfterSeconds) {
+			out.resyncAfterSeconds = a
+		}
 		next, metadataChanged, statusChanged := asAnswered(out.seen, &answer)
 		out.seen = next
 		if answer.Status != nil {

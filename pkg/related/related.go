@@ -37,9 +37,6 @@ type Options struct {
 	// Customize is the customize hook. Its own version sets the namespace
 	// rules of its answers (unset is v1).
 	Customize *v1alpha1.Hook
-	// Version is the version of the hooks that receive the related
-	// objects (sync, finalize): it keys the objects in their requests.
-	Version v1alpha1.HookVersion
 	// Hooks calls the customize hook.
 	Hooks     Caller
 	Resources *discovery.ResourceMap
@@ -125,9 +122,10 @@ func New(opts Options) *Resolver {
 }
 
 // Related returns the objects the customize hook declares for parent (whose
-// queue key is key), keyed like children, and records the declarations so
-// that changes to those objects re-sync the parent.
-func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured.Unstructured, parentNamespaced bool) (hooks.ObjectMap, error) {
+// queue key is key), keyed like children in a request of a hook of version
+// (the sync or the finalize hook, whichever receives them), and records the
+// declarations so that changes to those objects re-sync the parent.
+func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured.Unstructured, parentNamespaced bool, version v1alpha1.HookVersion) (hooks.ObjectMap, error) {
 	declarations, err := r.declarations(ctx, key, parent)
 	if err != nil {
 		return nil, err
@@ -181,7 +179,7 @@ func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured
 	for i, rl := range rules {
 		out.EnsureKey(rl.res.APIVersion, rl.res.Kind)
 		for _, obj := range informer.DecodeAll(selected[i]) {
-			out.Insert(r.opts.Version, parentNamespaced, obj)
+			out.Insert(version, parentNamespaced, obj)
 		}
 	}
 	return out, nil

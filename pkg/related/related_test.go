@@ -36,6 +36,8 @@ var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "config
 // whose customize hook answers rules, and the parent keys it enqueued.
 type fixture struct {
 	resolver *related.Resolver
+	// version is the version of the hook that receives the objects.
+	version  v1alpha1.HookVersion
 	mu       sync.Mutex
 	enqueued []string
 	// calls counts the customize hook's calls.
@@ -68,7 +70,7 @@ func newFixtureWith(t *testing.T, maxObjects int, customizeVersion *v1alpha1.Hoo
 // MayRead taken from opts.
 func newFixtureOptions(t *testing.T, opts related.Options, customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
 	t.Helper()
-	f := &fixture{}
+	f := &fixture{version: syncVersion}
 	f.setRules(rules...)
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.calls.Add(1)
@@ -88,7 +90,6 @@ func newFixtureOptions(t *testing.T, opts related.Options, customizeVersion *v1a
 	f.resolver = related.New(related.Options{
 		Object:     &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController", "metadata": map[string]any{"name": "test"}}},
 		Customize:  customize,
-		Version:    syncVersion,
 		Hooks:      &controller.HookCaller{Hooks: hooks.NewClient(hooks.Options{}), Controller: "test"},
 		Resources:  resources,
 		Informers:  f.informers,
@@ -131,7 +132,7 @@ func (f *fixture) relatedKeys(t *testing.T, parent *unstructured.Unstructured) [
 	if ns := parent.GetNamespace(); ns != "" {
 		key = ns + "/" + key
 	}
-	got, err := f.resolver.Related(ctx, key, parent, parent.GetNamespace() != "")
+	got, err := f.resolver.Related(ctx, key, parent, parent.GetNamespace() != "", f.version)
 	if err != nil {
 		t.Fatalf("Related: %v", err)
 	}
@@ -282,7 +283,7 @@ func TestNamespaceSelectorAsksToReadNamespaces(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	parent := parentIn(ns)
-	_, err := f.resolver.Related(ctx, ns+"/"+parent.GetName(), parent, true)
+	_, err := f.resolver.Related(ctx, ns+"/"+parent.GetName(), parent, true, f.version)
 	if !errors.Is(err, refused) {
 		t.Errorf("Related: got %v, want the refusal to read namespaces", err)
 	}

@@ -72,8 +72,9 @@ type Writer struct {
 // Result is what Manage did.
 type Result struct {
 	// Observed is the observed children updated by the writes: created
-	// and updated objects as the server returned them, deleted ones
-	// removed.
+	// and updated objects as the server returned them; deleted ones
+	// removed, or, while the server still keeps them (finalizers,
+	// graceful deletion), as its answer to the delete returned them.
 	Observed map[*Resource]Set
 	// Written are the objects created or changed by an update, as the
 	// server returned them (for echo expectations). An update the server
@@ -133,14 +134,22 @@ func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, 
 			}
 		})
 	}
+	// deleted records a delete; left is the child still there, being
+	// deleted (nil: gone). Its watch events are not expected: they sync
+	// the parent again, as the child's deletion goes on.
+	deleted := func(res *Resource, key string, left *unstructured.Unstructured) {
+		mu.Lock()
+		defer mu.Unlock()
+		result.Deleted++
+		if left == nil {
+			delete(result.Observed[res], key)
+			return
+		}
+		result.Observed[res][key] = left
+	}
 	written := func(res *Resource, key string, obj *unstructured.Unstructured) {
 		mu.Lock()
 		defer mu.Unlock()
-		if obj == nil {
-			delete(result.Observed[res], key)
-			result.Deleted++
-			return
-		}
 		before := result.Observed[res][key]
 		result.Observed[res][key] = obj
 		if before != nil && before.GetResourceVersion() == obj.GetResourceVersion() {
@@ -161,10 +170,11 @@ func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, 
 				continue
 			}
 			run(func() error {
-				if err := w.delete(ctx, parent, res, obj); err != nil {
+				left, err := w.delete(ctx, parent, res, obj)
+				if err != nil {
 					return err
 				}
-				written(res, key, nil)
+				deleted(res, key, left)
 				return nil
 			})
 		}
@@ -193,10 +203,11 @@ func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, 
 				w.reportKept(ctx, parent, res, key, have, want)
 			case Recreate:
 				run(func() error {
-					if err := w.delete(ctx, parent, res, have); err != nil {
+					left, err := w.delete(ctx, parent, res, have)
+					if err != nil {
 						return err
 					}
-					written(res, key, nil)
+					deleted(res, key, left)
 					return nil
 				})
 			case Update:
@@ -297,20 +308,27 @@ func decodeWritten(res *Resource, key string, obj *informer.Object) (*unstructur
 
 // delete deletes a child in the background, on the precondition that it is
 // still the object that was observed. A child already gone, or replaced by
-// another object of that name, counts as deleted.
-func (w *Writer) delete(ctx context.Context, parent *unstructured.Unstructured, res *Resource, obj *unstructured.Unstructured) error {
+// another object of that name, counts as deleted. It returns the child
+// when it is still there, being deleted (it has finalizers, or is deleted
+// gracefully): the next call sees it as metacontroller's next sync would,
+// with its deletionTimestamp; nil when it is gone.
+func (w *Writer) delete(ctx context.Context, parent *unstructured.Unstructured, res *Resource, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	writeCtx, warnings := collectWarnings(ctx)
-	err := w.Objects.Delete(writeCtx, res.GroupVersionResource(), obj.GetNamespace(), obj.GetName(), metav1.DeleteOptions{
+	left, err := w.Objects.Delete(writeCtx, res.GroupVersionResource(), obj.GetNamespace(), obj.GetName(), metav1.DeleteOptions{
 		Preconditions:     &metav1.Preconditions{UID: ptr.To(obj.GetUID())},
 		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
 	})
 	history.Wrote(ctx, w.Controller, "delete", "child", objectName(res, obj), err)
 	w.reportWarnings(ctx, parent, res, "delete", obj, warnings())
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("deleting %s %s: %w", res.Kind, Key(obj), err)
+		return nil, fmt.Errorf("deleting %s %s: %w", res.Kind, Key(obj), err)
 	}
-	klog.FromContext(ctx).V(4).Info("Deleted child", "kind", res.Kind, "child", Key(obj))
-	return nil
+	if left == nil {
+		klog.FromContext(ctx).V(4).Info("Deleted child", "kind", res.Kind, "child", Key(obj))
+		return nil, nil
+	}
+	klog.FromContext(ctx).V(4).Info("Deleting child; it is still there", "kind", res.Kind, "child", Key(obj), "finalizers", left.Finalizers)
+	return decodeWritten(res, Key(obj), left)
 }
 
 // logDiff logs, at verbosity 5, the merge patch that an update applies;

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/internal/jsonscan"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -120,16 +121,47 @@ func (c *Client) Apply(ctx context.Context, gvr schema.GroupVersionResource, nam
 
 // Delete deletes the object name of gvr in namespace with opts. Errors from
 // the server are *errors.StatusError.
-func (c *Client) Delete(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions) error {
+//
+// It returns the object when it is still there: kube-apiserver answers a
+// delete that waits (the object has finalizers, or is deleted gracefully
+// as a Pod is) with the object, its deletionTimestamp set. It returns nil
+// when the object is gone: the server then answers with a Status, or,
+// for the resources that return the deleted object (custom resources),
+// with the object as it was, without a deletionTimestamp.
+func (c *Client) Delete(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions) (*informer.Object, error) {
 	// The client's codec encodes nothing: the options are encoded here,
 	// as client-go's dynamic client sends them.
 	opts.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "DeleteOptions"}
 	data, err := utiljson.Marshal(&opts)
 	if err != nil {
-		return fmt.Errorf("encoding the delete options: %w", err)
+		return nil, fmt.Errorf("encoding the delete options: %w", err)
 	}
 	req := c.client.Delete().AbsPath(objectPath(gvr, namespace, name)...)
-	return withWarnings(ctx, req).SetHeader("Content-Type", runtime.ContentTypeJSON).Body(data).Do(ctx).Error()
+	data, err = body(withWarnings(ctx, req).SetHeader("Content-Type", runtime.ContentTypeJSON).Body(data).Do(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return remaining(data)
+}
+
+// remaining reads a delete's answer: the object when it is still there
+// (deletionTimestamp set), else nil.
+func remaining(data []byte) (*informer.Object, error) {
+	fields, err := jsonscan.TopLevel(data)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the server's answer to a delete: %w", err)
+	}
+	if fields.Kind == "Status" && fields.APIVersion == "v1" {
+		return nil, nil
+	}
+	obj, err := informer.NewObjectFromTopLevel(data, fields)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the server's answer to a delete: %w", err)
+	}
+	if obj.DeletionTimestamp == nil {
+		return nil, nil
+	}
+	return obj, nil
 }
 
 func (c *Client) write(ctx context.Context, req *rest.Request, data []byte, contentType string) (*informer.Object, error) {

@@ -49,7 +49,8 @@ func TestWithWarningsAttributesWarningsToTheWrite(t *testing.T) {
 			return err
 		}, `unknown field "/api/v1/namespaces/ns/configmaps/b"`},
 		{"delete", func(ctx context.Context) error {
-			return c.Delete(ctx, configMapsGVR, "ns", "c", metav1.DeleteOptions{})
+			_, err := c.Delete(ctx, configMapsGVR, "ns", "c", metav1.DeleteOptions{})
+			return err
 		}, `unknown field "/api/v1/namespaces/ns/configmaps/c"`},
 	}
 	got := make([][]string, len(writes))
