@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
@@ -53,6 +54,12 @@ type Synced struct {
 	IgnoreStatusChanges bool
 	// Noun names an object of the resource in logs ("parent").
 	Noun string
+	// RealStatus: the hook is given the object's own .status even when
+	// the status it answers is kept in StatusAnnotation (a
+	// DecoratorController's objects: metacontroller gives a decorator the
+	// object as it is). Without it, such an object's hook is given the
+	// annotation's status as .status (statusView).
+	RealStatus bool
 
 	// cache, when set, is read instead of Informer (tests' fakes).
 	cache objectCache
@@ -84,6 +91,26 @@ type Target struct {
 	// Observed are the dependents as Kind.Observe found them, before
 	// the rounds wrote any; set by the Engine after Observe.
 	Observed map[*children.Resource]children.Set
+
+	// realStatus is the object's own .status (nil: none) when its hook
+	// is given it (Synced.RealStatus) while Object is its statusView.
+	realStatus    any
+	hasRealStatus bool
+}
+
+// forHook returns obj (Object, or Object as the hook's answers leave it)
+// as the hook is given it: with the object's own .status in place of the
+// annotation's when Synced.RealStatus applies (a shallow copy), else obj.
+func (t *Target) forHook(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	if !t.hasRealStatus {
+		return obj
+	}
+	out := &unstructured.Unstructured{Object: maps.Clone(obj.Object)}
+	delete(out.Object, "status")
+	if t.realStatus != nil {
+		out.Object["status"] = t.realStatus
+	}
+	return out
 }
 
 // Keyer is a Kind that names the queue key of an object of one of its

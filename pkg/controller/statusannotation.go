@@ -24,8 +24,10 @@ import (
 // Namespace, ConfigMap, Service, Deployment, ...), the status its hook
 // answers, as JSON: the object's own .status belongs to Kubernetes (a
 // Deployment's replica counts) or does not exist (a ConfigMap), and its
-// schema would drop or refuse the hook's fields. The hook is given it
-// back as the object's .status (see statusView). Objects of a
+// schema would drop or refuse the hook's fields. The sync reads and
+// writes it as the object's status (see statusView), and the hook is
+// given it back as .status, unless the hook is given the real status
+// (Synced.RealStatus: a decorator's). Objects of a
 // CustomResourceDefinition keep the hook's status in .status.
 const StatusAnnotation = "metactl.io/status"
 

@@ -77,7 +77,12 @@ func (e *Engine) syncTarget(ctx context.Context, key string, t *Target) (after t
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues(t.Resource.Noun, klog.KObj(t.Object), "kind", t.Resource.Kind))
 	ctx = e.withRecording(ctx, t)
 	if StatusInAnnotation(t.Resource) {
-		// A built-in object: the hook's status is in an annotation.
+		// A built-in object: the hook's status is in an annotation, which
+		// the sync reads and writes as the object's status; a decorator's
+		// hook is given the real one all the same (Target.forHook).
+		if t.Resource.RealStatus {
+			t.realStatus, t.hasRealStatus = t.Object.Object["status"], true
+		}
 		var err error
 		if t.Object, err = statusView(t.Object); err != nil {
 			klog.FromContext(ctx).Info("Ignoring the stored status", "err", err)
@@ -108,7 +113,7 @@ func (e *Engine) syncTarget(ctx context.Context, key string, t *Target) (after t
 		r.hookName, r.hook = "finalize", e.cfg.Hooks.Finalize
 	}
 	if e.related != nil {
-		if r.related, err = e.related.Related(ctx, key, t.Object, t.Resource.Namespaced, *r.hook.Version); err != nil {
+		if r.related, err = e.related.Related(ctx, key, t.forHook(t.Object), t.Resource.Namespaced, *r.hook.Version); err != nil {
 			return 0, e.syncFailed(ctx, t, fmt.Errorf("related objects: %w", err))
 		}
 	}
@@ -269,7 +274,7 @@ func (r *Round) Write(ctx context.Context, desired map[*children.Resource]childr
 // expected.
 func (r *Round) step(ctx context.Context, seen *unstructured.Unstructured) (hooks.Response, bool, error) {
 	dependents := hooks.ObjectMapOf(*r.hook.Version, r.t.Resource.Namespaced, r.e.kind.Dependents().Resources, r.observed)
-	request, response := r.sync.Request(seen, dependents, r.related, r.t.Finalizing)
+	request, response := r.sync.Request(r.t.forHook(seen), dependents, r.related, r.t.Finalizing)
 	if err := r.Call(ctx, request, response); err != nil {
 		return nil, false, err
 	}

@@ -91,7 +91,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		key := res.APIVersion + "/" + res.Name
 		w := byResource[key]
 		if w == nil {
-			w = &watchedResource{Synced: &controller.Synced{Resource: res, IgnoreStatusChanges: true, Noun: "object"}}
+			w = &watchedResource{Synced: &controller.Synced{Resource: res, IgnoreStatusChanges: true, Noun: "object", RealStatus: true}}
 			w.Selects = w.selects
 			byResource[key] = w
 			c.watched = append(c.watched, w)
