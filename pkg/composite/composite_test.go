@@ -717,3 +717,23 @@ func TestParentReplacedMidSync(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatedChildResource: a resource listed twice in childResources
+// runs, as in metacontroller, with the later entry's update method, and a
+// Warning Event DuplicateResource on the controller says so.
+func TestRepeatedChildResource(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook := newTestHook(t, valueHook)
+	cc := compositeController(t, hook, thingsGVR, func(spec map[string]any) {
+		configMaps := func(method string) map[string]any {
+			return map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": method}}
+		}
+		spec["childResources"] = []any{configMaps("OnDelete"), configMaps("InPlace")}
+	})
+	startController(t, cc)
+	newThing(t, thingsGVR, ns, "p1", map[string]any{"value": "a"})
+	waitFor(t, configMapsGVR, ns, "p1-cm", "created", func(o *unstructured.Unstructured) bool { return o != nil && dataValue(o) == "a" })
+	setSpec(t, thingsGVR, ns, "p1", map[string]any{"value": "b"})
+	waitFor(t, configMapsGVR, ns, "p1-cm", "updated in place, the later entry's method", func(o *unstructured.Unstructured) bool { return o != nil && dataValue(o) == "b" })
+	waitForEvent(t, metav1.NamespaceDefault, cc.GetName(), "DuplicateResource", "spec.childResources[1] lists v1 configmaps again")
+}

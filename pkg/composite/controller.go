@@ -88,7 +88,9 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 			return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec", "childResources").Index(i).Child("updateStrategy", "method"), string(rule.UpdateStrategy.Method),
 				"rolling updates need a namespaced parent: their ControllerRevisions live in the parent's namespace; use Recreate or InPlace for the children of a cluster-scoped parent")}}
 		}
-		declared = append(declared, &children.Resource{Resource: res, Method: rule.UpdateStrategy.Method})
+		var earlier int
+		declared, earlier = children.Declare(declared, &children.Resource{Resource: res, Method: rule.UpdateStrategy.Method})
+		controller.ReportRepeated(ctx, opts.Recorder, c.object, "childResources", i, earlier, res, rule.UpdateStrategy.Method)
 	}
 	c.children = children.NewDeclared(declared)
 	c.Engine = controller.NewEngine(controller.Config{

@@ -105,7 +105,9 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		if err != nil {
 			return nil, fmt.Errorf("spec.attachments[%d]: %w", i, err)
 		}
-		declared = append(declared, &children.Resource{Resource: res, Method: rule.UpdateStrategy.Method})
+		var earlier int
+		declared, earlier = children.Declare(declared, &children.Resource{Resource: res, Method: rule.UpdateStrategy.Method})
+		controller.ReportRepeated(ctx, opts.Recorder, c.object, "attachments", i, earlier, res, rule.UpdateStrategy.Method)
 	}
 	c.attachments = children.NewDeclared(declared)
 	c.Engine = controller.NewEngine(controller.Config{

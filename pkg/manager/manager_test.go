@@ -393,10 +393,6 @@ func TestInvalidSpecsAreReported(t *testing.T) {
 		edit func(spec map[string]any)
 		want string
 	}{
-		"duplicate-children": {func(spec map[string]any) {
-			child := map[string]any{"apiVersion": "v1", "resource": "configmaps"}
-			spec["childResources"] = []any{child, child}
-		}, "Duplicate value"},
 		"bad-url": {func(spec map[string]any) {
 			spec["hooks"].(map[string]any)["sync"].(map[string]any)["webhook"].(map[string]any)["url"] = "http://[::1/sync"
 		}, "spec.hooks.sync.webhook.url"},

@@ -19,6 +19,20 @@ type Declared struct {
 	byKind    map[string]*Resource
 }
 
+// Declare appends res to resources, unless resources has its resource
+// already: that entry then takes res's update method, as in metacontroller,
+// where the later of two entries of a resource wins. It returns the
+// resources and the index of the earlier entry (-1 when res is new).
+func Declare(resources []*Resource, res *Resource) ([]*Resource, int) {
+	for i, r := range resources {
+		if r.GroupVersionResource() == res.GroupVersionResource() {
+			r.Method = res.Method
+			return resources, i
+		}
+	}
+	return append(resources, res), -1
+}
+
 // NewDeclared indexes resources by apiVersion and kind.
 func NewDeclared(resources []*Resource) *Declared {
 	d := &Declared{Resources: resources, byKind: make(map[string]*Resource, len(resources))}

@@ -40,17 +40,13 @@ func ValidateCompositeController(cc *CompositeController) field.ErrorList {
 	}
 
 	// The parent resource may also be a child resource: parents then own
-	// parents, as in metacontroller.
-	seen := sets.New[string]()
+	// parents, as in metacontroller. A resource listed twice is not an
+	// error, as in metacontroller: the controller uses one entry
+	// (children.Declare) and says so (controller.ReportRepeated).
 	for i := range spec.ChildResources {
 		child := &spec.ChildResources[i]
 		childPath := specPath.Child("childResources").Index(i)
 		errs = append(errs, validateResourceRule(&child.ResourceRule, childPath)...)
-		key := resourceKey(child.ResourceRule)
-		if seen.Has(key) {
-			errs = append(errs, field.Duplicate(childPath, key))
-		}
-		seen.Insert(key)
 		if s := child.UpdateStrategy; s != nil {
 			errs = append(errs, validateUpdateMethod(s.Method, childMethods, childPath.Child("updateStrategy", "method"))...)
 			if s.StatusChecks != nil {
@@ -93,16 +89,10 @@ func ValidateDecoratorController(dc *DecoratorController) field.ErrorList {
 			}
 		}
 	}
-	seen := sets.New[string]()
 	for i := range spec.Attachments {
 		attachment := &spec.Attachments[i]
 		attachmentPath := specPath.Child("attachments").Index(i)
 		errs = append(errs, validateResourceRule(&attachment.ResourceRule, attachmentPath)...)
-		key := resourceKey(attachment.ResourceRule)
-		if seen.Has(key) {
-			errs = append(errs, field.Duplicate(attachmentPath, key))
-		}
-		seen.Insert(key)
 		if s := attachment.UpdateStrategy; s != nil {
 			// A rolling method means its non-rolling counterpart here.
 			errs = append(errs, validateUpdateMethod(s.Method, childMethods, attachmentPath.Child("updateStrategy", "method"))...)
@@ -176,11 +166,6 @@ func validateResourceRule(rule *ResourceRule, path *field.Path) field.ErrorList 
 		errs = append(errs, field.Invalid(path.Child("resource"), rule.Resource, "must be a plural resource name such as configmaps, without a subresource"))
 	}
 	return errs
-}
-
-// resourceKey identifies a resource rule for duplicate detection.
-func resourceKey(rule ResourceRule) string {
-	return rule.APIVersion + "/" + rule.Resource
 }
 
 func validateLabelSelector(sel *metav1.LabelSelector, path *field.Path) field.ErrorList {
