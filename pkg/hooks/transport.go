@@ -505,14 +505,17 @@ func (st *SecureTransport) PrepareRequest(hook *v1alpha1.Hook, req *http.Request
 		if err != nil {
 			return err
 		}
-		username := strings.TrimRight(string(user), "\r\n")
+		// As the token above, and as metacontroller does: spaces and
+		// newlines around each (kubectl create secret --from-file) are
+		// not meant.
+		username := strings.TrimSpace(string(user))
 		switch {
 		case username == "":
 			return &CredentialError{Setting: "basicAuth", Reference: userRef, Reason: "the user name is empty"}
 		case strings.Contains(username, ":"):
 			return &CredentialError{Setting: "basicAuth", Reference: userRef, Reason: "the user name contains a colon"}
 		}
-		req.SetBasicAuth(username, strings.TrimRight(string(pass), "\r\n"))
+		req.SetBasicAuth(username, strings.TrimSpace(string(pass)))
 	}
 	return nil
 }

@@ -341,7 +341,7 @@ func TestSecureTransportAuthorizationHeaders(t *testing.T) {
 	_, src := newSource(t,
 		secretObj("ns", "token", map[string]string{"token": "s3cret-token\n"}),
 		secretObj("ns", "token-own-key", map[string]string{"jwt": "other-token"}),
-		secretObj("ns", "basic", map[string]string{"username": "hook-user", "password": "pa:ss word"}),
+		secretObj("ns", "basic", map[string]string{"username": " hook-user\n", "password": "pa:ss word\t\n"}),
 		secretObj("ns", "basic-own-keys", map[string]string{"u": "alice", "p": ""}),
 	)
 	c, _ := secureClient(t, src)
@@ -363,7 +363,7 @@ func TestSecureTransportAuthorizationHeaders(t *testing.T) {
 		{"another scheme", func(w *v1alpha1.Webhook) {
 			w.Authorization = &v1alpha1.AuthorizationConfig{Type: " Token ", SecretRef: v1alpha1.KeyReference{Namespace: "ns", Name: "token"}}
 		}, func(h http.Header) bool { return h.Get("Authorization") == "Token s3cret-token" }},
-		{"basic, default keys", func(w *v1alpha1.Webhook) {
+		{"basic, default keys, trimmed as metacontroller trims them", func(w *v1alpha1.Webhook) {
 			w.BasicAuth = &v1alpha1.BasicAuthConfig{SecretRef: v1alpha1.SecretReference{Namespace: "ns", Name: "basic"}}
 		}, func(h http.Header) bool {
 			u, p, ok := (&http.Request{Header: h}).BasicAuth()
