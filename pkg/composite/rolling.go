@@ -82,7 +82,7 @@ type revision struct {
 // carrying the Updated condition (nil when it failed before writing any
 // child), and whether it wrote children or ControllerRevisions.
 func (c *Controller) rollingSync(ctx context.Context, r *controller.Round, parent *unstructured.Unstructured, selector labels.Selector) (*hooks.CompositeSyncResponse, bool, error) {
-	version := *c.cc.Spec.Hooks.Sync.Version
+	version := r.Version()
 	observed := r.Observed()
 	revisions, duplicates, err := c.parentRevisions(ctx, parent, selector)
 	if err != nil {
@@ -91,19 +91,19 @@ func (c *Controller) rollingSync(ctx context.Context, r *controller.Round, paren
 	latest := revisions[0]
 	for _, rev := range revisions {
 		rev.answer = &hooks.CompositeSyncResponse{}
-		request := c.request(rev.parent, hooks.ObjectMapOf(version, c.parent.Namespaced, c.children.Resources, observed), r.Related(), false)
+		request := c.request(rev.parent, hooks.ObjectMapOf(version, c.parent.Namespaced, c.children.Resources, observed), r.Related(), r.Finalizing())
 		if err := r.Call(ctx, request, rev.answer); err != nil {
 			return nil, false, fmt.Errorf("revision %s: %w", rev.name, err)
 		}
 		if rev.wants, err = c.desiredChildren(parent, selector, rev.answer.Children); err != nil {
-			return nil, false, controller.InvalidAnswer(fmt.Errorf("invalid sync hook response for revision %s: %w", rev.name, err))
+			return nil, false, controller.InvalidAnswer(fmt.Errorf("invalid %s hook response for revision %s: %w", hookName(r), rev.name, err))
 		}
 	}
 
 	owners, cond := c.rollOut(parent, revisions, observed)
 	status, err := dynstatus.SetCondition(latest.answer.Status, ConditionUpdated, cond)
 	if err != nil {
-		return nil, false, controller.InvalidAnswer(fmt.Errorf("invalid sync hook response: %w", err))
+		return nil, false, controller.InvalidAnswer(fmt.Errorf("invalid %s hook response: %w", hookName(r), err))
 	}
 	// Revisions left with no children are forgotten; the latest stays.
 	live, gone := []*revision{latest}, duplicates
@@ -156,6 +156,14 @@ func (c *Controller) rollingSync(ctx context.Context, r *controller.Round, paren
 	}
 	klog.FromContext(ctx).V(4).Info("Rolling update", "revisions", len(live), "reason", cond["reason"], "message", cond["message"])
 	return &response, revisionsWritten || childrenWritten, err
+}
+
+// hookName names the hook r calls, in errors.
+func hookName(r *controller.Round) string {
+	if r.Finalizing() {
+		return "finalize"
+	}
+	return "sync"
 }
 
 // rollOut decides which revision each rolling child belongs to, moving at

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,5 +235,74 @@ func TestRollingHookFailureForOneRevisionChangesNothing(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "the rollout resumes", func(context.Context) (bool, error) {
 		v, _ := versions(t, ns)
 		return countVersion(v, "v2") == 2, nil
+	})
+}
+
+// TestRollingFinalizeCallsEachRevision: while a parent with rolling
+// children is finalized, the finalize hook is called once per revision, as
+// metacontroller does while the parent has its finalizer (its catset
+// example scales down in rollout order from there): children not yet moved
+// keep their revision's answer, so a deletion in mid-rollout does not
+// recreate them with the latest template.
+func TestRollingFinalizeCallsEachRevision(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	var done atomic.Bool
+	hook := newTestHook(t, func(req *syncRequest) any {
+		answer := rollingHook(req).(map[string]any)
+		if req.Finalizing {
+			if done.Load() {
+				return map[string]any{"children": []any{}, "finalized": true}
+			}
+			answer["finalized"] = false
+		}
+		return answer
+	})
+	cc := rollingController(t, hook, "RollingRecreate")
+	cc.Object["spec"].(map[string]any)["hooks"].(map[string]any)["finalize"] = map[string]any{"webhook": map[string]any{"url": hook.server.URL + "/sync"}}
+	startController(t, cc)
+	newThing(t, thingsGVR, ns, "p1", map[string]any{"replicas": int64(3), "version": "v1"})
+	testenv.Eventually(t, 30*time.Second, "3 children on v1", func(context.Context) (bool, error) {
+		v, _ := versions(t, ns)
+		return countVersion(v, "v1") == 3, nil
+	})
+	markReady(t, ns, "v1")
+	waitUpdated(t, ns, "p1", "True", "OnLatestRevision")
+
+	// One child moves to v2 and is not ready: the rollout waits there.
+	setSpec(t, thingsGVR, ns, "p1", map[string]any{"version": "v2"})
+	waitUpdated(t, ns, "p1", "False", "RolloutWaiting")
+	_, before := versions(t, ns)
+	t.Cleanup(func() { done.Store(true) })
+	if err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Delete(ctx(t), "p1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "finalize calls for both revisions", func(context.Context) (bool, error) {
+		seen := map[string]bool{}
+		for _, req := range hook.requestsSnapshot() {
+			if req.Finalizing {
+				version, _, _ := unstructured.NestedString(req.Parent.Object, "spec", "version")
+				seen[version] = true
+			}
+		}
+		return seen["v1"] && seen["v2"], nil
+	})
+	v, after := versions(t, ns)
+	if countVersion(v, "v1") != 2 || countVersion(v, "v2") != 1 {
+		t.Errorf("children while finalizing: %v, want 2 on v1 and 1 on v2, as before the deletion", v)
+	}
+	for name, uid := range before {
+		if after[name] != uid {
+			t.Errorf("finalizing replaced %s", name)
+		}
+	}
+
+	done.Store(true)
+	// Poke the parent: the finalize hook is now done.
+	waitFor(t, thingsGVR, ns, "p1", "gone once finalized", func(o *unstructured.Unstructured) bool {
+		if o != nil {
+			_, _ = env.Dynamic.Resource(thingsGVR).Namespace(ns).Patch(context.Background(), "p1", types.MergePatchType,
+				[]byte(`{"metadata":{"annotations":{"poke":"`+time.Now().String()+`"}}}`), metav1.PatchOptions{})
+		}
+		return o == nil
 	})
 }

@@ -17,7 +17,9 @@ import (
 
 // Observe returns the parent's children: the owned ones, and the orphans
 // it adopts (controller.Kind). With rolling child resources, the sync
-// runs rollingSync's steps.
+// runs rollingSync's steps, the finalize hook's too (as metacontroller
+// does while the parent has its finalizer), unless the garbage collector
+// holds the children.
 func (c *Controller) Observe(ctx context.Context, t *controller.Target) (controller.Sync, map[*children.Resource]children.Set, error) {
 	parent := t.Object
 	selector, err := c.childSelector(parent)
@@ -29,7 +31,7 @@ func (c *Controller) Observe(ctx context.Context, t *controller.Target) (control
 		return nil, nil, fmt.Errorf("claiming children: %w", err)
 	}
 	s := &parentSync{c: c, parent: parent, selector: selector}
-	if c.revisions != nil && !t.Finalizing && t.Manage {
+	if c.revisions != nil && t.Manage {
 		return &rollingParentSync{s}, observed, nil
 	}
 	return s, observed, nil

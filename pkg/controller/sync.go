@@ -240,6 +240,14 @@ func (r *Round) Observed() map[*children.Resource]children.Set { return r.observ
 // Related returns the related objects of the sync.
 func (r *Round) Related() hooks.ObjectMap { return r.related }
 
+// Finalizing reports whether the rounds call the finalize hook (the
+// request's "finalizing").
+func (r *Round) Finalizing() bool { return r.t.Finalizing }
+
+// Version is the version of the hook the rounds call, which keys the
+// objects of its requests.
+func (r *Round) Version() v1alpha1.HookVersion { return *r.hook.Version }
+
 // Call calls the hook with request and decodes its answer into response,
 // then reports the answer's unknown keys and refuses an answer without its
 // list while the object has dependents (see Answers.CheckList), unless it
