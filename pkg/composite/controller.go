@@ -89,8 +89,10 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 				"rolling updates need a namespaced parent: their ControllerRevisions live in the parent's namespace; use Recreate or InPlace for the children of a cluster-scoped parent")}}
 		}
 		var earlier int
-		declared, earlier = children.Declare(declared, &children.Resource{Resource: res, Method: rule.UpdateStrategy.Method})
-		controller.ReportRepeated(ctx, opts.Recorder, c.object, "childResources", i, earlier, res, rule.UpdateStrategy.Method)
+		declared, earlier = children.Declare(declared, &children.Resource{Resource: res, Method: rule.UpdateStrategy.Method, StatusChecks: rule.UpdateStrategy.StatusChecks})
+		if earlier >= 0 {
+			controller.ReportRepeated(ctx, opts.Recorder, c.object, "childResources", i, earlier, res, declared[earlier].Method)
+		}
 	}
 	c.children = children.NewDeclared(declared)
 	c.Engine = controller.NewEngine(controller.Config{

@@ -328,14 +328,13 @@ func checkStatus(obj *unstructured.Unstructured, checks []v1alpha1.StatusConditi
 	return nil
 }
 
-// statusChecks returns the checks of a child resource.
+// statusChecks returns the checks of a child resource: those of the entry
+// whose update method it has (children.Declare).
 func (c *Controller) statusChecks(res *children.Resource) []v1alpha1.StatusConditionCheck {
-	for _, rule := range c.cc.Spec.ChildResources {
-		if rule.APIVersion == res.APIVersion && rule.Resource == res.Name && rule.UpdateStrategy.StatusChecks != nil {
-			return rule.UpdateStrategy.StatusChecks.Conditions
-		}
+	if res.StatusChecks == nil {
+		return nil
 	}
-	return nil
+	return res.StatusChecks.Conditions
 }
 
 // rollingResource returns the rolling child resource of a group and kind,

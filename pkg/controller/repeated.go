@@ -13,23 +13,19 @@ import (
 
 // ReportRepeated tells, in the log and in a Warning Event DuplicateResource
 // on the controller object, that entry i of the list field (childResources,
-// attachments) repeats entry earlier's resource res (children.Declare);
-// with earlier < 0 it does nothing. The controller runs with one entry,
-// with the later's update method, as metacontroller does. recorder may be
-// nil (no Event).
+// attachments) repeats entry earlier's resource res, and that the one entry
+// the controller runs with (children.Declare) updates with method.
+// recorder may be nil (no Event).
 func ReportRepeated(ctx context.Context, recorder record.EventRecorder, object runtime.Object, field string, i, earlier int, res *discovery.Resource, method v1alpha1.ChildUpdateMethod) {
-	if earlier < 0 {
-		return
-	}
 	if method == "" {
-		method = "OnDelete (the default)"
+		method = v1alpha1.ChildUpdateOnDelete
 	}
 	name := res.APIVersion + " " + res.GroupVersionResource().Resource
-	klog.FromContext(ctx).Info("A resource is listed twice; using one entry, with the later's update method",
+	klog.FromContext(ctx).Info("A resource is listed twice; using one entry",
 		"field", field, "index", i, "earlier", earlier, "resource", name, "updateMethod", method)
 	if recorder != nil {
 		recorder.Eventf(object, corev1.EventTypeWarning, "DuplicateResource",
-			"spec.%s[%d] lists %s again (spec.%s[%d]): one entry is used, with the later's updateStrategy %s, as metacontroller does; remove one of them",
+			"spec.%s[%d] lists %s again (spec.%s[%d]): one entry is used, updating with %s (the last entry's updateStrategy other than OnDelete, as in metacontroller); remove one of them",
 			field, i, name, field, earlier, method)
 	}
 }

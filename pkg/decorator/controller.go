@@ -107,7 +107,9 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		}
 		var earlier int
 		declared, earlier = children.Declare(declared, &children.Resource{Resource: res, Method: rule.UpdateStrategy.Method})
-		controller.ReportRepeated(ctx, opts.Recorder, c.object, "attachments", i, earlier, res, rule.UpdateStrategy.Method)
+		if earlier >= 0 {
+			controller.ReportRepeated(ctx, opts.Recorder, c.object, "attachments", i, earlier, res, declared[earlier].Method)
+		}
 	}
 	c.attachments = children.NewDeclared(declared)
 	c.Engine = controller.NewEngine(controller.Config{

@@ -30,8 +30,10 @@ import (
 // with its update method and the informer watching it.
 type Resource struct {
 	*discovery.Resource
-	Method   v1alpha1.ChildUpdateMethod
-	Informer *informer.Informer
+	Method v1alpha1.ChildUpdateMethod
+	// StatusChecks are the checks a rolling update waits for (nil: none).
+	StatusChecks *v1alpha1.ChildUpdateStatusChecks
+	Informer     *informer.Informer
 }
 
 // Set holds the children of one resource by Key.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,13 +21,17 @@ type Declared struct {
 }
 
 // Declare appends res to resources, unless resources has its resource
-// already: that entry then takes res's update method, as in metacontroller,
-// where the later of two entries of a resource wins. It returns the
-// resources and the index of the earlier entry (-1 when res is new).
+// already: that entry then takes res's update method and status checks
+// unless res's method is OnDelete (the default), as in metacontroller,
+// whose map of update strategies keeps the last entry of a resource that
+// has one other than OnDelete. It returns the resources and the index of
+// the earlier entry (-1 when res is new).
 func Declare(resources []*Resource, res *Resource) ([]*Resource, int) {
 	for i, r := range resources {
 		if r.GroupVersionResource() == res.GroupVersionResource() {
-			r.Method = res.Method
+			if res.Method != "" && res.Method != v1alpha1.ChildUpdateOnDelete {
+				r.Method, r.StatusChecks = res.Method, res.StatusChecks
+			}
 			return resources, i
 		}
 	}
