@@ -105,10 +105,17 @@ func (t *Target) forHook(obj *unstructured.Unstructured) *unstructured.Unstructu
 	if !t.hasRealStatus {
 		return obj
 	}
+	return WithStatus(obj, t.realStatus)
+}
+
+// WithStatus returns a shallow copy of obj whose .status is status (none
+// when nil): obj as the hook is given it when Synced.RealStatus applies,
+// status being the object's own.
+func WithStatus(obj *unstructured.Unstructured, status any) *unstructured.Unstructured {
 	out := &unstructured.Unstructured{Object: maps.Clone(obj.Object)}
 	delete(out.Object, "status")
-	if t.realStatus != nil {
-		out.Object["status"] = t.realStatus
+	if status != nil {
+		out.Object["status"] = status
 	}
 	return out
 }

@@ -51,11 +51,11 @@ type Unsettled struct {
 }
 
 // Finish ends a sync whose writes are done and returns what the sync
-// returns: when the hook settled, the delay its answer's
-// resyncAfterSeconds asks for; when it did not, ErrNotSettled after
-// reporting it, and the answer's resyncAfterSeconds still asks addAfter for
-// a sync after that delay (whichever of it and the backoff is sooner
-// wins).
+// returns: when the hook settled, the delay resyncAfterSeconds asks for
+// (the shortest any answer of the sync asked for); when it did not,
+// ErrNotSettled after reporting it, and resyncAfterSeconds still asks
+// addAfter for a sync after that delay (whichever of it and the backoff
+// is sooner wins).
 func (u *Unsettled) Finish(obj runtime.Object, key string, settled bool, resyncAfterSeconds float64, addAfter func(key string, delay time.Duration)) (time.Duration, error) {
 	delay := time.Duration(resyncAfterSeconds * float64(time.Second))
 	if settled {

@@ -79,6 +79,20 @@ func (m ObjectMap) Insert(version v1alpha1.HookVersion, parentNamespaced bool, o
 	m.EnsureKey(obj.GetAPIVersion(), obj.GetKind())[ObjectKey(version, parentNamespaced, obj)] = obj
 }
 
+// Rekeyed returns a new ObjectMap of m's objects keyed as Insert keys
+// them for a hook of version (the same entries, empty ones included).
+func (m ObjectMap) Rekeyed(version v1alpha1.HookVersion, parentNamespaced bool) ObjectMap {
+	out := make(ObjectMap, len(m))
+	for key, inner := range m {
+		objs := make(map[string]*unstructured.Unstructured, len(inner))
+		for _, obj := range inner {
+			objs[ObjectKey(version, parentNamespaced, obj)] = obj
+		}
+		out[key] = objs
+	}
+	return out
+}
+
 // ObjectMapOf returns the ObjectMap of a request's observed objects: an
 // entry for each of resources, even one without objects, holding its
 // objects in observed, keyed as Insert keys them.

@@ -97,7 +97,13 @@ type tester struct {
 	answered int
 	// unreachable is the first error of a hook that could not be reached.
 	unreachable error
+	// realStatus, when set, is the object's own status, which every
+	// request gives the hook (a decorator of a built-in object).
+	realStatus *realStatus
 }
+
+// realStatus is an object's own .status (nil: none).
+type realStatus struct{ status any }
 
 // Run tests the controller's hooks: it sends them the requests listed in
 // docs/hook-test.md and checks their answers as metactl's reconciler

@@ -37,6 +37,11 @@ type setup struct {
 	customize bool
 	decorator bool
 	method    string // the children's (attachments') update method; default InPlace
+	// finalizeVersion is the finalize hook's version ("": unset).
+	finalizeVersion string
+	// resource is the decorated resource, "apiVersion resource" (""
+	// example.metactl.io/v1 things).
+	resource string
 }
 
 func controllerObject(t *testing.T, s setup, url string) *unstructured.Unstructured {
@@ -58,6 +63,9 @@ func controllerObject(t *testing.T, s setup, url string) *unstructured.Unstructu
 	hooks := map[string]any{"sync": sync}
 	if s.finalize {
 		hooks["finalize"] = map[string]any{"webhook": webhook("/finalize")}
+		if s.finalizeVersion != "" {
+			hooks["finalize"].(map[string]any)["version"] = s.finalizeVersion
+		}
 	}
 	if s.customize {
 		hooks["customize"] = map[string]any{"webhook": webhook("/customize")}
@@ -71,7 +79,7 @@ func controllerObject(t *testing.T, s setup, url string) *unstructured.Unstructu
 			"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "DecoratorController",
 			"metadata": map[string]any{"name": "test"},
 			"spec": map[string]any{
-				"resources":   []any{map[string]any{"apiVersion": "example.metactl.io/v1", "resource": "things"}},
+				"resources":   []any{decorated(s.resource)},
 				"attachments": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": method}}},
 				"hooks":       hooks,
 			},
@@ -87,6 +95,16 @@ func controllerObject(t *testing.T, s setup, url string) *unstructured.Unstructu
 			"hooks":            hooks,
 		},
 	}}
+}
+
+// decorated is a DecoratorController's resource rule for resource
+// ("apiVersion resource"; "": example.metactl.io/v1 things).
+func decorated(resource string) map[string]any {
+	apiVersion, name, ok := strings.Cut(resource, " ")
+	if !ok {
+		apiVersion, name = "example.metactl.io/v1", "things"
+	}
+	return map[string]any{"apiVersion": apiVersion, "resource": name}
 }
 
 // request is what the tests' hooks read of a request.
@@ -616,6 +634,67 @@ func TestRelatedResources(t *testing.T) {
 	f = only(t, r, CheckRelatedResources, Error)
 	if f[0].Hook != "customize" || !strings.Contains(f[0].Message, "names") {
 		t.Errorf("finding of the %s hook", f[0].Hook)
+	}
+}
+
+// TestRelatedKeyedForEachHook: the finalize requests key related objects
+// by the finalize hook's version, as the engine does, not the sync hook's.
+func TestRelatedKeyedForEachHook(t *testing.T) {
+	var mu sync.Mutex
+	keys := map[string][]string{}
+	run(t, setup{customize: true, finalize: true, version: "v1", finalizeVersion: "v2"}, func(r *request) (int, any) {
+		mu.Lock()
+		for k := range r.Related["Secret.v1"] {
+			keys[r.Path] = append(keys[r.Path], k)
+		}
+		mu.Unlock()
+		return good(r)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(keys["/sync"]) == 0 || len(keys["/finalize"]) == 0 {
+		t.Fatalf("related keys by hook: %v; want some for /sync and /finalize", keys)
+	}
+	for _, k := range keys["/sync"] {
+		if k != "creds" {
+			t.Errorf("the v1 sync hook got related key %q, want creds", k)
+		}
+	}
+	for _, k := range keys["/finalize"] {
+		if k != "ns/creds" {
+			t.Errorf("the v2 finalize hook got related key %q, want ns/creds", k)
+		}
+	}
+}
+
+// TestDecoratedBuiltInObjectKeepsItsStatus: a decorator of a built-in
+// object is given the object's own status in every request (none here: the
+// tests' objects start without one), as the engine gives it, not the
+// status it answered (which the engine keeps in the metactl.io/status
+// annotation).
+func TestDecoratedBuiltInObjectKeepsItsStatus(t *testing.T) {
+	srv := hookServer(t, func(r *request) (int, any) {
+		if r.Path == "/sync" {
+			if st, ok := r.Object["status"]; ok {
+				return 500, fmt.Sprintf("object.status %v, want the namespace's own (none)", st)
+			}
+			return 200, map[string]any{"attachments": []any{}, "status": map[string]any{"seen": "yes"}}
+		}
+		return good(r)
+	})
+	resources, _ := OfflineResources(nil, nil, "", "")
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"name": "team-a"}, "status": map[string]any{"phase": "Active"}}}
+	report, err := Run(context.Background(), Options{Controller: controllerObject(t, setup{decorator: true, resource: "v1 namespaces"}, srv.URL),
+		Parent: ns, Resources: resources})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for _, f := range report.Findings {
+		t.Errorf("finding %s %s: %s", f.Severity, f.Check, f.Message)
+	}
+	if len(report.Requests) < 2 {
+		t.Errorf("%d requests, want at least 2 (the status answered calls again)", len(report.Requests))
 	}
 }
 

@@ -36,6 +36,9 @@ type answered struct {
 
 // run sends the requests and checks the answers.
 func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) error {
+	if controller.StatusInAnnotation(t.parentRes) && t.parentRes.RealStatus {
+		t.realStatus = &realStatus{status: parent.Object["status"]}
+	}
 	sync, err := t.kind.Offline(parent)
 	if err != nil {
 		return &SetupError{Err: fmt.Errorf("no sync request can be built for the parent, as metactl could not sync it: %w", err)}
@@ -138,12 +141,14 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) err
 		t.report.Requests = append(t.report.Requests, Request{Hook: "finalize", Name: "finalizing", Description: "finalizing: true", Skipped: err.Error()})
 		return nil
 	}
+	// Keyed for the finalize hook's version, as the engine keys them.
+	finalizeRelated := roundsRelated.Rekeyed(*t.finalize.Version, t.parentRes.Namespaced)
 	if controller.Count(observed) > 0 {
 		q := &Request{Hook: "finalize", Name: "finalizing-children", Description: "finalizing: true, the parent being deleted, its own children"}
-		t.send(ctx, q, fsync, "finalize", t.finalize, deleted, observed, roundsRelated, true)
+		t.send(ctx, q, fsync, "finalize", t.finalize, deleted, observed, finalizeRelated, true)
 	}
 	q = &Request{Hook: "finalize", Name: "finalizing-no-children", Description: "finalizing: true, the parent being deleted, no children left"}
-	if a := t.send(ctx, q, fsync, "finalize", t.finalize, deleted, empty, roundsRelated, true); a != nil && !a.answer.Finalized {
+	if a := t.send(ctx, q, fsync, "finalize", t.finalize, deleted, empty, finalizeRelated, true); a != nil && !a.answer.Finalized {
 		t.report.add(Error, CheckNotFinalized, "finalize", q.Name, "finalizing with no children left, the answer does not have \"finalized\": true", nil)
 		t.report.Requests[len(t.report.Requests)-1].OK = false
 	}
@@ -161,6 +166,11 @@ func (t *tester) send(ctx context.Context, q *Request, sync controller.Sync, hoo
 		t.report.Requests = append(t.report.Requests, *q)
 	}()
 	dependents := hooks.ObjectMapOf(*hook.Version, t.parentRes.Namespaced, t.kind.Dependents().Resources, observed)
+	if t.realStatus != nil {
+		// As the engine gives it (controller.Synced.RealStatus): the
+		// object's own status, not the one the hook answered.
+		seen = controller.WithStatus(seen, t.realStatus.status)
+	}
 	request, response := sync.Request(seen, dependents, related, finalizing)
 	_, again := sync.Request(seen, dependents, related, finalizing)
 	first := t.do(ctx, hookName, hook, request, response)
