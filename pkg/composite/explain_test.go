@@ -127,12 +127,7 @@ func TestExplainRollingUpdate(t *testing.T) {
 	ns := env.CreateNamespace(t)
 	hook := newTestHook(t, rollingHook)
 	c := startController(t, rollingController(t, hook, "RollingInPlace"))
-	newThing(t, thingsGVR, ns, "p1", map[string]any{"replicas": int64(3), "version": "v1"})
-	testenv.Eventually(t, 30*time.Second, "3 children on v1", func(context.Context) (bool, error) {
-		v, _ := versions(t, ns)
-		return countVersion(v, "v1") == 3, nil
-	})
-	markReady(t, ns, "v1")
+	parentOnV1(t, ns)
 	waitUpdated(t, ns, "p1", "True", "OnLatestRevision")
 	setSpec(t, thingsGVR, ns, "p1", map[string]any{"version": "v2"})
 	waitUpdated(t, ns, "p1", "False", "RolloutWaiting")

@@ -144,13 +144,21 @@ func rolledOutOnV1(t *testing.T, method string) (ns string, hook *testHook) {
 	ns = env.CreateNamespace(t)
 	hook = newTestHook(t, rollingHook)
 	startController(t, rollingController(t, hook, method))
+	parentOnV1(t, ns)
+	return ns, hook
+}
+
+// parentOnV1 creates a parent p1 of 3 children on version v1 in ns, for a
+// running rolling controller, and waits until they are all there and
+// ready.
+func parentOnV1(t *testing.T, ns string) {
+	t.Helper()
 	newThing(t, thingsGVR, ns, "p1", map[string]any{"replicas": int64(3), "version": "v1"})
 	testenv.Eventually(t, 30*time.Second, "3 children on v1", func(context.Context) (bool, error) {
 		v, _ := versions(t, ns)
 		return countVersion(v, "v1") == 3, nil
 	})
 	markReady(t, ns, "v1")
-	return ns, hook
 }
 
 func TestRollingRecreateOneChildAtATime(t *testing.T) {
@@ -260,12 +268,7 @@ func TestRollingFinalizeCallsEachRevision(t *testing.T) {
 	cc := rollingController(t, hook, "RollingRecreate")
 	cc.Object["spec"].(map[string]any)["hooks"].(map[string]any)["finalize"] = map[string]any{"webhook": map[string]any{"url": hook.server.URL + "/sync"}}
 	startController(t, cc)
-	newThing(t, thingsGVR, ns, "p1", map[string]any{"replicas": int64(3), "version": "v1"})
-	testenv.Eventually(t, 30*time.Second, "3 children on v1", func(context.Context) (bool, error) {
-		v, _ := versions(t, ns)
-		return countVersion(v, "v1") == 3, nil
-	})
-	markReady(t, ns, "v1")
+	parentOnV1(t, ns)
 	waitUpdated(t, ns, "p1", "True", "OnLatestRevision")
 
 	// One child moves to v2 and is not ready: the rollout waits there.

@@ -104,10 +104,9 @@ func parallel(parent context.Context, n, workers int, f func(ctx context.Context
 // when its last write returned. Nothing watches these parents and
 // ConfigMaps but the control plane itself (kube-controller-manager's
 // garbage collector watches every resource, in metactl's phases too).
-// limitPhases runs the limit's create, update and delete phases with
-// workers writers; record: measure them (not for the warm-up). With
-// apiProfile set, kube-apiserver's CPU profile over the create phase is
-// saved under that name (profileAPIServer).
+// record: measure the phases (not for the warm-up). With apiProfile set,
+// kube-apiserver's CPU profile over the create phase is saved under that
+// name (profileAPIServer).
 func (b *bench) limitPhases(ctx context.Context, ns string, n, workers int, record bool, apiProfile string) (map[string]*PhaseResult, error) {
 	parents := make([]*unstructured.Unstructured, n)
 	children := make([][childrenPerParent]*unstructured.Unstructured, n)
