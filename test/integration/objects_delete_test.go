@@ -21,15 +21,12 @@ import (
 // ask for strict field validation.
 func TestRESTClientDeleteAndWarnings(t *testing.T) {
 	ctx := context.Background()
-	c, err := objectclient.New(env.Config, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	c := objectClient(t)
+
 	name := "delete-" + rand.String(6)
 	var warnings []string
 	wctx := objectclient.WithWarnings(ctx, func(text string) { warnings = append(warnings, text) })
-	created, err := c.Create(wctx, gvr, "default", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"`+name+`"},"dat":{"k":"v"}}`))
+	created, err := c.Create(wctx, configMaps, "default", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"`+name+`"},"dat":{"k":"v"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,20 +35,20 @@ func TestRESTClientDeleteAndWarnings(t *testing.T) {
 	}
 
 	wrongUID := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(types.UID("not-its-uid"))}}
-	if _, err := c.Delete(ctx, gvr, "default", name, wrongUID); !apierrors.IsConflict(err) {
+	if _, err := c.Delete(ctx, configMaps, "default", name, wrongUID); !apierrors.IsConflict(err) {
 		t.Errorf("deleting with another UID as precondition: %v, want Conflict", err)
 	}
 	opts := metav1.DeleteOptions{
 		Preconditions:     &metav1.Preconditions{UID: ptr.To(created.UID)},
 		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
 	}
-	if left, err := c.Delete(ctx, gvr, "default", name, opts); err != nil || left != nil {
+	if left, err := c.Delete(ctx, configMaps, "default", name, opts); err != nil || left != nil {
 		t.Fatalf("deleting it: %v, %v; want nil, nil (gone)", left, err)
 	}
-	if _, err := env.Dynamic.Resource(gvr).Namespace("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := env.Dynamic.Resource(configMaps).Namespace("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("after the delete: %v, want NotFound", err)
 	}
-	if _, err := c.Delete(ctx, gvr, "default", name, opts); !apierrors.IsNotFound(err) {
+	if _, err := c.Delete(ctx, configMaps, "default", name, opts); !apierrors.IsNotFound(err) {
 		t.Errorf("deleting it again: %v, want NotFound", err)
 	}
 }
@@ -62,11 +59,7 @@ func TestRESTClientDeleteAndWarnings(t *testing.T) {
 // answers it with the deleted object.
 func TestRESTClientDeleteReturnsWhatIsLeft(t *testing.T) {
 	ctx := context.Background()
-	c, err := objectclient.New(env.Config, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	configMaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	c := objectClient(t)
 	name := "held-" + rand.String(6)
 	if _, err := c.Create(ctx, configMaps, "default", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"`+name+`","finalizers":["example.com/hold"]}}`)); err != nil {
 		t.Fatal(err)
