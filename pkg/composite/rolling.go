@@ -89,21 +89,22 @@ func (c *Controller) rollingSync(ctx context.Context, r *controller.Round, paren
 		return nil, false, err
 	}
 	latest := revisions[0]
+	dependents := hooks.ObjectMapOf(version, c.parent.Namespaced, c.children.Resources, observed)
 	for _, rev := range revisions {
 		rev.answer = &hooks.CompositeSyncResponse{}
-		request := c.request(rev.parent, hooks.ObjectMapOf(version, c.parent.Namespaced, c.children.Resources, observed), r.Related(), r.Finalizing())
+		request := c.request(rev.parent, dependents, r.Related(), r.Finalizing())
 		if err := r.Call(ctx, request, rev.answer); err != nil {
 			return nil, false, fmt.Errorf("revision %s: %w", rev.name, err)
 		}
 		if rev.wants, err = c.desiredChildren(parent, selector, rev.answer.Children); err != nil {
-			return nil, false, controller.InvalidAnswer(fmt.Errorf("invalid %s hook response for revision %s: %w", hookName(r), rev.name, err))
+			return nil, false, controller.InvalidAnswer(fmt.Errorf("invalid %s hook response for revision %s: %w", r.HookName(), rev.name, err))
 		}
 	}
 
 	owners, cond := c.rollOut(parent, revisions, observed)
 	status, err := dynstatus.SetCondition(latest.answer.Status, ConditionUpdated, cond)
 	if err != nil {
-		return nil, false, controller.InvalidAnswer(fmt.Errorf("invalid %s hook response: %w", hookName(r), err))
+		return nil, false, controller.InvalidAnswer(fmt.Errorf("invalid %s hook response: %w", r.HookName(), err))
 	}
 	// Revisions left with no children are forgotten; the latest stays.
 	live, gone := []*revision{latest}, duplicates
@@ -143,9 +144,7 @@ func (c *Controller) rollingSync(ctx context.Context, r *controller.Round, paren
 	response.Status = status
 	// The smallest resync any revision asks for.
 	for _, rev := range revisions {
-		if s := rev.answer.ResyncAfterSeconds; s > 0 && (response.ResyncAfterSeconds <= 0 || s < response.ResyncAfterSeconds) {
-			response.ResyncAfterSeconds = s
-		}
+		response.ResyncAfterSeconds = controller.ShortestResync(response.ResyncAfterSeconds, rev.answer.ResyncAfterSeconds)
 	}
 	if cond["status"] != "True" {
 		// Look again soon even if nothing else happens: a moved child's
@@ -156,14 +155,6 @@ func (c *Controller) rollingSync(ctx context.Context, r *controller.Round, paren
 	}
 	klog.FromContext(ctx).V(4).Info("Rolling update", "revisions", len(live), "reason", cond["reason"], "message", cond["message"])
 	return &response, revisionsWritten || childrenWritten, err
-}
-
-// hookName names the hook r calls, in errors.
-func hookName(r *controller.Round) string {
-	if r.Finalizing() {
-		return "finalize"
-	}
-	return "sync"
 }
 
 // rollOut decides which revision each rolling child belongs to, moving at

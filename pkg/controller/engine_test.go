@@ -384,6 +384,9 @@ func TestResyncAfterSecondsOfEveryRound(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			calls := 0
 			f := newFixture(t, thing(), false, func(hook string, request *fakeRequest) (*fakeResponse, error) {
+				if calls >= len(tc.asked) {
+					return nil, fmt.Errorf("call %d, want %d calls", calls+1, len(tc.asked))
+				}
 				response, err := countChildren(hook, request)
 				response.Answer.ResyncAfterSeconds = tc.asked[calls]
 				calls++

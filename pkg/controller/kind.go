@@ -65,6 +65,11 @@ type Synced struct {
 	cache objectCache
 }
 
+// HookGetsRealStatus reports whether the hook of an object of s is given
+// the object's own .status while the status it answers is kept in
+// StatusAnnotation (RealStatus, for a built-in resource).
+func (s *Synced) HookGetsRealStatus() bool { return s != nil && s.RealStatus && StatusInAnnotation(s) }
+
 // objectCache is how the Engine reads the objects it syncs;
 // *informer.Informer is one.
 type objectCache interface {
@@ -93,16 +98,16 @@ type Target struct {
 	Observed map[*children.Resource]children.Set
 
 	// realStatus is the object's own .status (nil: none) when its hook
-	// is given it (Synced.RealStatus) while Object is its statusView.
-	realStatus    any
-	hasRealStatus bool
+	// is given it (Synced.HookGetsRealStatus) while Object is its
+	// statusView.
+	realStatus any
 }
 
 // forHook returns obj (Object, or Object as the hook's answers leave it)
 // as the hook is given it: with the object's own .status in place of the
 // annotation's when Synced.RealStatus applies (a shallow copy), else obj.
 func (t *Target) forHook(obj *unstructured.Unstructured) *unstructured.Unstructured {
-	if !t.hasRealStatus {
+	if !t.Resource.HookGetsRealStatus() {
 		return obj
 	}
 	return WithStatus(obj, t.realStatus)

@@ -62,8 +62,7 @@ func StatusInAnnotation(res *Synced) bool {
 // object counts as no status (the next status write replaces it); the
 // error says so.
 func statusView(obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	out := &unstructured.Unstructured{Object: maps.Clone(obj.Object)}
-	delete(out.Object, "status")
+	out := WithStatus(obj, nil)
 	raw, ok := obj.GetAnnotations()[StatusAnnotation]
 	if !ok {
 		return out, nil

@@ -80,8 +80,8 @@ func (e *Engine) syncTarget(ctx context.Context, key string, t *Target) (after t
 		// A built-in object: the hook's status is in an annotation, which
 		// the sync reads and writes as the object's status; a decorator's
 		// hook is given the real one all the same (Target.forHook).
-		if t.Resource.RealStatus {
-			t.realStatus, t.hasRealStatus = t.Object.Object["status"], true
+		if t.Resource.HookGetsRealStatus() {
+			t.realStatus = t.Object.Object["status"]
 		}
 		var err error
 		if t.Object, err = statusView(t.Object); err != nil {
@@ -240,6 +240,21 @@ func (r *Round) Observed() map[*children.Resource]children.Set { return r.observ
 // Related returns the related objects of the sync.
 func (r *Round) Related() hooks.ObjectMap { return r.related }
 
+// HookName is "sync" or "finalize": the hook the rounds call.
+func (r *Round) HookName() string { return r.hookName }
+
+// ShortestResync returns the shorter of two resyncAfterSeconds, a value
+// not above 0 asking for none.
+func ShortestResync(a, b float64) float64 {
+	switch {
+	case a <= 0:
+		return max(b, 0)
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
+
 // Finalizing reports whether the rounds call the finalize hook (the
 // request's "finalizing").
 func (r *Round) Finalizing() bool { return r.t.Finalizing }
@@ -368,9 +383,7 @@ func (e *Engine) rounds(ctx context.Context, r *Round) roundsResult {
 		e.fillConditions(r.t, out.seen, &answer)
 		out.events.add(answer.Events)
 		out.answer = &answer
-		if a := answer.ResyncAfterSeconds; a > 0 && (out.resyncAfterSeconds == 0 || a < out.resyncAfterSeconds) {
-			out.resyncAfterSeconds = a
-		}
+		out.resyncAfterSeconds = ShortestResync(out.resyncAfterSeconds, answer.ResyncAfterSeconds)
 		next, metadataChanged, statusChanged := asAnswered(out.seen, &answer)
 		out.seen = next
 		if answer.Status != nil {

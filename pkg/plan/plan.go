@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -542,11 +541,7 @@ func (p *Planner) planOne(ctx context.Context, ctrlObj, obj *unstructured.Unstru
 	if controller.StatusInAnnotation(t.Resource) {
 		// t.Object carries the hook's status, which goes into an
 		// annotation: the object's real status stays as it is.
-		after = &unstructured.Unstructured{Object: maps.Clone(t.Object.Object)}
-		delete(after.Object, "status")
-		if st, ok := obj.Object["status"]; ok {
-			after.Object["status"] = st
-		}
+		after = controller.WithStatus(t.Object, obj.Object["status"])
 	}
 	cp.Object = diff(ownFields(obj), ownFields(after))
 	for i := range cp.Writes {

@@ -15,8 +15,8 @@ import (
 // in turn (key, value, key, value, …), each key once. A Go map of one
 // entry costs about 330 bytes; Pairs of one entry cost two string headers,
 // so a cache of many objects with a label and an annotation each is a
-// third smaller. Keys, and values of up to internMax bytes, are interned
-// (see interner): the label and annotation keys and the owners' UIDs that
+// third smaller. Keys and values of up to internMax bytes are interned (see
+// interner): the label and annotation keys and the owners' UIDs that
 // thousands of cached objects repeat are mostly stored once.
 //
 // An Object's Pairs are never written: its setters replace them, and
@@ -27,9 +27,9 @@ type Pairs []string
 
 var _ labels.Labels = Pairs(nil)
 
-// internMax is the longest value Pairs interns: UIDs (36 bytes) and most
-// label values are shorter; a last-applied configuration is not, and is
-// seldom shared.
+// internMax is the longest string (key or value) the interner keeps: UIDs
+// (36 bytes) and most label keys and values are shorter; a last-applied
+// configuration is not, and is seldom shared.
 const internMax = 64
 
 // PairsOf returns m as Pairs; nil for an empty m.
