@@ -36,8 +36,8 @@ type answered struct {
 
 // run sends the requests and checks the answers.
 func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) error {
-	if controller.StatusInAnnotation(t.parentRes) && t.parentRes.RealStatus {
-		t.realStatus = &realStatus{status: parent.Object["status"]}
+	if t.parentRes.HookGetsRealStatus() {
+		t.ownStatus = parent.Object["status"]
 	}
 	sync, err := t.kind.Offline(parent)
 	if err != nil {
@@ -166,10 +166,10 @@ func (t *tester) send(ctx context.Context, q *Request, sync controller.Sync, hoo
 		t.report.Requests = append(t.report.Requests, *q)
 	}()
 	dependents := hooks.ObjectMapOf(*hook.Version, t.parentRes.Namespaced, t.kind.Dependents().Resources, observed)
-	if t.realStatus != nil {
-		// As the engine gives it (controller.Synced.RealStatus): the
-		// object's own status, not the one the hook answered.
-		seen = controller.WithStatus(seen, t.realStatus.status)
+	if t.parentRes.HookGetsRealStatus() {
+		// As the engine gives it: the object's own status, not the one
+		// the hook answered.
+		seen = controller.WithStatus(seen, t.ownStatus)
 	}
 	request, response := sync.Request(seen, dependents, related, finalizing)
 	_, again := sync.Request(seen, dependents, related, finalizing)
