@@ -18,16 +18,18 @@ import (
 
 // relatedHook serves /customize with declare(parent) and /sync with a
 // status listing the related ConfigMaps' data.value by key; it counts sync
-// calls per parent.
+// calls per parent, and records the related ConfigMaps' keys each path was
+// given last. /finalize answers finalized.
 type relatedHook struct {
 	*httptest.Server
 	mu      sync.Mutex
 	syncs   map[string]int
+	keys    map[string][]string
 	declare func(parent *unstructured.Unstructured) any
 }
 
 func newRelatedHook(t *testing.T, declare func(parent *unstructured.Unstructured) any) *relatedHook {
-	h := &relatedHook{syncs: map[string]int{}, declare: declare}
+	h := &relatedHook{syncs: map[string]int{}, keys: map[string][]string{}, declare: declare}
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Parent  *unstructured.Unstructured                       `json:"parent"`
@@ -41,6 +43,15 @@ func newRelatedHook(t *testing.T, declare func(parent *unstructured.Unstructured
 		defer h.mu.Unlock()
 		if r.URL.Path == "/customize" {
 			_ = json.NewEncoder(w).Encode(h.declare(req.Parent))
+			return
+		}
+		var keys []string
+		for key := range req.Related["ConfigMap.v1"] {
+			keys = append(keys, key)
+		}
+		h.keys[r.URL.Path] = keys
+		if r.URL.Path == "/finalize" {
+			_ = json.NewEncoder(w).Encode(map[string]any{"children": []any{}, "finalized": true})
 			return
 		}
 		h.syncs[req.Parent.GetName()]++
@@ -194,67 +205,28 @@ func TestInvalidCustomizeAnswerChangesNothing(t *testing.T) {
 // "namespace/name" keys although the sync hook is v1, as its children are.
 func TestRelatedKeyedForTheHookCalled(t *testing.T) {
 	ns := env.CreateNamespace(t)
-	var (
-		mu        sync.Mutex
-		syncKeys  []string
-		finalKeys []string
-	)
-	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Related map[string]map[string]any `json:"related"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(w, err.Error(), 400)
-			return
-		}
-		var keys []string
-		for k := range req.Related["ConfigMap.v1"] {
-			keys = append(keys, k)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		switch r.URL.Path {
-		case "/customize":
-			_ = json.NewEncoder(w).Encode(map[string]any{"relatedResources": []any{
-				map[string]any{"apiVersion": "v1", "resource": "configmaps", "names": []any{"source"}}}})
-		case "/sync":
-			syncKeys = keys
-			_ = json.NewEncoder(w).Encode(map[string]any{"children": []any{}})
-		case "/finalize":
-			finalKeys = keys
-			_ = json.NewEncoder(w).Encode(map[string]any{"children": []any{}, "finalized": true})
-		}
-	}))
-	t.Cleanup(server.Close)
-	cc := compositeController(t, &testHook{server: server}, thingsGVR, func(spec map[string]any) {
-		spec["childResources"] = []any{}
-		spec["hooks"] = map[string]any{
-			"sync":      map[string]any{"version": "v1", "webhook": map[string]any{"url": server.URL + "/sync"}},
-			"finalize":  map[string]any{"version": "v2", "webhook": map[string]any{"url": server.URL + "/finalize"}},
-			"customize": map[string]any{"webhook": map[string]any{"url": server.URL + "/customize"}},
-		}
+	h := newRelatedHook(t, func(*unstructured.Unstructured) any {
+		return map[string]any{"relatedResources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "names": []any{"source"}}}}
 	})
+	cc := relatedController(t, h, thingsGVR, "v1")
+	cc.Object["spec"].(map[string]any)["hooks"].(map[string]any)["finalize"] = map[string]any{"version": "v2", "webhook": map[string]any{"url": h.URL + "/finalize"}}
 	startController(t, cc)
 	createValueConfigMap(t, ns, "source", "x", nil)
 	newThing(t, thingsGVR, ns, "p1", nil)
-	keys := func(of *[]string) func(context.Context) (bool, error) {
-		return func(context.Context) (bool, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			return len(*of) > 0, nil
-		}
+	keysOf := func(path string) []string {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.keys[path]
 	}
-	testenv.Eventually(t, 10*time.Second, "a sync call with the related ConfigMap", keys(&syncKeys))
+	testenv.Eventually(t, 10*time.Second, "a sync call with the related ConfigMap", func(context.Context) (bool, error) { return len(keysOf("/sync")) > 0, nil })
 	if err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Delete(ctx(t), "p1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 10*time.Second, "a finalize call with the related ConfigMap", keys(&finalKeys))
-	mu.Lock()
-	defer mu.Unlock()
-	if len(syncKeys) != 1 || syncKeys[0] != "source" {
-		t.Errorf("the v1 sync hook got related keys %q, want [source]", syncKeys)
+	testenv.Eventually(t, 10*time.Second, "a finalize call with the related ConfigMap", func(context.Context) (bool, error) { return len(keysOf("/finalize")) > 0, nil })
+	if got := keysOf("/sync"); len(got) != 1 || got[0] != "source" {
+		t.Errorf("the v1 sync hook got related keys %q, want [source]", got)
 	}
-	if len(finalKeys) != 1 || finalKeys[0] != ns+"/source" {
-		t.Errorf("the v2 finalize hook got related keys %q, want [%s/source]", finalKeys, ns)
+	if got := keysOf("/finalize"); len(got) != 1 || got[0] != ns+"/source" {
+		t.Errorf("the v2 finalize hook got related keys %q, want [%s/source]", got, ns)
 	}
 }

@@ -289,6 +289,8 @@ func TestRollingFinalizeCallsEachRevision(t *testing.T) {
 		}
 		return seen["v1"] && seen["v2"], nil
 	})
+	// A sync that starts after those calls' writes: they are done.
+	poke(t, hook, thingsGVR, ns, "p1", "1")
 	v, after := versions(t, ns)
 	if countVersion(v, "v1") != 2 || countVersion(v, "v2") != 1 {
 		t.Errorf("children while finalizing: %v, want 2 on v1 and 1 on v2, as before the deletion", v)
