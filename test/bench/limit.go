@@ -132,9 +132,10 @@ func (b *bench) limitPhases(ctx context.Context, ns string, n, workers int, reco
 			return err
 		}
 		issued.Store(0)
-		profiled := func() {}
+		var profile *serverProfile
 		if apiProfile != "" && name == "create" {
-			profiled = b.profileAPIServer(ctx, apiProfile)
+			profile = b.profileAPIServer(ctx, apiProfile)
+			defer func() { _ = profile.wait() }() // on an error return too
 		}
 		t0 := time.Now()
 		err = parallel(ctx, n, workers, func(ctx context.Context, i int) error {
@@ -167,7 +168,9 @@ func (b *bench) limitPhases(ctx context.Context, ns string, n, workers int, reco
 				logf("limit %s: kube-apiserver counted %s, the client issued %.0f writes", name, formatCounts(r.Counts.Server, 1), r.Counts.Issued)
 			}
 		}
-		profiled()
+		if err := profile.check(end); err != nil {
+			return err
+		}
 		// Let the garbage collector and etcd catch up before the next phase.
 		select {
 		case <-ctx.Done():

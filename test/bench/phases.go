@@ -79,12 +79,12 @@ func (b *bench) metactlPhase(ctx context.Context, name string, rep int) error {
 		logf("collecting a %ds CPU profile of metactl into %s", seconds, path)
 	}
 
-	profiled := func() {}
+	var profile *serverProfile
 	if name == "create" && rep == 1 && b.o.apiserverProfile {
 		variant := strings.TrimPrefix(b.profilePrefix(), b.o.label) // "" or "-<variant>"
-		profiled = b.profileAPIServer(ctx, "metactl"+variant+"-create")
+		profile = b.profileAPIServer(ctx, "metactl"+variant+"-create")
+		defer func() { _ = profile.wait() }() // on an error return too
 	}
-	defer profiled()
 	logf("%s %s (run %d): %d parents, %d workers writing", b.who(), name, rep, n, b.o.workers)
 	t0 := time.Now()
 	err = parallel(ctx, n, b.o.workers, func(ctx context.Context, i int) error {
@@ -125,6 +125,9 @@ wait:
 		}
 	}
 	started, converged, last := b.tracker.end()
+	if err := profile.check(last); err != nil {
+		return err
+	}
 	procConverged, _ := readProc(b.metactl.PID)
 	after, err := b.metactl.settle(ctx, b.cpProcs)
 	if err != nil {
