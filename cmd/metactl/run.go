@@ -105,8 +105,8 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs := cmd.Flags()
 	f.kube.add(fs, "")
 	fs.IntVar(&f.workers, "workers", loop.DefaultWorkers, "most parents each controller syncs at once (a goroutine each, none while idle); hook calls of different parents run concurrently, so a slow hook needs more")
-	fs.Float32Var(&f.clientQPS, "client-qps", 2000, "sustained requests per second to the API server, shared by all controllers; above what one API server sustains, so the server's own priority and fairness sets the pace")
-	fs.IntVar(&f.clientBurst, "client-burst", 4000, "requests allowed in a burst above --client-qps")
+	fs.Float32Var(&f.clientQPS, "client-qps", 0, "a fixed limit of requests per second to the API server, all controllers together; 0: none, the API server's 429 answers set the pace (docs/performance.md)")
+	fs.IntVar(&f.clientBurst, "client-burst", 0, "with --client-qps, requests allowed at once above it; 0: twice --client-qps")
 	fs.DurationVar(&f.discoveryInterval, "discovery-interval", 30*time.Second, "how often to refresh the API server's resource list")
 	fs.DurationVar(&f.cacheResync, "cache-resync", 30*time.Minute, "informer resync period: every parent and decorated object is synced again this often, as metacontroller's --cache-flush-interval does; 0 disables (objects are then synced only by events, resyncPeriodSeconds or resyncAfterSeconds)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", ":9999", "address serving Prometheus metrics at /metrics; empty disables")
@@ -164,6 +164,9 @@ func run(ctx context.Context, f *runFlags) error {
 	if err != nil {
 		return fmt.Errorf("--apply-strategy: %w", err)
 	}
+	if f.clientQPS < 0 || f.clientBurst < 0 {
+		return fmt.Errorf("--client-qps %v, --client-burst %d: want 0 (no fixed limit) or a positive number", f.clientQPS, f.clientBurst)
+	}
 	credentialNamespaces, err := parseCredentialNamespaces(f.credentialNamespaces)
 	if err != nil {
 		return err
@@ -192,6 +195,9 @@ func run(ctx context.Context, f *runFlags) error {
 		return err
 	}
 	cfg.QPS, cfg.Burst = f.clientQPS, f.clientBurst
+	if cfg.QPS > 0 && cfg.Burst == 0 {
+		cfg.Burst = max(1, int(2*cfg.QPS))
+	}
 	if f.recordDir != "" && !f.record {
 		return errors.New("--record-dir records every controller's hook calls: it cannot go with --record=false")
 	}

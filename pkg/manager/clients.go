@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/metactl/metactl/internal/throttle"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/metrics"
 	"github.com/metactl/metactl/pkg/rbac"
@@ -20,9 +21,10 @@ import (
 )
 
 // clients are the API server's clients the manager builds. They share one
-// HTTP client and one rate limiter, so that Options.Config's QPS and Burst
-// bound every request metactl makes, and metrics.InstrumentTransport counts
-// each request.
+// HTTP client, one cap on the requests in flight that the API server's 429
+// answers set (internal/throttle) and, when Options.Config's QPS is
+// positive, one rate limiter, so that these bound every request metactl
+// makes; metrics.InstrumentTransport counts each request.
 type clients struct {
 	// httpClient is shared by every client.
 	httpClient *http.Client
@@ -48,10 +50,19 @@ type clients struct {
 func newClients(config *rest.Config) (clients, error) {
 	config = rest.CopyConfig(config)
 	config.Wrap(metrics.InstrumentTransport)
-	if config.RateLimiter == nil && config.QPS > 0 {
+	// Outermost, so that a request held over the cap is not yet counted
+	// as sent.
+	config.Wrap(throttle.New(throttle.Options{InFlight: metrics.APIInFlight, Cap: metrics.APIInFlightCap}).RoundTripper)
+	switch {
+	case config.RateLimiter != nil:
+	case config.QPS > 0:
 		// One budget for every client built below: each would otherwise
 		// get a token bucket of its own.
 		config.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(config.QPS, config.Burst)
+	default:
+		// No client-side rate: the server's answers set the pace.
+		// (client-go reads a QPS of 0 as its default of 5.)
+		config.QPS = -1
 	}
 	var (
 		c   clients

@@ -28,7 +28,11 @@ import (
 
 // Options configure a Manager.
 type Options struct {
-	// Config reaches the API server; its QPS and Burst bound every request.
+	// Config reaches the API server. A positive QPS (with Burst), or a
+	// RateLimiter, is a fixed limit on the rate of every request metactl
+	// makes; without either there is none (not client-go's default of 5).
+	// Whatever it says, the requests in flight are capped by the server's
+	// 429 answers (internal/throttle).
 	Config *rest.Config
 	// Workers is the most objects each controller syncs at once; 0 means
 	// loop.DefaultWorkers.

@@ -92,6 +92,19 @@ var (
 		Name: "metactl_api_requests_total",
 		Help: "Requests to the API server by HTTP method and code.",
 	}, []string{"verb", "code"})
+	// APIInFlight is the number of API requests in flight that the
+	// adaptive limit counts (internal/throttle: every request but
+	// watches).
+	APIInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "metactl_api_requests_in_flight",
+		Help: "Requests to the API server sent and not yet answered, watches excepted.",
+	})
+	// APIInFlightCap is the adaptive limit's cap on APIInFlight: 0 while
+	// there is none (until the API server first answers 429).
+	APIInFlightCap = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "metactl_api_requests_in_flight_cap",
+		Help: "Most requests to the API server in flight at once, watches excepted, as lowered by the server's 429 answers and raised by its other answers; 0 while there is no cap (until the first 429).",
+	})
 	// ControllerReady follows each controller object's Ready condition: 1
 	// when True, 0 when False; no series once the object is gone.
 	ControllerReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -119,7 +132,7 @@ func Register() {
 	registerOnce.Do(func() {
 		Registry.MustRegister(HookRequests, HookDuration, Syncs, UnsettledSyncs, SyncDuration, ObjectWrites, UncachedReads, HistoryBytes, HistoryEvictions,
 			RecordedCalls, RecordedBytes, RecordEvictions,
-			APIRequests, cachedObjects{}, ControllerReady, HookTimeout, Leader, hookResponseBytes, hookDecodedBytes,
+			APIRequests, APIInFlight, APIInFlightCap, cachedObjects{}, ControllerReady, HookTimeout, Leader, hookResponseBytes, hookDecodedBytes,
 			workqueueDepth, workqueueAdds, workqueueLatency, workqueueWorkDuration, workqueueUnfinished,
 			workqueueLongestRunning, workqueueRetries,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

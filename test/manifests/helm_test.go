@@ -1343,8 +1343,8 @@ func TestHelmSchemaAcceptsWhatMetactlAccepts(t *testing.T) {
 		{name: "logLevel above the cap", args: []string{"--set", "run.logLevel=9"}},
 		// metactl takes 0 as its default.
 		{name: "workers 0", args: []string{"--set", "run.workers=0"}},
-		// client-go: a negative QPS turns client-side rate limiting off.
-		{name: "clientQPS negative", args: []string{"--set", "run.clientQPS=-1"}},
+		// 0: no fixed limit (the server's 429s set the pace).
+		{name: "clientQPS and clientBurst 0", args: []string{"--set", "run.clientQPS=0,run.clientBurst=0"}},
 		{name: "applyStrategy client-side", args: []string{"--set", "run.applyStrategy=client-side"}},
 		{name: "applyStrategy dynamic-apply", args: []string{"--set", "run.applyStrategy=dynamic-apply"}},
 		{name: "applyStrategy three-way-merge", args: []string{"--set", "run.applyStrategy=three-way-merge"}},
@@ -1404,6 +1404,8 @@ func TestHelmSchemaRefusesWrongValues(t *testing.T) {
 		{set: []string{"--set", "run.maxRetryDelay=0s"}, want: []string{"'/run/maxRetryDelay'"}, metactlRefuses: true},
 		{set: []string{"--set", "run.stopGracePeriod=-5s"}, want: []string{"'/run/stopGracePeriod'"}, metactlRefuses: true},
 		{set: []string{"--set", "run.etagCacheMaxBytes=0"}, want: []string{"'/run/etagCacheMaxBytes'", "minimum"}, metactlRefuses: true},
+		{set: []string{"--set", "run.clientQPS=-1"}, want: []string{"'/run/clientQPS'", "minimum"}, metactlRefuses: true},
+		{set: []string{"--set", "run.clientBurst=-1"}, want: []string{"'/run/clientBurst'", "minimum"}, metactlRefuses: true},
 		{set: []string{"--set", "image.pullPolicy=always"}, want: []string{"'/image/pullPolicy'", "'IfNotPresent'"}},
 		{set: []string{"--set", "tracing.sampler=ratio"}, want: []string{"'/tracing/sampler'", "'parentbased_traceidratio'"}},
 		{set: []string{"--set", "tracing.samplerArg=2"}, want: []string{"'/tracing/samplerArg'", "maximum"}},
