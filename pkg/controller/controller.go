@@ -8,7 +8,7 @@
 //	to queue keys, skipping the echoes of the controller's own writes
 //	work queue (internal/loop: deduplicating, rate limited, one per
 //	controller; syncs on worker goroutines started while keys wait, at
-//	most Options.Workers at once, of which loop.DefaultActive outside
+//	most Options.Workers at once, of which loop.DefaultActive() outside
 //	their hook calls) → Engine.sync (sync.go):
 //	   1. the object from the cache (Kind.Locate names its Synced resource);
 //	      the finalizer decision
