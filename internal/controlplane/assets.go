@@ -8,10 +8,13 @@ import (
 	"runtime"
 )
 
-// binaries are the files every control plane needs; clusterBinaries the
+// binaries are the files the cache of hack/testenv.sh holds for every
+// control plane (AssetsDir checks them); startBinaries those that Start
+// runs without Options.GarbageCollector or Cluster; clusterBinaries the
 // further ones of Options.Cluster. hack/testenv.sh builds them all.
 var (
 	binaries        = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"}
+	startBinaries   = []string{"etcd", "kube-apiserver"}
 	clusterBinaries = []string{"kube-scheduler", "kwok", "kwok-stages.yaml"}
 )
 

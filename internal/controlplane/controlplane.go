@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,8 +101,16 @@ func Start(opts Options) (_ *ControlPlane, err error) {
 		if opts.AssetsDir, err = AssetsDir(); err != nil {
 			return nil, err
 		}
-	} else if err := checkAssets(opts.AssetsDir, "--assets", binaries); err != nil {
-		return nil, err
+	} else {
+		// A folder given may hold only what this control plane runs (a
+		// benchmark's on a machine without the build, test/bench).
+		need := startBinaries
+		if opts.GarbageCollector || opts.Cluster {
+			need = append(slices.Clone(need), "kube-controller-manager")
+		}
+		if err := checkAssets(opts.AssetsDir, "--assets", need); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Cluster {
 		if err := checkAssets(opts.AssetsDir, "the assets folder", clusterBinaries); err != nil {

@@ -672,6 +672,10 @@ func (b *bench) printReport() {
 			fmt.Printf("    CPU seconds %s, others on the machine %.2f\n", formatCounts(l.ProcessCPUSeconds, 1), l.OtherCPUSeconds)
 		}
 	}
+	if len(r.Variants) == 0 {
+		fmt.Printf("metactl process CPU: %.2f s from its start to the end of its phases, over %d rounds (start-up, cache sync, the limit's runs while idle, the waves and the quiet between them)\n",
+			r.MetactlAfterPhases.CPUSeconds, r.Runs)
+	}
 	fmt.Printf("metactl RSS: idle %s (anonymous %s, files %s), after phases %s, peak %s, end %s\n",
 		mib(r.MetactlIdle.RSSBytes), mib(r.MetactlIdle.RSSAnonBytes), mib(r.MetactlIdle.RSSFileBytes),
 		mib(r.MetactlAfterPhases.RSSBytes), mib(r.MetactlAfterPhases.PeakRSSBytes), mib(r.MetactlEnd.RSSBytes))
