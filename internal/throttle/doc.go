@@ -28,8 +28,10 @@
 //
 // What counts as in flight: every request that goes through
 // Limiter.RoundTripper, from the moment it is sent until its answer's
-// headers arrive (or it fails), except watches, which stay open and are
-// never capped; a 429 answering a watch still lowers the cap.
+// headers arrive (or it fails), except watches, which stay open, and
+// requests for Leases (coordination.k8s.io), so that a leader's renewal
+// never waits behind the writes it protects; neither is ever capped, and a
+// 429 answering one still lowers the cap.
 //
 // Guarantees: no more than the cap's whole part of capped requests are in
 // flight at once, once the cap is set; a waiting request is sent before any

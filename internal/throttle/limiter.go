@@ -127,14 +127,16 @@ func (l *Limiter) release(epoch uint64, code int) {
 	l.publishLocked()
 }
 
-// currentEpoch is the epoch a request not capped (a watch) is sent in.
+// currentEpoch is the epoch a request not capped (a watch, a Lease) is
+// sent in.
 func (l *Limiter) currentEpoch() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.epoch
 }
 
-// watchThrottled counts a 429 answering a watch sent in epoch.
+// watchThrottled counts a 429 answering a request not capped (a watch, a
+// Lease) sent in epoch.
 func (l *Limiter) watchThrottled(epoch uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -189,9 +191,9 @@ func (l *Limiter) publishLocked() {
 	}
 }
 
-// RoundTripper returns rt with every request but watches counted in flight
-// and held while over the cap, and every answer fed to the Limiter (a
-// rest.Config's Wrap takes it).
+// RoundTripper returns rt with every request but watches and Leases
+// counted in flight and held while over the cap, and every answer fed to
+// the Limiter (a rest.Config's Wrap takes it).
 func (l *Limiter) RoundTripper(rt http.RoundTripper) http.RoundTripper {
 	return &roundTripper{l: l, next: rt}
 }
@@ -202,7 +204,7 @@ type roundTripper struct {
 }
 
 func (r *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	if isWatch(req) {
+	if isWatch(req) || isLease(req) {
 		epoch := r.l.currentEpoch()
 		resp, err := r.next.RoundTrip(req)
 		if err == nil && resp.StatusCode == http.StatusTooManyRequests {
@@ -225,6 +227,13 @@ func (r *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	r.l.release(epoch, code)
 	return resp, err
+}
+
+// isLease reports whether req reads or writes a Lease: a leader's renewal
+// must not wait behind the requests it protects, or a slow server would
+// cost the leader its Lease.
+func isLease(req *http.Request) bool {
+	return strings.HasPrefix(req.URL.Path, "/apis/coordination.k8s.io/")
 }
 
 // isWatch reports whether req opens a watch (client-go's watch=true

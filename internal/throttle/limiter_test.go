@@ -202,9 +202,9 @@ func TestGauges(t *testing.T) {
 	}
 }
 
-// TestRoundTripper checks what the transport counts: watches are never held
-// and their 429s lower the cap; other requests are held over it, and their
-// bodies closed when a cancelled wait sends nothing.
+// TestRoundTripper checks what the transport counts: watches and Leases are
+// never held, and a watch's 429 lowers the cap; other requests are held
+// over it, and their bodies closed when a cancelled wait sends nothing.
 func TestRoundTripper(t *testing.T) {
 	next := &fakeTransport{codes: map[string]int{}}
 	l := New(Options{})
@@ -231,6 +231,10 @@ func TestRoundTripper(t *testing.T) {
 	defer cancelWatch()
 	if _, err := get(watchCtx, "watch=1&resourceVersion=5", nil); err != nil {
 		t.Fatalf("a watch was held: %v", err)
+	}
+	lease, _ := http.NewRequestWithContext(watchCtx, http.MethodPut, "https://api/apis/coordination.k8s.io/v1/namespaces/x/leases/metactl", nil)
+	if _, err := rt.RoundTrip(lease); err != nil {
+		t.Fatalf("a Lease's renewal was held: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()

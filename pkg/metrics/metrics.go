@@ -94,16 +94,16 @@ var (
 	}, []string{"verb", "code"})
 	// APIInFlight is the number of API requests in flight that the
 	// adaptive limit counts (internal/throttle: every request but
-	// watches).
+	// watches and Leases).
 	APIInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "metactl_api_requests_in_flight",
-		Help: "Requests to the API server sent and not yet answered, watches excepted.",
+		Help: "Requests to the API server sent and not yet answered, watches and Leases excepted.",
 	})
 	// APIInFlightCap is the adaptive limit's cap on APIInFlight: 0 while
 	// there is none (until the API server first answers 429).
 	APIInFlightCap = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "metactl_api_requests_in_flight_cap",
-		Help: "Most requests to the API server in flight at once, watches excepted, as lowered by the server's 429 answers and raised by its other answers; 0 while there is no cap (until the first 429).",
+		Help: "Most requests to the API server in flight at once, watches and Leases excepted, as lowered by the server's 429 answers and raised by its other answers; 0 while there is no cap (until the first 429).",
 	})
 	// ControllerReady follows each controller object's Ready condition: 1
 	// when True, 0 when False; no series once the object is gone.

@@ -36,7 +36,8 @@
 // Variants (-variant NAME=SPEC, repeatable, e.g. -variant
 // ssa=--apply-strategy=server-side -variant trace=+otlp) measure other
 // ways of running metactl (flags, environment, +otlp for tracing to a
-// receiver in the benchmark) side by side with the default flags, in the
+// receiver in the benchmark, bin=PATH for another build such as a baseline
+// commit's) side by side with the default flags, in the
 // same rounds, each variant in a fresh metactl process per round, in an
 // order that rotates each round. Their counts and hook call and write
 // targets are judged as the default's, and +otlp variants must export a

@@ -29,6 +29,10 @@ type variant struct {
 	// OTLP turns tracing on: metactl exports its spans over OTLP/HTTP to
 	// a receiver in the benchmark, which counts them.
 	OTLP bool `json:"otlp,omitempty"`
+	// Bin, when set, is the metactl binary this variant runs instead of
+	// -metactl's: another build (a baseline commit) measured side by side
+	// in the same rounds.
+	Bin string `json:"bin,omitempty"`
 }
 
 const (
@@ -38,6 +42,8 @@ const (
 	defaultVariant = "default"
 	// otlpToken in a SPEC turns tracing on.
 	otlpToken = "+otlp"
+	// binPrefix in a SPEC names the variant's binary.
+	binPrefix = "bin="
 )
 
 var (
@@ -48,7 +54,8 @@ var (
 // parseVariant parses NAME=SPEC. SPEC is split at spaces (no quoting): a
 // token starting with "-" is an argument of metactl run, as is a token
 // without "=" (the value of the flag before it); UPPER_CASE=value is an
-// environment variable; +otlp turns tracing on.
+// environment variable; +otlp turns tracing on; bin=PATH runs the metactl
+// binary at PATH.
 func parseVariant(s string) (variant, error) {
 	name, spec, ok := strings.Cut(s, "=")
 	name = strings.TrimSpace(name)
@@ -65,6 +72,13 @@ func parseVariant(s string) (variant, error) {
 	for _, tok := range strings.Fields(spec) {
 		key, _, isEnv := strings.Cut(tok, "=")
 		switch {
+		case strings.HasPrefix(tok, binPrefix):
+			if v.Bin != "" {
+				return variant{}, fmt.Errorf("%q: %s twice", s, binPrefix)
+			}
+			if v.Bin = strings.TrimPrefix(tok, binPrefix); v.Bin == "" {
+				return variant{}, fmt.Errorf("%q: %s needs the path of a metactl binary", s, binPrefix)
+			}
 		case tok == otlpToken:
 			if v.OTLP {
 				return variant{}, fmt.Errorf("%q: %s twice", s, otlpToken)
@@ -339,6 +353,9 @@ func (b *bench) variantRun(ctx context.Context, bin string, vs *variantState, ro
 		endpoint = b.otlp.URL
 	}
 	logf("round %d: metactl run, variant %s (%s)", round, vs.Name, strings.Join(append(slices.Clone(vs.Args), vs.Env...), " "))
+	if vs.Bin != "" {
+		bin = vs.Bin
+	}
 	p, err := startMetactl(ctx, bin, b.cp.KubeconfigPath, logPath, b.o.profile, vs.Args, variantEnv(os.Environ(), vs.variant, endpoint))
 	if err != nil {
 		return err

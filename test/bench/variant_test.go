@@ -26,6 +26,9 @@ func TestParseVariant(t *testing.T) {
 		// Nothing: default flags again (an A/A comparison of the noise).
 		{"again=", variant{Name: "again"}},
 		{"gc=GOGC=50", variant{Name: "gc", Spec: "GOGC=50", Env: []string{"GOGC=50"}}},
+		// Another build, with a flag.
+		{"base=bin=/tmp/metactl-b9186f4 --client-qps=2000", variant{Name: "base", Spec: "bin=/tmp/metactl-b9186f4 --client-qps=2000",
+			Bin: "/tmp/metactl-b9186f4", Args: []string{"--client-qps=2000"}}},
 	} {
 		got, err := parseVariant(tc.in)
 		if err != nil {
@@ -46,6 +49,8 @@ func TestParseVariant(t *testing.T) {
 		"t=+trace":      "unknown",
 		"t=+otlp OTEL_EXPORTER_OTLP_ENDPOINT=http://x": "receiver",
 		"t=+otlp OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=x": "receiver",
+		"b=bin=":          "needs the path",
+		"b=bin=/a bin=/b": "twice",
 	} {
 		if _, err := parseVariant(in); err == nil || !strings.Contains(err.Error(), why) {
 			t.Errorf("%q: error %v, want one saying %q", in, err, why)
