@@ -15,12 +15,18 @@
 //     update strategy.
 //   - finalizer: adding and removing a controller's finalizer.
 //   - status: replacing an object's status.
+//   - secretdigest: a Secret's data values replaced by digests.
 //   - internal/jsonscan: the JSON scanner informer and objectclient share.
 //
 // Of metactl, informer imports only internal/jsonscan; objectclient imports
 // informer and internal/jsonscan; children imports apply, discovery,
-// informer and objectclient (and internal/redact, pkg/metrics and the API
-// types); status imports apply; ownership imports pkg/metrics; discovery
-// imports internal/editdistance; apply, echo, finalizer and jsonscan import
-// nothing. None imports the hook protocol or a controller.
+// informer and objectclient (and the API types, pkg/history, internal/loop
+// and internal/redact); status imports apply; apply imports secretdigest;
+// ownership imports informer, pkg/history and internal/loop; echo imports
+// internal/loop; discovery imports internal/editdistance; finalizer,
+// secretdigest and jsonscan import nothing. None imports the hook protocol,
+// but children, ownership and echo know of the controllers' work queue and
+// record of syncs (children and ownership record each write, echo hands
+// back the queue's triggers): docs/architecture.md's table, which
+// test/architecture checks, is the rule.
 package dynamic
