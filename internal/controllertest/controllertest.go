@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
@@ -118,7 +118,7 @@ func Writes(controller, verb, target string) float64 {
 // Syncs reads metactl_syncs_total of a controller, over every trigger.
 func Syncs(controller, result string) float64 {
 	var n float64
-	for _, cause := range loop.Causes {
+	for _, cause := range trigger.Causes {
 		n += SyncsFor(controller, result, cause)
 	}
 	return n
@@ -126,7 +126,7 @@ func Syncs(controller, result string) float64 {
 
 // SyncsFor reads metactl_syncs_total of a controller for the syncs whose
 // first trigger had cause.
-func SyncsFor(controller, result string, cause loop.Cause) float64 {
+func SyncsFor(controller, result string, cause trigger.Cause) float64 {
 	return testutil.ToFloat64(metrics.Syncs.WithLabelValues(controller, result, string(cause)))
 }
 

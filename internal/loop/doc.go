@@ -11,11 +11,11 @@
 // come back, and closes otherwise, so a fast hook with a busy API server
 // does not pile up syncs in memory.
 //
-// Every key is queued with its Trigger (AddFor, AddAfterFor): the loop
+// Every key is queued with its trigger.Trigger (AddFor, AddAfterFor): the loop
 // gathers the triggers of a key while it waits (distinct ones, at most
 // MaxTriggers, the rest counted) and hands them to its sync (TriggersOf);
 // a trigger queued with a delay counts only once due. Its own retries are
-// CauseRetry, a sync's requeueAfter CauseResyncAfter. A sync that finds
+// trigger.CauseRetry, a sync's requeueAfter trigger.CauseResyncAfter. A sync that finds
 // its object gone (Gone) drops the retries and resyncs scheduled for it.
 // metactl_syncs_total counts each sync under its first trigger's cause.
 //

@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"errors"
+	"github.com/metactl/metactl/internal/trigger"
 	"runtime"
 	"slices"
 	"sync"
@@ -357,7 +358,7 @@ func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
 		// any more; the queue's wake-up for it finds no trigger.
 		l.pending.forgetRetries(key)
 		if requeueAfter > 0 && !info.isGone() {
-			l.AddAfterFor(key, requeueAfter, Trigger{Cause: CauseResyncAfter})
+			l.AddAfterFor(key, requeueAfter, trigger.Trigger{Cause: trigger.CauseResyncAfter})
 		}
 		return
 	case errors.Is(err, ErrWaiting):
@@ -370,7 +371,7 @@ func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
 	metrics.Syncs.WithLabelValues(l.opts.Name, "error", first).Inc()
 	if delay, ok := retryAfter(err); ok {
 		logger.V(2).Info("Hook asked to retry later", "key", key, "triggers", info.triggers, "duration", took, "after", delay)
-		l.AddAfterFor(key, delay, Trigger{Cause: CauseRetry})
+		l.AddAfterFor(key, delay, trigger.Trigger{Cause: trigger.CauseRetry})
 		return
 	}
 	delay, attempt := retry.requeue()
@@ -423,7 +424,7 @@ func (r *retryState) decide() (time.Duration, int) {
 // delay known), for a retry, and returns the delay and attempt.
 func (r *retryState) requeue() (time.Duration, int) {
 	delay, attempt := r.decide()
-	r.loop.AddAfterFor(r.key, delay, Trigger{Cause: CauseRetry})
+	r.loop.AddAfterFor(r.key, delay, trigger.Trigger{Cause: trigger.CauseRetry})
 	return delay, attempt
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
@@ -498,4 +499,4 @@ func poll(t *testing.T, timeout time.Duration, cond func() bool, what string) {
 }
 
 // changed is the trigger of the tests' adds.
-var changed = loop.Trigger{Cause: loop.CauseObject}
+var changed = trigger.Trigger{Cause: trigger.CauseObject}

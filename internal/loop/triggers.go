@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"github.com/metactl/metactl/internal/trigger"
 	"slices"
 	"sync"
 	"time"
@@ -31,12 +32,12 @@ type keyTriggers struct {
 }
 
 type dueTrigger struct {
-	Trigger
+	trigger.Trigger
 	due time.Time
 }
 
 // add records t for key, due at due.
-func (p *pending) add(key string, t Trigger, due time.Time) {
+func (p *pending) add(key string, t trigger.Trigger, due time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.keys == nil {
@@ -107,7 +108,7 @@ func (k *keyTriggers) evictFor(due, now time.Time) bool {
 // take removes and returns the triggers of key due by now, first first,
 // with the count of those dropped, and the time the first one left is due
 // (zero when none is left).
-func (p *pending) take(key string, now time.Time) (taken []Trigger, dropped int, next time.Time) {
+func (p *pending) take(key string, now time.Time) (taken []trigger.Trigger, dropped int, next time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := p.keys[key]
@@ -118,7 +119,7 @@ func (p *pending) take(key string, now time.Time) (taken []Trigger, dropped int,
 	for n < len(k.triggers) && !k.triggers[n].due.After(now) {
 		n++
 	}
-	taken = make([]Trigger, n)
+	taken = make([]trigger.Trigger, n)
 	for i := range n {
 		taken[i] = k.triggers[i].Trigger
 	}
@@ -152,7 +153,7 @@ func (p *pending) forgetDelayed(key string, now time.Time) {
 }
 
 // nextDelayed returns when the first trigger of key not due by now is
-// due, leaving out CauseRetry ones unless retries; zero when none is.
+// due, leaving out trigger.CauseRetry ones unless retries; zero when none is.
 func (p *pending) nextDelayed(key string, now time.Time, retries bool) time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -161,7 +162,7 @@ func (p *pending) nextDelayed(key string, now time.Time, retries bool) time.Time
 		return time.Time{}
 	}
 	for _, t := range k.triggers {
-		if t.due.After(now) && (retries || t.Cause != CauseRetry) {
+		if t.due.After(now) && (retries || t.Cause != trigger.CauseRetry) {
 			return t.due
 		}
 	}
@@ -171,7 +172,7 @@ func (p *pending) nextDelayed(key string, now time.Time, retries bool) time.Time
 // NextDelayed returns, from within a SyncFunc called by a Loop (ctx is
 // the one it got), when the first trigger queued for its key with a delay
 // (AddAfterFor) and not yet due is due: a later sync of the key that no
-// new event causes. CauseRetry triggers are left out unless retries (a
+// new event causes. trigger.CauseRetry triggers are left out unless retries (a
 // successful sync drops them). Zero when none is pending, and outside a
 // Loop's sync.
 func NextDelayed(ctx context.Context, retries bool) time.Time {
@@ -182,7 +183,7 @@ func NextDelayed(ctx context.Context, retries bool) time.Time {
 	return r.loop.pending.nextDelayed(r.key, time.Now(), retries)
 }
 
-// forgetRetries drops the CauseRetry triggers of key: after a successful
+// forgetRetries drops the trigger.CauseRetry triggers of key: after a successful
 // sync, the retries of an earlier failure.
 func (p *pending) forgetRetries(key string) {
 	p.mu.Lock()
@@ -191,21 +192,21 @@ func (p *pending) forgetRetries(key string) {
 	if k == nil {
 		return
 	}
-	k.triggers = slices.DeleteFunc(k.triggers, func(t dueTrigger) bool { return t.Cause == CauseRetry })
+	k.triggers = slices.DeleteFunc(k.triggers, func(t dueTrigger) bool { return t.Cause == trigger.CauseRetry })
 	if len(k.triggers) == 0 && k.dropped == 0 {
 		delete(p.keys, key)
 	}
 }
 
 // AddFor queues key now, for t.
-func (l *Loop) AddFor(key string, t Trigger) {
+func (l *Loop) AddFor(key string, t trigger.Trigger) {
 	l.pending.add(key, t, time.Now())
 	l.queue.Add(key)
 }
 
 // AddAfterFor queues key after delay, for t, which counts as a trigger of
 // key's syncs only from then on.
-func (l *Loop) AddAfterFor(key string, delay time.Duration, t Trigger) {
+func (l *Loop) AddAfterFor(key string, delay time.Duration, t trigger.Trigger) {
 	if delay <= 0 {
 		l.AddFor(key, t)
 		return
@@ -218,7 +219,7 @@ type syncInfoKey struct{}
 
 // syncInfo is what a sync is told of why it runs, and tells the loop.
 type syncInfo struct {
-	triggers []Trigger
+	triggers []trigger.Trigger
 	dropped  int
 	mu       sync.Mutex
 	gone     bool
@@ -227,7 +228,7 @@ type syncInfo struct {
 // TriggersOf returns, from within a SyncFunc called by a Loop (ctx is the
 // one it got, or derived from it), the triggers of the sync: why its key
 // was queued since its last sync, first first; nil outside a Loop's sync.
-func TriggersOf(ctx context.Context) []Trigger {
+func TriggersOf(ctx context.Context) []trigger.Trigger {
 	if s, ok := ctx.Value(syncInfoKey{}).(*syncInfo); ok {
 		return s.triggers
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/metrics"
 )
@@ -25,7 +26,7 @@ import (
 type recorder struct {
 	mu       sync.Mutex
 	results  []result
-	triggers [][]loop.Trigger
+	triggers [][]trigger.Trigger
 	dropped  []int
 	block    chan struct{}
 	gone     func(call int) bool
@@ -56,14 +57,14 @@ func (r *recorder) sync(ctx context.Context, _ string) (time.Duration, error) {
 	return res.after, res.err
 }
 
-func (r *recorder) syncs() [][]loop.Trigger {
+func (r *recorder) syncs() [][]trigger.Trigger {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([][]loop.Trigger(nil), r.triggers...)
+	return append([][]trigger.Trigger(nil), r.triggers...)
 }
 
 // waitSyncs polls until n syncs have started and returns their triggers.
-func (r *recorder) waitSyncs(t *testing.T, n int) [][]loop.Trigger {
+func (r *recorder) waitSyncs(t *testing.T, n int) [][]trigger.Trigger {
 	t.Helper()
 	poll(t, 10*time.Second, func() bool { return len(r.syncs()) >= n }, fmt.Sprintf("%d syncs", n))
 	return r.syncs()
@@ -88,8 +89,8 @@ func run(t *testing.T, l *loop.Loop) ktesting.Buffer {
 	return logger.GetSink().(ktesting.Underlier).GetBuffer()
 }
 
-func dependent(name string) loop.Trigger {
-	return loop.Trigger{Cause: loop.CauseDependent, Object: "configmaps/ns/" + name}
+func dependent(name string) trigger.Trigger {
+	return trigger.Trigger{Cause: trigger.CauseDependent, Object: "configmaps/ns/" + name}
 }
 
 // TestTriggersGatheredWhileAKeyWaits: the triggers queued while a key
@@ -97,7 +98,7 @@ func dependent(name string) loop.Trigger {
 func TestTriggersGatheredWhileAKeyWaits(t *testing.T) {
 	r := &recorder{}
 	l := newLoop(t, loop.Options{}, r.sync)
-	spec := loop.Trigger{Cause: loop.CauseObject, Object: "pets/ns/a", Generation: 2}
+	spec := trigger.Trigger{Cause: trigger.CauseObject, Object: "pets/ns/a", Generation: 2}
 	l.AddFor("ns/a", spec)
 	l.AddFor("ns/a", dependent("c1"))
 	l.AddFor("ns/a", spec)
@@ -105,7 +106,7 @@ func TestTriggersGatheredWhileAKeyWaits(t *testing.T) {
 	l.AddFor("ns/b", dependent("c2"))
 	run(t, l)
 	got := r.waitSyncs(t, 2)
-	want := map[string][]loop.Trigger{"ns/a": {spec, dependent("c1")}, "ns/b": {dependent("c2")}}
+	want := map[string][]trigger.Trigger{"ns/a": {spec, dependent("c1")}, "ns/b": {dependent("c2")}}
 	for _, triggers := range got {
 		if !reflect.DeepEqual(triggers, want["ns/a"]) && !reflect.DeepEqual(triggers, want["ns/b"]) {
 			t.Errorf("a sync had triggers %v, want %v or %v", triggers, want["ns/a"], want["ns/b"])
@@ -124,7 +125,7 @@ func TestTriggersGatheredWhileAKeyWaits(t *testing.T) {
 func TestTriggersAreBounded(t *testing.T) {
 	r := &recorder{}
 	l := newLoop(t, loop.Options{}, r.sync)
-	var want []loop.Trigger
+	var want []trigger.Trigger
 	for i := range loop.MaxTriggers + 3 {
 		d := dependent(fmt.Sprint("c", i))
 		l.AddFor("ns/a", d)
@@ -156,7 +157,7 @@ func TestTriggersQueuedDuringASyncAreTheNext(t *testing.T) {
 	l.AddFor("ns/a", dependent("c1"))
 	close(r.block)
 	got := r.waitSyncs(t, 2)
-	if want := [][]loop.Trigger{{changed}, {dependent("c1")}}; !reflect.DeepEqual(got, want) {
+	if want := [][]trigger.Trigger{{changed}, {dependent("c1")}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("syncs had triggers %v, want %v", got, want)
 	}
 }
@@ -167,12 +168,12 @@ func TestTriggersQueuedDuringASyncAreTheNext(t *testing.T) {
 func TestDelayedTriggerCountsWhenDue(t *testing.T) {
 	r := &recorder{}
 	l := newLoop(t, loop.Options{}, r.sync)
-	resyncAfter := loop.Trigger{Cause: loop.CauseResyncAfter}
+	resyncAfter := trigger.Trigger{Cause: trigger.CauseResyncAfter}
 	l.AddAfterFor("ns/a", 300*time.Millisecond, resyncAfter)
 	l.AddFor("ns/a", changed)
 	run(t, l)
 	got := r.waitSyncs(t, 2)
-	if want := [][]loop.Trigger{{changed}, {resyncAfter}}; !reflect.DeepEqual(got, want) {
+	if want := [][]trigger.Trigger{{changed}, {resyncAfter}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("syncs had triggers %v, want %v", got, want)
 	}
 }
@@ -184,10 +185,10 @@ func TestDelayedTriggerNotLostBehindASoonerOne(t *testing.T) {
 	r := &recorder{}
 	l := newLoop(t, loop.Options{}, r.sync)
 	run(t, l)
-	l.AddAfterFor("ns/a", 50*time.Millisecond, loop.Trigger{Cause: loop.CauseRetry})
-	l.AddAfterFor("ns/a", 300*time.Millisecond, loop.Trigger{Cause: loop.CauseResyncAfter})
+	l.AddAfterFor("ns/a", 50*time.Millisecond, trigger.Trigger{Cause: trigger.CauseRetry})
+	l.AddAfterFor("ns/a", 300*time.Millisecond, trigger.Trigger{Cause: trigger.CauseResyncAfter})
 	got := r.waitSyncs(t, 2)
-	if want := [][]loop.Trigger{{{Cause: loop.CauseRetry}}, {{Cause: loop.CauseResyncAfter}}}; !reflect.DeepEqual(got, want) {
+	if want := [][]trigger.Trigger{{{Cause: trigger.CauseRetry}}, {{Cause: trigger.CauseResyncAfter}}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("syncs had triggers %v, want %v", got, want)
 	}
 }
@@ -201,8 +202,8 @@ func TestLoopQueuesItsOwnCauses(t *testing.T) {
 	run(t, l)
 	l.AddFor("ns/a", changed)
 	got := r.waitSyncs(t, 5)
-	retry := []loop.Trigger{{Cause: loop.CauseRetry}}
-	want := [][]loop.Trigger{{changed}, retry, retry, retry, {{Cause: loop.CauseResyncAfter}}}
+	retry := []trigger.Trigger{{Cause: trigger.CauseRetry}}
+	want := [][]trigger.Trigger{{changed}, retry, retry, retry, {{Cause: trigger.CauseResyncAfter}}}
 	if !reflect.DeepEqual(got[:5], want) {
 		t.Errorf("syncs had triggers %v, want %v", got, want)
 	}
@@ -224,15 +225,15 @@ func TestGoneDropsDelayedTriggers(t *testing.T) {
 	run(t, l)
 	l.AddFor("ns/a", changed) // 1: asks for a resync after delay
 	r.waitSyncs(t, 1)
-	deleted := loop.Trigger{Cause: loop.CauseObject, Object: "pets/ns/a"}
+	deleted := trigger.Trigger{Cause: trigger.CauseObject, Object: "pets/ns/a"}
 	l.AddFor("ns/a", deleted) // 2: finds it gone, before the resync is due
 	r.waitSyncs(t, 2)
 	due := time.Now().Add(delay)
 	poll(t, 10*time.Second, func() bool { return time.Now().After(due.Add(delay)) }, "the resync's time passed")
-	again := loop.Trigger{Cause: loop.CauseObject, Object: "pets/ns/a", Generation: 1}
+	again := trigger.Trigger{Cause: trigger.CauseObject, Object: "pets/ns/a", Generation: 1}
 	l.AddFor("ns/a", again) // 3: created again
 	got := r.waitSyncs(t, 3)
-	if want := [][]loop.Trigger{{changed}, {deleted}, {again}}; !reflect.DeepEqual(got, want) {
+	if want := [][]trigger.Trigger{{changed}, {deleted}, {again}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("syncs had triggers %v, want %v", got, want)
 	}
 }
@@ -245,7 +246,7 @@ func TestSyncsAreLoggedWithTheirTriggers(t *testing.T) {
 	logs := run(t, l)
 	l.AddFor("ns/a", changed)
 	r.waitSyncs(t, 2)
-	want := map[string][]loop.Trigger{"Sync failed; retrying": {changed}, "Synced": {{Cause: loop.CauseRetry}}}
+	want := map[string][]trigger.Trigger{"Sync failed; retrying": {changed}, "Synced": {{Cause: trigger.CauseRetry}}}
 	poll(t, 10*time.Second, func() bool {
 		found := 0
 		for _, e := range logs.Data() {
@@ -267,14 +268,14 @@ func TestSyncsAreLoggedWithTheirTriggers(t *testing.T) {
 // TestTriggerString: the one format of a trigger, in logs and explain.
 func TestTriggerString(t *testing.T) {
 	for _, tc := range []struct {
-		t    loop.Trigger
+		t    trigger.Trigger
 		want string
 	}{
-		{loop.Trigger{Cause: loop.CauseRetry}, "retry"},
-		{loop.Trigger{Cause: loop.CauseObject, Generation: 3}, "object (generation 3)"},
+		{trigger.Trigger{Cause: trigger.CauseRetry}, "retry"},
+		{trigger.Trigger{Cause: trigger.CauseObject, Generation: 3}, "object (generation 3)"},
 		{dependent("c1"), "dependent configmaps/ns/c1"},
-		{loop.Trigger{Cause: loop.CauseObject, Object: "pets/ns/a", Generation: 2}, "object pets/ns/a (generation 2)"},
-		{loop.Trigger{Cause: loop.CauseRelated, Object: loop.ObjectName("namespaces", "", "ns")}, "related namespaces/ns"},
+		{trigger.Trigger{Cause: trigger.CauseObject, Object: "pets/ns/a", Generation: 2}, "object pets/ns/a (generation 2)"},
+		{trigger.Trigger{Cause: trigger.CauseRelated, Object: trigger.ObjectName("namespaces", "", "ns")}, "related namespaces/ns"},
 	} {
 		if got := tc.t.String(); got != tc.want {
 			t.Errorf("%#v.String() = %q, want %q", tc.t, got, tc.want)
@@ -301,7 +302,7 @@ func TestBoundKeepsADueTrigger(t *testing.T) {
 	run(t, l)
 	got := r.waitSyncs(t, 2)
 	for _, triggers := range got {
-		if want := []loop.Trigger{changed}; !reflect.DeepEqual(triggers, want) {
+		if want := []trigger.Trigger{changed}; !reflect.DeepEqual(triggers, want) {
 			t.Errorf("a sync had triggers %v, want %v", triggers, want)
 		}
 	}

@@ -1,7 +1,7 @@
 package composite
 
 import (
-	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,7 +26,7 @@ func (c *Controller) ownerKeys(child metav1.Object, ref *metav1.OwnerReference) 
 // enqueueCandidates enqueues the parents that may adopt an orphan, for t:
 // those in its namespace (any namespace, for cluster-scoped parents) whose
 // selector matches it.
-func (c *Controller) enqueueCandidates(orphan metav1.Object, t loop.Trigger) {
+func (c *Controller) enqueueCandidates(orphan metav1.Object, t trigger.Trigger) {
 	namespace := orphan.GetNamespace()
 	if !c.parent.Namespaced {
 		namespace = ""

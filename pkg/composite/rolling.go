@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/apply"
@@ -708,5 +708,5 @@ func revisionName(res *discovery.Resource, parent *unstructured.Unstructured, pa
 
 // revisionObject names a ControllerRevision in the sync's record.
 func revisionObject(obj metav1.Object) string {
-	return loop.ObjectName(v1alpha1.ControllerRevisionResource.GroupResource().String(), obj.GetNamespace(), obj.GetName())
+	return trigger.ObjectName(v1alpha1.ControllerRevisionResource.GroupResource().String(), obj.GetNamespace(), obj.GetName())
 }

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/metactl/metactl/internal/controllertest"
-	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/composite"
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/history"
@@ -37,12 +37,12 @@ func waitForSync(t *testing.T, c *composite.Controller, key, what string, check 
 }
 
 // firstTrigger accepts a sync whose first trigger is want.
-func firstTrigger(want loop.Trigger) func(*history.Sync) bool {
+func firstTrigger(want trigger.Trigger) func(*history.Sync) bool {
 	return func(s *history.Sync) bool { return len(s.Triggers) > 0 && s.Triggers[0] == want }
 }
 
 // hasTrigger accepts a sync with the trigger want.
-func hasTrigger(want loop.Trigger) func(*history.Sync) bool {
+func hasTrigger(want trigger.Trigger) func(*history.Sync) bool {
 	return func(s *history.Sync) bool { return slices.Contains(s.Triggers, want) }
 }
 
@@ -67,7 +67,7 @@ func TestSyncRecordOfAChangeOfTheParentAndOfAChild(t *testing.T) {
 	newThing(t, thingsGVR, ns, "p", map[string]any{"value": "v1"})
 	key := ns + "/p"
 
-	created := waitForSync(t, c, key, "the sync of the new parent", firstTrigger(loop.Trigger{Cause: loop.CauseObject, Generation: 1}))
+	created := waitForSync(t, c, key, "the sync of the new parent", firstTrigger(trigger.Trigger{Cause: trigger.CauseObject, Generation: 1}))
 	if len(created.Calls) == 0 || created.Calls[0].Hook != "sync" || created.Calls[0].Result != "200" || created.Calls[0].Error != "" {
 		t.Errorf("the sync's calls %+v, want the sync hook answering 200", created.Calls)
 	}
@@ -86,21 +86,21 @@ func TestSyncRecordOfAChangeOfTheParentAndOfAChild(t *testing.T) {
 	}
 
 	setSpec(t, thingsGVR, ns, "p", map[string]any{"value": "v2"})
-	changed := waitForSync(t, c, key, "the sync of the spec change", firstTrigger(loop.Trigger{Cause: loop.CauseObject, Generation: 2}))
+	changed := waitForSync(t, c, key, "the sync of the spec change", firstTrigger(trigger.Trigger{Cause: trigger.CauseObject, Generation: 2}))
 	if want := (history.Write{Verb: "update", Target: "child", Object: "configmaps/" + ns + "/p-cm"}); !slices.Contains(changed.Writes, want) {
 		t.Errorf("the spec change's writes %+v, want %+v", changed.Writes, want)
 	}
 
-	before := controllertest.SyncsFor(cc.GetName(), "success", loop.CauseDependent)
+	before := controllertest.SyncsFor(cc.GetName(), "success", trigger.CauseDependent)
 	patch := []byte(`{"data":{"value":"by hand"}}`)
 	if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Patch(ctx(t), "p-cm", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitForSync(t, c, key, "the sync of the child's change", firstTrigger(loop.Trigger{Cause: loop.CauseDependent, Object: "configmaps/" + ns + "/p-cm"}))
-	if n := controllertest.SyncsFor(cc.GetName(), "success", loop.CauseDependent); n <= before {
+	waitForSync(t, c, key, "the sync of the child's change", firstTrigger(trigger.Trigger{Cause: trigger.CauseDependent, Object: "configmaps/" + ns + "/p-cm"}))
+	if n := controllertest.SyncsFor(cc.GetName(), "success", trigger.CauseDependent); n <= before {
 		t.Errorf("metactl_syncs_total{trigger=dependent} = %v, was %v: the child's change not counted", n, before)
 	}
-	if n := controllertest.SyncsFor(cc.GetName(), "success", loop.CauseObject); n < 2 {
+	if n := controllertest.SyncsFor(cc.GetName(), "success", trigger.CauseObject); n < 2 {
 		t.Errorf("metactl_syncs_total{trigger=object} = %v, want at least 2", n)
 	}
 }
@@ -146,18 +146,18 @@ func TestSyncRecordOfAFailingHook(t *testing.T) {
 			t.Errorf("failure %d: writes %+v, want none", i+1, s.Writes)
 		}
 	}
-	if want := (loop.Trigger{Cause: loop.CauseObject, Generation: 1}); syncs[0].Triggers[0] != want {
+	if want := (trigger.Trigger{Cause: trigger.CauseObject, Generation: 1}); syncs[0].Triggers[0] != want {
 		t.Errorf("the first sync's triggers %v, want %v first", syncs[0].Triggers, want)
 	}
 	for i, s := range syncs[1:3] {
-		if !slices.Contains(s.Triggers, loop.Trigger{Cause: loop.CauseRetry}) {
+		if !slices.Contains(s.Triggers, trigger.Trigger{Cause: trigger.CauseRetry}) {
 			t.Errorf("sync %d after a failure: triggers %v, want a retry", i+2, s.Triggers)
 		}
 	}
 	if o := syncs[2].Outcome; o.Attempt != 0 || o.Error != "" || o.Reason != controller.ReasonSynced {
 		t.Errorf("the recovery's outcome %+v, want no attempt, no error", o)
 	}
-	if n := controllertest.SyncsFor(cc.GetName(), "error", loop.CauseRetry); n < 1 {
+	if n := controllertest.SyncsFor(cc.GetName(), "error", trigger.CauseRetry); n < 1 {
 		t.Errorf("metactl_syncs_total{result=error,trigger=retry} = %v, want the second failure", n)
 	}
 }
@@ -172,8 +172,8 @@ func TestSyncRecordOfResyncs(t *testing.T) {
 		cc := compositeController(t, hook, thingsGVR, func(spec map[string]any) { spec["resyncPeriodSeconds"] = int64(1) })
 		c := recorded(t, cc)
 		newThing(t, thingsGVR, ns, "p", nil)
-		waitForSync(t, c, ns+"/p", "a periodic resync", firstTrigger(loop.Trigger{Cause: loop.CauseResync}))
-		if n := controllertest.SyncsFor(cc.GetName(), "success", loop.CauseResync); n < 1 {
+		waitForSync(t, c, ns+"/p", "a periodic resync", firstTrigger(trigger.Trigger{Cause: trigger.CauseResync}))
+		if n := controllertest.SyncsFor(cc.GetName(), "success", trigger.CauseResync); n < 1 {
 			t.Errorf("metactl_syncs_total{trigger=resync} = %v", n)
 		}
 	})
@@ -185,14 +185,14 @@ func TestSyncRecordOfResyncs(t *testing.T) {
 		cc := compositeController(t, hook, thingsGVR, nil)
 		c := recorded(t, cc)
 		newThing(t, thingsGVR, ns, "p", nil)
-		resync := waitForSync(t, c, ns+"/p", "a resync the hook asked for", firstTrigger(loop.Trigger{Cause: loop.CauseResyncAfter}))
+		resync := waitForSync(t, c, ns+"/p", "a resync the hook asked for", firstTrigger(trigger.Trigger{Cause: trigger.CauseResyncAfter}))
 		if next := c.History(ns + "/p")[0].Outcome.NextAttempt; next.IsZero() {
 			t.Error("a sync whose hook asked for resyncAfterSeconds has no next attempt")
 		}
 		if o := resync.Outcome; o.Result != "success" || o.NextAttempt.Sub(resync.Start.Add(resync.Duration)) != 300*time.Millisecond {
 			t.Errorf("outcome %+v, want success, next attempt 0.3s after its end", o)
 		}
-		if n := controllertest.SyncsFor(cc.GetName(), "success", loop.CauseResyncAfter); n < 1 {
+		if n := controllertest.SyncsFor(cc.GetName(), "success", trigger.CauseResyncAfter); n < 1 {
 			t.Errorf("metactl_syncs_total{trigger=resync-after} = %v", n)
 		}
 	})
@@ -208,11 +208,11 @@ func TestSyncRecordOfAStart(t *testing.T) {
 	c := recorded(t, cc)
 	s := waitForSync(t, c, ns+"/p", "the start's sync", func(s *history.Sync) bool { return true })
 	syncs := c.History(ns + "/p")
-	if first := syncs[len(syncs)-1]; !slices.Equal(first.Triggers, []loop.Trigger{{Cause: loop.CauseStart}}) {
+	if first := syncs[len(syncs)-1]; !slices.Equal(first.Triggers, []trigger.Trigger{{Cause: trigger.CauseStart}}) {
 		t.Errorf("the first sync's triggers %v, want start", first.Triggers)
 	}
 	_ = s
-	if n := controllertest.SyncsFor(cc.GetName(), "success", loop.CauseStart); n < 1 {
+	if n := controllertest.SyncsFor(cc.GetName(), "success", trigger.CauseStart); n < 1 {
 		t.Errorf("metactl_syncs_total{trigger=start} = %v", n)
 	}
 }
@@ -230,7 +230,7 @@ func TestSyncRecordOfARelatedChange(t *testing.T) {
 	newThing(t, thingsGVR, ns, "pa", map[string]any{"source": "source-a"})
 	waitFor(t, thingsGVR, ns, "pa", "sees source-a", func(o *unstructured.Unstructured) bool { return relatedStatus(o)["source-a"] == "a1" })
 	setValue(t, ns, "source-a", "a2")
-	waitForSync(t, c, ns+"/pa", "the sync for the related change", hasTrigger(loop.Trigger{Cause: loop.CauseRelated, Object: "configmaps/" + ns + "/source-a"}))
+	waitForSync(t, c, ns+"/pa", "the sync for the related change", hasTrigger(trigger.Trigger{Cause: trigger.CauseRelated, Object: "configmaps/" + ns + "/source-a"}))
 }
 
 // TestRecordOfAGoneParentIsForgotten: the sync that finds a parent gone

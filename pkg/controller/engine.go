@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/echo"
@@ -79,8 +80,8 @@ type DependentWriter interface {
 
 // queue is the work queue, as the Engine uses it; *loop.Loop is one.
 type queue interface {
-	AddFor(key string, t loop.Trigger)
-	AddAfterFor(key string, delay time.Duration, t loop.Trigger)
+	AddFor(key string, t trigger.Trigger)
+	AddAfterFor(key string, delay time.Duration, t trigger.Trigger)
 }
 
 // Engine runs one controller of any kind: its informers, work queue and
@@ -224,7 +225,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			defer e.resync.Done()
 			wait.Until(func() {
 				for _, key := range e.kind.Keys() {
-					e.queue.AddFor(key, loop.Trigger{Cause: loop.CauseResync})
+					e.queue.AddFor(key, trigger.Trigger{Cause: trigger.CauseResync})
 				}
 			}, time.Duration(*p)*time.Second, e.stop)
 		}()

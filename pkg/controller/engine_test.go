@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/apply"
 	"github.com/metactl/metactl/pkg/dynamic/children"
@@ -256,18 +256,18 @@ func (d *fakeDependents) Manage(_ context.Context, _ *unstructured.Unstructured,
 type fakeQueue struct {
 	mu       sync.Mutex
 	added    []string
-	triggers []loop.Trigger
+	triggers []trigger.Trigger
 	after    []time.Duration
 }
 
-func (q *fakeQueue) AddFor(key string, t loop.Trigger) {
+func (q *fakeQueue) AddFor(key string, t trigger.Trigger) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.added = append(q.added, key)
 	q.triggers = append(q.triggers, t)
 }
 
-func (q *fakeQueue) AddAfterFor(_ string, d time.Duration, _ loop.Trigger) {
+func (q *fakeQueue) AddAfterFor(_ string, d time.Duration, _ trigger.Trigger) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.after = append(q.after, d)
@@ -642,15 +642,15 @@ func TestEchoesOfOwnWritesNeedNoSync(t *testing.T) {
 	calls := 0
 	h.answer = func(name string, request *fakeRequest) (*fakeResponse, error) {
 		if calls++; calls == 2 {
-			f.e.EnqueueFor("ns/p", configMap("c"), loop.Trigger{Cause: loop.CauseDependent, Object: "echo"})                                                                      // the echo of the child written
-			f.e.EnqueueFor("ns/p", &metav1.ObjectMeta{UID: "uid-c", ResourceVersion: "2", Namespace: "ns", Name: "c"}, loop.Trigger{Cause: loop.CauseDependent, Object: "other"}) // not ours
+			f.e.EnqueueFor("ns/p", configMap("c"), trigger.Trigger{Cause: trigger.CauseDependent, Object: "echo"})                                                                      // the echo of the child written
+			f.e.EnqueueFor("ns/p", &metav1.ObjectMeta{UID: "uid-c", ResourceVersion: "2", Namespace: "ns", Name: "c"}, trigger.Trigger{Cause: trigger.CauseDependent, Object: "other"}) // not ours
 		}
 		return countChildren(name, request)
 	}
 	if err := f.sync(t); err != nil {
 		t.Fatal(err)
 	}
-	if want := []loop.Trigger{{Cause: loop.CauseDependent, Object: "other"}}; len(f.queue.added) != 1 || !slices.Equal(f.queue.triggers, want) {
+	if want := []trigger.Trigger{{Cause: trigger.CauseDependent, Object: "other"}}; len(f.queue.added) != 1 || !slices.Equal(f.queue.triggers, want) {
 		t.Errorf("queued %v for %v after the sync, want once, for the change not ours (%v)", f.queue.added, f.queue.triggers, want)
 	}
 
@@ -658,7 +658,7 @@ func TestEchoesOfOwnWritesNeedNoSync(t *testing.T) {
 	calls = 0
 	h.answer = func(name string, request *fakeRequest) (*fakeResponse, error) {
 		if calls++; calls == 2 {
-			f.e.EnqueueFor("ns/p", configMap("c"), loop.Trigger{Cause: loop.CauseDependent})
+			f.e.EnqueueFor("ns/p", configMap("c"), trigger.Trigger{Cause: trigger.CauseDependent})
 		}
 		return countChildren(name, request)
 	}

@@ -3,7 +3,7 @@ package controller
 import (
 	"strings"
 
-	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/explain"
 	"github.com/metactl/metactl/pkg/history"
@@ -113,7 +113,7 @@ func goneDependents(syncs []*history.Sync, present []explain.Dependent) []explai
 	}
 	have := map[string]bool{}
 	for _, d := range present {
-		have[loop.ObjectName(d.Resource, d.Namespace, d.Name)] = true
+		have[trigger.ObjectName(d.Resource, d.Namespace, d.Name)] = true
 	}
 	var out []explain.Dependent
 	seen := map[string]bool{}

@@ -10,7 +10,7 @@ import (
 
 // TestGoneDependents: a child the newest sync created or updated that is
 // not among those present is listed as gone; one present (both named by
-// loop.ObjectName), deleted, or whose write failed is not.
+// trigger.ObjectName), deleted, or whose write failed is not.
 func TestGoneDependents(t *testing.T) {
 	syncs := []*history.Sync{{Writes: []history.Write{
 		{Verb: "create", Target: "child", Object: "configmaps/ns/gone"},

@@ -1,20 +1,20 @@
 package controller
 
 import (
-	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
 // Enqueue queues key for a sync, for t.
-func (e *Engine) Enqueue(key string, t loop.Trigger) { e.queue.AddFor(key, t) }
+func (e *Engine) Enqueue(key string, t trigger.Trigger) { e.queue.AddFor(key, t) }
 
 // EnqueueFor queues key, for t, for an event about obj (nil: an event that
 // always counts), unless it is the echo of this controller's own write;
 // see echo.Echoes. An event held while key is synced keeps t: if it is no
 // echo, the sync after carries it.
-func (e *Engine) EnqueueFor(key string, obj metav1.Object, t loop.Trigger) {
+func (e *Engine) EnqueueFor(key string, obj metav1.Object, t trigger.Trigger) {
 	if e.echoes.ShouldEnqueue(key, obj, t) {
 		e.queue.AddFor(key, t)
 	}
@@ -25,14 +25,14 @@ func (e *Engine) EnqueueFor(key string, obj metav1.Object, t loop.Trigger) {
 // when the controller starts on a running informer), CauseResync for an
 // update that changed nothing (the informer's resync), else CauseObject
 // with obj's generation.
-func objectTrigger(obj metav1.Object, initial, resync bool) loop.Trigger {
+func objectTrigger(obj metav1.Object, initial, resync bool) trigger.Trigger {
 	switch {
 	case initial:
-		return loop.Trigger{Cause: loop.CauseStart}
+		return trigger.Trigger{Cause: trigger.CauseStart}
 	case resync:
-		return loop.Trigger{Cause: loop.CauseResync}
+		return trigger.Trigger{Cause: trigger.CauseResync}
 	}
-	return loop.Trigger{Cause: loop.CauseObject, Generation: obj.GetGeneration()}
+	return trigger.Trigger{Cause: trigger.CauseObject, Generation: obj.GetGeneration()}
 }
 
 // ObjectHandler returns the event handler of the informer of a resource
@@ -86,20 +86,20 @@ type Owners struct {
 	// Orphan, when set, is told of a dependent without a controller
 	// reference that is not being deleted (composite: the parents that
 	// may adopt it), with the trigger to queue them for.
-	Orphan func(dependent metav1.Object, t loop.Trigger)
+	Orphan func(dependent metav1.Object, t trigger.Trigger)
 	// Resource names the dependents' resource in triggers, group-qualified
-	// ("configmaps", "deployments.apps"; see loop.ObjectName).
+	// ("configmaps", "deployments.apps"; see trigger.ObjectName).
 	Resource string
 }
 
 // dependentTrigger is the trigger of an event about dependent: CauseStart
 // for an add of the informer's initial list (the owner's own start
 // trigger), else CauseDependent naming it.
-func (o Owners) dependentTrigger(dependent metav1.Object, initial bool) loop.Trigger {
+func (o Owners) dependentTrigger(dependent metav1.Object, initial bool) trigger.Trigger {
 	if initial {
-		return loop.Trigger{Cause: loop.CauseStart}
+		return trigger.Trigger{Cause: trigger.CauseStart}
 	}
-	return loop.Trigger{Cause: loop.CauseDependent, Object: loop.ObjectName(o.Resource, dependent.GetNamespace(), dependent.GetName())}
+	return trigger.Trigger{Cause: trigger.CauseDependent, Object: trigger.ObjectName(o.Resource, dependent.GetNamespace(), dependent.GetName())}
 }
 
 // lazyTrigger is an event's trigger, built on first use only: most
@@ -109,10 +109,10 @@ type lazyTrigger struct {
 	owners    Owners
 	dependent metav1.Object
 	initial   bool
-	t         loop.Trigger
+	t         trigger.Trigger
 }
 
-func (l *lazyTrigger) get() loop.Trigger {
+func (l *lazyTrigger) get() trigger.Trigger {
 	if l.t.Cause == "" {
 		l.t = l.owners.dependentTrigger(l.dependent, l.initial)
 	}

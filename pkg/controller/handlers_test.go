@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,7 +36,7 @@ func TestDependentHandlerQueuesThePreviousOwner(t *testing.T) {
 	var orphans []string
 	h := f.e.DependentHandler(Owners{
 		Keys:   func(_ metav1.Object, ref *metav1.OwnerReference) []string { return []string{"ns/" + ref.Name} },
-		Orphan: func(d metav1.Object, _ loop.Trigger) { orphans = append(orphans, d.GetName()) },
+		Orphan: func(d metav1.Object, _ trigger.Trigger) { orphans = append(orphans, d.GetName()) },
 	})
 	h.OnUpdate(dependent(t, "1", "a"), dependent(t, "2", "b"))
 	if want := []string{"ns/a", "ns/b"}; !slices.Equal(f.queue.added, want) {
@@ -109,7 +109,7 @@ func TestCustomizeCredentialErrorIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.e.Stop()
-	f.e.Enqueue("ns/p", loop.Trigger{Cause: loop.CauseObject})
+	f.e.Enqueue("ns/p", trigger.Trigger{Cause: trigger.CauseObject})
 	select {
 	case <-changed:
 	case <-ctx.Done():
@@ -145,12 +145,12 @@ func TestHandlersGiveTheirCauses(t *testing.T) {
 	h.OnUpdate(object("1", 1), object("1", 1))
 	h.OnUpdate(object("1", 1), object("2", 2))
 	h.OnDelete(object("2", 2))
-	want := []loop.Trigger{
-		{Cause: loop.CauseStart},
-		{Cause: loop.CauseObject, Generation: 1},
-		{Cause: loop.CauseResync},
-		{Cause: loop.CauseObject, Generation: 2},
-		{Cause: loop.CauseObject, Generation: 2},
+	want := []trigger.Trigger{
+		{Cause: trigger.CauseStart},
+		{Cause: trigger.CauseObject, Generation: 1},
+		{Cause: trigger.CauseResync},
+		{Cause: trigger.CauseObject, Generation: 2},
+		{Cause: trigger.CauseObject, Generation: 2},
 	}
 	if !slices.Equal(f.queue.triggers, want) {
 		t.Errorf("object events queued for %v, want %v", f.queue.triggers, want)
@@ -163,8 +163,8 @@ func TestHandlersGiveTheirCauses(t *testing.T) {
 	})
 	d.OnAdd(dependent(t, "1", "a"), true)
 	d.OnUpdate(dependent(t, "1", "a"), dependent(t, "2", "b"))
-	changed := loop.Trigger{Cause: loop.CauseDependent, Object: "configmaps/ns/c"}
-	if want := []loop.Trigger{{Cause: loop.CauseStart}, changed, changed}; !slices.Equal(f.queue.triggers, want) {
+	changed := trigger.Trigger{Cause: trigger.CauseDependent, Object: "configmaps/ns/c"}
+	if want := []trigger.Trigger{{Cause: trigger.CauseStart}, changed, changed}; !slices.Equal(f.queue.triggers, want) {
 		t.Errorf("dependent events queued for %v, want %v", f.queue.triggers, want)
 	}
 	if want := []string{"ns/a", "ns/a", "ns/b"}; !slices.Equal(f.queue.added, want) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hooks"
 )
@@ -99,12 +100,12 @@ func sooner(a, b time.Time) time.Time {
 
 // resyncAfter queues key after delay for the hook's resyncAfterSeconds.
 func (e *Engine) resyncAfter(key string, delay time.Duration) {
-	e.queue.AddAfterFor(key, delay, loop.Trigger{Cause: loop.CauseResyncAfter})
+	e.queue.AddAfterFor(key, delay, trigger.Trigger{Cause: trigger.CauseResyncAfter})
 }
 
-// Name names t's object in the sync's record (loop.ObjectName).
+// Name names t's object in the sync's record (trigger.ObjectName).
 func (t *Target) Name() string {
-	return loop.ObjectName(t.Resource.GroupVersionResource().GroupResource().String(), t.Object.GetNamespace(), t.Object.GetName())
+	return trigger.ObjectName(t.Resource.GroupVersionResource().GroupResource().String(), t.Object.GetNamespace(), t.Object.GetName())
 }
 
 // recordCall records a hook call in the sync's record (history.From(ctx)).

@@ -41,7 +41,7 @@ func recordingEnabled(obj *unstructured.Unstructured, opts Options) bool {
 // withRecording marks the hook calls of a sync of t's object under ctx as
 // the controller's, to be recorded, when it records; ctx as it is
 // otherwise. The object is named "namespace/name" (or "name", as
-// klog.KObj writes it: loop.ObjectName would put the resource first), and
+// klog.KObj writes it: trigger.ObjectName would put the resource first), and
 // for a decorator, which syncs objects of several resources, with its resource
 // first (Target.Name).
 func (e *Engine) withRecording(ctx context.Context, t *Target) context.Context {

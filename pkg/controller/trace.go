@@ -10,6 +10,7 @@ import (
 
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/traceid"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
@@ -37,7 +38,7 @@ func (e *Engine) beginTrace(ctx context.Context) context.Context {
 		return trace.ContextWithSpanContext(ctx, traceid.New())
 	}
 	ctx, span := e.opts.Tracer.Start(ctx, "sync "+e.kindName+"/"+e.name)
-	if span.IsRecording() && slices.ContainsFunc(loop.TriggersOf(ctx), func(t loop.Trigger) bool { return t.Cause == loop.CauseRetry }) {
+	if span.IsRecording() && slices.ContainsFunc(loop.TriggersOf(ctx), func(t trigger.Trigger) bool { return t.Cause == trigger.CauseRetry }) {
 		ctx = hooks.WithRetry(ctx)
 	}
 	return ctx
@@ -77,11 +78,11 @@ func (e *Engine) endTrace(ctx context.Context, key string, gone bool, err error)
 }
 
 // describeKey names the object queued as key as the sync's record names
-// objects (loop.ObjectName): resource/namespace/name.
+// objects (trigger.ObjectName): resource/namespace/name.
 func (e *Engine) describeKey(key string) string {
 	res, namespace, name, ok := e.kind.Locate(key)
 	if !ok {
 		return key
 	}
-	return loop.ObjectName(res.GroupVersionResource().GroupResource().String(), namespace, name)
+	return trigger.ObjectName(res.GroupVersionResource().GroupResource().String(), namespace, name)
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/metactl/metactl/internal/controllertest"
-	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/decorator"
 	"github.com/metactl/metactl/pkg/history"
 	"github.com/metactl/metactl/pkg/hooks"
@@ -59,7 +59,7 @@ func TestSyncRecordOfADecoratedObject(t *testing.T) {
 		return controllertest.WaitForSync(t, c.History, key, what, check)
 	}
 	first := find("the sync of the new object", func(s *history.Sync) bool {
-		return len(s.Triggers) > 0 && s.Triggers[0] == loop.Trigger{Cause: loop.CauseObject}
+		return len(s.Triggers) > 0 && s.Triggers[0] == trigger.Trigger{Cause: trigger.CauseObject}
 	})
 	for _, w := range []history.Write{
 		{Verb: "create", Target: "child", Object: "secrets/" + ns + "/target-secret"},
@@ -75,9 +75,9 @@ func TestSyncRecordOfADecoratedObject(t *testing.T) {
 	}
 	waitFor(t, secretsGVR, ns, "target-secret", "recreated", func(o *unstructured.Unstructured) bool { return o != nil && o.GetUID() != secret.GetUID() })
 	find("the sync of the attachment's deletion", func(s *history.Sync) bool {
-		return slices.Contains(s.Triggers, loop.Trigger{Cause: loop.CauseDependent, Object: "secrets/" + ns + "/target-secret"})
+		return slices.Contains(s.Triggers, trigger.Trigger{Cause: trigger.CauseDependent, Object: "secrets/" + ns + "/target-secret"})
 	})
-	if n := controllertest.SyncsFor(testName(t), "success", loop.CauseDependent); n < 1 {
+	if n := controllertest.SyncsFor(testName(t), "success", trigger.CauseDependent); n < 1 {
 		t.Errorf("metactl_syncs_total{trigger=dependent} = %v", n)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/explain"
 	"github.com/metactl/metactl/pkg/history"
 	corev1 "k8s.io/api/core/v1"
@@ -40,7 +40,7 @@ func failing() *explain.Answer {
 				Error: "sync hook: 500 Internal Server Error", Attempt: 4, NextAttempt: now.Add(12 * time.Second)}}}, "", 0, time.Time{}),
 			Syncs: []*history.Sync{{
 				Start: now.Add(-time.Second), Duration: 15 * time.Millisecond,
-				Triggers: []loop.Trigger{{Cause: loop.CauseRetry}, {Cause: loop.CauseObject, Object: "helloworlds/default/your-name", Generation: 2}},
+				Triggers: []trigger.Trigger{{Cause: trigger.CauseRetry}, {Cause: trigger.CauseObject, Object: "helloworlds/default/your-name", Generation: 2}},
 				Calls:    []history.Call{{Hook: "sync", Duration: 9 * time.Millisecond, Result: "500", Error: "500 Internal Server Error"}},
 				Outcome:  history.Outcome{Result: "error", Reason: "HookFailed", Error: "sync hook: 500 Internal Server Error", Attempt: 4, NextAttempt: now.Add(12 * time.Second)},
 			}},

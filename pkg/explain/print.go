@@ -11,7 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/history"
 )
 
@@ -193,7 +193,7 @@ func stateLine(s State, now time.Time) string {
 	return b.String()
 }
 
-func triggers(ts []loop.Trigger) string {
+func triggers(ts []trigger.Trigger) string {
 	if len(ts) == 0 {
 		return "-"
 	}

@@ -6,8 +6,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/textcut"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/metrics"
 )
 
@@ -21,7 +21,7 @@ type Sync struct {
 	Duration time.Duration `json:"duration"`
 	// Triggers are the causes that queued the key since its last sync,
 	// first first (at most loop.MaxTriggers).
-	Triggers []loop.Trigger `json:"triggers"`
+	Triggers []trigger.Trigger `json:"triggers"`
 	// TriggersDropped counts the distinct triggers beyond
 	// loop.MaxTriggers, not listed.
 	TriggersDropped int `json:"triggersDropped,omitempty"`
@@ -136,7 +136,7 @@ func Cut(s string) string { return textcut.Cut(s, MaxErrorBytes) }
 // The sizes of the records' fixed parts.
 var (
 	syncSize    = int64(unsafe.Sizeof(Sync{}))
-	triggerSize = int64(unsafe.Sizeof(loop.Trigger{}))
+	triggerSize = int64(unsafe.Sizeof(trigger.Trigger{}))
 	callSize    = int64(unsafe.Sizeof(Call{}))
 	writeSize   = int64(unsafe.Sizeof(Write{}))
 )
@@ -182,7 +182,7 @@ func (s *Sync) Size() int64 {
 
 // Wrote counts a write of controller in metactl_object_writes_total (by
 // verb and target) and records it in the sync's record (From(ctx)), with
-// the object written (loop.ObjectName) and the write's error: every write
+// the object written (trigger.ObjectName) and the write's error: every write
 // that counts goes through it, after the request, so that the metric and
 // the record agree. controller "" counts nothing (a write counted by its
 // caller).

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/metrics"
 )
 
@@ -18,7 +18,7 @@ import (
 // each string allocated on its own as a real sync's are.
 func typical(i int) *Sync {
 	s := &Sync{Start: time.Now(), Duration: time.Millisecond}
-	s.Triggers = append(s.Triggers, loop.Trigger{Cause: loop.CauseDependent, Object: fmt.Sprintf("configmaps/ns-%d/child-%d", i, i)})
+	s.Triggers = append(s.Triggers, trigger.Trigger{Cause: trigger.CauseDependent, Object: fmt.Sprintf("configmaps/ns-%d/child-%d", i, i)})
 	for range 2 {
 		s.AddCall(Call{Hook: "sync", Start: time.Now(), Duration: time.Millisecond, Result: fmt.Sprint(200)})
 	}

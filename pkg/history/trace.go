@@ -27,7 +27,7 @@ const (
 // sync's), when that span records; it costs one ctx.Value otherwise. The
 // write is over when it is recorded, so its span marks the moment its
 // answer came (its start is not known here): name "verb target"
-// ("create child"), attributes the object (loop.ObjectName's parts) and
+// ("create child"), attributes the object (trigger.ObjectName's parts) and
 // the result, "success" or the API status reason of the error
 // ("Conflict"; "error" when it has none).
 func traceWrite(ctx context.Context, verb, target, object string, err error) {
@@ -51,7 +51,7 @@ func traceWrite(ctx context.Context, verb, target, object string, err error) {
 	span.End()
 }
 
-// splitObject splits an object named as loop.ObjectName names it.
+// splitObject splits an object named as trigger.ObjectName names it.
 func splitObject(object string) (resource, namespace, name string) {
 	resource, rest, _ := strings.Cut(object, "/")
 	if ns, n, ok := strings.Cut(rest, "/"); ok {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
@@ -124,7 +124,7 @@ func (m *Manager) tryCleanup(ctx context.Context, k *kind, name string, obj *uns
 		}
 	}
 	// The backoff may outlast the deadline: come back by then at the latest.
-	m.loop.AddAfterFor(queueKey(k.name, name), deadline.Sub(now), loop.Trigger{Cause: loop.CauseRetry})
+	m.loop.AddAfterFor(queueKey(k.name, name), deadline.Sub(now), trigger.Trigger{Cause: trigger.CauseRetry})
 	return state
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
@@ -287,7 +288,7 @@ func (m *Manager) run(ctx context.Context) error {
 		defer k.informer.Release()
 		enqueue := func(obj any) {
 			if u := informer.ObjectOf(obj); u != nil {
-				m.loop.AddFor(queueKey(k.name, u.GetName()), loop.Trigger{Cause: loop.CauseObject, Generation: u.GetGeneration()})
+				m.loop.AddFor(queueKey(k.name, u.GetName()), trigger.Trigger{Cause: trigger.CauseObject, Generation: u.GetGeneration()})
 			}
 		}
 		if err := k.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{

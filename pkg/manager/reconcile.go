@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
@@ -141,7 +142,7 @@ func (m *Manager) start(ctx context.Context, key string, r *runningController) {
 		defer cancel()
 		r.startErr = r.controller.Start(startCtx)
 		close(r.started)
-		m.loop.AddFor(key, loop.Trigger{Cause: loop.CauseStart})
+		m.loop.AddFor(key, trigger.Trigger{Cause: trigger.CauseStart})
 	}()
 }
 
@@ -175,7 +176,7 @@ func (r *runningController) isStarted() bool {
 func (m *Manager) enqueueAll() {
 	for _, k := range m.kinds {
 		for _, obj := range k.informer.ListMeta("", nil) {
-			m.loop.AddFor(queueKey(k.name, obj.GetName()), loop.Trigger{Cause: loop.CauseResync})
+			m.loop.AddFor(queueKey(k.name, obj.GetName()), trigger.Trigger{Cause: trigger.CauseResync})
 		}
 	}
 }
@@ -399,10 +400,10 @@ func (m *Manager) recheckAccount(ctx context.Context, r *runningController) (nex
 
 // healthChanged returns a callback that re-reconciles a controller object,
 // to update its Ready condition: for a change of the controller it runs
-// (loop.CauseDependent).
+// (trigger.CauseDependent).
 func (m *Manager) healthChanged(kindName string, obj *unstructured.Unstructured) func() {
 	key := queueKey(kindName, obj.GetName())
-	return func() { m.loop.AddFor(key, loop.Trigger{Cause: loop.CauseDependent}) }
+	return func() { m.loop.AddFor(key, trigger.Trigger{Cause: trigger.CauseDependent}) }
 }
 
 // stopAll stops every running (or starting) controller, all at once, and

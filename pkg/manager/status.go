@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/metrics"
@@ -55,8 +55,8 @@ func (f *failingStatus) wait(now time.Time) time.Duration {
 func (m *Manager) onFailingChange(key string, f *failingStatus) func() {
 	return func() {
 		if f.scheduled.CompareAndSwap(false, true) {
-			// A change of the controller it runs: loop.CauseDependent.
-			m.loop.AddAfterFor(key, f.wait(time.Now()), loop.Trigger{Cause: loop.CauseDependent})
+			// A change of the controller it runs: trigger.CauseDependent.
+			m.loop.AddAfterFor(key, f.wait(time.Now()), trigger.Trigger{Cause: trigger.CauseDependent})
 		}
 	}
 }
@@ -94,7 +94,7 @@ func (m *Manager) setRunning(ctx context.Context, k *kind, obj *unstructured.Uns
 	now := time.Now()
 	summary, wait := r.failing.next(r.controller.Failing(), now)
 	if wait > 0 {
-		m.loop.AddAfterFor(queueKey(k.name, obj.GetName()), wait, loop.Trigger{Cause: loop.CauseResyncAfter})
+		m.loop.AddAfterFor(queueKey(k.name, obj.GetName()), wait, trigger.Trigger{Cause: trigger.CauseResyncAfter})
 	}
 	ready := metav1.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRunning, Message: runningMessage}
 	if summary.Count > 0 {

@@ -30,7 +30,7 @@ var (
 	}, []string{"controller", "hook"})
 	// Syncs counts syncs by controller, result (success, error) and
 	// trigger: the cause of the first of the sync's triggers (see
-	// loop.Cause), so that the sum over triggers is the number of syncs.
+	// trigger.Cause), so that the sum over triggers is the number of syncs.
 	Syncs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "metactl_syncs_total",
 		Help: "Syncs of parents or decorated objects by controller, result (success, error) and trigger: the cause of the sync's first trigger (object, dependent, related, resync, resync-after, retry, start); a sync with several triggers counts once, under its first.",

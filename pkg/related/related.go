@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
@@ -42,8 +43,8 @@ type Options struct {
 	Resources *discovery.ResourceMap
 	Informers *informer.Factory
 	// Enqueue asks for a sync of a parent, by its queue key, for a
-	// related object's change (loop.CauseRelated).
-	Enqueue func(key string, t loop.Trigger)
+	// related object's change (trigger.CauseRelated).
+	Enqueue func(key string, t trigger.Trigger)
 	// MaxObjects is the most related objects the rules may select for
 	// one parent; more fails its sync. Default: DefaultMaxObjects.
 	MaxObjects int
@@ -446,7 +447,7 @@ func (r *Resolver) objectChanged(gvr schema.GroupVersionResource, objs ...any) {
 	r.mu.Unlock()
 	// The trigger is named only for a parent that selects the object:
 	// most events of a related informer concern no parent.
-	var t loop.Trigger
+	var t trigger.Trigger
 	for key, rules := range snapshot {
 		if r.selectsAny(rules, changed) {
 			if t.Cause == "" {
@@ -459,11 +460,11 @@ func (r *Resolver) objectChanged(gvr schema.GroupVersionResource, objs ...any) {
 
 // relatedTrigger is the trigger of a change of a related object of gvr,
 // objs its versions (the same object).
-func relatedTrigger(gvr schema.GroupVersionResource, objs ...any) loop.Trigger {
-	t := loop.Trigger{Cause: loop.CauseRelated}
+func relatedTrigger(gvr schema.GroupVersionResource, objs ...any) trigger.Trigger {
+	t := trigger.Trigger{Cause: trigger.CauseRelated}
 	for _, obj := range objs {
 		if o := informer.ObjectOf(obj); o != nil {
-			t.Object = loop.ObjectName(gvr.GroupResource().String(), o.GetNamespace(), o.GetName())
+			t.Object = trigger.ObjectName(gvr.GroupResource().String(), o.GetNamespace(), o.GetName())
 			break
 		}
 	}

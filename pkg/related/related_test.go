@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/controller"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
@@ -95,7 +95,7 @@ func newFixtureOptions(t *testing.T, opts related.Options, customizeVersion *v1a
 		Informers:  f.informers,
 		MaxObjects: opts.MaxObjects,
 		MayRead:    opts.MayRead,
-		Enqueue: func(key string, _ loop.Trigger) {
+		Enqueue: func(key string, _ trigger.Trigger) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.enqueued = append(f.enqueued, key)

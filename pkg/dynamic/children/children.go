@@ -10,7 +10,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/metactl/metactl/internal/redact"
 
-	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/apply"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
@@ -354,5 +354,5 @@ func logDiff(ctx context.Context, res *Resource, key string, have, merged *unstr
 
 // objectName names a child of res in the sync's record.
 func objectName(res *Resource, obj metav1.Object) string {
-	return loop.ObjectName(res.GroupVersionResource().GroupResource().String(), obj.GetNamespace(), obj.GetName())
+	return trigger.ObjectName(res.GroupVersionResource().GroupResource().String(), obj.GetNamespace(), obj.GetName())
 }

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -54,7 +54,7 @@ type heldEvent struct {
 	uid     types.UID
 	rv      string
 	any     bool
-	trigger loop.Trigger
+	trigger trigger.Trigger
 }
 
 // New returns an empty Echoes.
@@ -73,7 +73,7 @@ func (e *Echoes) Begin(key string) {
 // meanwhile that need another sync (they were not echoes of writes
 // recorded by Expect), in the order they came; none when every one was
 // an echo.
-func (e *Echoes) End(key string) (resync []loop.Trigger) {
+func (e *Echoes) End(key string) (resync []trigger.Trigger) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	held := e.inflight[key]
@@ -92,13 +92,13 @@ func (e *Echoes) End(key string) (resync []loop.Trigger) {
 // which it consumes, and false
 // while key is being synced, when it holds the event (and t) for End to
 // judge; true otherwise.
-func (e *Echoes) ShouldEnqueue(key string, obj metav1.Object, t loop.Trigger) bool {
-	return e.ShouldEnqueueFunc(key, obj, func() loop.Trigger { return t })
+func (e *Echoes) ShouldEnqueue(key string, obj metav1.Object, t trigger.Trigger) bool {
+	return e.ShouldEnqueueFunc(key, obj, func() trigger.Trigger { return t })
 }
 
 // ShouldEnqueueFunc is ShouldEnqueue with the trigger built by trigger,
 // called only when the event is held: an echo costs no trigger.
-func (e *Echoes) ShouldEnqueueFunc(key string, obj metav1.Object, trigger func() loop.Trigger) bool {
+func (e *Echoes) ShouldEnqueueFunc(key string, obj metav1.Object, trigger func() trigger.Trigger) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if held, ok := e.inflight[key]; ok {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -21,23 +21,23 @@ func version(uid, rv string) metav1.Object {
 func TestEchoIsFilteredOnce(t *testing.T) {
 	e := New()
 	e.Expect("ns/a", version("u1", "5"))
-	if e.ShouldEnqueue("ns/a", version("u1", "5"), loop.Trigger{}) {
+	if e.ShouldEnqueue("ns/a", version("u1", "5"), trigger.Trigger{}) {
 		t.Error("the echo of a write was enqueued")
 	}
-	if !e.ShouldEnqueue("ns/a", version("u1", "5"), loop.Trigger{}) {
+	if !e.ShouldEnqueue("ns/a", version("u1", "5"), trigger.Trigger{}) {
 		t.Error("the same version counted as an echo twice")
 	}
 	e.Expect("ns/a", version("u1", "6"))
-	if !e.ShouldEnqueue("ns/a", version("u1", "7"), loop.Trigger{}) {
+	if !e.ShouldEnqueue("ns/a", version("u1", "7"), trigger.Trigger{}) {
 		t.Error("a later version, written by someone else, was taken for an echo")
 	}
-	if !e.ShouldEnqueue("ns/a", version("u2", "6"), loop.Trigger{}) {
+	if !e.ShouldEnqueue("ns/a", version("u2", "6"), trigger.Trigger{}) {
 		t.Error("another object with the written resourceVersion was taken for an echo")
 	}
-	if !e.ShouldEnqueue("ns/a", nil, loop.Trigger{}) {
+	if !e.ShouldEnqueue("ns/a", nil, trigger.Trigger{}) {
 		t.Error("a delete was not enqueued")
 	}
-	if e.ShouldEnqueue("ns/a", version("u1", "6"), loop.Trigger{}) {
+	if e.ShouldEnqueue("ns/a", version("u1", "6"), trigger.Trigger{}) {
 		t.Error("the echo of the second write was enqueued")
 	}
 	if n := expectedObjects(e); n != 0 {
@@ -55,7 +55,7 @@ func TestExpectIgnoresIncompleteObjects(t *testing.T) {
 	if n := expectedObjects(e); n != 0 {
 		t.Errorf("%d objects expected, want 0", n)
 	}
-	if !e.ShouldEnqueue("ns/a", version("u1", ""), loop.Trigger{}) {
+	if !e.ShouldEnqueue("ns/a", version("u1", ""), trigger.Trigger{}) {
 		t.Error("an event without resourceVersion was taken for an echo")
 	}
 }
@@ -82,39 +82,39 @@ func TestEventsDuringASyncAreJudgedAtEnd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := New()
 			e.Begin("ns/a")
-			trigger := func(i int) loop.Trigger {
-				return loop.Trigger{Cause: loop.CauseDependent, Object: fmt.Sprint("configmaps/ns/c", i)}
+			triggerOf := func(i int) trigger.Trigger {
+				return trigger.Trigger{Cause: trigger.CauseDependent, Object: fmt.Sprint("configmaps/ns/c", i)}
 			}
 			for i, obj := range tc.held {
 				if obj == nil {
-					if e.ShouldEnqueue("ns/a", nil, trigger(i)) {
+					if e.ShouldEnqueue("ns/a", nil, triggerOf(i)) {
 						t.Error("a delete during the sync was enqueued at once")
 					}
 					continue
 				}
-				if e.ShouldEnqueue("ns/a", obj, trigger(i)) {
+				if e.ShouldEnqueue("ns/a", obj, triggerOf(i)) {
 					t.Errorf("an event during the sync was enqueued at once")
 				}
 			}
-			if !e.ShouldEnqueue("ns/other", version("u9", "1"), trigger(9)) {
+			if !e.ShouldEnqueue("ns/other", version("u9", "1"), triggerOf(9)) {
 				t.Error("an event of another key was held")
 			}
 			for _, w := range tc.writes {
 				e.Expect("ns/a", w)
 			}
-			var want []loop.Trigger
+			var want []trigger.Trigger
 			for _, i := range tc.resync {
-				want = append(want, trigger(i))
+				want = append(want, triggerOf(i))
 			}
 			if got := e.End("ns/a"); !slices.Equal(got, want) {
 				t.Errorf("End = %v, want %v", got, want)
 			}
 			// After End, events are judged at once again.
 			e.Expect("ns/a", version("u1", "50"))
-			if e.ShouldEnqueue("ns/a", version("u1", "50"), trigger(0)) {
+			if e.ShouldEnqueue("ns/a", version("u1", "50"), triggerOf(0)) {
 				t.Error("an echo after End was enqueued")
 			}
-			if !e.ShouldEnqueue("ns/a", version("u1", "51"), trigger(0)) {
+			if !e.ShouldEnqueue("ns/a", version("u1", "51"), triggerOf(0)) {
 				t.Error("a change after End was not enqueued")
 			}
 		})
@@ -129,22 +129,22 @@ func TestEventsDuringASyncAreJudgedAtEnd(t *testing.T) {
 func TestEchoIsOfTheKeyThatWrote(t *testing.T) {
 	e := New()
 	e.Expect("ns/parent", version("child", "5"))
-	if !e.ShouldEnqueue("ns/child", version("child", "5"), loop.Trigger{}) {
+	if !e.ShouldEnqueue("ns/child", version("child", "5"), trigger.Trigger{}) {
 		t.Error("the echo of ns/parent's write was taken for one of ns/child's")
 	}
-	if e.ShouldEnqueue("ns/parent", version("child", "5"), loop.Trigger{}) {
+	if e.ShouldEnqueue("ns/parent", version("child", "5"), trigger.Trigger{}) {
 		t.Error("the echo of ns/parent's write, queued for ns/parent after another key saw it, was enqueued")
 	}
 	// Held during a sync of another key, and judged at its End.
 	e.Expect("ns/parent", version("child", "6"))
 	e.Begin("ns/child")
-	if e.ShouldEnqueue("ns/child", version("child", "6"), loop.Trigger{Cause: loop.CauseObject}) {
+	if e.ShouldEnqueue("ns/child", version("child", "6"), trigger.Trigger{Cause: trigger.CauseObject}) {
 		t.Error("an event for a key being synced was enqueued at once")
 	}
 	if resync := e.End("ns/child"); len(resync) != 1 {
 		t.Errorf("End of ns/child returned %v, want the event's trigger: it is not an echo of ns/child's sync", resync)
 	}
-	if e.ShouldEnqueue("ns/parent", version("child", "6"), loop.Trigger{}) {
+	if e.ShouldEnqueue("ns/parent", version("child", "6"), trigger.Trigger{}) {
 		t.Error("ns/parent's echo was consumed by ns/child's End")
 	}
 }
@@ -159,10 +159,10 @@ func TestForgetDropsExpectedEchoes(t *testing.T) {
 	if n := expectedObjects(e); n != 1 {
 		t.Errorf("%d objects expected after Forget, want 1", n)
 	}
-	if !e.ShouldEnqueue("ns/a", version("u1", "5"), loop.Trigger{}) {
+	if !e.ShouldEnqueue("ns/a", version("u1", "5"), trigger.Trigger{}) {
 		t.Error("a forgotten write was taken for an echo")
 	}
-	if e.ShouldEnqueue("ns/b", version("u2", "5"), loop.Trigger{}) {
+	if e.ShouldEnqueue("ns/b", version("u2", "5"), trigger.Trigger{}) {
 		t.Error("Forget of one object dropped another's echo")
 	}
 }
@@ -177,7 +177,7 @@ func TestEchoesExpire(t *testing.T) {
 	e.expected["old"]["5"] = expectation{key: "ns/a", at: time.Now().Add(-echoTTL - time.Second)}
 	e.expected["stale"]["1"] = expectation{key: "ns/a", at: time.Now().Add(-echoTTL - time.Second)}
 	e.mu.Unlock()
-	if !e.ShouldEnqueue("ns/a", version("old", "5"), loop.Trigger{}) {
+	if !e.ShouldEnqueue("ns/a", version("old", "5"), trigger.Trigger{}) {
 		t.Error("an expected echo older than echoTTL was still taken for an echo")
 	}
 	// Writes of other objects expire it: memory stays bounded by what was

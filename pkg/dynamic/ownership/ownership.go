@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/history"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -164,7 +164,7 @@ func (c *Claimer) patchOwners(ctx context.Context, client dynamic.NamespaceableR
 	}
 	patched, err := client.Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
 	if c.Controller != "" {
-		history.Wrote(ctx, c.Controller, "patch", "ownership", loop.ObjectName(c.Resource, obj.GetNamespace(), obj.GetName()), err)
+		history.Wrote(ctx, c.Controller, "patch", "ownership", trigger.ObjectName(c.Resource, obj.GetNamespace(), obj.GetName()), err)
 	}
 	return patched, err
 }
