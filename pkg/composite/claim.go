@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/metactl/metactl/pkg/history"
 
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/ownership"
@@ -17,7 +18,7 @@ import (
 // children and the orphans of its namespace.
 func (c *Controller) claimChildren(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector) (map[*children.Resource]children.Set, error) {
 	claimer := ownership.NewClaimer(parent, c.parent.GroupVersionKind(), selector, c.canAdopt(parent))
-	claimer.Controller = c.name
+	claimer.OnWrite = history.WritesOf(c.name)
 	orphanNamespace := parent.GetNamespace() // "" for a cluster-scoped parent: every namespace
 	out := make(map[*children.Resource]children.Set, len(c.children.Resources))
 	var errs []error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/metactl/metactl/pkg/history"
 	"strings"
 	"sync"
 	"time"
@@ -138,7 +139,7 @@ func NewEngine(cfg Config, opts Options, kind Kind) *Engine {
 		cfg: cfg, opts: opts, kind: kind, name: name, kindName: kindName,
 		hooks:   &HookCaller{Hooks: opts.Hooks, Controller: name, OnHealthChange: opts.OnHealthChange},
 		objects: restObjects{opts.Objects},
-		dependents: &children.Writer{Objects: opts.Objects, Controller: name, Recorder: opts.Recorder, Noun: cfg.Noun,
+		dependents: &children.Writer{Objects: opts.Objects, Controller: name, OnWrite: history.WritesOf(name), Recorder: opts.Recorder, Noun: cfg.Noun,
 			ServerSide: serverSide(cfg.Object, opts)},
 		echoes:    echo.New(),
 		unsettled: &Unsettled{Controller: name, Kind: kindName, Recorder: opts.Recorder},

@@ -20,13 +20,13 @@
 //
 // Of metactl, informer imports only internal/jsonscan; objectclient imports
 // informer and internal/jsonscan; children imports apply, discovery,
-// informer and objectclient (and the API types, pkg/history, internal/loop
-// and internal/redact); status imports apply; apply imports secretdigest;
-// ownership imports informer, pkg/history and internal/loop; echo imports
-// internal/loop; discovery imports internal/editdistance; finalizer,
-// secretdigest and jsonscan import nothing. None imports the hook protocol,
-// but children, ownership and echo know of the controllers' work queue and
-// record of syncs (children and ownership record each write, echo hands
-// back the queue's triggers): docs/architecture.md's table, which
-// test/architecture checks, is the rule.
+// informer and objectclient (and the API types, internal/trigger and
+// internal/redact); status imports apply; apply imports secretdigest;
+// ownership imports informer and internal/trigger; echo imports
+// internal/trigger; discovery imports internal/editdistance; finalizer,
+// secretdigest and jsonscan import nothing. None imports the hook protocol
+// or a controller: children and ownership tell of each write through the
+// OnWrite function they are given (the engine binds it to the record of
+// syncs). docs/architecture.md's table, which test/architecture checks, is
+// the rule.
 package dynamic

@@ -193,6 +193,21 @@ func Wrote(ctx context.Context, controller, verb, target, object string, err err
 	Failed(ctx, verb, target, object, err)
 }
 
+// A WriteFunc is told of a write after its request: its verb and target
+// (the labels of metactl_object_writes_total), the object written
+// (trigger.ObjectName) and the write's error. pkg/dynamic's writers call
+// one without knowing what it does with the write.
+type WriteFunc func(ctx context.Context, verb, target, object string, err error)
+
+// WritesOf returns the WriteFunc that passes each write of controller to
+// Wrote: counted in metactl_object_writes_total and recorded in the sync's
+// record.
+func WritesOf(controller string) WriteFunc {
+	return func(ctx context.Context, verb, target, object string, err error) {
+		Wrote(ctx, controller, verb, target, object, err)
+	}
+}
+
 // Failed records a write in the sync's record without counting it: a
 // write that failed where only successful writes are counted. It also
 // adds the write's span to the sync's trace, when the sync's span records

@@ -16,7 +16,6 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
-	"github.com/metactl/metactl/pkg/history"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -49,8 +48,13 @@ type Writer struct {
 	// parse of their metadata where client-go's dynamic client decodes
 	// them whole.
 	Objects *objectclient.Client
-	// Controller names the controller in metrics and logs.
+	// Controller names the controller in logs and in the field manager of
+	// server-side applies.
 	Controller string
+	// OnWrite, when set, is told of each write after its request: its verb,
+	// target ("child"), the object written (trigger.ObjectName) and its
+	// error (the engine counts and records it: history.WritesOf).
+	OnWrite func(ctx context.Context, verb, target, object string, err error)
 	// Concurrency bounds the writes in flight for one Manage call; default 8.
 	Concurrency int
 	// Recorder, when set, records on the parent the Events of what its
@@ -69,6 +73,13 @@ type Writer struct {
 
 	reportedOnce sync.Once
 	reported     *reported
+}
+
+// wrote tells w.OnWrite of a write, if set.
+func (w *Writer) wrote(ctx context.Context, verb, target, object string, err error) {
+	if w.OnWrite != nil {
+		w.OnWrite(ctx, verb, target, object, err)
+	}
 }
 
 // Result is what Manage did.
@@ -265,7 +276,7 @@ func (w *Writer) create(ctx context.Context, parent *unstructured.Unstructured, 
 	}
 	writeCtx, warnings := collectWarnings(ctx)
 	created, err := w.Objects.Create(writeCtx, res.GroupVersionResource(), obj.GetNamespace(), body)
-	history.Wrote(ctx, w.Controller, "create", "child", objectName(res, obj), err)
+	w.wrote(ctx, "create", "child", objectName(res, obj), err)
 	w.reportWarnings(ctx, parent, res, "create", obj, warnings())
 	if apierrors.IsAlreadyExists(err) {
 		// Another owner's, or ours not yet in the cache: not an error.
@@ -289,7 +300,7 @@ func (w *Writer) update(ctx context.Context, parent *unstructured.Unstructured, 
 	}
 	writeCtx, warnings := collectWarnings(ctx)
 	updated, err := w.Objects.Update(writeCtx, res.GroupVersionResource(), merged.GetNamespace(), merged.GetName(), body)
-	history.Wrote(ctx, w.Controller, "update", "child", objectName(res, merged), err)
+	w.wrote(ctx, "update", "child", objectName(res, merged), err)
 	w.reportWarnings(ctx, parent, res, "update", merged, warnings())
 	if err != nil {
 		return nil, fmt.Errorf("updating %s %s: %w", res.Kind, key, err)
@@ -320,7 +331,7 @@ func (w *Writer) delete(ctx context.Context, parent *unstructured.Unstructured, 
 		Preconditions:     &metav1.Preconditions{UID: ptr.To(obj.GetUID())},
 		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
 	})
-	history.Wrote(ctx, w.Controller, "delete", "child", objectName(res, obj), err)
+	w.wrote(ctx, "delete", "child", objectName(res, obj), err)
 	w.reportWarnings(ctx, parent, res, "delete", obj, warnings())
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return nil, fmt.Errorf("deleting %s %s: %w", res.Kind, Key(obj), err)

@@ -10,7 +10,6 @@ import (
 	"github.com/metactl/metactl/internal/redact"
 	"github.com/metactl/metactl/pkg/dynamic/apply"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
-	"github.com/metactl/metactl/pkg/history"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -157,7 +156,7 @@ func (w *Writer) apply(ctx context.Context, parent *unstructured.Unstructured, r
 	}
 	writeCtx, warnings := collectWarnings(ctx)
 	applied, err := w.Objects.Apply(writeCtx, res.GroupVersionResource(), config.GetNamespace(), config.GetName(), body, w.ServerSide.FieldManager, w.ServerSide.Force)
-	history.Wrote(ctx, w.Controller, "patch", "child", objectName(res, config), err)
+	w.wrote(ctx, "patch", "child", objectName(res, config), err)
 	w.reportWarnings(ctx, parent, res, "apply", config, warnings())
 	if apierrors.IsConflict(err) && !w.ServerSide.Force {
 		return nil, fmt.Errorf("applying %s %s as %s: other field managers own fields it sets, and conflicts are not forced (--apply-force-conflicts=false): %w", res.Kind, key, w.ServerSide.FieldManager, err)
@@ -235,7 +234,7 @@ func (w *Writer) switchOwnership(ctx context.Context, res *Resource, key string,
 		return "", fmt.Errorf("moving the managed fields of %s %s: %w", res.Kind, key, err)
 	}
 	patched, err := w.Objects.Patch(ctx, res.GroupVersionResource(), observed.GetNamespace(), observed.GetName(), types.JSONPatchType, patch)
-	history.Wrote(ctx, w.Controller, "patch", "child", objectName(res, observed), err)
+	w.wrote(ctx, "patch", "child", objectName(res, observed), err)
 	if err != nil {
 		return "", fmt.Errorf("moving the managed fields of %s %s: %w", res.Kind, key, err)
 	}

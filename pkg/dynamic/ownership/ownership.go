@@ -9,7 +9,6 @@ import (
 
 	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
-	"github.com/metactl/metactl/pkg/history"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -45,11 +44,11 @@ type Claimer struct {
 	selector  labels.Selector
 	canAdopt  CanAdoptFunc
 
-	// Controller, when set, names the controller in
-	// metactl_object_writes_total, where each adoption and release is
-	// counted as a patch of target "ownership", and recorded in the
-	// sync's record (history.Wrote).
-	Controller string
+	// OnWrite, when set, is told of each adoption and release after its
+	// request, as a patch of target "ownership", with the object
+	// (trigger.ObjectName) and the error (the engine counts and records
+	// it: history.WritesOf).
+	OnWrite func(ctx context.Context, verb, target, object string, err error)
 	// Resource names the candidates' resource in the sync's record,
 	// group-qualified ("configmaps", "deployments.apps").
 	Resource string
@@ -163,8 +162,8 @@ func (c *Claimer) patchOwners(ctx context.Context, client dynamic.NamespaceableR
 		return nil, err
 	}
 	patched, err := client.Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
-	if c.Controller != "" {
-		history.Wrote(ctx, c.Controller, "patch", "ownership", trigger.ObjectName(c.Resource, obj.GetNamespace(), obj.GetName()), err)
+	if c.OnWrite != nil {
+		c.OnWrite(ctx, "patch", "ownership", trigger.ObjectName(c.Resource, obj.GetNamespace(), obj.GetName()), err)
 	}
 	return patched, err
 }
