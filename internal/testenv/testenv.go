@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Options configure a control plane.
@@ -107,6 +108,29 @@ func (e *Environment) Kubectl(ctx context.Context, args ...string) (string, erro
 		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil
+}
+
+// ImpersonatingKubeconfig writes a copy of the control plane's kubeconfig,
+// in a folder of t's, whose users act as user (the API server adds the
+// user's groups), for a metactl or kubectl process that must run with
+// user's rights; it returns its path.
+func (e *Environment) ImpersonatingKubeconfig(t testing.TB, user string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(e.KubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.AuthInfos) == 0 {
+		t.Fatalf("%s has no users", e.KubeconfigPath)
+	}
+	for _, u := range cfg.AuthInfos {
+		u.Impersonate = user
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // Eventually polls condition every 100ms until it returns true or timeout

@@ -18,7 +18,6 @@ import (
 	yamlutil "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
 
@@ -118,27 +117,6 @@ func impersonatingClient(t *testing.T) kubernetes.Interface {
 		t.Fatal(err)
 	}
 	return client
-}
-
-// impersonatingKubeconfig writes a copy of the control plane's kubeconfig
-// whose users act as the metactl ServiceAccount, for the metactl binary.
-func impersonatingKubeconfig(t *testing.T) string {
-	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(env.KubeconfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cfg.AuthInfos) == 0 {
-		t.Fatalf("%s has no users", env.KubeconfigPath)
-	}
-	for _, user := range cfg.AuthInfos {
-		user.Impersonate = saUser
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // yamlBlocks returns the fenced ```yaml blocks of a Markdown file, with the

@@ -140,7 +140,7 @@ func runHelloWorld(t *testing.T) {
 	})
 
 	args, metricsAddr, healthAddr := deploymentArgs(t)
-	args = append(args, "--kubeconfig="+impersonatingKubeconfig(t))
+	args = append(args, "--kubeconfig="+env.ImpersonatingKubeconfig(t, saUser))
 	metactl := testenv.StartProcess(t, testenv.BuildMetactl(t), args...)
 	// running fails the test at once if metactl has exited: nothing
 	// waited for can happen then.

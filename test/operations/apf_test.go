@@ -3,7 +3,6 @@ package operations
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 )
 
@@ -53,7 +51,7 @@ func TestSlowsDownOnTheServersTooManyRequests(t *testing.T) {
 	// Default flags but for --workers: as many syncs at once as the
 	// default's Active, so that metactl has more requests to send than
 	// the priority level serves.
-	p, metrics, _ := metactlRun(t, "--kubeconfig", userKubeconfig(t, apfUser), "--workers", "32")
+	p, metrics, _ := metactlRun(t, "--kubeconfig", env.ImpersonatingKubeconfig(t, apfUser), "--workers", "32")
 	testenv.Eventually(t, 3*time.Minute, "every parent's status", func(ctx context.Context) (bool, error) {
 		list, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "parent=apf"})
 		if err != nil {
@@ -194,22 +192,4 @@ func rejectedRequests(t *testing.T, user string) float64 {
 		}
 	}
 	return total
-}
-
-// userKubeconfig writes a copy of the control plane's kubeconfig whose
-// users act as user.
-func userKubeconfig(t *testing.T, user string) string {
-	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(env.KubeconfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range cfg.AuthInfos {
-		u.Impersonate = user
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }

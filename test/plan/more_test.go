@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
 
@@ -327,17 +326,7 @@ func TestPlanNamespacedRights(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := clientcmd.LoadFromFile(env.KubeconfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range cfg.AuthInfos {
-		u.Impersonate = user
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := env.ImpersonatingKubeconfig(t, user)
 	ctrlFile := writeYAML(t, "controller.yaml", controllerObject("plan-nsrights", "http://127.0.0.1:1").Object)
 
 	start := time.Now()
