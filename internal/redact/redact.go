@@ -16,9 +16,15 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-
-	"github.com/metactl/metactl/pkg/dynamic/secretdigest"
 )
+
+// IsSecret reports whether obj (a decoded JSON object) is a core Secret:
+// apiVersion "v1" and kind "Secret". It is metactl's one test of what is a
+// Secret, wherever its data is kept out (logs here, digests in
+// pkg/dynamic/secretdigest's users, scrubbed hook errors).
+func IsSecret(obj map[string]any) bool {
+	return obj["apiVersion"] == "v1" && obj["kind"] == "Secret"
+}
 
 // Redacted replaces each value of a Secret's data.
 const Redacted = "<redacted>"
@@ -46,7 +52,7 @@ func Value(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(t))
-		secret := secretdigest.IsSecret(t)
+		secret := IsSecret(t)
 		for k, val := range t {
 			switch {
 			case secret && (k == "data" || k == "stringData"):

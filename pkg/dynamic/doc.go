@@ -21,7 +21,7 @@
 // Of metactl, informer imports only internal/jsonscan; objectclient imports
 // informer and internal/jsonscan; children imports apply, discovery,
 // informer and objectclient (and the API types, internal/trigger and
-// internal/redact); status imports apply; apply imports secretdigest;
+// internal/redact); status imports apply; apply imports secretdigest (and internal/redact);
 // ownership imports informer and internal/trigger; echo imports
 // internal/trigger; discovery imports internal/editdistance; finalizer,
 // secretdigest and jsonscan import nothing. None imports the hook protocol

@@ -95,7 +95,7 @@ func digestIn(v any) bool {
 	changed := false
 	switch t := v.(type) {
 	case map[string]any:
-		if secretdigest.IsSecret(t) {
+		if redact.IsSecret(t) {
 			for _, field := range []string{"data", "stringData"} {
 				switch values := t[field].(type) {
 				case nil:

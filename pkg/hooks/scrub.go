@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/metactl/metactl/internal/redact"
-	"github.com/metactl/metactl/pkg/dynamic/secretdigest"
 )
 
 // maxErrorBodyRead is how much of a failed answer's body is read, and
@@ -346,7 +345,7 @@ func requestSecrets(request any, f func(field, value string)) {
 func walkSecrets(v any, f func(field, value string)) {
 	switch t := v.(type) {
 	case map[string]any:
-		if secretdigest.IsSecret(t) {
+		if redact.IsSecret(t) {
 			for _, field := range []string{"data", "stringData"} {
 				if values, ok := t[field].(map[string]any); ok {
 					for _, value := range values {

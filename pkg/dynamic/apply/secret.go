@@ -3,18 +3,16 @@ package apply
 import (
 	"encoding/base64"
 
+	"github.com/metactl/metactl/internal/redact"
 	"github.com/metactl/metactl/pkg/dynamic/secretdigest"
 )
-
-// isSecret reports whether obj is a core Secret.
-func isSecret(obj map[string]any) bool { return secretdigest.IsSecret(obj) }
 
 // normalizeSecret turns a Secret's write-only stringData into data, as the
 // API server does, so that what is desired compares with what is observed
 // (the server never returns stringData). Other objects are returned as
 // they are. want's top level is modified; nothing below it is.
 func normalizeSecret(want map[string]any) map[string]any {
-	if !isSecret(want) {
+	if !redact.IsSecret(want) {
 		return want
 	}
 	stringData, ok := want["stringData"].(map[string]any)
@@ -41,7 +39,7 @@ func normalizeSecret(want map[string]any) map[string]any {
 // of the secret while still naming every key (which is all the merge needs
 // of it). Other objects are returned as they are. want is not modified.
 func recorded(want map[string]any) map[string]any {
-	if !isSecret(want) {
+	if !redact.IsSecret(want) {
 		return want
 	}
 	data, ok := want["data"].(map[string]any)

@@ -14,12 +14,6 @@ import (
 // Prefix starts a digest.
 const Prefix = "sha256:"
 
-// IsSecret reports whether obj (a decoded JSON object) is a core Secret:
-// apiVersion "v1" and kind "Secret".
-func IsSecret(obj map[string]any) bool {
-	return obj["apiVersion"] == "v1" && obj["kind"] == "Secret"
-}
-
 // Of returns the digest of value's text.
 func Of(value string) string {
 	sum := sha256.Sum256([]byte(value))
