@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -246,7 +245,7 @@ func run(ctx context.Context, f *runFlags) error {
 
 	servers := []*http.Server{}
 	if f.metricsAddr != "" {
-		r := mux.NewRouter()
+		r := http.NewServeMux()
 		r.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
 		if f.explain {
 			r.Handle(explain.Path, explain.Handler(m))
@@ -255,7 +254,7 @@ func run(ctx context.Context, f *runFlags) error {
 		servers = append(servers, &http.Server{Addr: f.metricsAddr, Handler: r, ReadHeaderTimeout: 10 * time.Second})
 	}
 	if f.healthAddr != "" {
-		r := mux.NewRouter()
+		r := http.NewServeMux()
 		r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 		r.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 			if !m.Ready() {
@@ -267,12 +266,12 @@ func run(ctx context.Context, f *runFlags) error {
 		servers = append(servers, &http.Server{Addr: f.healthAddr, Handler: r, ReadHeaderTimeout: 10 * time.Second})
 	}
 	if f.pprofAddr != "" {
-		r := mux.NewRouter()
+		r := http.NewServeMux()
 		r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		r.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		r.PathPrefix("/debug/pprof/").HandlerFunc(pprof.Index)
+		r.HandleFunc("/debug/pprof/", pprof.Index)
 		servers = append(servers, &http.Server{Addr: f.pprofAddr, Handler: r, ReadHeaderTimeout: 10 * time.Second})
 	}
 	for _, s := range servers {

@@ -45,16 +45,6 @@ const DefaultCredentialIdleTimeout = time.Hour
 // after Stop.
 var ErrCredentialSourceStopped = errors.New("credential source stopped")
 
-// WatchingCredentialOption configures a WatchingCredentialSource.
-type WatchingCredentialOption func(*WatchingCredentialSource)
-
-// WithCredentialIdleTimeout sets how long an object is watched after it was
-// last asked for (default DefaultCredentialIdleTimeout); 0 or less keeps
-// every watch until Stop.
-func WithCredentialIdleTimeout(d time.Duration) WatchingCredentialOption {
-	return func(s *WatchingCredentialSource) { s.idleTimeout = d }
-}
-
 // WatchingCredentialSource is a CredentialSource that watches each object
 // it is asked for, and only that object: the first request for a Secret or
 // ConfigMap starts an informer restricted to its namespace and to the field
@@ -117,7 +107,7 @@ func (f CoreV1GetterFunc) CoreV1() typedcorev1.CoreV1Interface { return f() }
 
 // NewWatchingCredentialSource returns a source that watches the objects it
 // is asked for through client.
-func NewWatchingCredentialSource(client CoreV1Getter, opts ...WatchingCredentialOption) *WatchingCredentialSource {
+func NewWatchingCredentialSource(client CoreV1Getter) *WatchingCredentialSource {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &WatchingCredentialSource{
 		client:      client,
@@ -126,9 +116,6 @@ func NewWatchingCredentialSource(client CoreV1Getter, opts ...WatchingCredential
 		ctx:         ctx,
 		cancel:      cancel,
 		watches:     map[objectRef]*objectWatch{},
-	}
-	for _, opt := range opts {
-		opt(s)
 	}
 	return s
 }

@@ -108,11 +108,6 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	return &Provider{sdk: sdk, tracer: sdk.Tracer(ScopeName)}, nil
 }
 
-// NewWithSDK returns a Provider that records through tp (tests).
-func NewWithSDK(tp *sdktrace.TracerProvider) *Provider {
-	return &Provider{sdk: tp, tracer: tp.Tracer(ScopeName)}
-}
-
 // Tracer returns the tracer of metactl's spans; nil when off.
 func (p *Provider) Tracer() trace.Tracer {
 	if p == nil {

@@ -406,7 +406,6 @@ const (
 	ConditionSynced = "Synced"
 
 	ReasonRunning         = "Running"
-	ReasonStarting        = "Starting"
 	ReasonInvalidSpec     = "InvalidSpec"
 	ReasonUnknownResource = "UnknownResource"
 	ReasonHookAuthError   = "HookAuthError"
