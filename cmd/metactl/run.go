@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -111,7 +112,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.StringVar(&f.metricsAddr, "metrics-addr", ":9999", "address serving Prometheus metrics at /metrics; empty disables")
 	fs.BoolVar(&f.explain, "explain", true, "serve "+explain.Path+" on --metrics-addr, what `metactl explain` asks: for one object, its controller, last syncs, backoff and children (names and the errors metactl also puts in Events; no object contents); false turns it off, and the record of syncs with it")
 	fs.StringVar(&f.healthAddr, "health-addr", ":9998", "address serving /healthz and /readyz; empty disables")
-	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "address serving Go's /debug/pprof/ profiles; empty (the default) disables")
+	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "address serving Go's /debug/pprof/ profiles, mutex and block profiles included (sampled while it is set); empty (the default) disables")
 	fs.Float32Var(&f.eventsQPS, "events-qps", 0, "Events per second per object once --events-burst is spent (client-go's spam filter); 0 keeps client-go's default of one per 5 minutes")
 	fs.IntVar(&f.eventsBurst, "events-burst", 0, "Events per object allowed at once; 0 keeps client-go's default of 25")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "run controllers only while holding a Lease, for several replicas (the shipped Deployment sets it)")
@@ -143,6 +144,12 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.BoolVar(&f.syncedCondition, "synced-condition", false, "write the metactl.io/Synced condition (how the last sync went, the retry count and next attempt) on the objects of every controller, except those annotated metactl.io/synced-condition: \"false\"; without it, only controllers annotated metactl.io/synced-condition: \"true\" write it (status belongs to the hook)")
 	return cmd
 }
+
+// mutexProfileFraction and blockProfileRate: see run's --pprof-addr.
+const (
+	mutexProfileFraction = 100
+	blockProfileRate     = int(time.Millisecond)
+)
 
 // defaultGCPercent is the garbage collector's target (GOGC) when the
 // environment sets none: collect when the heap has grown by half since the
@@ -266,6 +273,12 @@ func run(ctx context.Context, f *runFlags) error {
 		servers = append(servers, &http.Server{Addr: f.healthAddr, Handler: r, ReadHeaderTimeout: 10 * time.Second})
 	}
 	if f.pprofAddr != "" {
+		// Where goroutines wait on each other, for /debug/pprof/mutex and
+		// /debug/pprof/block: one contention event in mutexProfileFraction,
+		// and about one blocking event per blockProfileRate nanoseconds
+		// blocked, cheap enough to leave on while profiles are served.
+		runtime.SetMutexProfileFraction(mutexProfileFraction)
+		runtime.SetBlockProfileRate(blockProfileRate)
 		r := http.NewServeMux()
 		r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		r.HandleFunc("/debug/pprof/profile", pprof.Profile)

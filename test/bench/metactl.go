@@ -63,8 +63,9 @@ func (p *metactlProcess) settle(ctx context.Context, _ map[string]int) (snapshot
 	}
 }
 
-// profile saves a CPU profile of the next seconds to path.
-func (p *metactlProcess) profile(ctx context.Context, seconds int, path string) error {
+// profile saves the profile named kind ("profile": CPU; "mutex", "block":
+// contention, as a delta) of the next seconds to path.
+func (p *metactlProcess) profile(ctx context.Context, kind string, seconds int, path string) error {
 	if p.PprofURL == "" {
 		return errors.New("no pprof endpoint")
 	}
@@ -72,7 +73,7 @@ func (p *metactlProcess) profile(ctx context.Context, seconds int, path string) 
 	if err != nil {
 		return err
 	}
-	if err := metactlrun.Copy(ctx, fmt.Sprintf("%s/profile?seconds=%d", p.PprofURL, seconds), f); err != nil {
+	if err := metactlrun.Copy(ctx, fmt.Sprintf("%s/%s?seconds=%d", p.PprofURL, kind, seconds), f); err != nil {
 		f.Close()
 		return err
 	}
