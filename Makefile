@@ -104,7 +104,7 @@ generate: ## Generate deepcopy code and CRDs from the API types; copy the CRDs a
 	cp manifests/monitoring/prometheusrule.yaml manifests/monitoring/dashboard.json charts/metactl/files/
 
 .PHONY: verify
-verify: ## Check that generated code and CRDs are up to date, gofmt and go vet.
+verify: ## Check that generated code and CRDs are up to date, gofmt, go vet and staticcheck.
 	hack/verify.sh
 
 .PHONY: clean

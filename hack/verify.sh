@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fails when generated files are stale, code is not gofmt'ed, or go vet
-# complains. Generation runs in a copy of the tree, so the work tree is
+# Fails when generated files are stale, code is not gofmt'ed, or go vet or
+# staticcheck (pinned in hack/tools/go.mod) complains. Generation runs in a copy of the tree, so the work tree is
 # never modified.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -14,6 +14,10 @@ if [ -n "$unformatted" ]; then
 fi
 
 go vet ./...
+if ! go tool -modfile=hack/tools/go.mod staticcheck ./...; then
+  echo "verify: staticcheck found the problems above" >&2
+  status=1
+fi
 
 copy=$(mktemp -d)
 trap 'rm -rf "$copy"' EXIT

@@ -51,7 +51,7 @@ func TestSyncSpan(t *testing.T) {
 		s := ended[i]
 		attrs := map[string]string{}
 		for _, kv := range s.Attributes() {
-			attrs[string(kv.Key)] = kv.Value.Emit()
+			attrs[string(kv.Key)] = kv.Value.String()
 		}
 		want["metactl.controller"], want["metactl.controller.kind"], want["metactl.parent"] = "test", "TestController", "things.example.com/ns/p"
 		for k, v := range want {

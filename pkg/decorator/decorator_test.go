@@ -198,8 +198,11 @@ func TestDecorateByLabelWithAttachment(t *testing.T) {
 		return o.GetLabels()["decorated"] == "again" && !hasNote && o.GetLabels()["decorate"] == testName(t)
 	})
 	waitFor(t, secretsGVR, ns, "target-secret", "updated in place", func(o *unstructured.Unstructured) bool {
+		if o == nil {
+			return false
+		}
 		v, _, _ := unstructured.NestedString(o.Object, "data", "of")
-		return o != nil && v == "Y2hhbmdlZA==" // base64("changed")
+		return v == "Y2hhbmdlZA==" // base64("changed")
 	})
 }
 

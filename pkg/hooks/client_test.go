@@ -602,7 +602,7 @@ func TestDefaultTransport(t *testing.T) {
 	if tr.MaxIdleConnsPerHost < 100 {
 		t.Errorf("MaxIdleConnsPerHost = %d", tr.MaxIdleConnsPerHost)
 	}
-	if DefaultHTTPClient() != DefaultHTTPClient() || NewClient(Options{}).httpClient != DefaultHTTPClient() {
+	if first, second := DefaultHTTPClient(), DefaultHTTPClient(); first != second || NewClient(Options{}).httpClient != first {
 		t.Error("default client not shared")
 	}
 	if DefaultHTTPClient().Timeout != 0 {

@@ -345,10 +345,10 @@ func (w *objectWatch) setError(err error) {
 	w.errSig = make(chan struct{})
 }
 
-func (w *objectWatch) errorState() (error, <-chan struct{}) {
+func (w *objectWatch) errorState() (<-chan struct{}, error) {
 	w.errMu.Lock()
 	defer w.errMu.Unlock()
-	return w.lastErr, w.errSig
+	return w.errSig, w.lastErr
 }
 
 // errNotSynced is wrapped by the errors of a watch that has not synced.
@@ -364,7 +364,7 @@ func (w *objectWatch) waitSynced(ctx context.Context) error {
 			return nil
 		default:
 		}
-		lastErr, sig := w.errorState()
+		sig, lastErr := w.errorState()
 		if lastErr != nil {
 			return fmt.Errorf("%w: %w", errNotSynced, lastErr)
 		}

@@ -98,7 +98,7 @@ func TestValueEncodingMatchesEncodingJSON(t *testing.T) {
 	var nilSlice []any
 	for name, v := range map[string]any{
 		"escapes":      "q\"b\\s/\b\f\n\r\t\x00\x1f\x7f<>&\u2028\u2029é\xff\xfe日本",
-		"floats":       []any{0.0, -0.0, 1.0, 1.5, 1e-6, 1e-7, 123456789e-15, 1e20, 1e21, 1.7976931348623157e308, 5e-324, -2.5e-10},
+		"floats":       []any{0.0, math.Copysign(0, -1), 1.0, 1.5, 1e-6, 1e-7, 123456789e-15, 1e20, 1e21, 1.7976931348623157e308, 5e-324, -2.5e-10},
 		"ints":         []any{int64(0), int64(-1), int64(9223372036854775807), int64(-9223372036854775808), 7, int32(-3)},
 		"other types":  map[string]any{"f32": float32(1.1), "u": uint8(3), "ss": []string{"a", "<"}, "ms": map[string]string{"b": "&"}, "num": json.Number("12.50"), "raw": json.RawMessage(`{"z": 1}`)},
 		"nil values":   map[string]any{"m": nilMap, "s": nilSlice, "n": nil, "b": false, "t": true},

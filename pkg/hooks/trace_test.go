@@ -102,7 +102,7 @@ func TestCallSpan(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range call.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	for key, want := range map[string]string{"metactl.controller": "c", "metactl.hook": "customize", "metactl.hook.retry": "true",
 		"http.response.status_code": "200", "http.response.body.size": "2"} {

@@ -14,7 +14,7 @@ func TestSpamKeyByReason(t *testing.T) {
 	if spamKeyByReason(e("SyncError")) == spamKeyByReason(e("ChildWriteWarning")) {
 		t.Error("two reasons of one object share a spam budget")
 	}
-	if spamKeyByReason(e("SyncError")) != spamKeyByReason(e("SyncError")) {
+	if first, second := spamKeyByReason(e("SyncError")), spamKeyByReason(e("SyncError")); first != second {
 		t.Error("one reason of one object does not share its spam budget")
 	}
 }

@@ -238,7 +238,7 @@ func TestSkipped(t *testing.T) {
 	// --hook-for customize, with --hook for the rest: the customize call
 	// goes to the recorded controller's customize path.
 	h.paths = nil
-	r = run(t, dir, Options{Hook: "http://127.0.0.1:1", HookFor: map[string]string{"customize": h.URL, "sync": h.URL}})
+	run(t, dir, Options{Hook: "http://127.0.0.1:1", HookFor: map[string]string{"customize": h.URL, "sync": h.URL}})
 	if len(h.paths) != 2 || h.paths[0] != "/customize" || h.paths[1] != "/sync" {
 		t.Errorf("hook asked at %v, want /customize and /sync", h.paths)
 	}

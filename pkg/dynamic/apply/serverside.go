@@ -88,7 +88,7 @@ func OwnedFields(entries []metav1.ManagedFieldsEntry, manager, apiVersion string
 			return nil
 		}
 		s := &fieldpath.Set{}
-		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.GetRawBytes())); err != nil {
 			return nil
 		}
 		return s

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
-	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -87,7 +87,7 @@ func (d *Declared) Desired(owner metav1.Object, ownerRef metav1.OwnerReference, 
 		// Only what cannot name an object in a request path is refused
 		// here; which names a resource accepts is the API server's to say
 		// (ClusterRoles take "app:reader"), for that object alone.
-		if msgs := path.IsValidPathSegmentName(obj.GetName()); len(msgs) > 0 {
+		if msgs := content.IsPathSegmentName(obj.GetName()); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("%s: invalid metadata.name: %s", what, strings.Join(msgs, "; ")))
 			continue
 		}

@@ -275,12 +275,12 @@ func mergeEntry(entries []metav1.ManagedFieldsEntry, fromManager string, fromOpe
 func fieldsUnion(a, b *metav1.FieldsV1) (*metav1.FieldsV1, error) {
 	sa, sb := &fieldpath.Set{}, &fieldpath.Set{}
 	if a != nil {
-		if err := sa.FromJSON(bytes.NewReader(a.Raw)); err != nil {
+		if err := sa.FromJSON(bytes.NewReader(a.GetRawBytes())); err != nil {
 			return nil, err
 		}
 	}
 	if b != nil {
-		if err := sb.FromJSON(bytes.NewReader(b.Raw)); err != nil {
+		if err := sb.FromJSON(bytes.NewReader(b.GetRawBytes())); err != nil {
 			return nil, err
 		}
 	}

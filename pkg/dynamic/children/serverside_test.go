@@ -339,7 +339,7 @@ func sharedFields(t *testing.T, obj *unstructured.Unstructured, manager string, 
 	sets := map[string]*fieldpath.Set{}
 	for _, e := range obj.GetManagedFields() {
 		s := &fieldpath.Set{}
-		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.GetRawBytes())); err != nil {
 			t.Fatal(err)
 		}
 		if e.Manager == manager && e.Operation == operation {

@@ -191,7 +191,7 @@ func TestObjectKeepsOnlyMetactlManagedFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.ManagedFields) != 1 || o.ManagedFields[0].Manager != "metactl/web" || string(o.ManagedFields[0].FieldsV1.Raw) != `{"f:data":{"f:k":{}}}` {
+	if len(o.ManagedFields) != 1 || o.ManagedFields[0].Manager != "metactl/web" || string(o.ManagedFields[0].FieldsV1.GetRawBytes()) != `{"f:data":{"f:k":{}}}` {
 		t.Errorf("managedFields kept: %+v, want metactl/web's entry only", o.ManagedFields)
 	}
 	u, err := o.Unstructured()

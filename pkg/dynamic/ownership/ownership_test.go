@@ -126,13 +126,13 @@ func TestClaim(t *testing.T) {
 
 func TestAdoptionChecksTheParentOnceAndStopsOnFailure(t *testing.T) {
 	match := map[string]string{"app": "p"}
-	claimed, patched, checks, err := claim(t, parent(), nil, configMap("a", match, nil), configMap("b", match, nil))
+	claimed, _, checks, err := claim(t, parent(), nil, configMap("a", match, nil), configMap("b", match, nil))
 	if err != nil || len(claimed) != 2 || checks != 1 {
 		t.Fatalf("claimed %v with %d checks (err %v), want both with one check", claimed, checks, err)
 	}
 
 	replaced := errors.New("parent replaced")
-	claimed, patched, checks, err = claim(t, parent(), replaced, configMap("a", match, nil), configMap("b", match, nil))
+	claimed, patched, checks, err := claim(t, parent(), replaced, configMap("a", match, nil), configMap("b", match, nil))
 	if !errors.Is(err, replaced) {
 		t.Errorf("err = %v, want it to wrap the canAdopt error", err)
 	}
