@@ -135,9 +135,9 @@ func (l *Limiter) currentEpoch() uint64 {
 	return l.epoch
 }
 
-// watchThrottled counts a 429 answering a request not capped (a watch, a
+// uncappedThrottled counts a 429 answering a request not capped (a watch, a
 // Lease) sent in epoch.
-func (l *Limiter) watchThrottled(epoch uint64) {
+func (l *Limiter) uncappedThrottled(epoch uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// The watch was never counted in flight: it counts with the rest.
@@ -208,7 +208,7 @@ func (r *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		epoch := r.l.currentEpoch()
 		resp, err := r.next.RoundTrip(req)
 		if err == nil && resp.StatusCode == http.StatusTooManyRequests {
-			r.l.watchThrottled(epoch)
+			r.l.uncappedThrottled(epoch)
 		}
 		return resp, err
 	}

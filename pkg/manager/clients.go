@@ -55,6 +55,7 @@ func newClients(config *rest.Config) (clients, error) {
 	config.Wrap(throttle.New(throttle.Options{InFlight: metrics.APIInFlight, Cap: metrics.APIInFlightCap}).RoundTripper)
 	switch {
 	case config.RateLimiter != nil:
+		// A rate limiter given is every client's, as it is.
 	case config.QPS > 0:
 		// One budget for every client built below: each would otherwise
 		// get a token bucket of its own.
