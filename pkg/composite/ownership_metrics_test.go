@@ -9,6 +9,7 @@ import (
 	"github.com/metactl/metactl/internal/testenv"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 )
 
 // TestAdoptionsAndReleasesAreCounted: adopting an orphan and releasing a
@@ -47,9 +48,17 @@ func TestAdoptionsAndReleasesAreCounted(t *testing.T) {
 	})
 
 	hook.answer(func(req *syncRequest) any { return map[string]any{"children": []any{}} })
-	relabelled := adopted.DeepCopy()
-	relabelled.SetLabels(map[string]string{"parent": "someone-else"})
-	if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Update(ctx(t), relabelled, metav1.UpdateOptions{}); err != nil {
+	// Relabel the child as it is now: the adopting sync also updated its
+	// data after the adoption was seen.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		current, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Get(ctx(t), adopted.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		current.SetLabels(map[string]string{"parent": "someone-else"})
+		_, err = env.Dynamic.Resource(configMapsGVR).Namespace(ns).Update(ctx(t), current, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, configMapsGVR, ns, "p1-cm", "released", func(o *unstructured.Unstructured) bool {
