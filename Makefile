@@ -103,8 +103,13 @@ generate: ## Generate deepcopy code and CRDs from the API types; copy the CRDs a
 	cp manifests/crds/*.yaml charts/metactl/crds/
 	cp manifests/monitoring/prometheusrule.yaml manifests/monitoring/dashboard.json charts/metactl/files/
 
+.PHONY: fmt
+fmt: ## gofmt, and imports in three groups: standard library, other modules, metactl's own.
+	gofmt -w $$(git ls-files --cached --others --exclude-standard '*.go')
+	go tool -modfile=hack/tools/go.mod gci write -s standard -s default -s 'prefix(github.com/metactl/metactl)' --skip-generated $$(git ls-files --cached --others --exclude-standard '*.go')
+
 .PHONY: verify
-verify: ## Check that generated code and CRDs are up to date, gofmt, go vet and staticcheck.
+verify: ## Check that generated code and CRDs are up to date, gofmt, import groups, go vet and staticcheck.
 	hack/verify.sh
 
 .PHONY: clean

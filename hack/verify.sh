@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
-# Fails when generated files are stale, code is not gofmt'ed, or go vet or
-# staticcheck (pinned in hack/tools/go.mod) complains. Generation runs in a copy of the tree, so the work tree is
-# never modified.
+# Fails when generated files are stale, code is not gofmt'ed, imports are not
+# in three groups (standard library, other modules, metactl's own: run
+# make fmt), or go vet or staticcheck complains (gci and staticcheck are
+# pinned in hack/tools/go.mod). Generation runs in a copy of the tree, so the
+# work tree is never modified.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 status=0
+GCI_SECTIONS="-s standard -s default -s prefix(github.com/metactl/metactl)"
 unformatted=$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go'))
 if [ -n "$unformatted" ]; then
   echo "verify: not gofmt'ed (run gofmt -w):" >&2
   echo "$unformatted" >&2
+  status=1
+fi
+
+ungrouped=$(go tool -modfile=hack/tools/go.mod gci list $GCI_SECTIONS --skip-generated $(git ls-files --cached --others --exclude-standard '*.go'))
+if [ -n "$ungrouped" ]; then
+  echo "verify: imports not in three groups (run make fmt):" >&2
+  echo "$ungrouped" >&2
   status=1
 fi
 

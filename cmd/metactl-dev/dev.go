@@ -27,11 +27,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/metactl/metactl/internal/controlplane"
+	"github.com/metactl/metactl/internal/explain"
+	"github.com/metactl/metactl/internal/hookrecord"
+	"github.com/metactl/metactl/internal/manager"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
-	"github.com/metactl/metactl/pkg/explain"
-	"github.com/metactl/metactl/pkg/hookrecord"
 	"github.com/metactl/metactl/pkg/hooks"
-	"github.com/metactl/metactl/pkg/manager"
 )
 
 type devFlags struct {

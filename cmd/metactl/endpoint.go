@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/metactl/metactl/pkg/explain"
+	"github.com/metactl/metactl/internal/explain"
 )
 
 // endpointEnv names the environment variable that, like --endpoint, says

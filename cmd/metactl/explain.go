@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/metactl/metactl/pkg/explain"
+	"github.com/metactl/metactl/internal/explain"
 )
 
 // explainFlags are the flags of `metactl explain`.

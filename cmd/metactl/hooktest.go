@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 
+	"github.com/metactl/metactl/internal/hooktest"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	dyndiscovery "github.com/metactl/metactl/pkg/dynamic/discovery"
-	"github.com/metactl/metactl/pkg/hooktest"
 )
 
 // hookTestFlags are the flags of `metactl hook test`.

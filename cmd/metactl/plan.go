@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/metactl/metactl/pkg/plan"
+	"github.com/metactl/metactl/internal/plan"
 )
 
 // planFlags are the flags of `metactl plan`.

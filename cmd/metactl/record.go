@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
-	"github.com/metactl/metactl/pkg/explain"
-	"github.com/metactl/metactl/pkg/hookrecord"
+	"github.com/metactl/metactl/internal/explain"
+	"github.com/metactl/metactl/internal/hookrecord"
 )
 
 func newRecordCommand() *cobra.Command {

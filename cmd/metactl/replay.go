@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/metactl/metactl/pkg/replay"
+	"github.com/metactl/metactl/internal/replay"
 )
 
 // replayFlags are the flags of `metactl replay`.

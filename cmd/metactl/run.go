@@ -20,16 +20,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/explain"
+	"github.com/metactl/metactl/internal/history"
+	"github.com/metactl/metactl/internal/hookrecord"
 	"github.com/metactl/metactl/internal/loop"
-	"github.com/metactl/metactl/pkg/controller"
-	"github.com/metactl/metactl/pkg/explain"
-	"github.com/metactl/metactl/pkg/history"
-	"github.com/metactl/metactl/pkg/hookrecord"
+	"github.com/metactl/metactl/internal/manager"
+	"github.com/metactl/metactl/internal/metrics"
+	"github.com/metactl/metactl/internal/related"
+	"github.com/metactl/metactl/internal/tracing"
 	"github.com/metactl/metactl/pkg/hooks"
-	"github.com/metactl/metactl/pkg/manager"
-	"github.com/metactl/metactl/pkg/metrics"
-	"github.com/metactl/metactl/pkg/related"
-	"github.com/metactl/metactl/pkg/tracing"
 )
 
 // runFlags are the flags of `metactl run`.
@@ -136,7 +136,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	// --record-dir records every controller, whatever it opted for, to
 	// disk without a bound: a development flag, not offered in run's help.
 	_ = fs.MarkHidden("record-dir")
-	fs.StringVar(&f.applyStrategy, "apply-strategy", "client-side", "how controllers write their children, unless a controller object's annotation "+controller.ApplyStrategyAnnotation+" says otherwise: client-side (three-way merge with the last-applied annotation, as metacontroller does by default) or server-side (server-side apply, field manager metactl/<controller>, drift of the fields it sets repaired); metacontroller's names dynamic-apply and server-side-apply (and three-way-merge for client-side) are accepted too (docs/apply-strategies.md)")
+	fs.StringVar(&f.applyStrategy, "apply-strategy", "client-side", "how controllers write their children, unless a controller object's annotation "+engine.ApplyStrategyAnnotation+" says otherwise: client-side (three-way merge with the last-applied annotation, as metacontroller does by default) or server-side (server-side apply, field manager metactl/<controller>, drift of the fields it sets repaired); metacontroller's names dynamic-apply and server-side-apply (and three-way-merge for client-side) are accepted too (docs/apply-strategies.md)")
 	fs.BoolVar(&f.applyForceConflicts, "apply-force-conflicts", true, "with the server-side strategy, take the fields another field manager owns when applying a child (as metacontroller does); false refuses such an apply, and the conflict is the sync's error")
 	fs.BoolVar(&f.record, "record", true, "record the hook calls of the controllers annotated "+hookrecord.Annotation+": \"true\" and serve them at "+hookrecord.Path+" on --metrics-addr (requests and answers: the objects sent to the hook, Secret data replaced by digests); false ignores the annotation and records nothing")
 	fs.IntVar(&f.recordMaxCalls, "record-max-calls", hookrecord.DefaultMaxCalls, "most recorded hook calls kept in memory per controller; past it the controller's oldest go (the newest show what its hook does now)")
@@ -166,7 +166,7 @@ func run(ctx context.Context, f *runFlags) error {
 	if f.stopGracePeriod <= 0 {
 		return fmt.Errorf("--stop-grace-period %v: want a positive duration", f.stopGracePeriod)
 	}
-	applyStrategy, err := controller.ParseApplyStrategy(f.applyStrategy)
+	applyStrategy, err := engine.ParseApplyStrategy(f.applyStrategy)
 	if err != nil {
 		return fmt.Errorf("--apply-strategy: %w", err)
 	}
@@ -317,7 +317,7 @@ func run(ctx context.Context, f *runFlags) error {
 }
 
 // startTracing sets up the export of spans from the OTEL_* environment
-// variables (pkg/tracing, docs/tracing.md): off without an OTLP endpoint.
+// variables (internal/tracing, docs/tracing.md): off without an OTLP endpoint.
 func startTracing(ctx context.Context) (*tracing.Provider, error) {
 	traces, err := tracing.New(ctx, tracing.Options{ServiceVersion: buildVersion().version})
 	if err != nil {

@@ -1,6 +1,6 @@
 // Package controllertest holds what the integration tests of the
 // controller kinds (pkg/composite, pkg/decorator) share: the parts of
-// controller.Options that a process shares among its controllers, built
+// engine.Options that a process shares among its controllers, built
 // once per test binary on its control plane, and readers of the Events
 // and metrics the controllers report.
 package controllertest
@@ -13,14 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/internal/trigger"
-	"github.com/metactl/metactl/pkg/dynamic/discovery"
-	"github.com/metactl/metactl/pkg/dynamic/informer"
-	"github.com/metactl/metactl/pkg/dynamic/objectclient"
-	"github.com/metactl/metactl/pkg/dynamic/status"
-	"github.com/metactl/metactl/pkg/history"
-	"github.com/metactl/metactl/pkg/metrics"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,6 +22,15 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/metactl/metactl/internal/history"
+	"github.com/metactl/metactl/internal/metrics"
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/internal/trigger"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
+	"github.com/metactl/metactl/pkg/dynamic/status"
 )
 
 // Request is what a test hook reads of a sync (finalize) request of

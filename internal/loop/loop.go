@@ -3,18 +3,19 @@ package loop
 import (
 	"context"
 	"errors"
-	"github.com/metactl/metactl/internal/trigger"
 	"runtime"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/metactl/metactl/pkg/metrics"
 	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/metactl/metactl/internal/metrics"
+	"github.com/metactl/metactl/internal/trigger"
 )
 
 // SyncFunc syncs the object named by key. A positive requeueAfter asks for

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/metactl/metactl/internal/loop"
-	"github.com/metactl/metactl/pkg/metrics"
+	"github.com/metactl/metactl/internal/metrics"
 )
 
 // TestStopCancelsSyncs stops a loop while a sync waits on its context:

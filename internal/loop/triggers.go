@@ -2,10 +2,11 @@ package loop
 
 import (
 	"context"
-	"github.com/metactl/metactl/internal/trigger"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/metactl/metactl/internal/trigger"
 )
 
 // MaxTriggers bounds the triggers a key gathers while it waits for its

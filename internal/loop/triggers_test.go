@@ -15,9 +15,9 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/metrics"
 	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/hooks"
-	"github.com/metactl/metactl/pkg/metrics"
 )
 
 // recorder is a SyncFunc that records the triggers of each sync and

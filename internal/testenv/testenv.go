@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +21,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/metactl/metactl/internal/controlplane"
 )
 
 // Options configure a control plane.

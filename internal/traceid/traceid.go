@@ -1,6 +1,6 @@
 // Package traceid gives a context a W3C trace context of its own when it
 // has none, cheaply, for hook requests to carry when metactl exports no
-// spans (see pkg/tracing): fresh random trace and span ids, no span
+// spans (see internal/tracing): fresh random trace and span ids, no span
 // recorded.
 package traceid
 

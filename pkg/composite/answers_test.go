@@ -8,14 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/controllertest"
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
-	"github.com/metactl/metactl/pkg/composite"
-	"github.com/metactl/metactl/pkg/controller"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metactl/metactl/internal/controllertest"
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/composite"
 )
 
 // TestAnswerWithoutChildrenIsRefused establishes a child and a status, then
@@ -56,7 +57,7 @@ func TestAnswerWithoutChildrenIsRefused(t *testing.T) {
 			for _, want := range []string{
 				"compositecontroller " + cc.GetName() + `: sync hook answer refused: it has no "children" list`,
 				"would delete all its children (1)",
-				controller.AbsentChildrenAnnotation + "=empty",
+				engine.AbsentChildrenAnnotation + "=empty",
 			} {
 				if !strings.Contains(msg, want) {
 					t.Errorf("SyncError %q does not say %q", msg, want)
@@ -121,7 +122,7 @@ func TestAbsentChildrenAnnotation(t *testing.T) {
 	ns := env.CreateNamespace(t)
 	hook := newTestHook(t, valueHook)
 	cc := compositeController(t, hook, thingsGVR, nil)
-	cc.SetAnnotations(map[string]string{controller.AbsentChildrenAnnotation: controller.AbsentListEmpty})
+	cc.SetAnnotations(map[string]string{engine.AbsentChildrenAnnotation: engine.AbsentListEmpty})
 	startController(t, cc)
 	newThing(t, thingsGVR, ns, "p1", map[string]any{"value": "good"})
 	waitFor(t, configMapsGVR, ns, "p1-cm", "created", exists)
@@ -171,7 +172,7 @@ func TestAbsentChildrenAnnotationAddedLater(t *testing.T) {
 		t.Fatalf("the child is gone after a refused answer: %v", err)
 	}
 
-	patch := `{"metadata":{"annotations":{"` + controller.AbsentChildrenAnnotation + `":"empty"}}}`
+	patch := `{"metadata":{"annotations":{"` + engine.AbsentChildrenAnnotation + `":"empty"}}}`
 	if _, err := env.Dynamic.Resource(v1alpha1.CompositeControllerResource).Patch(ctx(t), created.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -186,10 +187,10 @@ func TestAbsentChildrenAnnotationValidated(t *testing.T) {
 	shared(t)
 	hook := newTestHook(t, valueHook)
 	cc := compositeController(t, hook, thingsGVR, nil)
-	cc.SetAnnotations(map[string]string{controller.AbsentChildrenAnnotation: "yes"})
+	cc.SetAnnotations(map[string]string{engine.AbsentChildrenAnnotation: "yes"})
 	_, err := composite.New(ctx(t), cc, composite.Options{Client: env.Dynamic, Objects: objects, Resources: resources, Informers: informers, Recorder: recorder})
 	var invalid *composite.InvalidSpecError
-	if !errors.As(err, &invalid) || !strings.Contains(err.Error(), controller.AbsentChildrenAnnotation) || !strings.Contains(err.Error(), `"empty"`) {
+	if !errors.As(err, &invalid) || !strings.Contains(err.Error(), engine.AbsentChildrenAnnotation) || !strings.Contains(err.Error(), `"empty"`) {
 		t.Fatalf("err = %v, want an InvalidSpecError naming the annotation and its values", err)
 	}
 }

@@ -3,17 +3,18 @@ package composite_test
 import (
 	"testing"
 
-	"github.com/metactl/metactl/pkg/composite"
-	"github.com/metactl/metactl/pkg/controller"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/pkg/composite"
 )
 
 // TestRunningControllerRepairsDrift: under either apply strategy, a
 // running controller puts back a field of a child that someone else
 // edited, the edit's watch event being enough to sync the parent.
 func TestRunningControllerRepairsDrift(t *testing.T) {
-	for _, strategy := range []controller.ApplyStrategy{controller.ApplyClientSide, controller.ApplyServerSide} {
+	for _, strategy := range []engine.ApplyStrategy{engine.ApplyClientSide, engine.ApplyServerSide} {
 		t.Run(string(strategy), func(t *testing.T) {
 			ns := env.CreateNamespace(t)
 			hook := newTestHook(t, valueHook)

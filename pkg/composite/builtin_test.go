@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/controllertest"
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/controller"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metactl/metactl/internal/controllertest"
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/testenv"
 )
 
 var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
@@ -26,17 +27,17 @@ func builtinController(t *testing.T, h *testHook, parent schema.GroupVersionReso
 	})
 }
 
-// storedStatus decodes the controller.StatusAnnotation of obj; nil without
+// storedStatus decodes the engine.StatusAnnotation of obj; nil without
 // one.
 func storedStatus(t *testing.T, obj *unstructured.Unstructured) map[string]any {
 	t.Helper()
-	raw, ok := obj.GetAnnotations()[controller.StatusAnnotation]
+	raw, ok := obj.GetAnnotations()[engine.StatusAnnotation]
 	if !ok {
 		return nil
 	}
 	var st map[string]any
 	if err := json.Unmarshal([]byte(raw), &st); err != nil {
-		t.Fatalf("the %s annotation is not JSON: %v: %q", controller.StatusAnnotation, err, raw)
+		t.Fatalf("the %s annotation is not JSON: %v: %q", engine.StatusAnnotation, err, raw)
 	}
 	return st
 }
@@ -203,7 +204,7 @@ func TestDeploymentParentRealStatusUntouched(t *testing.T) {
 // the status it had, and the children are written all the same.
 func TestStatusAnnotationSizeBound(t *testing.T) {
 	ns := env.CreateNamespace(t)
-	big := strings.Repeat("x", controller.MaxStatusAnnotationBytes)
+	big := strings.Repeat("x", engine.MaxStatusAnnotationBytes)
 	hook := newTestHook(t, func(req *syncRequest) any {
 		st := map[string]any{"size": "small"}
 		if req.Parent.GetLabels()["size"] == "big" {
@@ -228,7 +229,7 @@ func TestStatusAnnotationSizeBound(t *testing.T) {
 	if _, err := client.Patch(ctx(t), "parent", types.MergePatchType, []byte(`{"metadata":{"labels":{"size":"big"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitForEvent(t, ns, "parent", "SyncError", "more than the 65536 bytes the "+controller.StatusAnnotation+" annotation holds")
+	waitForEvent(t, ns, "parent", "SyncError", "more than the 65536 bytes the "+engine.StatusAnnotation+" annotation holds")
 	waitFor(t, configMapsGVR, ns, "parent-big", "the child of the answer with the big status", exists)
 	got, err := client.Get(ctx(t), "parent", metav1.GetOptions{})
 	if err != nil {
@@ -263,11 +264,11 @@ func TestPrunedStatusFieldsWarned(t *testing.T) {
 	if _, err := env.Dynamic.Resource(gvr).Namespace(ns).Create(ctx(t), parent, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitForEvent(t, ns, "p1", controller.ReasonStatusPruned, ".status.nested, .status.undeclared")
+	waitForEvent(t, ns, "p1", engine.ReasonStatusPruned, ".status.nested, .status.undeclared")
 	got := waitFor(t, gvr, ns, "p1", "observedGeneration in .status", func(o *unstructured.Unstructured) bool {
 		return o != nil && statusField(o, "observedGeneration") != nil
 	})
-	if _, ok := got.GetAnnotations()[controller.StatusAnnotation]; ok {
-		t.Errorf("a custom resource got the %s annotation", controller.StatusAnnotation)
+	if _, ok := got.GetAnnotations()[engine.StatusAnnotation]; ok {
+		t.Errorf("a custom resource got the %s annotation", engine.StatusAnnotation)
 	}
 }

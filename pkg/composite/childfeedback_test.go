@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/controllertest"
-	"github.com/metactl/metactl/pkg/dynamic/children"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/metactl/metactl/internal/controllertest"
+	"github.com/metactl/metactl/pkg/dynamic/children"
 )
 
 var deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}

@@ -5,28 +5,29 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
-	"github.com/metactl/metactl/pkg/controller"
-	"github.com/metactl/metactl/pkg/dynamic/children"
-	"github.com/metactl/metactl/pkg/dynamic/discovery"
-	"github.com/metactl/metactl/pkg/dynamic/informer"
-	"github.com/metactl/metactl/pkg/rbac"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/rbac"
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/children"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
 )
 
 // Options are what a Controller needs from the process around it.
-type Options = controller.Options
+type Options = engine.Options
 
 // InvalidSpecError reports a controller object whose spec is invalid.
-type InvalidSpecError = controller.InvalidSpecError
+type InvalidSpecError = engine.InvalidSpecError
 
-// Controller runs one CompositeController: the controller.Engine runs it,
-// and Controller is its controller.Kind.
+// Controller runs one CompositeController: the engine.Engine runs it,
+// and Controller is its engine.Kind.
 type Controller struct {
-	*controller.Engine
+	*engine.Engine
 
 	name string
 	// object is the CompositeController as the user wrote it; hooks receive it.
@@ -37,7 +38,7 @@ type Controller struct {
 
 	parent *discovery.Resource
 	// parents is the parent resource as the engine syncs it.
-	parents  *controller.Synced
+	parents  *engine.Synced
 	children *children.Declared
 	// selectors are the parents' child selectors, for orphans' events.
 	selectors selectorCache
@@ -53,7 +54,7 @@ type Controller struct {
 // not serve. The controller does nothing until Start.
 func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (*Controller, error) {
 	cc := &v1alpha1.CompositeController{}
-	if err := controller.DecodeSpec(object, cc, v1alpha1.ValidateCompositeController, controller.AbsentChildrenAnnotation); err != nil {
+	if err := engine.DecodeSpec(object, cc, v1alpha1.ValidateCompositeController, engine.AbsentChildrenAnnotation); err != nil {
 		return nil, err
 	}
 	v1alpha1.SetDefaults_CompositeController(cc)
@@ -64,7 +65,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 	if c.parent, err = opts.Resources.Get(ctx, pr.APIVersion, pr.Resource); err != nil {
 		return nil, fmt.Errorf("spec.parentResource: %w", err)
 	}
-	c.parents = &controller.Synced{Resource: c.parent, IgnoreStatusChanges: c.ignoreStatusChanges(), Noun: "parent"}
+	c.parents = &engine.Synced{Resource: c.parent, IgnoreStatusChanges: c.ignoreStatusChanges(), Noun: "parent"}
 	if pr.LabelSelector != nil {
 		selector, err := metav1.LabelSelectorAsSelector(pr.LabelSelector)
 		if err != nil {
@@ -91,14 +92,14 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		var earlier int
 		declared, earlier = children.Declare(declared, &children.Resource{Resource: res, Method: rule.UpdateStrategy.Method, StatusChecks: rule.UpdateStrategy.StatusChecks})
 		if earlier >= 0 {
-			controller.ReportRepeated(ctx, opts.Recorder, c.object, "childResources", i, earlier, res, declared[earlier].Method)
+			engine.ReportRepeated(ctx, opts.Recorder, c.object, "childResources", i, earlier, res, declared[earlier].Method)
 		}
 	}
 	c.children = children.NewDeclared(declared)
-	c.Engine = controller.NewEngine(controller.Config{
+	c.Engine = engine.NewEngine(engine.Config{
 		Kind: "CompositeController", Resource: v1alpha1.CompositeControllerResource, Object: c.object,
 		Hooks: cc.Spec.Hooks.Hooks, Finalizer: finalizerPrefix + cc.Name,
-		List: "children", Annotation: controller.AbsentChildrenAnnotation,
+		List: "children", Annotation: engine.AbsentChildrenAnnotation,
 		ResyncPeriodSeconds: cc.Spec.ResyncPeriodSeconds,
 		Log:                 []any{"parent", c.parent.GroupVersionResource(), "children", len(c.children.Resources)},
 	}, opts, c)
@@ -126,14 +127,14 @@ func (c *Controller) Access() []rbac.Access {
 }
 
 // Watch acquires the informers of parents, children and, for rolling
-// child resources, ControllerRevisions (controller.Kind).
-func (c *Controller) Watch(w *controller.Watches) error {
+// child resources, ControllerRevisions (engine.Kind).
+func (c *Controller) Watch(w *engine.Watches) error {
 	var err error
 	forget := func(parent metav1.Object) { c.forgetSelector(parent.GetUID()) }
 	if c.parents.Informer, err = w.Watch(c.parent.GroupVersionResource(), c.ObjectHandler(parentKey, nil, c.ignoreStatusChanges(), forget)); err != nil {
 		return err
 	}
-	owners := controller.Owners{Keys: c.ownerKeys, Orphan: c.enqueueCandidates}
+	owners := engine.Owners{Keys: c.ownerKeys, Orphan: c.enqueueCandidates}
 	for _, child := range c.children.Resources {
 		owners.Resource = child.GroupVersionResource().GroupResource().String()
 		if child.Informer, err = w.Watch(child.GroupVersionResource(), c.DependentHandler(owners)); err != nil {
@@ -148,7 +149,7 @@ func (c *Controller) Watch(w *controller.Watches) error {
 	return nil
 }
 
-// Keys returns the key of every parent in the cache (controller.Kind).
+// Keys returns the key of every parent in the cache (engine.Kind).
 func (c *Controller) Keys() []string {
 	var keys []string
 	for _, parent := range c.parents.Informer.ListMeta("", nil) {
@@ -157,25 +158,25 @@ func (c *Controller) Keys() []string {
 	return keys
 }
 
-// Synced returns the parent resource (controller.Kind).
-func (c *Controller) Synced() []*controller.Synced { return []*controller.Synced{c.parents} }
+// Synced returns the parent resource (engine.Kind).
+func (c *Controller) Synced() []*engine.Synced { return []*engine.Synced{c.parents} }
 
-// Locate names the parent queued as key (controller.Kind).
-func (c *Controller) Locate(key string) (*controller.Synced, string, string, bool) {
+// Locate names the parent queued as key (engine.Kind).
+func (c *Controller) Locate(key string) (*engine.Synced, string, string, bool) {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	return c.parents, namespace, name, err == nil
 }
 
 // KeyOf returns the parent resource and obj's queue key when obj is a
-// parent (controller.Keyer).
-func (c *Controller) KeyOf(obj *unstructured.Unstructured) (*controller.Synced, string, bool) {
+// parent (engine.Keyer).
+func (c *Controller) KeyOf(obj *unstructured.Unstructured) (*engine.Synced, string, bool) {
 	if obj.GetAPIVersion() != c.parent.APIVersion || obj.GetKind() != c.parent.Kind {
 		return nil, "", false
 	}
 	return c.parents, parentKey(obj), true
 }
 
-// Dependents returns the child resources (controller.Kind).
+// Dependents returns the child resources (engine.Kind).
 func (c *Controller) Dependents() *children.Declared { return c.children }
 
 // parentKey is a parent's queue key.

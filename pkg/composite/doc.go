@@ -2,14 +2,14 @@
 // the sync hook is called with the parent and its children, and the
 // children and the parent's status become what the hook returns.
 //
-// The engine, controller.Engine, runs it: queue and workers, the finalizer
+// The engine, engine.Engine, runs it: queue and workers, the finalizer
 // decision, the hook rounds until a fixed point, the status write and
-// failure reporting are its (see pkg/controller for the path of one
-// event). Controller is the engine's controller.Kind and supplies what is
+// failure reporting are its (see internal/engine for the path of one
+// event). Controller is the engine's engine.Kind and supplies what is
 // a CompositeController's own:
 //
 //	controller.go  New: the spec checked and resolved, the parent resource
-//	               (controller.Synced) with its label selector; Watch:
+//	               (engine.Synced) with its label selector; Watch:
 //	               informers of parents, children and ControllerRevisions;
 //	               Locate: a queue key is the parent's namespace/name
 //	handlers.go    a child's event → its owner's key (ownerKeys), or, for

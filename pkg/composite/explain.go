@@ -1,22 +1,23 @@
 package composite
 
 import (
-	"github.com/metactl/metactl/pkg/controller"
-	"github.com/metactl/metactl/pkg/dynamic/apply"
-	"github.com/metactl/metactl/pkg/dynamic/children"
-	"github.com/metactl/metactl/pkg/explain"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/explain"
+	"github.com/metactl/metactl/pkg/dynamic/apply"
+	"github.com/metactl/metactl/pkg/dynamic/children"
 )
 
-var _ controller.Explainer = (*Controller)(nil)
+var _ engine.Explainer = (*Controller)(nil)
 
-// Key returns a parent's queue key (controller.Explainer).
-func (c *Controller) Key(_ *controller.Synced, parent metav1.Object) string { return parentKey(parent) }
+// Key returns a parent's queue key (engine.Explainer).
+func (c *Controller) Key(_ *engine.Synced, parent metav1.Object) string { return parentKey(parent) }
 
 // Selector describes spec.parentResource.labelSelector
-// (controller.Explainer).
-func (c *Controller) Selector(*controller.Synced) string {
+// (engine.Explainer).
+func (c *Controller) Selector(*engine.Synced) string {
 	if ls := c.cc.Spec.ParentResource.LabelSelector; ls != nil {
 		return "spec.parentResource.labelSelector " + metav1.FormatLabelSelector(ls)
 	}
@@ -25,9 +26,9 @@ func (c *Controller) Selector(*controller.Synced) string {
 
 // ExplainDependents lists the parent's children in the cache and, for
 // rolling child resources, the ControllerRevision each belongs to and the
-// parent's Updated condition (controller.Explainer).
+// parent's Updated condition (engine.Explainer).
 func (c *Controller) ExplainDependents(parent *unstructured.Unstructured) ([]explain.Dependent, *explain.Rollout) {
-	deps := controller.OwnedDependents(c.children, parent, nil)
+	deps := engine.OwnedDependents(c.children, parent, nil)
 	if c.revisions == nil {
 		return deps, nil
 	}

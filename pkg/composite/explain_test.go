@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/composite"
-	"github.com/metactl/metactl/pkg/explain"
-	"github.com/metactl/metactl/pkg/history"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/internal/explain"
+	"github.com/metactl/metactl/internal/history"
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/composite"
 )
 
 // explainThing asks c about the Thing ns/name.

@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/controllertest"
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/composite"
-	"github.com/metactl/metactl/pkg/controller"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metactl/metactl/internal/controllertest"
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/composite"
 )
 
 // daemonJobHook acts on the status it wrote itself, like metacontroller's
@@ -137,7 +138,7 @@ func (l *countingLimiter) Forget(string)          {}
 func (l *countingLimiter) NumRequeues(string) int { return int(l.when.Load()) }
 
 // TestUnsettledHookGoesThroughTheRateLimiter: a hook that never settles (a
-// counter in status) is called controller.MaxRounds times in a sync, its
+// counter in status) is called engine.MaxRounds times in a sync, its
 // last status is written, and the parent is retried through the rate
 // limiter, reported by an Event and a metric, never in a hot loop.
 func TestUnsettledHookGoesThroughTheRateLimiter(t *testing.T) {
@@ -155,9 +156,9 @@ func TestUnsettledHookGoesThroughTheRateLimiter(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "two syncs, each retried through the rate limiter", func(context.Context) (bool, error) {
 		return limiter.when.Load() == 2, nil
 	})
-	want := int64(2 * controller.MaxRounds)
+	want := int64(2 * engine.MaxRounds)
 	if got := hook.calls.Load(); got != want {
-		t.Errorf("hook calls = %d, want %d (two syncs of %d calls)", got, want, controller.MaxRounds)
+		t.Errorf("hook calls = %d, want %d (two syncs of %d calls)", got, want, engine.MaxRounds)
 	}
 	if got := controllertest.Unsettled(cc.GetName()); got != 2 {
 		t.Errorf("metactl_syncs_unsettled_total = %v, want 2", got)

@@ -1,10 +1,11 @@
 package composite
 
 import (
-	"github.com/metactl/metactl/internal/trigger"
-	"github.com/metactl/metactl/pkg/dynamic/informer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/metactl/metactl/internal/trigger"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
 )
 
 // ownerKeys returns the key of the parent a child's controller reference

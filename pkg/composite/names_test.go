@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/testenv"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/metactl/metactl/internal/testenv"
 )
 
 // TestChildNamesAreTheServersToJudge asks for a Role named "app:reader",

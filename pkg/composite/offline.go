@@ -3,7 +3,7 @@ package composite
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/metactl/metactl/pkg/controller"
+	"github.com/metactl/metactl/internal/engine"
 )
 
 // Offline returns the sync of parent as the reconciler makes it, without
@@ -15,7 +15,7 @@ import (
 // generateSelector. With rolling child resources the reconciler calls the
 // hook once per revision; Offline's sync is that of a parent with one
 // revision, whose request holds all its children.
-func (c *Controller) Offline(parent *unstructured.Unstructured) (controller.Sync, error) {
+func (c *Controller) Offline(parent *unstructured.Unstructured) (engine.Sync, error) {
 	selector, err := c.childSelector(parent)
 	if err != nil {
 		return nil, err

@@ -8,14 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/composite"
-	"github.com/metactl/metactl/pkg/controller"
-	"github.com/metactl/metactl/pkg/dynamic/secretdigest"
-	"github.com/metactl/metactl/pkg/hookrecord"
-	"github.com/metactl/metactl/pkg/hooks"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/hookrecord"
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/composite"
+	"github.com/metactl/metactl/pkg/dynamic/secretdigest"
+	"github.com/metactl/metactl/pkg/hooks"
 )
 
 // TestRecordingOptIn: a controller annotated metactl.io/record has its
@@ -42,7 +43,7 @@ func TestRecordingOptIn(t *testing.T) {
 	useRecorder := func(o *composite.Options) { o.Hooks, o.Record = client, rec }
 
 	recorded := compositeController(t, h, thingsGVR, withSecrets)
-	recorded.SetAnnotations(map[string]string{controller.RecordAnnotation: "true"})
+	recorded.SetAnnotations(map[string]string{engine.RecordAnnotation: "true"})
 	startController(t, recorded, useRecorder)
 	plain := compositeController(t, h, thingsGVR, withSecrets)
 	plain.SetName(plain.GetName() + "-plain")
@@ -94,7 +95,7 @@ func TestRecordingOptIn(t *testing.T) {
 		t.Errorf("first call's request or answer is not the hook's:\n%s\n%s", c.Request, c.Response)
 	}
 	if got, ok := rec.Calls("compositecontroller/" + plain.GetName()); ok || len(got) > 0 {
-		t.Errorf("the controller without %s recorded %d calls", controller.RecordAnnotation, len(got))
+		t.Errorf("the controller without %s recorded %d calls", engine.RecordAnnotation, len(got))
 	}
 	for _, c := range calls {
 		if c.Object != ns+"/a" {

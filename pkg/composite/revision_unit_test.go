@@ -4,13 +4,14 @@ import (
 	"context"
 	"testing"
 
-	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
 // TestUncachedRevision: a revision an earlier sync created, which the cache

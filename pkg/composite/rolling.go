@@ -11,17 +11,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/metactl/metactl/internal/trigger"
-	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
-	"github.com/metactl/metactl/pkg/controller"
-	"github.com/metactl/metactl/pkg/dynamic/apply"
-	"github.com/metactl/metactl/pkg/dynamic/children"
-	"github.com/metactl/metactl/pkg/dynamic/discovery"
-	"github.com/metactl/metactl/pkg/dynamic/ownership"
-	dynstatus "github.com/metactl/metactl/pkg/dynamic/status"
-	"github.com/metactl/metactl/pkg/history"
-	"github.com/metactl/metactl/pkg/hooks"
-	"github.com/metactl/metactl/pkg/metrics"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -30,6 +19,18 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/history"
+	"github.com/metactl/metactl/internal/metrics"
+	"github.com/metactl/metactl/internal/trigger"
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/apply"
+	"github.com/metactl/metactl/pkg/dynamic/children"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/ownership"
+	dynstatus "github.com/metactl/metactl/pkg/dynamic/status"
+	"github.com/metactl/metactl/pkg/hooks"
 )
 
 // ConditionUpdated is the parent condition that reports a rolling update.
@@ -81,7 +82,7 @@ type revision struct {
 // written through r. It returns the latest revision's answer, its status
 // carrying the Updated condition (nil when it failed before writing any
 // child), and whether it wrote children or ControllerRevisions.
-func (c *Controller) rollingSync(ctx context.Context, r *controller.Round, parent *unstructured.Unstructured, selector labels.Selector) (*hooks.CompositeSyncResponse, bool, error) {
+func (c *Controller) rollingSync(ctx context.Context, r *engine.Round, parent *unstructured.Unstructured, selector labels.Selector) (*hooks.CompositeSyncResponse, bool, error) {
 	version := r.Version()
 	observed := r.Observed()
 	revisions, duplicates, err := c.parentRevisions(ctx, parent, selector)
@@ -97,14 +98,14 @@ func (c *Controller) rollingSync(ctx context.Context, r *controller.Round, paren
 			return nil, false, fmt.Errorf("revision %s: %w", rev.name, err)
 		}
 		if rev.wants, err = c.desiredChildren(parent, selector, rev.answer.Children); err != nil {
-			return nil, false, controller.InvalidAnswer(fmt.Errorf("invalid %s hook response for revision %s: %w", r.HookName(), rev.name, err))
+			return nil, false, engine.InvalidAnswer(fmt.Errorf("invalid %s hook response for revision %s: %w", r.HookName(), rev.name, err))
 		}
 	}
 
 	owners, cond := c.rollOut(parent, revisions, observed)
 	status, err := dynstatus.SetCondition(latest.answer.Status, ConditionUpdated, cond)
 	if err != nil {
-		return nil, false, controller.InvalidAnswer(fmt.Errorf("invalid %s hook response: %w", r.HookName(), err))
+		return nil, false, engine.InvalidAnswer(fmt.Errorf("invalid %s hook response: %w", r.HookName(), err))
 	}
 	// Revisions left with no children are forgotten; the latest stays.
 	live, gone := []*revision{latest}, duplicates
@@ -119,7 +120,7 @@ func (c *Controller) rollingSync(ctx context.Context, r *controller.Round, paren
 	// is written, so that a restart goes on from there.
 	revisionsWritten, err := c.writeRevisions(ctx, parent, selector, live, gone)
 	if err != nil {
-		return nil, false, controller.WriteFailed(err)
+		return nil, false, engine.WriteFailed(err)
 	}
 
 	// Children of the latest revision get its answer; those of an older
@@ -144,7 +145,7 @@ func (c *Controller) rollingSync(ctx context.Context, r *controller.Round, paren
 	response.Status = status
 	// The smallest resync any revision asks for.
 	for _, rev := range revisions {
-		response.ResyncAfterSeconds = controller.ShortestResync(response.ResyncAfterSeconds, rev.answer.ResyncAfterSeconds)
+		response.ResyncAfterSeconds = engine.ShortestResync(response.ResyncAfterSeconds, rev.answer.ResyncAfterSeconds)
 	}
 	if cond["status"] != "True" {
 		// Look again soon even if nothing else happens: a moved child's

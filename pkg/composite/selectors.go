@@ -3,9 +3,10 @@ package composite
 import (
 	"sync"
 
-	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metactl/metactl/pkg/dynamic/informer"
 )
 
 // selectorCache keeps each parent's child selector by UID, valid for one

@@ -3,9 +3,10 @@ package composite
 import (
 	"testing"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 func parentObject(t *testing.T, generation, selector string) *informer.Object {

@@ -5,22 +5,23 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/metactl/metactl/pkg/controller"
-	"github.com/metactl/metactl/pkg/dynamic/children"
-	"github.com/metactl/metactl/pkg/dynamic/ownership"
-	"github.com/metactl/metactl/pkg/hooks"
-	"github.com/metactl/metactl/pkg/metrics"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/metrics"
+	"github.com/metactl/metactl/pkg/dynamic/children"
+	"github.com/metactl/metactl/pkg/dynamic/ownership"
+	"github.com/metactl/metactl/pkg/hooks"
 )
 
 // Observe returns the parent's children: the owned ones, and the orphans
-// it adopts (controller.Kind). With rolling child resources, the sync
+// it adopts (engine.Kind). With rolling child resources, the sync
 // runs rollingSync's steps, the finalize hook's too (as metacontroller
 // does while the parent has its finalizer), unless the garbage collector
 // holds the children.
-func (c *Controller) Observe(ctx context.Context, t *controller.Target) (controller.Sync, map[*children.Resource]children.Set, error) {
+func (c *Controller) Observe(ctx context.Context, t *engine.Target) (engine.Sync, map[*children.Resource]children.Set, error) {
 	parent := t.Object
 	selector, err := c.childSelector(parent)
 	if err != nil {
@@ -37,7 +38,7 @@ func (c *Controller) Observe(ctx context.Context, t *controller.Target) (control
 	return s, observed, nil
 }
 
-// parentSync is one sync of one parent (controller.Sync).
+// parentSync is one sync of one parent (engine.Sync).
 type parentSync struct {
 	c        *Controller
 	parent   *unstructured.Unstructured
@@ -55,12 +56,12 @@ func (c *Controller) request(parent *unstructured.Unstructured, observed, relate
 
 // Read reads an answer; its status gets observedGeneration, the parent's
 // generation.
-func (s *parentSync) Read(response hooks.Response) controller.Answer {
+func (s *parentSync) Read(response hooks.Response) engine.Answer {
 	r := response.(*hooks.CompositeSyncResponse)
 	status := make(map[string]any, len(r.Status)+1)
 	maps.Copy(status, r.Status)
 	status["observedGeneration"] = s.parent.GetGeneration()
-	return controller.Answer{Unknown: r.UnknownFields, ListAbsent: r.ChildrenAbsent, Status: status,
+	return engine.Answer{Unknown: r.UnknownFields, ListAbsent: r.ChildrenAbsent, Status: status,
 		ResyncAfterSeconds: r.ResyncAfterSeconds, Finalized: r.Finalized, Events: r.Events}
 }
 
@@ -69,10 +70,10 @@ func (s *parentSync) Desired(response hooks.Response) (map[*children.Resource]ch
 }
 
 // rollingParentSync is the sync of a parent with rolling child resources:
-// one hook call per live revision (controller.Stepper).
+// one hook call per live revision (engine.Stepper).
 type rollingParentSync struct{ *parentSync }
 
-func (s *rollingParentSync) Step(ctx context.Context, r *controller.Round, seen *unstructured.Unstructured) (hooks.Response, bool, error) {
+func (s *rollingParentSync) Step(ctx context.Context, r *engine.Round, seen *unstructured.Unstructured) (hooks.Response, bool, error) {
 	response, result, err := s.c.rollingSync(ctx, r, seen, s.selector)
 	if response == nil {
 		return nil, false, err

@@ -9,19 +9,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/controllertest"
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/composite"
-	"github.com/metactl/metactl/pkg/controller"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/metactl/metactl/internal/controllertest"
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/composite"
 )
 
 // syncedCondition returns the metactl.io/Synced condition of obj; nil when
 // it has none.
 func syncedCondition(obj *unstructured.Unstructured) map[string]any {
-	return controllertest.Condition(obj, controller.SyncedConditionType)
+	return controllertest.Condition(obj, engine.SyncedConditionType)
 }
 
 // hasSynced returns a check that obj has the Synced condition with status
@@ -35,7 +36,7 @@ func hasSynced(status, reason string) func(*unstructured.Unstructured) bool {
 
 // optIn annotates a controller object to write the Synced condition.
 func optIn(cc *unstructured.Unstructured, value string) *unstructured.Unstructured {
-	cc.SetAnnotations(map[string]string{controller.SyncedConditionAnnotation: value})
+	cc.SetAnnotations(map[string]string{engine.SyncedConditionAnnotation: value})
 	return cc
 }
 
@@ -83,7 +84,7 @@ func TestSyncedConditionShowsFailureAndRecovery(t *testing.T) {
 	started := time.Now()
 	newParent(t, ns, "p1", map[string]any{"value": "a"})
 
-	obj := waitFor(t, thingsGVR, ns, "p1", "Synced=False HookFailed", hasSynced("False", controller.ReasonHookFailed))
+	obj := waitFor(t, thingsGVR, ns, "p1", "Synced=False HookFailed", hasSynced("False", engine.ReasonHookFailed))
 	c := syncedCondition(obj)
 	msg, _ := c["message"].(string)
 	t.Logf("condition: %v", c)
@@ -102,12 +103,12 @@ func TestSyncedConditionShowsFailureAndRecovery(t *testing.T) {
 		return hook.calls.Load() >= 20, nil
 	})
 	writes := controllertest.Writes(cc.GetName(), "patch", "status") - writes0
-	if bound := 1 + float64(time.Since(started)/controller.SyncedRewriteInterval); writes > bound {
+	if bound := 1 + float64(time.Since(started)/engine.SyncedRewriteInterval); writes > bound {
 		t.Errorf("%v status writes during %d failing syncs in %v, want at most %v", writes, hook.calls.Load(), time.Since(started).Round(time.Millisecond), bound)
 	}
 
 	hook.answer(valueHook)
-	obj = waitFor(t, thingsGVR, ns, "p1", "Synced=True after the hook recovered", hasSynced("True", controller.ReasonSynced))
+	obj = waitFor(t, thingsGVR, ns, "p1", "Synced=True after the hook recovered", hasSynced("True", engine.ReasonSynced))
 	if got := statusField(obj, "value"); got != "a" {
 		t.Errorf("status.value = %v, want a: the hook's status and the condition together", got)
 	}
@@ -127,7 +128,7 @@ func TestSyncedConditionRetryAfter(t *testing.T) {
 	})
 	startController(t, optIn(isolated(compositeController(t, hook, thingsGVR, nil), ns), "true"))
 	newParent(t, ns, "p1", nil)
-	obj := waitFor(t, thingsGVR, ns, "p1", "Synced=False HookFailed", hasSynced("False", controller.ReasonHookFailed))
+	obj := waitFor(t, thingsGVR, ns, "p1", "Synced=False HookFailed", hasSynced("False", engine.ReasonHookFailed))
 	msg, _ := syncedCondition(obj)["message"].(string)
 	_, at, ok := strings.Cut(msg, "next attempt at ")
 	if !ok {
@@ -160,7 +161,7 @@ func TestSyncedConditionWithTheHooksOwnConditions(t *testing.T) {
 	startController(t, cc)
 	newParent(t, ns, "p1", map[string]any{"value": "a"})
 	obj := waitFor(t, thingsGVR, ns, "p1", "Ready and Synced=True", func(o *unstructured.Unstructured) bool {
-		if !hasSynced("True", controller.ReasonSynced)(o) {
+		if !hasSynced("True", engine.ReasonSynced)(o) {
 			return false
 		}
 		list, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
@@ -202,17 +203,17 @@ func TestSyncedConditionReasons(t *testing.T) {
 		name, reason, message string
 		answer                func(req *syncRequest) any
 	}{
-		{"invalid", controller.ReasonInvalidAnswer, "invalid sync hook response", child(func(*unstructured.Unstructured) map[string]any {
+		{"invalid", engine.ReasonInvalidAnswer, "invalid sync hook response", child(func(*unstructured.Unstructured) map[string]any {
 			return map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "undeclared"}}
 		})},
-		{"write", controller.ReasonWriteFailed, "creating ConfigMap", child(func(parent *unstructured.Unstructured) map[string]any {
+		{"write", engine.ReasonWriteFailed, "creating ConfigMap", child(func(parent *unstructured.Unstructured) map[string]any {
 			return configMapChild(parent, "Not-A-Valid-Name", nil)
 		})},
-		{"events", controller.ReasonInvalidAnswer, `events[0].type "Warn"`, func(*syncRequest) any {
+		{"events", engine.ReasonInvalidAnswer, `events[0].type "Warn"`, func(*syncRequest) any {
 			return map[string]any{"status": map[string]any{"x": 1}, "children": []any{},
 				"events": []any{map[string]any{"type": "Warn", "reason": "Oops"}}}
 		}},
-		{"waiting", controller.ReasonWaiting, "fixed point", func(*syncRequest) any {
+		{"waiting", engine.ReasonWaiting, "fixed point", func(*syncRequest) any {
 			return map[string]any{"status": map[string]any{"n": n.Add(1)}, "children": []any{}}
 		}},
 	} {
@@ -253,7 +254,7 @@ func TestSyncedConditionIsOptIn(t *testing.T) {
 			}
 			startController(t, cc, func(o *composite.Options) { o.SyncedCondition = tc.option })
 			newParent(t, ns, "p1", map[string]any{"value": "a"})
-			waitForEvent(t, ns, "p1", controller.ReasonSyncError, "HTTP 500")
+			waitForEvent(t, ns, "p1", engine.ReasonSyncError, "HTTP 500")
 			hook.answer(valueHook)
 			// The status write of the sync after the failures: when the
 			// condition is on, it is there by then.
@@ -280,10 +281,10 @@ func TestSyncedConditionIgnoreStatusChanges(t *testing.T) {
 	}), ns), "true")
 	startController(t, cc)
 	newParent(t, ns, "p1", nil)
-	waitFor(t, thingsGVR, ns, "p1", "Synced=False HookFailed", hasSynced("False", controller.ReasonHookFailed))
+	waitFor(t, thingsGVR, ns, "p1", "Synced=False HookFailed", hasSynced("False", engine.ReasonHookFailed))
 	hook.answer(stepHook)
 	waitFor(t, thingsGVR, ns, "p1", "step one and Synced=True", func(o *unstructured.Unstructured) bool {
-		return hasSynced("True", controller.ReasonSynced)(o) && statusField(o, "step") == "one"
+		return hasSynced("True", engine.ReasonSynced)(o) && statusField(o, "step") == "one"
 	})
 	if _, err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Patch(ctx(t), "p1", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"poke":"1"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
@@ -296,7 +297,7 @@ func TestSyncedConditionIgnoreStatusChanges(t *testing.T) {
 	if step, _, _ := unstructured.NestedString(given.Object, "status", "step"); step != "one" {
 		t.Errorf("the label's sync was given step %q, want one: a sync ran in between", step)
 	}
-	if !hasSynced("True", controller.ReasonSynced)(given) {
+	if !hasSynced("True", engine.ReasonSynced)(given) {
 		t.Errorf("the hook was not given the condition: %v", statusField(given, "conditions"))
 	}
 }
@@ -326,7 +327,7 @@ func TestSyncedConditionOnPrunedStatus(t *testing.T) {
 	if _, err := env.Dynamic.Resource(gvr).Namespace(ns).Create(ctx(t), parent, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	obj := waitFor(t, gvr, ns, "p1", "Synced=False HookFailed", hasSynced("False", controller.ReasonHookFailed))
+	obj := waitFor(t, gvr, ns, "p1", "Synced=False HookFailed", hasSynced("False", engine.ReasonHookFailed))
 	if c := syncedCondition(obj); c["observedGeneration"] != nil || c["lastTransitionTime"] != nil {
 		t.Fatalf("condition %v: the schema did not prune as the test expects", c)
 	}
@@ -334,14 +335,14 @@ func TestSyncedConditionOnPrunedStatus(t *testing.T) {
 		return hook.calls.Load() >= 20, nil
 	})
 	bound := func(extra float64) float64 {
-		return extra + float64(time.Since(started)/controller.SyncedRewriteInterval)
+		return extra + float64(time.Since(started)/engine.SyncedRewriteInterval)
 	}
 	if writes := controllertest.Writes(cc.GetName(), "patch", "status") - writes0; writes > bound(1) {
 		t.Errorf("%v status writes during %d failing syncs, want at most %v", writes, hook.calls.Load(), bound(1))
 	}
 
 	hook.answer(healthy)
-	waitFor(t, gvr, ns, "p1", "Synced=True after the hook recovered", hasSynced("True", controller.ReasonSynced))
+	waitFor(t, gvr, ns, "p1", "Synced=True after the hook recovered", hasSynced("True", engine.ReasonSynced))
 	// Resyncs of a healthy parent write nothing.
 	calls := hook.calls.Load()
 	testenv.Eventually(t, 30*time.Second, "three resyncs", func(context.Context) (bool, error) {
@@ -352,7 +353,7 @@ func TestSyncedConditionOnPrunedStatus(t *testing.T) {
 	}
 	// The condition is still written: failing again shows it.
 	failWith500(hook)
-	waitFor(t, gvr, ns, "p1", "Synced=False HookFailed again", hasSynced("False", controller.ReasonHookFailed))
+	waitFor(t, gvr, ns, "p1", "Synced=False HookFailed again", hasSynced("False", engine.ReasonHookFailed))
 }
 
 // TestSyncedConditionVaryingError: a hook whose failures differ in their
@@ -372,12 +373,12 @@ func TestSyncedConditionVaryingError(t *testing.T) {
 	startController(t, cc, func(o *composite.Options) { o.RateLimiter = limiter })
 	started := time.Now()
 	newParent(t, ns, "p1", map[string]any{"value": "a"})
-	waitFor(t, thingsGVR, ns, "p1", "Synced=False HookFailed", hasSynced("False", controller.ReasonHookFailed))
+	waitFor(t, thingsGVR, ns, "p1", "Synced=False HookFailed", hasSynced("False", engine.ReasonHookFailed))
 	testenv.Eventually(t, 30*time.Second, "20 failed hook calls", func(context.Context) (bool, error) {
 		return hook.calls.Load() >= 20, nil
 	})
 	writes := controllertest.Writes(cc.GetName(), "patch", "status") - writes0
-	if bound := 1 + float64(time.Since(started)/controller.SyncedRewriteInterval); writes > bound {
+	if bound := 1 + float64(time.Since(started)/engine.SyncedRewriteInterval); writes > bound {
 		t.Errorf("%v status writes during %d syncs failing with different texts, want at most %v", writes, hook.calls.Load(), bound)
 	}
 }

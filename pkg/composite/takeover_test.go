@@ -12,10 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/composite"
-	"github.com/metactl/metactl/pkg/dynamic/objectclient"
-	"github.com/metactl/metactl/pkg/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,6 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/metactl/metactl/internal/metrics"
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/composite"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 )
 
 // TestTakeOverFromMetacontrollerWritesNothing: parents and children that
@@ -30,7 +31,7 @@ import (
 // metactl without a single write when the hook still answers the same.
 //
 // The objects are written here the way metacontroller writes them (see
-// its pkg/controller/common/manage_children.go and composite controller):
+// its internal/engine/common/manage_children.go and composite controller):
 // each child created with the last-applied annotation holding the hook's
 // child as json.Marshal encodes it, recorded before its controller
 // reference (apiVersion, kind, name, uid, controller, blockOwnerDeletion)

@@ -17,9 +17,9 @@ import (
 
 	"github.com/metactl/metactl/internal/otlptest"
 	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/internal/tracing"
 	"github.com/metactl/metactl/pkg/composite"
 	"github.com/metactl/metactl/pkg/hooks"
-	"github.com/metactl/metactl/pkg/tracing"
 )
 
 // TestTracingExportsLinkedSpans runs a controller with a customize and a

@@ -10,15 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/controllertest"
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/internal/trigger"
-	"github.com/metactl/metactl/pkg/composite"
-	"github.com/metactl/metactl/pkg/controller"
-	"github.com/metactl/metactl/pkg/history"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metactl/metactl/internal/controllertest"
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/history"
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/internal/trigger"
+	"github.com/metactl/metactl/pkg/composite"
 )
 
 // recorded starts a controller for cc that records its syncs.
@@ -133,7 +134,7 @@ func TestSyncRecordOfAFailingHook(t *testing.T) {
 	}
 	for i, s := range syncs[:2] {
 		o := s.Outcome
-		if o.Result != "error" || !strings.Contains(o.Error, "HTTP 500") || o.Attempt != i+1 || o.Reason != controller.ReasonHookFailed {
+		if o.Result != "error" || !strings.Contains(o.Error, "HTTP 500") || o.Attempt != i+1 || o.Reason != engine.ReasonHookFailed {
 			t.Errorf("failure %d: outcome %+v, want error (HTTP 500), attempt %d", i+1, o, i+1)
 		}
 		if end := s.Start.Add(s.Duration); !o.NextAttempt.After(end) || o.NextAttempt.After(end.Add(5*time.Second)) {
@@ -154,7 +155,7 @@ func TestSyncRecordOfAFailingHook(t *testing.T) {
 			t.Errorf("sync %d after a failure: triggers %v, want a retry", i+2, s.Triggers)
 		}
 	}
-	if o := syncs[2].Outcome; o.Attempt != 0 || o.Error != "" || o.Reason != controller.ReasonSynced {
+	if o := syncs[2].Outcome; o.Attempt != 0 || o.Error != "" || o.Reason != engine.ReasonSynced {
 		t.Errorf("the recovery's outcome %+v, want no attempt, no error", o)
 	}
 	if n := controllertest.SyncsFor(cc.GetName(), "error", trigger.CauseRetry); n < 1 {

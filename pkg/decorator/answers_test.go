@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/controllertest"
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/controller"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metactl/metactl/internal/controllertest"
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/testenv"
 )
 
 // secretAttachment is a desired Secret attachment of obj.
@@ -66,7 +67,7 @@ func TestAnswerWithoutAttachmentsIsRefused(t *testing.T) {
 	poke(t, ns, "1")
 	msg := controllertest.EventMessage(t, env, ns, "target", "SyncError", `answers "attachments": []`)
 	want := "decoratorcontroller " + testName(t) + `: sync hook answer refused: it has no "attachments" list (it has "attachment" (did you mean "attachments"?))`
-	if !strings.HasPrefix(msg, want) || !strings.Contains(msg, controller.AbsentAttachmentsAnnotation+"=empty") {
+	if !strings.HasPrefix(msg, want) || !strings.Contains(msg, engine.AbsentAttachmentsAnnotation+"=empty") {
 		t.Errorf("SyncError %q, want it to start with %q and name the annotation", msg, want)
 	}
 	unknown := controllertest.EventMessage(t, env, ns, "target", "UnknownAnswerField", `"attachment"`)
@@ -96,7 +97,7 @@ func TestAnswerWithoutAttachmentsIsRefused(t *testing.T) {
 func TestAbsentAttachmentsAnnotation(t *testing.T) {
 	ns := env.CreateNamespace(t)
 	h, _ := decorateWithSecret(t, ns, func(o *unstructured.Unstructured) {
-		o.SetAnnotations(map[string]string{controller.AbsentAttachmentsAnnotation: controller.AbsentListEmpty})
+		o.SetAnnotations(map[string]string{engine.AbsentAttachmentsAnnotation: engine.AbsentListEmpty})
 	})
 	h.setAnswer(func(*request) any { return map[string]any{"labels": map[string]any{"decorated": "bare"}} })
 	poke(t, ns, "1")

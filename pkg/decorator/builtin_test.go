@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/controllertest"
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/controller"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/internal/controllertest"
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/testenv"
 )
 
 // TestDecoratedBuiltInObject: a decorator's hook is given a built-in
@@ -45,7 +46,7 @@ func TestDecoratedBuiltInObject(t *testing.T) {
 		_ = env.Dynamic.Resource(namespacesGVR).Delete(context.Background(), created.GetName(), metav1.DeleteOptions{})
 	})
 	after := waitFor(t, namespacesGVR, "", created.GetName(), "the hook's status in the annotation", func(o *unstructured.Unstructured) bool {
-		return o != nil && o.GetAnnotations()[controller.StatusAnnotation] == `{"phaseSeen":"Active"}`
+		return o != nil && o.GetAnnotations()[engine.StatusAnnotation] == `{"phaseSeen":"Active"}`
 	})
 	if phase, _, _ := unstructured.NestedString(after.Object, "status", "phase"); phase != "Active" || len(after.Object["status"].(map[string]any)) != 1 {
 		t.Errorf("the namespace's own status is %v, want {phase: Active} untouched", after.Object["status"])

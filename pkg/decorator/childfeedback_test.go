@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/dynamic/children"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/dynamic/children"
 )
 
 // eventsOn returns the Events on obj with reason once every Event recorded

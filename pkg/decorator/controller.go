@@ -6,16 +6,17 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
-	"github.com/metactl/metactl/pkg/controller"
-	"github.com/metactl/metactl/pkg/dynamic/children"
-	"github.com/metactl/metactl/pkg/dynamic/finalizer"
-	"github.com/metactl/metactl/pkg/dynamic/informer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/children"
+	"github.com/metactl/metactl/pkg/dynamic/finalizer"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
 )
 
 // AttachmentAnnotation marks the attachments of a DecoratorController, so
@@ -26,12 +27,12 @@ const AttachmentAnnotation = "metacontroller.k8s.io/decorator-controller"
 const finalizerPrefix = "metacontroller.io/decoratorcontroller-"
 
 // Options are what a Controller needs from the process around it.
-type Options = controller.Options
+type Options = engine.Options
 
-// Controller runs one DecoratorController: the controller.Engine runs it,
-// and Controller is its controller.Kind.
+// Controller runs one DecoratorController: the engine.Engine runs it,
+// and Controller is its engine.Kind.
 type Controller struct {
-	*controller.Engine
+	*engine.Engine
 
 	name string
 	// object is the DecoratorController as the user wrote it; hooks get it.
@@ -47,7 +48,7 @@ type Controller struct {
 // Its IgnoreStatusChanges is true when every rule of the resource ignores
 // status-only changes, this controller's own status writes included.
 type watchedResource struct {
-	*controller.Synced
+	*engine.Synced
 	rules []selector
 }
 
@@ -68,11 +69,11 @@ func (w *watchedResource) selects(obj metav1.Object) bool {
 }
 
 // New validates the DecoratorController object and resolves its resources.
-// It returns a *controller.InvalidSpecError for an invalid spec and an error
+// It returns a *engine.InvalidSpecError for an invalid spec and an error
 // satisfying discovery.IsNotFound for a resource the server does not serve.
 func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (*Controller, error) {
 	dc := &v1alpha1.DecoratorController{}
-	if err := controller.DecodeSpec(object, dc, v1alpha1.ValidateDecoratorController, controller.AbsentAttachmentsAnnotation); err != nil {
+	if err := engine.DecodeSpec(object, dc, v1alpha1.ValidateDecoratorController, engine.AbsentAttachmentsAnnotation); err != nil {
 		return nil, err
 	}
 	v1alpha1.SetDefaults_DecoratorController(dc)
@@ -86,12 +87,12 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		}
 		sel, err := newSelector(rule)
 		if err != nil {
-			return nil, &controller.InvalidSpecError{Errs: field.ErrorList{field.Invalid(path, rule.Resource, err.Error())}}
+			return nil, &engine.InvalidSpecError{Errs: field.ErrorList{field.Invalid(path, rule.Resource, err.Error())}}
 		}
 		key := res.APIVersion + "/" + res.Name
 		w := byResource[key]
 		if w == nil {
-			w = &watchedResource{Synced: &controller.Synced{Resource: res, IgnoreStatusChanges: true, Noun: "object", RealStatus: true}}
+			w = &watchedResource{Synced: &engine.Synced{Resource: res, IgnoreStatusChanges: true, Noun: "object", RealStatus: true}}
 			w.Selects = w.selects
 			byResource[key] = w
 			c.watched = append(c.watched, w)
@@ -108,14 +109,14 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		var earlier int
 		declared, earlier = children.Declare(declared, &children.Resource{Resource: res, Method: rule.UpdateStrategy.Method})
 		if earlier >= 0 {
-			controller.ReportRepeated(ctx, opts.Recorder, c.object, "attachments", i, earlier, res, declared[earlier].Method)
+			engine.ReportRepeated(ctx, opts.Recorder, c.object, "attachments", i, earlier, res, declared[earlier].Method)
 		}
 	}
 	c.attachments = children.NewDeclared(declared)
-	c.Engine = controller.NewEngine(controller.Config{
+	c.Engine = engine.NewEngine(engine.Config{
 		Kind: "DecoratorController", Resource: v1alpha1.DecoratorControllerResource, Object: c.object,
 		Hooks: *dc.Spec.Hooks, Finalizer: finalizerPrefix + dc.Name,
-		List: "attachments", Annotation: controller.AbsentAttachmentsAnnotation, Noun: "attachment",
+		List: "attachments", Annotation: engine.AbsentAttachmentsAnnotation, Noun: "attachment",
 		ResyncPeriodSeconds: dc.Spec.ResyncPeriodSeconds, Describe: c.describeKey,
 		Log: []any{"resources", len(c.watched), "attachments", len(c.attachments.Resources)},
 	}, opts, c)
@@ -173,8 +174,8 @@ func matchAnnotations(sel v1alpha1.AnnotationSelector, annotations labels.Labels
 }
 
 // Watch acquires the informers of the watched resources and of the
-// attachments (controller.Kind).
-func (c *Controller) Watch(w *controller.Watches) error {
+// attachments (engine.Kind).
+func (c *Controller) Watch(w *engine.Watches) error {
 	var err error
 	for i, res := range c.watched {
 		concerns := func(obj metav1.Object) bool {
@@ -185,7 +186,7 @@ func (c *Controller) Watch(w *controller.Watches) error {
 			return err
 		}
 	}
-	owners := controller.Owners{Keys: c.ownerKeys}
+	owners := engine.Owners{Keys: c.ownerKeys}
 	for _, res := range c.attachments.Resources {
 		owners.Resource = res.GroupVersionResource().GroupResource().String()
 		if res.Informer, err = w.Watch(res.GroupVersionResource(), c.DependentHandler(owners)); err != nil {
@@ -196,7 +197,7 @@ func (c *Controller) Watch(w *controller.Watches) error {
 }
 
 // Keys returns the key of every object of the watched resources in the
-// cache (controller.Kind).
+// cache (engine.Kind).
 func (c *Controller) Keys() []string {
 	var keys []string
 	for i, w := range c.watched {
@@ -207,17 +208,17 @@ func (c *Controller) Keys() []string {
 	return keys
 }
 
-// Synced returns the watched resources (controller.Kind).
-func (c *Controller) Synced() []*controller.Synced {
-	out := make([]*controller.Synced, len(c.watched))
+// Synced returns the watched resources (engine.Kind).
+func (c *Controller) Synced() []*engine.Synced {
+	out := make([]*engine.Synced, len(c.watched))
 	for i, w := range c.watched {
 		out[i] = w.Synced
 	}
 	return out
 }
 
-// Locate names the object queued as key (controller.Kind).
-func (c *Controller) Locate(key string) (*controller.Synced, string, string, bool) {
+// Locate names the object queued as key (engine.Kind).
+func (c *Controller) Locate(key string) (*engine.Synced, string, string, bool) {
 	index, namespace, name, err := splitKey(key)
 	if err != nil || index >= len(c.watched) {
 		return nil, "", "", false
@@ -226,8 +227,8 @@ func (c *Controller) Locate(key string) (*controller.Synced, string, string, boo
 }
 
 // KeyOf returns obj's watched resource and queue key
-// (controller.Keyer).
-func (c *Controller) KeyOf(obj *unstructured.Unstructured) (*controller.Synced, string, bool) {
+// (engine.Keyer).
+func (c *Controller) KeyOf(obj *unstructured.Unstructured) (*engine.Synced, string, bool) {
 	for i, w := range c.watched {
 		if obj.GetAPIVersion() == w.APIVersion && obj.GetKind() == w.Kind {
 			return w.Synced, objectKey(i, obj), true
@@ -236,7 +237,7 @@ func (c *Controller) KeyOf(obj *unstructured.Unstructured) (*controller.Synced, 
 	return nil, "", false
 }
 
-// Dependents returns the attachment resources (controller.Kind).
+// Dependents returns the attachment resources (engine.Kind).
 func (c *Controller) Dependents() *children.Declared { return c.attachments }
 
 // objectKey names a decorated object in the queue: the index of its

@@ -2,12 +2,12 @@
 // objects of any resource, selected by label and annotation selectors, with
 // the labels, annotations, status and attachments its sync hook returns.
 //
-// The engine, controller.Engine, runs it as it runs a CompositeController
-// (see pkg/controller for the path of one event); Controller is its
-// controller.Kind and supplies what is a DecoratorController's own:
+// The engine, engine.Engine, runs it as it runs a CompositeController
+// (see internal/engine for the path of one event); Controller is its
+// engine.Kind and supplies what is a DecoratorController's own:
 //
 //	controller.go  New: the spec checked and resolved, the watched
-//	               resources (controller.Synced) and their selectors;
+//	               resources (engine.Synced) and their selectors;
 //	               Watch: informers of the watched resources (objects
 //	               selected or carrying the finalizer concern it) and of
 //	               the attachments; Locate: queue keys name the watched

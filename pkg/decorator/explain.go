@@ -5,22 +5,23 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/metactl/metactl/pkg/controller"
-	"github.com/metactl/metactl/pkg/explain"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/explain"
 )
 
-var _ controller.Explainer = (*Controller)(nil)
+var _ engine.Explainer = (*Controller)(nil)
 
-// Key returns a decorated object's queue key (controller.Explainer).
-func (c *Controller) Key(res *controller.Synced, obj metav1.Object) string {
+// Key returns a decorated object's queue key (engine.Explainer).
+func (c *Controller) Key(res *engine.Synced, obj metav1.Object) string {
 	return objectKey(c.index(res), obj)
 }
 
 // Selector describes the rules of the resource's spec.resources entries
-// (controller.Explainer).
-func (c *Controller) Selector(res *controller.Synced) string {
+// (engine.Explainer).
+func (c *Controller) Selector(res *engine.Synced) string {
 	i := c.index(res)
 	if i < 0 {
 		return ""
@@ -53,12 +54,12 @@ func describeAnnotations(match map[string]string, expressions int) string {
 
 // ExplainDependents lists the object's attachments in the cache: those
 // it controls that carry this decorator's annotation
-// (controller.Explainer).
+// (engine.Explainer).
 func (c *Controller) ExplainDependents(obj *unstructured.Unstructured) ([]explain.Dependent, *explain.Rollout) {
-	return controller.OwnedDependents(c.attachments, obj, c.isAttachment), nil
+	return engine.OwnedDependents(c.attachments, obj, c.isAttachment), nil
 }
 
 // index is res's position in c.watched, -1 when it is none of them.
-func (c *Controller) index(res *controller.Synced) int {
+func (c *Controller) index(res *engine.Synced) int {
 	return slices.IndexFunc(c.watched, func(w *watchedResource) bool { return w.Synced == res })
 }

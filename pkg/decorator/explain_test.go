@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/decorator"
-	"github.com/metactl/metactl/pkg/explain"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metactl/metactl/internal/explain"
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/decorator"
 )
 
 func explainConfigMap(c *decorator.Controller, ns, name string) *explain.Answer {

@@ -1,9 +1,10 @@
 package decorator
 
 import (
-	"github.com/metactl/metactl/pkg/dynamic/informer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/metactl/metactl/pkg/dynamic/informer"
 )
 
 // isAttachment reports whether obj carries this controller's attachment

@@ -5,10 +5,11 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/metactl/metactl/internal/controllertest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/internal/controllertest"
 )
 
 // readyCondition returns the Ready condition of obj's status, nil when none.

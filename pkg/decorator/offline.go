@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/metactl/metactl/pkg/controller"
+	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/pkg/dynamic/ownership"
 )
 
@@ -14,7 +14,7 @@ import (
 // anything: the requests it sends (Request) and how it reads (Read) and
 // checks (Desired) the answers. `metactl hook test` builds its requests
 // and checks the answers with it.
-func (c *Controller) Offline(obj *unstructured.Unstructured) (controller.Sync, error) {
+func (c *Controller) Offline(obj *unstructured.Unstructured) (engine.Sync, error) {
 	gvk := obj.GroupVersionKind()
 	for _, w := range c.watched {
 		if w.GroupVersionKind() == gvk {

@@ -8,14 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/controllertest"
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/controller"
-	"github.com/metactl/metactl/pkg/decorator"
-	"github.com/metactl/metactl/pkg/hookrecord"
-	"github.com/metactl/metactl/pkg/hooks"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/internal/controllertest"
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/hookrecord"
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/decorator"
+	"github.com/metactl/metactl/pkg/hooks"
 )
 
 // TestRecordingOfADecoratorOfSecrets: a DecoratorController of Secrets
@@ -32,7 +33,7 @@ func TestRecordingOfADecoratorOfSecrets(t *testing.T) {
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metacontroller.k8s.io/v1alpha1",
 		"kind":       "DecoratorController",
-		"metadata":   map[string]any{"name": name, "annotations": map[string]any{controller.RecordAnnotation: "true"}},
+		"metadata":   map[string]any{"name": name, "annotations": map[string]any{engine.RecordAnnotation: "true"}},
 		"spec": map[string]any{
 			"resources": []any{map[string]any{"apiVersion": "v1", "resource": "secrets", "labelSelector": map[string]any{"matchLabels": map[string]any{"test": name}}}},
 			"hooks":     syncHook(h),

@@ -3,23 +3,24 @@ package decorator
 import (
 	"context"
 
-	"github.com/metactl/metactl/pkg/controller"
-	"github.com/metactl/metactl/pkg/dynamic/children"
-	"github.com/metactl/metactl/pkg/dynamic/ownership"
-	"github.com/metactl/metactl/pkg/hooks"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/pkg/dynamic/children"
+	"github.com/metactl/metactl/pkg/dynamic/ownership"
+	"github.com/metactl/metactl/pkg/hooks"
 )
 
 // Observe returns the object's attachments: ours, by owner UID and
-// annotation; attachments are never adopted (controller.Kind).
-func (c *Controller) Observe(_ context.Context, t *controller.Target) (controller.Sync, map[*children.Resource]children.Set, error) {
+// annotation; attachments are never adopted (engine.Kind).
+func (c *Controller) Observe(_ context.Context, t *engine.Target) (engine.Sync, map[*children.Resource]children.Set, error) {
 	ref := ownership.ControllerRef(t.Object, t.Resource.GroupVersionKind())
 	return &objectSync{c: c, obj: t.Object, ref: ref}, c.observedAttachments(t.Object), nil
 }
 
-// objectSync is one sync of one decorated object (controller.Sync).
+// objectSync is one sync of one decorated object (engine.Sync).
 type objectSync struct {
 	c   *Controller
 	obj *unstructured.Unstructured
@@ -38,9 +39,9 @@ func (s *objectSync) Request(seen *unstructured.Unstructured, dependents, relate
 
 // Read reads an answer: a null status leaves the status, whatever others
 // write meanwhile.
-func (s *objectSync) Read(response hooks.Response) controller.Answer {
+func (s *objectSync) Read(response hooks.Response) engine.Answer {
 	r := response.(*hooks.DecoratorSyncResponse)
-	return controller.Answer{
+	return engine.Answer{
 		Unknown:            r.UnknownFields,
 		ListAbsent:         r.AttachmentsAbsent,
 		Status:             r.Status,

@@ -6,21 +6,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/controllertest"
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/controller"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/internal/controllertest"
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/testenv"
 )
 
 // syncedCondition returns the metactl.io/Synced condition of obj; nil when
 // it has none.
 func syncedCondition(obj *unstructured.Unstructured) map[string]any {
-	return controllertest.Condition(obj, controller.SyncedConditionType)
+	return controllertest.Condition(obj, engine.SyncedConditionType)
 }
 
 func optIn(obj *unstructured.Unstructured) {
-	obj.SetAnnotations(map[string]string{controller.SyncedConditionAnnotation: "true"})
+	obj.SetAnnotations(map[string]string{engine.SyncedConditionAnnotation: "true"})
 }
 
 // TestDecoratedObjectShowsSynced: a decorated object of a controller that
@@ -35,7 +36,7 @@ func TestDecoratedObjectShowsSynced(t *testing.T) {
 	createClusterThing(t, name)
 	obj := waitFor(t, clusterThingsGVR, "", name, "Synced=False HookFailed", func(o *unstructured.Unstructured) bool {
 		c := syncedCondition(o)
-		return c != nil && c["status"] == "False" && c["reason"] == controller.ReasonHookFailed
+		return c != nil && c["status"] == "False" && c["reason"] == engine.ReasonHookFailed
 	})
 	if msg, _ := syncedCondition(obj)["message"].(string); !strings.Contains(msg, "invalid response") || !strings.Contains(msg, "; attempt ") {
 		t.Errorf("message %q lacks the error or the attempt", msg)
@@ -109,7 +110,7 @@ func TestSyncedConditionOfTwoControllers(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "ten more syncs of the two", func(context.Context) (bool, error) {
 		return healthy.calls.Load()+failing.calls.Load() >= calls+10 && healthy.calls.Load() >= 3, nil
 	})
-	bound := 2 + float64(time.Since(started)/controller.SyncedRewriteInterval)
+	bound := 2 + float64(time.Since(started)/engine.SyncedRewriteInterval)
 	if got := writes() - writes0; got > bound {
 		t.Errorf("%v status writes by the two controllers in %v, want at most %v: they take the condition from each other", got, time.Since(started).Round(time.Millisecond), bound)
 	}

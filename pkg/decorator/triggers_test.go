@@ -4,13 +4,14 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/metactl/metactl/internal/controllertest"
-	"github.com/metactl/metactl/internal/trigger"
-	"github.com/metactl/metactl/pkg/decorator"
-	"github.com/metactl/metactl/pkg/history"
-	"github.com/metactl/metactl/pkg/hooks"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/internal/controllertest"
+	"github.com/metactl/metactl/internal/history"
+	"github.com/metactl/metactl/internal/trigger"
+	"github.com/metactl/metactl/pkg/decorator"
+	"github.com/metactl/metactl/pkg/hooks"
 )
 
 // TestSyncRecordOfADecoratedObject: a decorated object's syncs are

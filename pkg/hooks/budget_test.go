@@ -9,7 +9,6 @@ package hooks
 import (
 	"context"
 	"errors"
-
 	"io"
 	"net/http"
 	"strconv"
@@ -18,8 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
 // waiting returns the number of calls waiting for room.

@@ -19,10 +19,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/metactl/metactl/internal/redact"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/klog/v2"
 
+	"github.com/metactl/metactl/internal/redact"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 

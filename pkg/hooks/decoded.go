@@ -139,7 +139,7 @@ type answerHoldKey struct{}
 // took, after it returns, until the next Call under that context begins
 // or release is called, instead of giving it back as it returns: the
 // objects decoded from an answer stay live while the caller writes them.
-// pkg/controller holds the answers of each sync until the sync ends.
+// internal/engine holds the answers of each sync until the sync ends.
 //
 // A context holds at most one answer: a Call under it first gives back
 // what the previous one kept, so that a call waiting for room never holds

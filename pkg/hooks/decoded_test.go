@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-
 	"runtime"
 	"strings"
 	"testing"

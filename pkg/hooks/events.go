@@ -13,8 +13,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/metactl/metactl/internal/textcut"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/metactl/metactl/internal/textcut"
 )
 
 // The limits of the events of one sync (finalize) answer (see

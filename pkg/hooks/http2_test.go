@@ -15,8 +15,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"k8s.io/utils/ptr"
+
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
 // TestHooksAreNotCalledOverHTTP2: an HTTPS hook (through the CA bundle's

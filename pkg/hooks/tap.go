@@ -13,7 +13,7 @@ import (
 )
 
 // Tap is told about the hook calls it chooses to record, with their
-// bodies (pkg/hookrecord's Recorder is one). It must be safe for
+// bodies (internal/hookrecord's Recorder is one). It must be safe for
 // concurrent use.
 type Tap interface {
 	// Recording reports whether the call about to be made under ctx is

@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/metactl/metactl/internal/controlplane"
-	"github.com/metactl/metactl/internal/otlptest"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,6 +24,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/metactl/metactl/internal/controlplane"
+	"github.com/metactl/metactl/internal/otlptest"
 )
 
 //go:embed crd.yaml

@@ -8,9 +8,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/metactl/metactl/test/internal/metactlrun"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/test/internal/metactlrun"
 )
 
 // metactlProcess is `metactl run` (see metactlrun), with what the

@@ -11,9 +11,10 @@ import (
 	"strings"
 	"time"
 
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
 	"github.com/metactl/metactl/internal/otlptest"
 	"github.com/metactl/metactl/test/internal/metactlrun"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
 
 // variant is one way of running `metactl run`, measured side by side with

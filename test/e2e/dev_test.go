@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/testenv"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/metactl/metactl/internal/testenv"
 )
 
 // TestDevHelloWorld runs the README's main command, `metactl dev --example

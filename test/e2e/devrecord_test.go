@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/hookrecord"
 	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/hookrecord"
 )
 
 // TestDevRecordDir runs `metactl dev --example hello-world --record-dir

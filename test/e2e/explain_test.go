@@ -13,13 +13,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/explain"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
+
+	"github.com/metactl/metactl/internal/explain"
+	"github.com/metactl/metactl/internal/testenv"
 )
 
 // explainHook answers HelloWorld "broken" with 500 and every other one

@@ -10,15 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/explain"
-	"github.com/metactl/metactl/pkg/hookrecord"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+
+	"github.com/metactl/metactl/internal/explain"
+	"github.com/metactl/metactl/internal/hookrecord"
+	"github.com/metactl/metactl/internal/testenv"
 )
 
 var env *testenv.Environment

@@ -12,10 +12,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/hookrecord"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/internal/hookrecord"
+	"github.com/metactl/metactl/internal/testenv"
 )
 
 // recordSecret is the value of the Secret child the recording test's hook

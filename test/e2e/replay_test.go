@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/replay"
 	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/replay"
 )
 
 // TestReplayExamples runs hack/replay-examples.sh with the metactl built

@@ -19,10 +19,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/testenv"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/metactl/metactl/internal/testenv"
 )
 
 // randomValue returns a value found nowhere else.

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
 var env *testenv.Environment

@@ -5,13 +5,14 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
+
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 )
 
 // TestRESTClientDeleteAndWarnings deletes through objectclient.Client with

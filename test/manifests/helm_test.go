@@ -38,9 +38,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/jsondiff"
 	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/controller"
 )
 
 // helmStandardLabels are the labels the chart adds to every object's
@@ -1441,10 +1441,10 @@ func TestHelmSchemaRefusesWrongValues(t *testing.T) {
 
 // TestHelmSchemaApplyStrategies checks that run.applyStrategy's enum in
 // the schema is exactly the spellings metactl's --apply-strategy takes
-// (those controller.ParseApplyStrategy lists when it refuses one), and ""
+// (those engine.ParseApplyStrategy lists when it refuses one), and ""
 // and null (the flag left out).
 func TestHelmSchemaApplyStrategies(t *testing.T) {
-	_, err := controller.ParseApplyStrategy("no-such-strategy")
+	_, err := engine.ParseApplyStrategy("no-such-strategy")
 	if err == nil {
 		t.Fatal("ParseApplyStrategy accepts no-such-strategy")
 	}

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/testenv"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+
+	"github.com/metactl/metactl/internal/testenv"
 )
 
 // TestLeaderThatLosesItsLeaseExits takes the Lease from a running leader

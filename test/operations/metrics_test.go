@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/testenv"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metactl/metactl/internal/testenv"
 )
 
 // documentedMetrics returns the metrics the README's Metrics section

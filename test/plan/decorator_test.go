@@ -8,11 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
 // TestPlanDecorator plans a DecoratorController's sync of a ConfigMap

@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/metactl/metactl/internal/controlplane"
-	"github.com/metactl/metactl/test/internal/metactlrun"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +23,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/metactl/metactl/internal/controlplane"
+	"github.com/metactl/metactl/test/internal/metactlrun"
 )
 
 //go:embed crd.yaml

@@ -1,9 +1,10 @@
 package children
 
 import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/apply"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Action is what Manage does with one child.

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
 // Declared is a controller's set of declared child resources.

@@ -4,10 +4,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
 )
 
 func declared() *Declared {

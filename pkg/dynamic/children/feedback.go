@@ -8,14 +8,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/metactl/metactl/pkg/dynamic/apply"
-	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/metactl/metactl/pkg/dynamic/apply"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 )
 
 // Event reasons of what a Writer reports on the parent.

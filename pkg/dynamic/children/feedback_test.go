@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
 )
 
 func TestReportedOnceUntilExpiry(t *testing.T) {

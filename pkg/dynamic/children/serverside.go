@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/metactl/metactl/internal/redact"
-	"github.com/metactl/metactl/pkg/dynamic/apply"
-	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +16,10 @@ import (
 	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/metactl/metactl/internal/redact"
+	"github.com/metactl/metactl/pkg/dynamic/apply"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
 )
 
 // FieldManagerPrefix starts the name of the field manager with which a

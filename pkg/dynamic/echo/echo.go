@@ -4,10 +4,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/metactl/metactl/internal/trigger"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metactl/metactl/internal/trigger"
 )
 
 // echoTTL bounds how long an expected echo counts: an echo that never

@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metactl/metactl/internal/trigger"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metactl/metactl/internal/trigger"
 )
 
 func version(uid, rv string) metav1.Object {

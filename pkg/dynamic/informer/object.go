@@ -8,13 +8,14 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/metactl/metactl/pkg/dynamic/internal/jsonscan"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/metactl/metactl/pkg/dynamic/internal/jsonscan"
 )
 
 // Object is how the cache holds an object of any resource: its metadata

@@ -6,10 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/metactl/metactl/pkg/dynamic/internal/jsonscan"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/metactl/metactl/pkg/dynamic/internal/jsonscan"
 )
 
 // A Deployment as the API server sends it, with every kind of metadata.

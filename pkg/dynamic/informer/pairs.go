@@ -6,9 +6,10 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/metactl/metactl/pkg/dynamic/internal/jsonscan"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/metactl/metactl/pkg/dynamic/internal/jsonscan"
 )
 
 // Pairs is how an Object keeps its labels or annotations: keys and values

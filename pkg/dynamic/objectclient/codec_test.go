@@ -3,8 +3,9 @@ package objectclient
 import (
 	"testing"
 
-	"github.com/metactl/metactl/pkg/dynamic/informer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/metactl/metactl/pkg/dynamic/informer"
 )
 
 func TestObjectCodecDecodesStatus(t *testing.T) {

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/metactl/metactl/internal/trigger"
-	"github.com/metactl/metactl/pkg/dynamic/informer"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,6 +17,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/metactl/metactl/internal/trigger"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
 )
 
 // ControllerRef returns the controller reference a child of parent carries.

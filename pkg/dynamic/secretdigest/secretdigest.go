@@ -1,7 +1,7 @@
 // Package secretdigest is the one rule by which metactl keeps the data of a
 // Secret out of what it records (the last-applied annotation of the
 // children it writes, pkg/dynamic/apply; the recorded hook calls,
-// pkg/hookrecord): each value is replaced by its digest, "sha256:" and the
+// internal/hookrecord): each value is replaced by its digest, "sha256:" and the
 // hex SHA-256 of the value's text, which names the key and tells a changed
 // value from an unchanged one without holding a second copy of it.
 package secretdigest

@@ -7,17 +7,18 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/metactl/metactl/pkg/dynamic/apply"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metactl/metactl/pkg/dynamic/apply"
 )
 
 // PatchFunc patches the object name (or its subresources) and returns it
 // as written: a client's Patch for one resource and namespace, such as
-// the engine's object client (pkg/controller).
+// the engine's object client (internal/engine).
 type PatchFunc func(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error)
 
 // Replace makes want the whole status of obj, unless obj already has it

@@ -6,13 +6,14 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/metactl/metactl/internal/redact"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/metactl/metactl/internal/redact"
 )
 
 // ValidateCompositeController returns every problem of cc's spec, or an

@@ -1,0 +1,210 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/metactl/metactl/pkg/hooks"
+)
+
+// The annotations by which a controller object chooses how an answer of
+// its sync hook without the list of children (CompositeController) or
+// attachments (DecoratorController) is read, and their values.
+//
+// By default (no annotation, or AbsentListRefuse) such an answer is
+// refused while the object has some, so that a misspelt key ("childern")
+// never deletes them all: a hook that means "delete them all" answers an
+// empty list. AbsentListEmpty restores metacontroller's reading, where a
+// missing list is an empty one.
+const (
+	AbsentChildrenAnnotation    = "metactl.io/absent-children"
+	AbsentAttachmentsAnnotation = "metactl.io/absent-attachments"
+
+	AbsentListRefuse = "refuse"
+	AbsentListEmpty  = "empty"
+)
+
+// ValidateAbsentListAnnotation checks the value of annotation on a
+// controller object: absent, AbsentListRefuse or AbsentListEmpty.
+func ValidateAbsentListAnnotation(annotations map[string]string, annotation string) field.ErrorList {
+	v, ok := annotations[annotation]
+	if !ok || v == AbsentListRefuse || v == AbsentListEmpty {
+		return nil
+	}
+	return field.ErrorList{field.NotSupported(field.NewPath("metadata", "annotations").Key(annotation), v, []string{AbsentListRefuse, AbsentListEmpty})}
+}
+
+// Answers checks and reports, for one controller, what the answers of its
+// sync hook leave unsaid: unknown top-level keys, which loose decoding
+// ignores, and a missing list of children or attachments. Safe for
+// concurrent use.
+type Answers struct {
+	// Kind names the controller's kind in Events ("compositecontroller",
+	// "decoratorcontroller"); Resource is its kind as users write it
+	// ("CompositeController").
+	Kind, Resource string
+	// Controller is the controller's name.
+	Controller string
+	// List is the answer's list ("children", "attachments") and
+	// Annotation the annotation that chooses how its absence is read.
+	List, Annotation string
+	// Object is the controller object as the controller was started with.
+	Object *unstructured.Unstructured
+	// Current, when set, reads the controller object as it is now, so
+	// that an annotation added since the start counts; when it fails,
+	// Object is used.
+	Current func(ctx context.Context) (*unstructured.Unstructured, error)
+	// Recorder records the Events.
+	Recorder record.EventRecorder
+
+	mu     sync.Mutex
+	logged map[string]bool // sets of unknown keys logged at level 0
+}
+
+// ReportUnknown reports the unknown top-level keys of an answer of the
+// hook named hook to obj: a Warning Event (reason UnknownAnswerField; the
+// recorder aggregates repeats) and a log line, at level 0 the first time
+// this controller meets these keys, then at level 4. It does nothing
+// without unknown keys.
+func (a *Answers) ReportUnknown(ctx context.Context, obj runtime.Object, hook string, unknown []hooks.UnknownField) {
+	if len(unknown) == 0 {
+		return
+	}
+	keys := make([]string, len(unknown))
+	for i, f := range unknown {
+		keys[i] = f.String()
+	}
+	list := strings.Join(keys, ", ")
+	noun := "key"
+	if len(unknown) > 1 {
+		noun = "keys"
+	}
+	a.Recorder.Eventf(obj, corev1.EventTypeWarning, "UnknownAnswerField",
+		"%s %s: the %s hook answered with unknown %s %s, which metactl ignores; the answer's keys are %s",
+		a.Kind, a.Controller, hook, noun, list, a.knownKeys())
+
+	a.mu.Lock()
+	first := !a.logged[list]
+	if first {
+		if a.logged == nil {
+			a.logged = map[string]bool{}
+		}
+		if len(a.logged) < 100 {
+			a.logged[list] = true
+		}
+	}
+	a.mu.Unlock()
+	logger := klog.FromContext(ctx)
+	if !first {
+		logger = logger.V(4)
+	}
+	logger.Info("Hook answer has unknown keys, ignored", "hook", hook, "keys", list)
+}
+
+// knownKeys lists the top-level keys of the controller's answers.
+func (a *Answers) knownKeys() string {
+	if a.List == "attachments" {
+		return `"labels", "annotations", "status", "attachments", "resyncAfterSeconds", "finalized", "events"`
+	}
+	return `"status", "children", "resyncAfterSeconds", "finalized", "events"`
+}
+
+// RefusedAnswerError is returned for an answer without its list of
+// children (attachments) while the object has some, unless the controller
+// reads a missing list as an empty one.
+type RefusedAnswerError struct {
+	// Hook is the hook's name; List, Resource and Annotation as in
+	// Answers.
+	Hook, List, Resource, Annotation string
+	// Observed is how many children (attachments) the object has.
+	Observed int
+	// Unknown are the answer's unknown keys.
+	Unknown []hooks.UnknownField
+	// Invalid is the annotation's value when it is neither
+	// AbsentListRefuse nor AbsentListEmpty.
+	Invalid *string
+}
+
+func (e *RefusedAnswerError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s hook answer refused: it has no %q list", e.Hook, e.List)
+	if len(e.Unknown) > 0 {
+		keys := make([]string, len(e.Unknown))
+		for i, f := range e.Unknown {
+			keys[i] = f.String()
+		}
+		fmt.Fprintf(&b, " (it has %s)", strings.Join(keys, ", "))
+	}
+	fmt.Fprintf(&b, ", and reading that as an empty list would delete all its %s (%d); the answer was not applied. "+
+		"A hook that means to delete them all answers %q: []. "+
+		"To read a missing %q as an empty list, as metacontroller does, annotate the %s with %s=%s",
+		e.List, e.Observed, e.List, e.List, e.Resource, e.Annotation, AbsentListEmpty)
+	if e.Invalid != nil {
+		fmt.Fprintf(&b, " (its value %s is not one of %q, %q)", strconv.Quote(*e.Invalid), AbsentListRefuse, AbsentListEmpty)
+	}
+	return b.String()
+}
+
+// IsRefusedAnswer reports whether err is, or wraps, a *RefusedAnswerError.
+func IsRefusedAnswer(err error) bool {
+	var r *RefusedAnswerError
+	return errors.As(err, &r)
+}
+
+// CheckList returns a *RefusedAnswerError when an answer of the hook named
+// hook has no list (absent) while the object has observed children
+// (attachments) and the controller does not read a missing list as an
+// empty one; else nil. unknown are the answer's unknown keys, for the
+// message.
+func (a *Answers) CheckList(ctx context.Context, hook string, absent bool, observed int, unknown []hooks.UnknownField) error {
+	if !absent || observed == 0 {
+		return nil
+	}
+	value, ok := a.annotation(ctx)
+	if ok && value == AbsentListEmpty {
+		return nil
+	}
+	err := &RefusedAnswerError{Hook: hook, List: a.List, Resource: a.Resource, Annotation: a.Annotation, Observed: observed, Unknown: unknown}
+	if ok && value != AbsentListRefuse {
+		err.Invalid = &value
+	}
+	return err
+}
+
+// annotation returns the controller object's annotation, as it is now
+// when Current can tell.
+func (a *Answers) annotation(ctx context.Context) (string, bool) {
+	obj := a.Object
+	if a.Current != nil {
+		if current, err := a.Current(ctx); err == nil {
+			obj = current
+		} else {
+			klog.FromContext(ctx).V(4).Info("Reading the controller object failed; using the one it was started with", "err", err)
+		}
+	}
+	if obj == nil {
+		return "", false
+	}
+	v, ok := obj.GetAnnotations()[a.Annotation]
+	return v, ok
+}
+
+// Count returns how many objects the sets of observed hold.
+func Count[R comparable, S ~map[string]*unstructured.Unstructured](observed map[R]S) int {
+	n := 0
+	for _, set := range observed {
+		n += len(set)
+	}
+	return n
+}

@@ -1,0 +1,162 @@
+// Package engine is the reconciler engine of every kind of metactl
+// controller: an Engine runs one controller object, a kind (pkg/composite,
+// pkg/decorator) supplies only what differs (Kind, Sync).
+//
+// The path of one event:
+//
+//	informer event → ObjectHandler or DependentHandler (handlers.go) maps it
+//	to queue keys, skipping the echoes of the controller's own writes
+//	work queue (internal/loop: deduplicating, rate limited, one per
+//	controller; syncs on worker goroutines started while keys wait, at
+//	most Options.Workers at once, of which loop.DefaultActive() outside
+//	their hook calls) → Engine.sync (sync.go):
+//	   1. the object from the cache (Kind.Locate names its Synced resource);
+//	      the finalizer decision
+//	      (add before the first sync / finalize / remove a stale one)
+//	   2. Kind.Observe: children and claims, or attachments
+//	   3. related objects: the customize hook (internal/related)
+//	   4. rounds: the hook (HookCaller, the one caller of every hook), its
+//	      answer checked whole (Sync.Desired, Answers), the dependents
+//	      written (children.Writer); again with the object as the answer
+//	      leaves it until a fixed point (MaxRounds)
+//	   5. labels and annotations, then the status, through one client
+//	   6. the finalizer removed once the finalize hook is done
+//	   7. a later sync: the delay resyncAfterSeconds asks for, returned
+//	      to the work queue; with backoff when the hook did not settle
+//	      (Unsettled)
+//	   failure: SyncError Event (SyncFailed), log, metric and retry with
+//	   backoff (internal/loop), the object counted as failing (Failing)
+//	   either way, for a controller that opts in: the metactl.io/Synced
+//	   condition (synced.go), with the status or alone
+//
+// A failed first hook call or an invalid first answer writes nothing but
+// that condition; a later round that fails leaves what the rounds before it wrote. The Engine
+// talks to the hooks (HookClient), the API server (ObjectWriter,
+// DependentWriter) and the cache (Kind) through small interfaces, so
+// that its rules are tested with fakes.
+//
+// Engine.StartCaches and Engine.SyncOnce run the same sync for one object
+// on the caller's goroutine, without the work queue (metactl plan:
+// internal/plan).
+//
+// The package also holds the Options a controller is built with, the
+// error for an invalid spec, and the bookkeeping of informers (Watches)
+// and failing objects (Failing).
+package engine
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/metactl/metactl/internal/history"
+	"github.com/metactl/metactl/internal/hookrecord"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
+	"github.com/metactl/metactl/pkg/hooks"
+)
+
+// Options are what a controller needs from the process around it; all
+// but OnHealthChange and RateLimiter are shared by every controller of a
+// process.
+type Options struct {
+	// Client makes every uncached read and the writes Objects does not.
+	Client dynamic.Interface
+	// Objects creates, updates and deletes children, and patches the
+	// synced objects (finalizers, labels and annotations, status).
+	Objects *objectclient.Client
+	// Self reads the controller object itself; nil means Client. Set
+	// when Client and Objects act as the controller's ServiceAccount:
+	// the controller object is metactl's to read, not the account's.
+	Self dynamic.Interface
+	// MayRead, when set, says whether the controller may be served the
+	// objects of a related resource (in namespace; "" is every
+	// namespace) from the shared cache: nil, or why not.
+	MayRead func(ctx context.Context, res *discovery.Resource, namespace string) error
+	// Resources maps the controller's resources.
+	Resources *discovery.ResourceMap
+	// Informers shares watches among controllers.
+	Informers *informer.Factory
+	// Hooks calls the webhooks.
+	Hooks *hooks.Client
+	// Recorder records Events on the objects the controller syncs.
+	Recorder record.EventRecorder
+	// Workers is the most objects synced at once; 0 is internal/loop's
+	// default (loop.DefaultWorkers).
+	Workers int
+	// OnHealthChange, when set, is called when the hooks start or stop
+	// failing for their credentials.
+	OnHealthChange func()
+	// RateLimiter spaces the retries of failing objects; default
+	// loop.DefaultRateLimiter().
+	RateLimiter workqueue.TypedRateLimiter[string]
+	// MaxRelatedObjects is the most related objects the customize hook's
+	// rules may select for one object; 0 means related.DefaultMaxObjects.
+	MaxRelatedObjects int
+	// StopGracePeriod is the longest Stop waits for the syncs in flight,
+	// once it has cancelled them; 0 is loop.DefaultStopGracePeriod (10s).
+	StopGracePeriod time.Duration
+	// SyncedCondition writes the metactl.io/Synced condition on the
+	// objects of every controller whose object does not turn it off with
+	// SyncedConditionAnnotation "false". Default false: only controllers
+	// annotated "true" write it (status belongs to the hook).
+	SyncedCondition bool
+	// History keeps the record of each object's last syncs (Engine.History),
+	// one Store shared by every controller of the process; nil (the
+	// default) records nothing and allocates no record per sync.
+	History *history.Store
+	// Record keeps the hook calls of the controllers that record
+	// (RecordAnnotation, RecordAll); it must be the Tap of Hooks. nil
+	// (the default) records nothing, whatever the annotation says.
+	Record *hookrecord.Recorder
+	// RecordAll records the hook calls of every controller whose object
+	// does not turn it off with RecordAnnotation "false". Default false:
+	// only controllers annotated "true" record.
+	RecordAll bool
+	// Tracer, when set, records a span of every sync (docs/tracing.md);
+	// it should be the Tracer of Hooks too. Default nil: no span is
+	// recorded, each sync only gets trace ids for its hook requests.
+	Tracer trace.Tracer
+	// ApplyStrategy is how the children of every controller whose object
+	// has no ApplyStrategyAnnotation are written; "" (the default) is
+	// ApplyClientSide.
+	ApplyStrategy ApplyStrategy
+	// RefuseApplyConflicts makes a server-side apply that would take a
+	// field another manager owns fail with the conflict, instead of
+	// taking it (the default, false, as metacontroller does).
+	RefuseApplyConflicts bool
+}
+
+// InvalidSpecError reports a controller object whose spec is invalid.
+type InvalidSpecError struct{ Errs field.ErrorList }
+
+func (e *InvalidSpecError) Error() string { return e.Errs.ToAggregate().Error() }
+
+// DecodeSpec decodes a controller object into spec (a
+// *v1alpha1.CompositeController, say), checks it with validate and checks
+// its annotation that chooses how answers without their list are read
+// (see ValidateAbsentListAnnotation), SyncedConditionAnnotation,
+// RecordAnnotation and ApplyStrategyAnnotation. Any problem is an
+// *InvalidSpecError. The spec is not defaulted.
+func DecodeSpec[T any](object *unstructured.Unstructured, spec *T, validate func(*T) field.ErrorList, annotation string) error {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(object.Object, spec); err != nil {
+		return &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}}
+	}
+	errs := validate(spec)
+	errs = append(errs, ValidateAbsentListAnnotation(object.GetAnnotations(), annotation)...)
+	errs = append(errs, ValidateSyncedConditionAnnotation(object.GetAnnotations())...)
+	errs = append(errs, ValidateRecordAnnotation(object.GetAnnotations())...)
+	errs = append(errs, ValidateApplyStrategyAnnotation(object.GetAnnotations())...)
+	if len(errs) > 0 {
+		return &InvalidSpecError{Errs: errs}
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/textcut"
+)
+
+// FailingNamed is how many failing objects a FailingSummary's message
+// names; the count covers them all.
+const FailingNamed = 3
+
+// maxErrorLength bounds the error quoted in a FailingSummary's message, in
+// bytes ("..." included when it is cut).
+const maxErrorLength = 500
+
+// Failing is the set of one controller's objects whose last sync failed,
+// each with its error. Track maintains it from the sync results: an object
+// enters on a failed sync and leaves on a successful one, which includes
+// the sync that finds it gone. A conflict changes nothing (the retry
+// resolves it), nor does a sync that waits (loop.ErrWaiting: a hook that
+// has not settled wrote what it asked for, and is reported on its own).
+// Safe for concurrent use.
+type Failing struct {
+	// Describe names an object in the summary by its work-queue key; nil
+	// uses the key.
+	Describe func(key string) string
+
+	mu       sync.Mutex
+	errs     map[string]string // by work-queue key
+	onChange func()
+}
+
+// OnChange sets f to be called, from a sync's goroutine, each time the set
+// or an object's error changes. f must not block.
+func (f *Failing) OnChange(fn func()) {
+	f.mu.Lock()
+	f.onChange = fn
+	f.mu.Unlock()
+}
+
+// Track returns sync recording its results in f.
+func (f *Failing) Track(sync loop.SyncFunc) loop.SyncFunc {
+	return func(ctx context.Context, key string) (time.Duration, error) {
+		after, err := sync(ctx, key)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			// Cancelled by Stop: not the object's failure (the loop does
+			// not retry it either), and nothing changes.
+		case err == nil, errors.Is(err, loop.ErrWaiting):
+			f.Succeeded(key)
+		case !OnlyConflicts(err):
+			f.Failed(key, err)
+		}
+		return after, err
+	}
+}
+
+// Failed records that the sync of the object queued as key failed with err.
+func (f *Failing) Failed(key string, err error) {
+	msg := err.Error()
+	f.mu.Lock()
+	old, had := f.errs[key]
+	if f.errs == nil {
+		f.errs = map[string]string{}
+	}
+	f.errs[key] = msg
+	notify := f.onChange
+	f.mu.Unlock()
+	if notify != nil && (!had || old != msg) {
+		notify()
+	}
+}
+
+// Succeeded records that the sync of the object queued as key succeeded,
+// or found it gone.
+func (f *Failing) Succeeded(key string) {
+	f.mu.Lock()
+	_, had := f.errs[key]
+	delete(f.errs, key)
+	notify := f.onChange
+	f.mu.Unlock()
+	if notify != nil && had {
+		notify()
+	}
+}
+
+// FailingSummary is what a controller object's status shows of its
+// failing objects.
+type FailingSummary struct {
+	// Count is the number of objects whose last sync failed.
+	Count int
+	// Message names up to FailingNamed of them, in key order, and quotes
+	// the first one's error; empty when Count is 0.
+	Message string
+}
+
+// Summary returns the set as a controller object's status shows it. The
+// objects named are the first in key order, so that the message stays the
+// same while the same objects fail with the same error.
+func (f *Failing) Summary() FailingSummary {
+	f.mu.Lock()
+	keys := make([]string, 0, len(f.errs))
+	for key := range f.errs {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	var firstErr string
+	if len(keys) > 0 {
+		firstErr = f.errs[keys[0]]
+	}
+	f.mu.Unlock()
+	if len(keys) == 0 {
+		return FailingSummary{}
+	}
+	describe := f.Describe
+	if describe == nil {
+		describe = func(key string) string { return key }
+	}
+	firstErr = textcut.Cut(firstErr, maxErrorLength)
+	var b strings.Builder
+	if len(keys) == 1 {
+		b.WriteString("1 object failed its last sync: ")
+	} else {
+		fmt.Fprintf(&b, "%d objects failed their last sync: ", len(keys))
+	}
+	fmt.Fprintf(&b, "%s: %s", describe(keys[0]), firstErr)
+	if len(keys) > 1 {
+		named := keys[1:min(len(keys), FailingNamed)]
+		others := make([]string, len(named))
+		for i, key := range named {
+			others[i] = describe(key)
+		}
+		b.WriteString("; also " + strings.Join(others, ", "))
+		if more := len(keys) - FailingNamed; more > 0 {
+			fmt.Fprintf(&b, " and %d more", more)
+		}
+	}
+	b.WriteString(" (see the objects' Events)")
+	return FailingSummary{Count: len(keys), Message: b.String()}
+}

@@ -1,0 +1,200 @@
+package engine
+
+import (
+	"context"
+	"maps"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metactl/metactl/pkg/dynamic/children"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/hooks"
+)
+
+// Kind is what one kind of controller (pkg/composite, pkg/decorator)
+// supplies to the Engine: where its objects are, what each observes, and
+// how its hooks are asked and answer. Everything else, from the work queue
+// to the status write, is the Engine's.
+type Kind interface {
+	// Watch acquires the kind's informers on w, with the handlers the
+	// Engine makes (ObjectHandler, DependentHandler).
+	Watch(w *Watches) error
+	// Keys returns the queue key of every object in the cache, for the
+	// periodic resync.
+	Keys() []string
+	// Synced are the resources whose objects the controller syncs.
+	Synced() []*Synced
+	// Locate names the object queued as key: its resource, namespace and
+	// name; false for a key the kind did not make.
+	Locate(key string) (res *Synced, namespace, name string, ok bool)
+	// Dependents are the declared resources of the objects' children
+	// (attachments).
+	Dependents() *children.Declared
+	// Observe gathers what the hook is given of t besides the object: its
+	// children and claims (composite) or attachments (decorator); the
+	// error fails the sync before any hook call. The returned Sync builds
+	// the requests and reads the answers of this sync.
+	Observe(ctx context.Context, t *Target) (Sync, map[*children.Resource]children.Set, error)
+}
+
+// Synced is a resource whose objects a controller syncs (a
+// CompositeController's parent resource; each of a DecoratorController's
+// resources), as its Kind watches it.
+type Synced struct {
+	*discovery.Resource
+	// Informer is the resource's informer, set by Kind.Watch.
+	Informer *informer.Informer
+	// Selects reports whether the controller selects an object (nil:
+	// every object). An object no longer selected is finalized if it
+	// carries the finalizer, else left alone.
+	Selects func(obj metav1.Object) bool
+	// IgnoreStatusChanges: a status the hook asks for does not call it
+	// again (its write's watch event would not either).
+	IgnoreStatusChanges bool
+	// Noun names an object of the resource in logs ("parent").
+	Noun string
+	// RealStatus: the hook is given the object's own .status even when
+	// the status it answers is kept in StatusAnnotation (a
+	// DecoratorController's objects: metacontroller gives a decorator the
+	// object as it is). Without it, such an object's hook is given the
+	// annotation's status as .status (statusView).
+	RealStatus bool
+
+	// cache, when set, is read instead of Informer (tests' fakes).
+	cache objectCache
+}
+
+// HookGetsRealStatus reports whether the hook of an object of s is given
+// the object's own .status while the status it answers is kept in
+// StatusAnnotation (RealStatus, for a built-in resource).
+func (s *Synced) HookGetsRealStatus() bool { return s != nil && s.RealStatus && StatusInAnnotation(s) }
+
+// objectCache is how the Engine reads the objects it syncs;
+// *informer.Informer is one.
+type objectCache interface {
+	Get(namespace, name string) (*unstructured.Unstructured, bool)
+}
+
+// Target is one object to sync.
+type Target struct {
+	// Object is the object from the cache; the Engine replaces it with a
+	// copy carrying the metadata of its own writes.
+	Object *unstructured.Unstructured
+	// Resource is the object's resource.
+	Resource *Synced
+	// Selected: the controller selects the object (Synced.Selects).
+	Selected bool
+	// Key is the queue key of the sync, set by the Engine: the echoes of
+	// the sync's writes are expected for it (echo.Echoes.Expect).
+	Key string
+
+	// Finalizing and Manage are set by the Engine before Observe:
+	// whether the finalize hook is called, and whether the dependents are
+	// written (not while the garbage collector holds them).
+	Finalizing, Manage bool
+	// Observed are the dependents as Kind.Observe found them, before
+	// the rounds wrote any; set by the Engine after Observe.
+	Observed map[*children.Resource]children.Set
+
+	// realStatus is the object's own .status (nil: none) when its hook
+	// is given it (Synced.HookGetsRealStatus) while Object is its
+	// statusView.
+	realStatus any
+}
+
+// forHook returns obj (Object, or Object as the hook's answers leave it)
+// as the hook is given it: with the object's own .status in place of the
+// annotation's when Synced.RealStatus applies (a shallow copy), else obj.
+func (t *Target) forHook(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	if !t.Resource.HookGetsRealStatus() {
+		return obj
+	}
+	return WithStatus(obj, t.realStatus)
+}
+
+// WithStatus returns a shallow copy of obj whose .status is status (none
+// when nil): obj as the hook is given it when Synced.RealStatus applies,
+// status being the object's own.
+func WithStatus(obj *unstructured.Unstructured, status any) *unstructured.Unstructured {
+	out := &unstructured.Unstructured{Object: maps.Clone(obj.Object)}
+	delete(out.Object, "status")
+	if status != nil {
+		out.Object["status"] = status
+	}
+	return out
+}
+
+// Keyer is a Kind that names the queue key of an object of one of its
+// Synced resources, as its handlers would queue it; SyncOnce needs it.
+type Keyer interface {
+	// KeyOf returns obj's resource and queue key; false when the
+	// controller syncs no object of obj's apiVersion and kind.
+	KeyOf(obj *unstructured.Unstructured) (res *Synced, key string, ok bool)
+}
+
+// target returns the object queued as key, from the cache; false when it
+// is gone (or key is not one the Kind made).
+func (e *Engine) target(key string) (*Target, bool) {
+	res, namespace, name, ok := e.kind.Locate(key)
+	if !ok {
+		return nil, false
+	}
+	var cache objectCache = res.Informer
+	if res.cache != nil {
+		cache = res.cache
+	}
+	obj, ok := cache.Get(namespace, name)
+	if !ok {
+		return nil, false
+	}
+	return &Target{Object: obj, Resource: res, Selected: res.Selects == nil || res.Selects(obj)}, true
+}
+
+// Sync is one sync of one object, as its Kind reads and writes hook
+// requests and answers.
+type Sync interface {
+	// Request returns the request of a hook call that gives the hook the
+	// object as seen, its dependents and related objects, and the
+	// response to decode the answer into.
+	Request(seen *unstructured.Unstructured, dependents, related hooks.ObjectMap, finalizing bool) (request any, response hooks.Response)
+	// Read returns what the Engine reads of a decoded response.
+	Read(response hooks.Response) Answer
+	// Desired checks the dependents of an answer, whole, and returns them
+	// complete (owner reference, namespace, labels), ready to write.
+	Desired(response hooks.Response) (map[*children.Resource]children.Set, error)
+}
+
+// Stepper is a Sync that makes its rounds' hook calls and writes itself:
+// composite's rolling updates call the hook once per revision. A round of
+// a Stepper that wrote ends the sync, and its writes are not expected as
+// echoes: their watch events start the next sync.
+type Stepper interface {
+	Sync
+	// Step calls the hook (through r) with the object as seen, checks the
+	// answers whole, and writes (through r). It returns the answer, nil
+	// when nothing was written, and whether it wrote.
+	Step(ctx context.Context, r *Round, seen *unstructured.Unstructured) (hooks.Response, bool, error)
+}
+
+// Answer is what the Engine reads of a sync (finalize) hook's answer.
+type Answer struct {
+	// Unknown are the answer's unknown top-level keys.
+	Unknown []hooks.UnknownField
+	// ListAbsent: the answer has no list of children (attachments).
+	ListAbsent bool
+	// Status is the status the answer asks for; nil leaves the status.
+	Status map[string]any
+	// Labels and Annotations to set on the object; a nil value removes
+	// the key.
+	Labels, Annotations map[string]*string
+	// ResyncAfterSeconds > 0 asks for another sync after that delay.
+	ResyncAfterSeconds float64
+	// Finalized lets the finalizer be removed.
+	Finalized bool
+	// Events are the Events the answer asks for on the object, checked
+	// (hooks.CheckEvents); the rounds record those of the answers they
+	// accept (see hookEvents).
+	Events []hooks.Event
+}

@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/metactl/metactl/internal/history"
+	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
+	"github.com/metactl/metactl/pkg/hooks"
+)
+
+// History returns the recorded syncs of the object queued as key, newest
+// first; nil when none is kept (or Options.History is nil).
+func (e *Engine) History(key string) []*history.Sync {
+	return e.opts.History.Get(e.historyID(), key)
+}
+
+// historyID names the controller in the Store: kinds may share names.
+func (e *Engine) historyID() string { return history.ControllerID(e.kindName, e.name) }
+
+// beginRecord starts the record of a sync of key, with the triggers the
+// work queue gives it, into ctx (history.With), and its span (beginTrace);
+// without a Store no record is allocated.
+func (e *Engine) beginRecord(ctx context.Context) context.Context {
+	ctx = e.beginTrace(ctx)
+	if e.opts.History == nil {
+		return ctx
+	}
+	return history.With(ctx, &history.Sync{
+		Start:           time.Now(),
+		Triggers:        loop.TriggersOf(ctx),
+		TriggersDropped: loop.TriggersDroppedOf(ctx),
+	})
+}
+
+// endRecord ends the record of the sync of key that returned after and
+// err with its outcome and keeps it, unless the sync found the object
+// gone: its record is forgotten then, and so are the retries and resyncs
+// the work queue holds for it. It ends the sync's span too (endTrace).
+func (e *Engine) endRecord(ctx context.Context, key string, gone bool, after time.Duration, err error) {
+	e.endTrace(ctx, key, gone, err)
+	if gone {
+		loop.Gone(ctx)
+		e.opts.History.Forget(e.historyID(), key)
+		return
+	}
+	s := history.From(ctx)
+	if s == nil {
+		return
+	}
+	end := time.Now()
+	s.Duration = end.Sub(s.Start)
+	o := history.Outcome{Result: resultOf(ctx, err), Reason: SyncReason(err)}
+	switch o.Result {
+	case history.ResultSuccess:
+		if after > 0 {
+			o.NextAttempt = end.Add(after)
+		}
+		o.NextAttempt = sooner(o.NextAttempt, loop.NextDelayed(ctx, false))
+	case history.ResultCancelled:
+		o.Reason, o.Error = "", history.Cut(err.Error())
+	default:
+		o.Error = history.Cut(err.Error())
+		if delay, attempt, ok := loop.Retry(ctx, err); ok {
+			o.Attempt, o.NextAttempt = attempt, end.Add(delay)
+		}
+		// A sooner resyncAfterSeconds of an unsettled hook, or a retry
+		// pending from before.
+		o.NextAttempt = sooner(o.NextAttempt, loop.NextDelayed(ctx, true))
+	}
+	s.Outcome = o
+	e.opts.History.Put(e.historyID(), key, s)
+}
+
+// resultOf is how a sync under ctx that returned err ended
+// (history.Outcome.Result): success, cancelled (ctx is: the controller
+// stopped), waiting (loop.ErrWaiting) or error.
+func resultOf(ctx context.Context, err error) string {
+	switch {
+	case err == nil:
+		return history.ResultSuccess
+	case ctx.Err() != nil:
+		return history.ResultCancelled
+	case errors.Is(err, loop.ErrWaiting):
+		return history.ResultWaiting
+	}
+	return history.ResultError
+}
+
+// sooner returns the sooner of a and b, a zero time counting as none.
+func sooner(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// resyncAfter queues key after delay for the hook's resyncAfterSeconds.
+func (e *Engine) resyncAfter(key string, delay time.Duration) {
+	e.queue.AddAfterFor(key, delay, trigger.Trigger{Cause: trigger.CauseResyncAfter})
+}
+
+// Name names t's object in the sync's record (trigger.ObjectName).
+func (t *Target) Name() string {
+	return trigger.ObjectName(t.Resource.GroupVersionResource().GroupResource().String(), t.Object.GetNamespace(), t.Object.GetName())
+}
+
+// recordCall records a hook call in the sync's record (history.From(ctx)).
+func recordCall(ctx context.Context, name string, start time.Time, err error) {
+	s := history.From(ctx)
+	if s == nil {
+		return
+	}
+	c := history.Call{Hook: name, Start: start, Duration: time.Since(start), Result: "200"}
+	if err != nil {
+		c.Error = err.Error()
+		var status *hooks.StatusError
+		var events *hooks.EventsError
+		var invalid *hooks.ResponseError
+		switch {
+		case errors.As(err, &status):
+			c.Result = strconv.Itoa(status.Code)
+		case errors.As(err, &events):
+			// Answered 200, with events that metactl's checks refused:
+			// the hook's answer was refused, not its call failed.
+			c.Error = name + " hook answer refused: " + events.Error()
+		case errors.As(err, &invalid):
+			// Answered 200 with an invalid body.
+		default:
+			c.Result = "error"
+		}
+	}
+	s.AddCall(c)
+}

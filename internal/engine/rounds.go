@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/metrics"
+)
+
+// MaxRounds bounds the hook calls of one sync. A sync calls the hook again
+// while its last answer asked for a write (children written, or a status,
+// label or annotation that differs from what the hook was given), giving it
+// the object as that write leaves it; it stops at the first answer that asks
+// for none, the fixed point. A hook whose status only counts its children
+// gets there in three calls on create and two on update, as many as
+// metacontroller makes when it re-syncs on its own writes.
+//
+// A hook still asking for writes after MaxRounds calls (a timestamp or a
+// counter in its status) does not settle: what it asked for last is
+// written, and the object is synced again through the work queue's rate
+// limiter, never in a hot loop (see Unsettled).
+const MaxRounds = 5
+
+// ErrNotSettled is returned by a sync whose hook was still asking for
+// writes after MaxRounds calls. It wraps loop.ErrWaiting: the object is
+// synced again with backoff, and the failure is reported once by Unsettled,
+// not as a SyncError on every retry.
+var ErrNotSettled = fmt.Errorf("the hook did not reach a fixed point in %d calls: %w", MaxRounds, loop.ErrWaiting)
+
+// Unsettled reports the objects whose hook did not settle: once per object
+// as a Warning Event (reason HookNotSettled) and each time in the
+// metactl_syncs_unsettled_total metric, until the object settles again.
+// Safe for concurrent use.
+type Unsettled struct {
+	// Controller names the controller in the metric and the Event.
+	Controller string
+	// Kind is the controller's kind as Events name it
+	// ("compositecontroller", "decoratorcontroller").
+	Kind string
+	// Recorder records the Event.
+	Recorder record.EventRecorder
+
+	mu       sync.Mutex
+	reported map[string]bool // by work-queue key
+}
+
+// Finish ends a sync whose writes are done and returns what the sync
+// returns: when the hook settled, the delay resyncAfterSeconds asks for
+// (the shortest any answer of the sync asked for); when it did not,
+// ErrNotSettled after reporting it, and resyncAfterSeconds still asks
+// addAfter for a sync after that delay (whichever of it and the backoff
+// is sooner wins).
+func (u *Unsettled) Finish(obj runtime.Object, key string, settled bool, resyncAfterSeconds float64, addAfter func(key string, delay time.Duration)) (time.Duration, error) {
+	delay := time.Duration(resyncAfterSeconds * float64(time.Second))
+	if settled {
+		u.Settled(key)
+		return delay, nil
+	}
+	u.Report(obj, key)
+	if delay > 0 {
+		addAfter(key, delay)
+	}
+	return 0, ErrNotSettled
+}
+
+// Report records that the hook of obj, queued as key, did not settle in
+// this sync.
+func (u *Unsettled) Report(obj runtime.Object, key string) {
+	metrics.UnsettledSyncs.WithLabelValues(u.Controller).Inc()
+	u.mu.Lock()
+	first := !u.reported[key]
+	if first {
+		if u.reported == nil {
+			u.reported = map[string]bool{}
+		}
+		u.reported[key] = true
+	}
+	u.mu.Unlock()
+	if first {
+		u.Recorder.Eventf(obj, corev1.EventTypeWarning, "HookNotSettled",
+			"%s %s: the sync hook still asked for changes after %d calls in one sync (a status that changes on every call, such as a timestamp or a counter, never settles); the last answer was written and the object is synced again with backoff",
+			u.Kind, u.Controller, MaxRounds)
+	}
+}
+
+// Settled records that the hook of the object queued as key reached a
+// fixed point, or that the object is gone: a later failure to settle is
+// reported again.
+func (u *Unsettled) Settled(key string) {
+	u.mu.Lock()
+	delete(u.reported, key)
+	u.mu.Unlock()
+}
+
+// IsNotSettled reports whether err is ErrNotSettled.
+func IsNotSettled(err error) bool { return errors.Is(err, ErrNotSettled) }

@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"context"
+	"slices"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/traceid"
+	"github.com/metactl/metactl/internal/trigger"
+	"github.com/metactl/metactl/pkg/hooks"
+)
+
+// The attributes of a sync's span (docs/tracing.md).
+const (
+	AttrControllerKind  = attribute.Key("metactl.controller.kind")
+	AttrParent          = attribute.Key("metactl.parent")
+	AttrTriggers        = attribute.Key("metactl.triggers")
+	AttrTriggersDropped = attribute.Key("metactl.triggers.dropped")
+	AttrResult          = attribute.Key("metactl.sync.result")
+	AttrReason          = attribute.Key("metactl.sync.reason")
+)
+
+// ResultGone is the sync span's result when the sync found its object
+// gone (the record of syncs keeps none then).
+const ResultGone = "gone"
+
+// beginTrace starts the span of a sync, into ctx: with Options.Tracer, a
+// root span named "sync <kind>/<controller>"; without, only fresh trace
+// and span ids for the hook requests' traceparent, nothing recorded. The
+// hook calls (pkg/hooks) and the writes (history.Failed) of the sync are
+// its children. A retry's hook calls are marked (hooks.WithRetry).
+func (e *Engine) beginTrace(ctx context.Context) context.Context {
+	if e.opts.Tracer == nil {
+		return trace.ContextWithSpanContext(ctx, traceid.New())
+	}
+	ctx, span := e.opts.Tracer.Start(ctx, "sync "+e.kindName+"/"+e.name)
+	if span.IsRecording() && slices.ContainsFunc(loop.TriggersOf(ctx), func(t trigger.Trigger) bool { return t.Cause == trigger.CauseRetry }) {
+		ctx = hooks.WithRetry(ctx)
+	}
+	return ctx
+}
+
+// endTrace ends the span of the sync of key that beginTrace started in
+// ctx, with its attributes: the controller, the object, the triggers, the
+// result (resultOf; "gone" when the object was) and the reason of the
+// metactl.io/Synced condition it leads to.
+func (e *Engine) endTrace(ctx context.Context, key string, gone bool, err error) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	triggers := loop.TriggersOf(ctx)
+	causes := make([]string, len(triggers))
+	for i, t := range triggers {
+		causes[i] = t.String()
+	}
+	result := resultOf(ctx, err)
+	if gone {
+		result = ResultGone
+	}
+	attrs := []attribute.KeyValue{
+		hooks.AttrController.String(e.name), AttrControllerKind.String(e.cfg.Kind),
+		AttrParent.String(e.describeKey(key)), AttrTriggers.StringSlice(causes),
+		AttrResult.String(result), AttrReason.String(SyncReason(err)),
+	}
+	if n := loop.TriggersDroppedOf(ctx); n > 0 {
+		attrs = append(attrs, AttrTriggersDropped.Int(n))
+	}
+	span.SetAttributes(attrs...)
+	if err != nil && !gone {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// describeKey names the object queued as key as the sync's record names
+// objects (trigger.ObjectName): resource/namespace/name.
+func (e *Engine) describeKey(key string) string {
+	res, namespace, name, ok := e.kind.Locate(key)
+	if !ok {
+		return key
+	}
+	return trigger.ObjectName(res.GroupVersionResource().GroupResource().String(), namespace, name)
+}

@@ -1,0 +1,43 @@
+package manager
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/metactl/metactl/internal/explain"
+)
+
+// Explain answers `metactl explain` for one object (explain.Source): this
+// process, whether it leads, and what each of its running controllers
+// knows of the object. A standby answers that it does not lead, and
+// nothing more. It reads caches only: no hook is called, no API request
+// made.
+func (m *Manager) Explain(_ context.Context, req explain.Request) (*explain.Answer, error) {
+	host, _ := os.Hostname()
+	a := &explain.Answer{Object: req, Process: explain.Process{Name: host}, Controllers: []explain.Controller{}}
+	if m.standby.Load() {
+		return a, nil
+	}
+	a.Process.Leading = true
+	m.mu.Lock()
+	runners := make([]runner, 0, len(m.running))
+	for _, r := range m.running {
+		if r.isStarted() && r.startErr == nil {
+			runners = append(runners, r.controller)
+		}
+	}
+	m.mu.Unlock()
+	for _, r := range runners {
+		r.Explain(a)
+	}
+	// One order whatever the map's.
+	slices.SortFunc(a.Controllers, func(x, y explain.Controller) int {
+		return strings.Compare(x.Kind+"/"+x.Name, y.Kind+"/"+y.Name)
+	})
+	slices.SortFunc(a.NotSelected, func(x, y explain.NotSelected) int {
+		return strings.Compare(x.Kind+"/"+x.Name, y.Kind+"/"+y.Name)
+	})
+	return a, nil
+}

@@ -1,0 +1,528 @@
+package related
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/internal/trigger"
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/hooks"
+)
+
+var namespacesResource = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+// Caller calls a controller's hooks. The controller's own caller (see
+// engine.HookCaller), so that the customize hook's calls count as the
+// sync hook's do: in metrics, and in the credential errors the controller
+// object reports.
+type Caller interface {
+	Call(ctx context.Context, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error
+}
+
+// Options configure a Resolver.
+type Options struct {
+	// Object is the controller object as the user wrote it; hooks get it.
+	Object *unstructured.Unstructured
+	// Customize is the customize hook. Its own version sets the namespace
+	// rules of its answers (unset is v1).
+	Customize *v1alpha1.Hook
+	// Hooks calls the customize hook.
+	Hooks     Caller
+	Resources *discovery.ResourceMap
+	Informers *informer.Factory
+	// Enqueue asks for a sync of a parent, by its queue key, for a
+	// related object's change (trigger.CauseRelated).
+	Enqueue func(key string, t trigger.Trigger)
+	// MaxObjects is the most related objects the rules may select for
+	// one parent; more fails its sync. Default: DefaultMaxObjects.
+	MaxObjects int
+	// MayRead, when set, is asked before the objects of a rule are
+	// served, with the rule's resource and namespace ("" for every
+	// namespace, as a namespace selector or no namespace rule reads), and,
+	// for a namespace selector, about namespaces ("" too); its error fails
+	// the sync.
+	MayRead func(ctx context.Context, res *discovery.Resource, namespace string) error
+}
+
+// mayRead asks Options.MayRead about what rl reads: its resource, in its
+// namespace or every one, and, for a rule that selects namespaces by
+// label, the namespaces (listed and watched to match their labels).
+func (r *Resolver) mayRead(ctx context.Context, rl *rule) error {
+	if err := r.opts.MayRead(ctx, rl.res, rl.namespace); err != nil {
+		return err
+	}
+	if rl.namespaces == nil {
+		return nil
+	}
+	res, err := r.opts.Resources.Get(ctx, "v1", namespacesResource.Resource)
+	if err != nil {
+		return fmt.Errorf("namespaceSelector: %w", err)
+	}
+	return r.opts.MayRead(ctx, res, "")
+}
+
+// DefaultMaxObjects is the default of Options.MaxObjects, as many as the
+// children one answer may ask for (v1alpha1.MaxAnswerObjects).
+const DefaultMaxObjects = v1alpha1.MaxAnswerObjects
+
+// Resolver serves one controller's customize hook.
+type Resolver struct {
+	opts Options
+
+	mu        sync.Mutex
+	answers   map[string]answer                                  // customize answers by queue key
+	declared  map[schema.GroupVersionResource]map[string][]*rule // index: resource → parent key → rules
+	informers map[schema.GroupVersionResource]*informer.Informer
+	// nsSelectors counts the declared rules that select namespaces by
+	// label: while there are any, the namespaces informer is kept.
+	nsSelectors int
+	closed      bool
+}
+
+// answer is one cached customize answer of a parent, valid for its UID and
+// generation.
+type answer struct {
+	uid        types.UID
+	generation int64
+	rules      []v1alpha1.RelatedResourceRule
+}
+
+// rule is one related-resource rule of one parent, resolved.
+type rule struct {
+	res        *discovery.Resource
+	names      []string
+	labels     labels.Selector // nil: any
+	namespaces labels.Selector // nil: see namespace
+	namespace  string          // "" with namespaces nil: every namespace
+}
+
+// New returns a Resolver; it starts informers as rules need them, and
+// releases each once no rule of any parent uses it.
+func New(opts Options) *Resolver {
+	if opts.MaxObjects <= 0 {
+		opts.MaxObjects = DefaultMaxObjects
+	}
+	return &Resolver{
+		opts:      opts,
+		answers:   map[string]answer{},
+		declared:  map[schema.GroupVersionResource]map[string][]*rule{},
+		informers: map[schema.GroupVersionResource]*informer.Informer{},
+	}
+}
+
+// Related returns the objects the customize hook declares for parent (whose
+// queue key is key), keyed like children in a request of a hook of version
+// (the sync or the finalize hook, whichever receives them), and records the
+// declarations so that changes to those objects re-sync the parent.
+func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured.Unstructured, parentNamespaced bool, version v1alpha1.HookVersion) (hooks.ObjectMap, error) {
+	declarations, err := r.declarations(ctx, key, parent)
+	if err != nil {
+		return nil, err
+	}
+	rules := make([]*rule, 0, len(declarations))
+	for i, d := range declarations {
+		rl, err := r.resolve(ctx, d, parent, parentNamespaced)
+		if err != nil {
+			return nil, fmt.Errorf("relatedResources[%d]: %w", i, err)
+		}
+		if r.opts.MayRead != nil {
+			if err := r.mayRead(ctx, rl); err != nil {
+				return nil, fmt.Errorf("relatedResources[%d]: %w", i, err)
+			}
+		}
+		rules = append(rules, rl)
+	}
+	r.register(key, rules)
+	// A resource declared for the first time has a new informer: wait for
+	// its first list, so that the hook never sees a partial set; but not
+	// forever (a resource metactl may not list never syncs).
+	// The wait is a loop.WhileWaiting: other syncs run meanwhile.
+	var waitErr error
+	loop.WhileWaiting(ctx, func() { waitErr = r.waitForCaches(ctx, rules) })
+	if waitErr != nil {
+		return nil, waitErr
+	}
+
+	// The objects are counted before any is decoded; an object two rules
+	// of one resource select counts, and is decoded, once.
+	type selection struct {
+		gvr schema.GroupVersionResource
+		uid types.UID
+	}
+	selected := make([][]*informer.Object, len(rules))
+	seen := map[selection]bool{}
+	for i, rl := range rules {
+		gvr := rl.res.GroupVersionResource()
+		for _, obj := range r.selectObjects(rl, r.informerFor(gvr)) {
+			if s := (selection{gvr, obj.GetUID()}); !seen[s] {
+				seen[s] = true
+				selected[i] = append(selected[i], obj)
+			}
+		}
+		if len(seen) > r.opts.MaxObjects {
+			return nil, fmt.Errorf("relatedResources[%d] (%s): the rules select %d related objects up to this one, more than the limit of %d per parent (--max-related-objects)",
+				i, gvr.GroupResource(), len(seen), r.opts.MaxObjects)
+		}
+	}
+	out := hooks.ObjectMap{}
+	for i, rl := range rules {
+		out.EnsureKey(rl.res.APIVersion, rl.res.Kind)
+		for _, obj := range informer.DecodeAll(selected[i]) {
+			out.Insert(version, parentNamespaced, obj)
+		}
+	}
+	return out, nil
+}
+
+// Forget drops what is known of a parent that is gone, and releases the
+// informers only its rules used.
+func (r *Resolver) Forget(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.answers, key)
+	r.unregisterLocked(key)
+	r.releaseUnusedLocked()
+}
+
+// Informers returns the resources whose informers the Resolver holds.
+func (r *Resolver) Informers() []schema.GroupVersionResource {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]schema.GroupVersionResource, 0, len(r.informers))
+	for gvr := range r.informers {
+		out = append(out, gvr)
+	}
+	return out
+}
+
+// Close releases the informers the Resolver started.
+func (r *Resolver) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	for _, inf := range r.informers {
+		inf.Release()
+	}
+	r.informers = map[schema.GroupVersionResource]*informer.Informer{}
+}
+
+// declarations returns the customize answer for parent, from the cache when
+// the parent's UID and generation have not changed.
+func (r *Resolver) declarations(ctx context.Context, key string, parent *unstructured.Unstructured) ([]v1alpha1.RelatedResourceRule, error) {
+	r.mu.Lock()
+	cached, ok := r.answers[key]
+	r.mu.Unlock()
+	if ok && cached.uid == parent.GetUID() && cached.generation == parent.GetGeneration() {
+		return cached.rules, nil
+	}
+	response := &hooks.CustomizeResponse{}
+	request := &hooks.CustomizeRequest{Controller: r.opts.Object, Parent: parent}
+	if err := r.opts.Hooks.Call(ctx, "customize", r.opts.Customize, request, response); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.answers[key] = answer{uid: parent.GetUID(), generation: parent.GetGeneration(), rules: response.RelatedResources}
+	r.mu.Unlock()
+	return response.RelatedResources, nil
+}
+
+// resolve checks a declaration against discovery and the namespace rules.
+func (r *Resolver) resolve(ctx context.Context, d v1alpha1.RelatedResourceRule, parent *unstructured.Unstructured, parentNamespaced bool) (*rule, error) {
+	res, err := r.opts.Resources.Get(ctx, d.APIVersion, d.Resource)
+	if err != nil {
+		return nil, err
+	}
+	rl := &rule{res: res, names: d.Names}
+	if d.LabelSelector != nil {
+		if rl.labels, err = metav1.LabelSelectorAsSelector(d.LabelSelector); err != nil {
+			return nil, fmt.Errorf("labelSelector: %w", err)
+		}
+	}
+	if !res.Namespaced {
+		return rl, nil
+	}
+	if ns, ok := Namespace(d, parent.GetNamespace(), parentNamespaced, r.customizeVersion()); ok {
+		rl.namespace = ns
+	} else if d.NamespaceSelector != nil {
+		if rl.namespaces, err = metav1.LabelSelectorAsSelector(d.NamespaceSelector); err != nil {
+			return nil, fmt.Errorf("namespaceSelector: %w", err)
+		}
+	}
+	// Else neither: every namespace, names or not, whatever the parent's
+	// scope (rl.namespace "" with rl.namespaces nil).
+	return rl, nil
+}
+
+// Namespace is the one namespace in which rule d of a customize hook of
+// the given version selects the objects of a namespaced resource for a
+// parent in parentNamespace: the parent's own for a namespaced parent
+// under v1 (the rule's namespace and namespaceSelector are ignored), else
+// the rule's namespace. ok is false when there is no one namespace: the
+// rule selects namespaces by its namespaceSelector, or, without one, every
+// namespace.
+func Namespace(d v1alpha1.RelatedResourceRule, parentNamespace string, parentNamespaced bool, version v1alpha1.HookVersion) (namespace string, ok bool) {
+	switch {
+	case parentNamespaced && version != v1alpha1.HookVersionV2:
+		return parentNamespace, true
+	case d.Namespace != "":
+		return d.Namespace, true
+	}
+	return "", false
+}
+
+// customizeVersion is the customize hook's own version, which sets the
+// namespace rules of its answers.
+func (r *Resolver) customizeVersion() v1alpha1.HookVersion {
+	if r.opts.Customize == nil || r.opts.Customize.Version == nil {
+		return v1alpha1.HookVersionV1
+	}
+	return *r.opts.Customize.Version
+}
+
+// register replaces the declarations of parent key in the index, starts
+// the informers they need and releases those no rule uses any more.
+func (r *Resolver) register(key string, rules []*rule) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unregisterLocked(key)
+	defer r.releaseUnusedLocked()
+	for _, rl := range rules {
+		gvr := rl.res.GroupVersionResource()
+		if r.declared[gvr] == nil {
+			r.declared[gvr] = map[string][]*rule{}
+		}
+		r.declared[gvr][key] = append(r.declared[gvr][key], rl)
+		r.ensureInformerLocked(gvr)
+		if rl.namespaces != nil {
+			r.nsSelectors++
+			r.ensureInformerLocked(namespacesResource)
+		}
+	}
+}
+
+// unregisterLocked drops the declarations of parent key from the index.
+func (r *Resolver) unregisterLocked(key string) {
+	for gvr, byParent := range r.declared {
+		for _, rl := range byParent[key] {
+			if rl.namespaces != nil {
+				r.nsSelectors--
+			}
+		}
+		delete(byParent, key)
+		if len(byParent) == 0 {
+			delete(r.declared, gvr)
+		}
+	}
+}
+
+// releaseUnusedLocked releases the informers of resources that no rule
+// declares, keeping that of namespaces while a rule selects namespaces by
+// label. A parent whose rules need one again starts it again.
+func (r *Resolver) releaseUnusedLocked() {
+	for gvr, inf := range r.informers {
+		if _, used := r.declared[gvr]; used || (gvr == namespacesResource && r.nsSelectors > 0) {
+			continue
+		}
+		inf.Release()
+		delete(r.informers, gvr)
+	}
+}
+
+func (r *Resolver) ensureInformerLocked(gvr schema.GroupVersionResource) *informer.Informer {
+	if inf, ok := r.informers[gvr]; ok || r.closed {
+		return inf
+	}
+	inf := r.opts.Informers.Acquire(gvr)
+	r.informers[gvr] = inf
+	// Namespaces may be related objects themselves, and they decide which
+	// objects namespaceSelectors select.
+	isNamespaces := gvr == namespacesResource
+	changed := func(objs ...any) {
+		// One enqueue per parent: two in a row may become two syncs.
+		r.objectChanged(gvr, objs...)
+		if isNamespaces {
+			r.namespaceChanged(gvr, objs...)
+		}
+	}
+	_ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { changed(obj) },
+		UpdateFunc: func(oldObj, obj any) {
+			if o, n := informer.ObjectOf(oldObj), informer.ObjectOf(obj); o != nil && n != nil && o.ResourceVersion == n.ResourceVersion {
+				return // a resync: nothing changed
+			}
+			changed(oldObj, obj)
+		},
+		DeleteFunc: func(obj any) { changed(obj) },
+	})
+	return inf
+}
+
+func (r *Resolver) informerFor(gvr schema.GroupVersionResource) *informer.Informer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ensureInformerLocked(gvr)
+}
+
+// selectObjects returns the cached objects a rule selects, undecoded.
+func (r *Resolver) selectObjects(rl *rule, inf *informer.Informer) []*informer.Object {
+	if inf == nil {
+		return nil
+	}
+	var candidates []*informer.Object
+	if len(rl.names) > 0 && (rl.namespace != "" || !rl.res.Namespaced) {
+		for _, name := range rl.names {
+			if obj, ok := inf.GetMeta(rl.namespace, name); ok {
+				candidates = append(candidates, obj)
+			}
+		}
+	} else {
+		candidates = inf.ListMeta(rl.namespace, rl.labels)
+	}
+	matched := candidates[:0:0]
+	for _, obj := range candidates {
+		if r.matches(rl, obj) {
+			matched = append(matched, obj)
+		}
+	}
+	return matched
+}
+
+// matches reports whether a rule selects obj.
+func (r *Resolver) matches(rl *rule, obj metav1.Object) bool {
+	if len(rl.names) > 0 && !slices.Contains(rl.names, obj.GetName()) {
+		return false
+	}
+	if rl.labels != nil && !rl.labels.Matches(informer.LabelsOf(obj)) {
+		return false
+	}
+	if !rl.res.Namespaced {
+		return true
+	}
+	if rl.namespace != "" {
+		return obj.GetNamespace() == rl.namespace
+	}
+	if rl.namespaces != nil {
+		r.mu.Lock()
+		nsInf := r.informers[namespacesResource]
+		r.mu.Unlock()
+		if nsInf == nil {
+			return false
+		}
+		ns, ok := nsInf.GetMeta("", obj.GetNamespace())
+		return ok && rl.namespaces.Matches(informer.LabelsOf(ns))
+	}
+	return true
+}
+
+// objectChanged re-syncs, once each, the parents whose declarations select
+// any of objs (an update's old and new versions).
+func (r *Resolver) objectChanged(gvr schema.GroupVersionResource, objs ...any) {
+	var changed []*informer.Object
+	for _, obj := range objs {
+		if o := informer.ObjectOf(obj); o != nil {
+			changed = append(changed, o)
+		}
+	}
+	if len(changed) == 0 {
+		return
+	}
+	r.mu.Lock()
+	byParent := r.declared[gvr]
+	snapshot := make(map[string][]*rule, len(byParent))
+	for key, rules := range byParent {
+		snapshot[key] = rules
+	}
+	r.mu.Unlock()
+	// The trigger is named only for a parent that selects the object:
+	// most events of a related informer concern no parent.
+	var t trigger.Trigger
+	for key, rules := range snapshot {
+		if r.selectsAny(rules, changed) {
+			if t.Cause == "" {
+				t = relatedTrigger(gvr, objs...)
+			}
+			r.opts.Enqueue(key, t)
+		}
+	}
+}
+
+// relatedTrigger is the trigger of a change of a related object of gvr,
+// objs its versions (the same object).
+func relatedTrigger(gvr schema.GroupVersionResource, objs ...any) trigger.Trigger {
+	t := trigger.Trigger{Cause: trigger.CauseRelated}
+	for _, obj := range objs {
+		if o := informer.ObjectOf(obj); o != nil {
+			t.Object = trigger.ObjectName(gvr.GroupResource().String(), o.GetNamespace(), o.GetName())
+			break
+		}
+	}
+	return t
+}
+
+func (r *Resolver) selectsAny(rules []*rule, objs []*informer.Object) bool {
+	for _, rl := range rules {
+		for _, o := range objs {
+			if r.matches(rl, o) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// namespaceChanged re-syncs parents with namespace selectors when a
+// namespace's labels change (it may enter or leave their selection).
+func (r *Resolver) namespaceChanged(gvr schema.GroupVersionResource, objs ...any) {
+	r.mu.Lock()
+	var keys []string
+	for _, byParent := range r.declared {
+		for key, rules := range byParent {
+			for _, rl := range rules {
+				if rl.namespaces != nil {
+					keys = append(keys, key)
+					break
+				}
+			}
+		}
+	}
+	r.mu.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	t := relatedTrigger(gvr, objs...)
+	for _, key := range keys {
+		r.opts.Enqueue(key, t)
+	}
+}
+
+// waitForCaches waits, up to 30 seconds, until the informers of rules
+// (and of namespaces, for rules that select namespaces) have listed.
+func (r *Resolver) waitForCaches(ctx context.Context, rules []*rule) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, rl := range rules {
+		inf := r.informerFor(rl.res.GroupVersionResource())
+		if inf != nil && !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return fmt.Errorf("waiting for the cache of %s: %w", rl.res.GroupVersionResource(), ctx.Err())
+		}
+		if rl.namespaces != nil {
+			if ns := r.informerFor(namespacesResource); ns != nil && !cache.WaitForCacheSync(ctx.Done(), ns.HasSynced) {
+				return fmt.Errorf("waiting for the cache of namespaces: %w", ctx.Err())
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,296 @@
+package related_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/related"
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/internal/trigger"
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
+	"github.com/metactl/metactl/pkg/hooks"
+)
+
+var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+// fixture is a Resolver of one controller against the test's API server,
+// whose customize hook answers rules, and the parent keys it enqueued.
+type fixture struct {
+	resolver *related.Resolver
+	// version is the version of the hook that receives the objects.
+	version  v1alpha1.HookVersion
+	mu       sync.Mutex
+	enqueued []string
+	// calls counts the customize hook's calls.
+	calls atomic.Int64
+	// rules are what the customize hook answers; setRules changes them.
+	rules atomic.Pointer[[]map[string]any]
+	// informers is the Resolver's informer factory.
+	informers *informer.Factory
+}
+
+// setRules changes the customize hook's answer (seen by a parent's next
+// generation).
+func (f *fixture) setRules(rules ...map[string]any) { f.rules.Store(&rules) }
+
+// newFixture builds a Resolver whose customize hook (of customizeVersion,
+// nil for unset) answers rules, for hooks of syncVersion.
+func newFixture(t *testing.T, customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
+	t.Helper()
+	return newFixtureWith(t, 0, customizeVersion, syncVersion, rules...)
+}
+
+// newFixtureWith is newFixture with a limit of related objects (0: the
+// default).
+func newFixtureWith(t *testing.T, maxObjects int, customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
+	t.Helper()
+	return newFixtureOptions(t, related.Options{MaxObjects: maxObjects}, customizeVersion, syncVersion, rules...)
+}
+
+// newFixtureOptions is newFixture with the Resolver's MaxObjects and
+// MayRead taken from opts.
+func newFixtureOptions(t *testing.T, opts related.Options, customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
+	t.Helper()
+	f := &fixture{version: syncVersion}
+	f.setRules(rules...)
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		_ = json.NewEncoder(w).Encode(map[string]any{"relatedResources": *f.rules.Load()})
+	}))
+	t.Cleanup(server.Close)
+	resources := discovery.NewResourceMap(env.Kube.Discovery(), discovery.Options{})
+	if err := resources.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	objects, err := objectclient.New(env.Config, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.informers = informer.NewFactory(objects.ListerWatcher, informer.Options{})
+	customize := &v1alpha1.Hook{Version: customizeVersion, Webhook: &v1alpha1.Webhook{URL: ptr.To(server.URL + "/customize")}}
+	f.resolver = related.New(related.Options{
+		Object:     &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController", "metadata": map[string]any{"name": "test"}}},
+		Customize:  customize,
+		Hooks:      &engine.HookCaller{Hooks: hooks.NewClient(hooks.Options{}), Controller: "test"},
+		Resources:  resources,
+		Informers:  f.informers,
+		MaxObjects: opts.MaxObjects,
+		MayRead:    opts.MayRead,
+		Enqueue: func(key string, _ trigger.Trigger) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.enqueued = append(f.enqueued, key)
+		},
+	})
+	t.Cleanup(f.resolver.Close)
+	return f
+}
+
+func (f *fixture) timesEnqueued(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, k := range f.enqueued {
+		if k == key {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *fixture) wasEnqueued(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Contains(f.enqueued, key)
+}
+
+// relatedKeys returns the keys of the related ConfigMaps of parent.
+func (f *fixture) relatedKeys(t *testing.T, parent *unstructured.Unstructured) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key := parent.GetName()
+	if ns := parent.GetNamespace(); ns != "" {
+		key = ns + "/" + key
+	}
+	got, err := f.resolver.Related(ctx, key, parent, parent.GetNamespace() != "", f.version)
+	if err != nil {
+		t.Fatalf("Related: %v", err)
+	}
+	var keys []string
+	for k := range got["ConfigMap.v1"] {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func parentIn(namespace string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "test.metactl.io/v1", "kind": "Thing",
+		"metadata": map[string]any{"name": "p", "namespace": namespace, "uid": "uid-" + namespace, "generation": int64(1)},
+	}}
+}
+
+func createConfigMap(t *testing.T, ns, name string, labels map[string]any) {
+	t.Helper()
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": ns, "labels": labels}}}
+	if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// label is a label value for the test alone.
+func label(t *testing.T) string {
+	return strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))[:min(len(t.Name()), 60)]
+}
+
+func want(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: related ConfigMaps %v, want %v", what, got, want)
+	}
+}
+
+// TestV2RulesWithoutANamespaceSelectEveryNamespace: under a v2 customize
+// hook, a namespaced parent's rule with neither namespace nor
+// namespaceSelector selects in every namespace, by labels or by names; a
+// namespace restricts it to that namespace; and an object appearing in yet
+// another namespace re-syncs the parent.
+func TestV2RulesWithoutANamespaceSelectEveryNamespace(t *testing.T) {
+	own, other, third := env.CreateNamespace(t), env.CreateNamespace(t), env.CreateNamespace(t)
+	sel := label(t)
+	labels := map[string]any{"related-test": sel}
+	createConfigMap(t, own, "a", labels)
+	createConfigMap(t, other, "b", labels)
+	createConfigMap(t, own, sel, nil)
+	createConfigMap(t, other, sel, nil)
+	v2 := ptr.To(v1alpha1.HookVersionV2)
+	parent := parentIn(own)
+
+	byLabels := map[string]any{"apiVersion": "v1", "resource": "configmaps",
+		"labelSelector": map[string]any{"matchLabels": labels}}
+	want(t, "labels, no namespace", newFixture(t, v2, v1alpha1.HookVersionV2, byLabels).relatedKeys(t, parent), own+"/a", other+"/b")
+
+	// No object matches at first, so nothing re-syncs the parent until
+	// one appears in another namespace.
+	lateLabels := map[string]any{"related-test": sel + "-late"}
+	late := newFixture(t, v2, v1alpha1.HookVersionV2, map[string]any{"apiVersion": "v1", "resource": "configmaps",
+		"labelSelector": map[string]any{"matchLabels": lateLabels}})
+	want(t, "nothing yet", late.relatedKeys(t, parent))
+	createConfigMap(t, third, "c", lateLabels)
+	testenv.Eventually(t, 30*time.Second, "the parent re-synced for an object in a third namespace", func(context.Context) (bool, error) {
+		return late.wasEnqueued(own + "/p"), nil
+	})
+	want(t, "the late object", late.relatedKeys(t, parent), third+"/c")
+
+	byNames := map[string]any{"apiVersion": "v1", "resource": "configmaps", "names": []any{sel}}
+	want(t, "names, no namespace", newFixture(t, v2, v1alpha1.HookVersionV2, byNames).relatedKeys(t, parent), own+"/"+sel, other+"/"+sel)
+
+	inOther := map[string]any{"apiVersion": "v1", "resource": "configmaps", "namespace": other,
+		"labelSelector": map[string]any{"matchLabels": labels}}
+	want(t, "labels in one namespace", newFixture(t, v2, v1alpha1.HookVersionV2, inOther).relatedKeys(t, parent), other+"/b")
+}
+
+// TestTheCustomizeHooksVersionDecides: the namespace rules follow the
+// customize hook's own version, not the sync hook's, which only keys the
+// objects.
+func TestTheCustomizeHooksVersionDecides(t *testing.T) {
+	own, other := env.CreateNamespace(t), env.CreateNamespace(t)
+	labels := map[string]any{"related-test": label(t)}
+	createConfigMap(t, own, "a", labels)
+	createConfigMap(t, other, "b", labels)
+	parent := parentIn(own)
+	inOther := map[string]any{"apiVersion": "v1", "resource": "configmaps", "namespace": other,
+		"labelSelector": map[string]any{"matchLabels": labels}}
+	noNamespace := map[string]any{"apiVersion": "v1", "resource": "configmaps",
+		"labelSelector": map[string]any{"matchLabels": labels}}
+
+	// A v1 customize hook (unset or explicit) under a v2 sync hook: the
+	// parent's own namespace only, keyed namespace/name.
+	want(t, "v1 customize, v2 sync", newFixture(t, nil, v1alpha1.HookVersionV2, inOther).relatedKeys(t, parent), own+"/a")
+	want(t, "explicit v1 customize, v2 sync", newFixture(t, ptr.To(v1alpha1.HookVersionV1), v1alpha1.HookVersionV2, noNamespace).relatedKeys(t, parent), own+"/a")
+	// A v2 customize hook under a v1 sync hook: every namespace, keyed by
+	// name as v1 keys a namespaced parent's objects.
+	want(t, "v2 customize, v1 sync", newFixture(t, ptr.To(v1alpha1.HookVersionV2), v1alpha1.HookVersionV1, noNamespace).relatedKeys(t, parent), "a", "b")
+}
+
+// TestClusterScopedParentsSelectEveryNamespace: a cluster-scoped parent's
+// rule without a namespace selects in every namespace under either
+// version, and a namespace restricts it.
+func TestClusterScopedParentsSelectEveryNamespace(t *testing.T) {
+	one, two := env.CreateNamespace(t), env.CreateNamespace(t)
+	labels := map[string]any{"related-test": label(t)}
+	createConfigMap(t, one, "a", labels)
+	createConfigMap(t, two, "b", labels)
+	parent := parentIn("")
+	noNamespace := map[string]any{"apiVersion": "v1", "resource": "configmaps",
+		"labelSelector": map[string]any{"matchLabels": labels}}
+	inTwo := map[string]any{"apiVersion": "v1", "resource": "configmaps", "namespace": two,
+		"labelSelector": map[string]any{"matchLabels": labels}}
+	for _, version := range []*v1alpha1.HookVersion{nil, ptr.To(v1alpha1.HookVersionV2)} {
+		want(t, "no namespace", newFixture(t, version, v1alpha1.HookVersionV1, noNamespace).relatedKeys(t, parent), one+"/a", two+"/b")
+		want(t, "one namespace", newFixture(t, version, v1alpha1.HookVersionV1, inTwo).relatedKeys(t, parent), two+"/b")
+	}
+}
+
+// TestNamespaceSelectorAsksToReadNamespaces: a rule that selects
+// namespaces by label is served from the namespaces cache, so MayRead is
+// asked about namespaces (every namespace) as well as the rule's resource,
+// and its refusal fails the sync.
+func TestNamespaceSelectorAsksToReadNamespaces(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	labels := map[string]any{"related-test": label(t)}
+	createConfigMap(t, ns, "a", labels)
+	rule := map[string]any{"apiVersion": "v1", "resource": "configmaps",
+		"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}},
+		"labelSelector":     map[string]any{"matchLabels": labels}}
+	refused := errors.New("may not list namespaces")
+	var (
+		mu    sync.Mutex
+		asked []string
+	)
+	f := newFixtureOptions(t, related.Options{MayRead: func(_ context.Context, res *discovery.Resource, namespace string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, res.Name+" in "+strconv.Quote(namespace))
+		if res.Name == "namespaces" {
+			return refused
+		}
+		return nil
+	}}, ptr.To(v1alpha1.HookVersionV2), v1alpha1.HookVersionV2, rule)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	parent := parentIn(ns)
+	_, err := f.resolver.Related(ctx, ns+"/"+parent.GetName(), parent, true, f.version)
+	if !errors.Is(err, refused) {
+		t.Errorf("Related: got %v, want the refusal to read namespaces", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(asked, `namespaces in ""`) {
+		t.Errorf("MayRead asked %q, want namespaces in every namespace among them", asked)
+	}
+}
