@@ -18,11 +18,11 @@ import (
 // planFlags are the flags of `metactl plan`.
 type planFlags struct {
 	kubeFlags
-	output                    string
-	filename                  string
-	controllers               []string
-	hookURL, customizeHookURL string
-	timeout, cacheTimeout     time.Duration
+	output                       string
+	filename                     string
+	controllers                  []string
+	hookURL, customizeHookURL    string
+	requestTimeout, cacheTimeout time.Duration
 }
 
 func newPlanCommand() *cobra.Command {
@@ -62,7 +62,7 @@ or the hook failed or answered invalidly). docs/plan.md has the details.`,
 	fs.StringVar(&f.hookURL, "hook-url", "", "URL replacing the sync and finalize hooks' addresses; without a path, each hook keeps its own path; a replaced hook gets no credentials")
 	fs.StringVar(&f.customizeHookURL, "customize-hook-url", "", "URL replacing the customize hook's address; default --hook-url's host with the hook's own path")
 	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
-	fs.DurationVar(&f.timeout, "request-timeout", 30*time.Second, "longest wait for each API request")
+	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "longest wait for each API request")
 	fs.DurationVar(&f.cacheTimeout, "cache-timeout", plan.DefaultCacheTimeout, "longest wait for each controller's caches to fill (a list the API server refuses stops the plan at once)")
 	return cmd
 }
@@ -74,7 +74,7 @@ func runPlan(ctx context.Context, out io.Writer, f *planFlags, args []string) er
 	if (f.filename == "") == (len(args) == 0) {
 		return errors.New("give either RESOURCE/NAME or -f FILE")
 	}
-	conn := connection{kubeFlags: f.kubeFlags, command: "plan", timeout: f.timeout}
+	conn := connection{kubeFlags: f.kubeFlags, command: "plan", timeout: f.requestTimeout}
 	var controllers []*unstructured.Unstructured
 	for _, file := range f.controllers {
 		objs, err := readObjects(file)

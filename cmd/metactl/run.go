@@ -73,10 +73,10 @@ type runFlags struct {
 	recordMaxBytes int64
 	// record: false records nothing (manager.Options.Record nil).
 	record bool
-	// applyStrategy and applyForceConflicts: see
+	// applyStrategy and refuseApplyConflicts: see
 	// manager.Options.ApplyStrategy and RefuseApplyConflicts.
-	applyStrategy       string
-	applyForceConflicts bool
+	applyStrategy        string
+	refuseApplyConflicts bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -137,7 +137,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	// disk without a bound: a development flag, not offered in run's help.
 	_ = fs.MarkHidden("record-dir")
 	fs.StringVar(&f.applyStrategy, "apply-strategy", "client-side", "how controllers write their children, unless a controller object's annotation "+engine.ApplyStrategyAnnotation+" says otherwise: client-side (three-way merge with the last-applied annotation, as metacontroller does by default) or server-side (server-side apply, field manager metactl/<controller>, drift of the fields it sets repaired); metacontroller's names dynamic-apply and server-side-apply (and three-way-merge for client-side) are accepted too (docs/apply-strategies.md)")
-	fs.BoolVar(&f.applyForceConflicts, "apply-force-conflicts", true, "with the server-side strategy, take the fields another field manager owns when applying a child (as metacontroller does); false refuses such an apply, and the conflict is the sync's error")
+	fs.BoolVar(&f.refuseApplyConflicts, "refuse-apply-conflicts", false, "with the server-side strategy, refuse to take the fields another field manager owns when applying a child (metacontroller takes them); the conflict is the sync's error")
 	fs.BoolVar(&f.record, "record", true, "record the hook calls of the controllers annotated "+hookrecord.Annotation+": \"true\" and serve them at "+hookrecord.Path+" on --metrics-addr (requests and answers: the objects sent to the hook, Secret data replaced by digests); false ignores the annotation and records nothing")
 	fs.IntVar(&f.recordMaxCalls, "record-max-calls", hookrecord.DefaultMaxCalls, "most recorded hook calls kept in memory per controller; past it the controller's oldest go (the newest show what its hook does now)")
 	fs.Int64Var(&f.recordMaxBytes, "record-max-bytes", hookrecord.DefaultMaxBytes, "most bytes of recorded hook calls kept in memory, all controllers together; past it the oldest go, whichever controller made them")
@@ -244,7 +244,7 @@ func run(ctx context.Context, f *runFlags) error {
 		Record:                   recorder,
 		RecordAll:                f.recordDir != "",
 		ApplyStrategy:            applyStrategy,
-		RefuseApplyConflicts:     !f.applyForceConflicts,
+		RefuseApplyConflicts:     f.refuseApplyConflicts,
 	})
 	if err != nil {
 		return err
