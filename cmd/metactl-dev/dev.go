@@ -83,7 +83,7 @@ when they are missing (about 10 minutes the first time).`,
 	fs.StringVar(&f.example, "example", "", "example to run: a folder name under examples/python or examples/js")
 	fs.StringVar(&f.examplesDir, "examples-dir", "examples", "folder holding the examples")
 	fs.IntVar(&f.workers, "workers", 4, "parents each controller syncs at once")
-	fs.StringVar(&f.recordDir, "record-dir", "", "record the hook calls of every controller (except those annotated "+hookrecord.Annotation+": \"false\") and write each, as it is made, into DIR/<kind>-<name>/NNNN-<hook>.json, Secret data replaced by digests: a recorded set for `metactl replay`; not bounded in number (a call larger than 8 MiB is not written)")
+	fs.StringVar(&f.recordDir, "record-dir", "", "record every controller's hook calls into DIR/<kind>-<name>/, for metactl replay (docs/cli.md)")
 	return cmd
 }
 

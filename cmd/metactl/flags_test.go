@@ -8,29 +8,16 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/metactl/metactl/internal/cli"
 )
 
-// eachFlag calls fn for every flag of every command of root's tree, each
-// command's own and those it inherits, once each.
-func eachFlag(root *cobra.Command, fn func(cmd *cobra.Command, f *pflag.Flag)) {
-	seen := map[*pflag.Flag]bool{}
-	visit := func(cmd *cobra.Command) func(*pflag.Flag) {
-		return func(f *pflag.Flag) {
-			if !seen[f] {
-				seen[f] = true
-				fn(cmd, f)
-			}
-		}
+// TestFlagHelpIsOneLine: every flag `--help` shows says what it is in one
+// line of at most cli.MaxFlagUsage characters; docs/cli.md has the detail.
+func TestFlagHelpIsOneLine(t *testing.T) {
+	for _, long := range cli.LongFlagUsages(newRootCommand()) {
+		t.Error(long)
 	}
-	var walk func(*cobra.Command)
-	walk = func(cmd *cobra.Command) {
-		cmd.Flags().VisitAll(visit(cmd))
-		cmd.InheritedFlags().VisitAll(visit(cmd))
-		for _, sub := range cmd.Commands() {
-			walk(sub)
-		}
-	}
-	walk(root)
 }
 
 // TestOneNamePerConcept: a concept has one flag name in every subcommand.
@@ -44,7 +31,7 @@ func TestOneNamePerConcept(t *testing.T) {
 		renamed[r.old] = r
 	}
 	nameOf := map[string]string{} // usage -> flag name
-	eachFlag(root, func(cmd *cobra.Command, f *pflag.Flag) {
+	cli.VisitFlags(root, func(cmd *cobra.Command, f *pflag.Flag) {
 		if r, ok := renamed[f.Name]; ok {
 			if !f.Hidden || f.Deprecated == "" || !strings.Contains(f.Deprecated, "--"+r.current) {
 				t.Errorf("%s --%s: an old name of --%s shown or not deprecated (hidden %v, deprecated %q)", cmd.CommandPath(), f.Name, r.current, f.Hidden, f.Deprecated)

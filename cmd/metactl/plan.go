@@ -58,12 +58,12 @@ or the hook failed or answered invalidly). docs/plan.md has the details.`,
 	fs := cmd.Flags()
 	f.kubeFlags.add(fs, "namespace of the object; default the kubeconfig context's namespace")
 	fs.StringVarP(&f.filename, "filename", "f", "", "file holding the object (YAML or JSON; - for stdin), planned as applied, whether or not it exists")
-	fs.StringArrayVar(&f.controllers, "controller", nil, "file of the CompositeController or DecoratorController to plan (repeatable; a file may hold several); default those in the cluster that manage the object")
-	fs.StringVar(&f.hookURL, "hook-url", "", "URL replacing the sync and finalize hooks' addresses; without a path, each hook keeps its own path; a replaced hook gets no credentials")
+	fs.StringArrayVar(&f.controllers, "controller", nil, "file of controllers to plan (repeatable); default those in the cluster managing the object")
+	fs.StringVar(&f.hookURL, "hook-url", "", "URL replacing the sync and finalize hooks' (without a path: their own); sends no credentials")
 	fs.StringVar(&f.customizeHookURL, "customize-hook-url", "", "URL replacing the customize hook's address; default --hook-url's host with the hook's own path")
 	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "longest wait for each API request")
-	fs.DurationVar(&f.cacheTimeout, "cache-timeout", plan.DefaultCacheTimeout, "longest wait for each controller's caches to fill (a list the API server refuses stops the plan at once)")
+	fs.DurationVar(&f.cacheTimeout, "cache-timeout", plan.DefaultCacheTimeout, "longest wait for each controller's caches to fill")
 	return cmd
 }
 

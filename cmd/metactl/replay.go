@@ -65,7 +65,7 @@ recorded one in its file and does not count as a difference.`,
 	fs.StringVar(&f.hookURL, "hook-url", "", "URL of every hook (a URL without a path gets the hook's path from the recorded controller)")
 	fs.StringToStringVar(&f.hookURLFor, "hook-url-for", nil, "URL per hook name, overriding --hook-url: sync=URL,finalize=URL,customize=URL")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", replay.DefaultTimeout, "longest wait for each answer")
-	fs.StringArrayVar(&f.ignore, "ignore", nil, `path of the answer whose changes are not differences, with everything below it, as printed: .status.updatedAt, or .children["v1/ConfigMap/ns/name"].metadata.annotations (repeatable)`)
+	fs.StringArrayVar(&f.ignore, "ignore", nil, "path of the answer whose changes are not differences, as printed: .status.updatedAt (repeatable)")
 	fs.BoolVar(&f.update, "update", false, "replace each differing recorded answer with the new one")
 	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	return cmd
