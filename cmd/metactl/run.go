@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/metactl/metactl/internal/engine"
@@ -158,24 +159,73 @@ const (
 // percent more CPU. GOGC in the environment overrides it.
 const defaultGCPercent = 50
 
+// run runs the manager until ctx is done, serving its endpoints.
 func run(ctx context.Context, f *runFlags) error {
-	logger := klog.FromContext(ctx)
-	if f.maxRetryDelay <= 0 {
-		return fmt.Errorf("--max-retry-delay %v: want a positive duration", f.maxRetryDelay)
-	}
-	if f.stopGracePeriod <= 0 {
-		return fmt.Errorf("--stop-grace-period %v: want a positive duration", f.stopGracePeriod)
-	}
-	applyStrategy, err := engine.ParseApplyStrategy(f.applyStrategy)
-	if err != nil {
-		return fmt.Errorf("--apply-strategy: %w", err)
-	}
-	if f.clientQPS < 0 || f.clientBurst < 0 {
-		return fmt.Errorf("--client-qps %v, --client-burst %d: want 0 (no fixed limit) or a positive number", f.clientQPS, f.clientBurst)
-	}
-	credentialNamespaces, err := parseCredentialNamespaces(f.credentialNamespaces)
+	checked, err := checkRunFlags(f)
 	if err != nil {
 		return err
+	}
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(defaultGCPercent)
+	}
+	cfg, err := runConfig(f)
+	if err != nil {
+		return err
+	}
+	recorder, err := newRecorder(f)
+	if err != nil {
+		return err
+	}
+	traces, err := startTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(ctx, traces)
+
+	m, err := manager.New(managerOptions(f, checked, cfg, recorder, traces))
+	if err != nil {
+		return err
+	}
+	stopServing, err := serve(ctx, endpoints(f, m, recorder))
+	if err != nil {
+		return err
+	}
+	defer stopServing()
+	err = m.Run(ctx)
+	if errors.Is(err, manager.ErrLeadershipLost) {
+		// Exit at once: another replica may take over soon.
+		klog.FromContext(ctx).Error(err, "Exiting")
+		stopTracing(ctx, traces)
+		os.Exit(1)
+	}
+	return err
+}
+
+// checkedRunFlags are the flags of run that checkRunFlags parsed.
+type checkedRunFlags struct {
+	applyStrategy        engine.ApplyStrategy
+	credentialNamespaces []string
+}
+
+// checkRunFlags refuses values of f that metactl run cannot take, naming
+// the flag, and parses those that need it.
+func checkRunFlags(f *runFlags) (checkedRunFlags, error) {
+	var checked checkedRunFlags
+	if f.maxRetryDelay <= 0 {
+		return checked, fmt.Errorf("--max-retry-delay %v: want a positive duration", f.maxRetryDelay)
+	}
+	if f.stopGracePeriod <= 0 {
+		return checked, fmt.Errorf("--stop-grace-period %v: want a positive duration", f.stopGracePeriod)
+	}
+	var err error
+	if checked.applyStrategy, err = engine.ParseApplyStrategy(f.applyStrategy); err != nil {
+		return checked, fmt.Errorf("--apply-strategy: %w", err)
+	}
+	if f.clientQPS < 0 || f.clientBurst < 0 {
+		return checked, fmt.Errorf("--client-qps %v, --client-burst %d: want 0 (no fixed limit) or a positive number", f.clientQPS, f.clientBurst)
+	}
+	if checked.credentialNamespaces, err = parseCredentialNamespaces(f.credentialNamespaces); err != nil {
+		return checked, err
 	}
 	for _, v := range []struct {
 		flag  string
@@ -190,34 +240,42 @@ func run(ctx context.Context, f *runFlags) error {
 		{"--record-max-bytes", f.recordMaxBytes},
 	} {
 		if v.value <= 0 {
-			return fmt.Errorf("%s %d: want a positive number", v.flag, v.value)
+			return checked, fmt.Errorf("%s %d: want a positive number", v.flag, v.value)
 		}
 	}
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(defaultGCPercent)
-	}
+	return checked, nil
+}
+
+// runConfig is the client configuration of f's kubeconfig, with the rate
+// limit of --client-qps and --client-burst.
+func runConfig(f *runFlags) (*rest.Config, error) {
 	_, cfg, err := f.kube.load("")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg.QPS, cfg.Burst = f.clientQPS, f.clientBurst
 	if cfg.QPS > 0 && cfg.Burst == 0 {
 		cfg.Burst = max(1, int(2*cfg.QPS))
 	}
-	if f.recordDir != "" && !f.record {
-		return errors.New("--record-dir records every controller's hook calls: it cannot go with --record=false")
-	}
-	var recorder *hookrecord.Recorder
-	if f.record {
-		recorder = hookrecord.NewRecorder(hookrecord.RecorderOptions{MaxCalls: f.recordMaxCalls, MaxBytes: f.recordMaxBytes, Dir: f.recordDir})
-	}
-	traces, err := startTracing(ctx)
-	if err != nil {
-		return err
-	}
-	defer stopTracing(ctx, traces)
+	return cfg, nil
+}
 
-	m, err := manager.New(manager.Options{
+// newRecorder is the recorder of hook calls that --record, --record-dir,
+// --record-max-calls and --record-max-bytes ask for; nil for none.
+func newRecorder(f *runFlags) (*hookrecord.Recorder, error) {
+	if f.recordDir != "" && !f.record {
+		return nil, errors.New("--record-dir records every controller's hook calls: it cannot go with --record=false")
+	}
+	if !f.record {
+		return nil, nil
+	}
+	return hookrecord.NewRecorder(hookrecord.RecorderOptions{MaxCalls: f.recordMaxCalls, MaxBytes: f.recordMaxBytes, Dir: f.recordDir}), nil
+}
+
+// managerOptions are the manager's options from f, as checked, with the
+// client configuration, the recorder of hook calls and the tracer.
+func managerOptions(f *runFlags, checked checkedRunFlags, cfg *rest.Config, recorder *hookrecord.Recorder, traces *tracing.Provider) manager.Options {
+	return manager.Options{
 		Config:            cfg,
 		Workers:           f.workers,
 		DiscoveryInterval: f.discoveryInterval,
@@ -237,60 +295,87 @@ func run(ctx context.Context, f *runFlags) error {
 		StopGracePeriod:   f.stopGracePeriod,
 		HistoryMaxBytes:   historyMaxBytes(f.historyMaxBytes, f.explain),
 
-		CredentialNamespaces:     credentialNamespaces,
+		CredentialNamespaces:     checked.credentialNamespaces,
 		AllowInsecureCredentials: f.allowInsecureCredentials,
 		RequireServiceAccount:    f.requireServiceAccount,
 		SyncedCondition:          f.syncedCondition,
 		Record:                   recorder,
 		RecordAll:                f.recordDir != "",
-		ApplyStrategy:            applyStrategy,
+		ApplyStrategy:            checked.applyStrategy,
 		RefuseApplyConflicts:     f.refuseApplyConflicts,
-	})
-	if err != nil {
-		return err
 	}
+}
 
-	servers := []*http.Server{}
+// endpoints are the HTTP servers that --metrics-addr, --health-addr and
+// --pprof-addr ask for, of m and recorder; an empty address asks for none.
+func endpoints(f *runFlags, m *manager.Manager, recorder *hookrecord.Recorder) []*http.Server {
+	var servers []*http.Server
 	if f.metricsAddr != "" {
-		r := http.NewServeMux()
-		r.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
-		if f.explain {
-			r.Handle(explain.Path, explain.Handler(m))
-		}
-		r.Handle(hookrecord.Path, hookrecord.Handler(recorder))
-		servers = append(servers, &http.Server{Addr: f.metricsAddr, Handler: r, ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, metricsServer(f.metricsAddr, f.explain, m, recorder))
 	}
 	if f.healthAddr != "" {
-		r := http.NewServeMux()
-		r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-		r.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-			if !m.Ready() {
-				http.Error(w, "caches not synced", http.StatusServiceUnavailable)
-				return
-			}
-			_, _ = w.Write([]byte("ok"))
-		})
-		servers = append(servers, &http.Server{Addr: f.healthAddr, Handler: r, ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, healthServer(f.healthAddr, m))
 	}
 	if f.pprofAddr != "" {
-		// Where goroutines wait on each other, for /debug/pprof/mutex and
-		// /debug/pprof/block: one contention event in mutexProfileFraction,
-		// and about one blocking event per blockProfileRate nanoseconds
-		// blocked, cheap enough to leave on while profiles are served.
-		runtime.SetMutexProfileFraction(mutexProfileFraction)
-		runtime.SetBlockProfileRate(blockProfileRate)
-		r := http.NewServeMux()
-		r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		r.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		r.HandleFunc("/debug/pprof/", pprof.Index)
-		servers = append(servers, &http.Server{Addr: f.pprofAddr, Handler: r, ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, pprofServer(f.pprofAddr))
 	}
+	return servers
+}
+
+// metricsServer serves /metrics at addr, the record of hook calls
+// (hookrecord.Path) of recorder, and, with explain, m's explain.Path.
+func metricsServer(addr string, explainOn bool, m *manager.Manager, recorder *hookrecord.Recorder) *http.Server {
+	r := http.NewServeMux()
+	r.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	if explainOn {
+		r.Handle(explain.Path, explain.Handler(m))
+	}
+	r.Handle(hookrecord.Path, hookrecord.Handler(recorder))
+	return &http.Server{Addr: addr, Handler: r, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// healthServer serves /healthz and /readyz (m's caches synced) at addr.
+func healthServer(addr string, m *manager.Manager) *http.Server {
+	r := http.NewServeMux()
+	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	r.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !m.Ready() {
+			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	return &http.Server{Addr: addr, Handler: r, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// pprofServer serves Go's profiles at addr, and turns on the sampling of
+// the mutex and block profiles.
+func pprofServer(addr string) *http.Server {
+	// Where goroutines wait on each other, for /debug/pprof/mutex and
+	// /debug/pprof/block: one contention event in mutexProfileFraction,
+	// and about one blocking event per blockProfileRate nanoseconds
+	// blocked, cheap enough to leave on while profiles are served.
+	runtime.SetMutexProfileFraction(mutexProfileFraction)
+	runtime.SetBlockProfileRate(blockProfileRate)
+	r := http.NewServeMux()
+	r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	r.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	r.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	r.HandleFunc("/debug/pprof/", pprof.Index)
+	return &http.Server{Addr: addr, Handler: r, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// serve listens on each server's address and serves it in the background;
+// the returned func shuts them down, waiting at most 5 seconds. A server
+// that cannot listen is an error; the servers started before it are then
+// left running, as metactl exits.
+func serve(ctx context.Context, servers []*http.Server) (func(), error) {
+	logger := klog.FromContext(ctx)
 	for _, s := range servers {
 		ln, err := net.Listen("tcp", s.Addr)
 		if err != nil {
-			return fmt.Errorf("listening on %s: %w", s.Addr, err)
+			return nil, fmt.Errorf("listening on %s: %w", s.Addr, err)
 		}
 		logger.Info("Serving", "addr", ln.Addr().String())
 		go func() {
@@ -299,21 +384,13 @@ func run(ctx context.Context, f *runFlags) error {
 			}
 		}()
 	}
-	defer func() {
+	return func() {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for _, s := range servers {
 			_ = s.Shutdown(shutdownCtx)
 		}
-	}()
-	err = m.Run(ctx)
-	if errors.Is(err, manager.ErrLeadershipLost) {
-		// Exit at once: another replica may take over soon.
-		logger.Error(err, "Exiting")
-		stopTracing(ctx, traces)
-		os.Exit(1)
-	}
-	return err
+	}, nil
 }
 
 // startTracing sets up the export of spans from the OTEL_* environment
