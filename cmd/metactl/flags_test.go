@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -85,6 +86,24 @@ func TestRenamedFlagsSetTheirOption(t *testing.T) {
 		}
 		if got := cmd.Flags().Lookup(tc.flag).Value.String(); got != tc.want {
 			t.Errorf("metactl %s %s: --%s is %s, want %s", tc.command, tc.arg, tc.flag, got, tc.want)
+		}
+	}
+	// The old name reaches manager.Options.
+	for arg, want := range map[string]bool{"--apply-force-conflicts=false": true, "--apply-force-conflicts=true": false} {
+		f := &runFlags{}
+		cmd := runCommand(f)
+		for _, r := range renamedFlags {
+			if slices.Contains(r.commands, "run") {
+				addRenamedFlag(cmd.Flags(), r)
+			}
+		}
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		if err := cmd.ParseFlags([]string{arg}); err != nil {
+			t.Fatal(err)
+		}
+		if got := managerOptions(f, checkedRunFlags{}, nil, nil, nil).RefuseApplyConflicts; got != want {
+			t.Errorf("run %s: manager.Options.RefuseApplyConflicts %v, want %v", arg, got, want)
 		}
 	}
 	// Run to the end: the old names reach the options, and a warning

@@ -80,8 +80,10 @@ type runFlags struct {
 	refuseApplyConflicts bool
 }
 
-func newRunCommand() *cobra.Command {
-	f := &runFlags{}
+func newRunCommand() *cobra.Command { return runCommand(&runFlags{}) }
+
+// runCommand is `metactl run`, whose flags set f.
+func runCommand(f *runFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run every CompositeController and DecoratorController in the cluster",
