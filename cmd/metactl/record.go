@@ -47,8 +47,8 @@ and dec/NAME too) and writes them into --record-dir, one file per call
 controller records its calls only when its object is annotated
 ` + hookrecord.Annotation + `: "true" (or every controller, under "metactl dev
 --record-dir"), in memory, the newest --record-max-calls of metactl run.
-Calls already in --record-dir are not written again: fetching from time to time
-gathers more calls than metactl keeps.
+Calls already in --record-dir are not written again: fetching from time
+to time gathers more calls than metactl keeps.
 
 metactl is asked at --endpoint (or $` + endpointEnv + `): its metrics
 address, such as http://127.0.0.1:9999; else at the address that

@@ -35,18 +35,18 @@ func newReplayCommand() *cobra.Command {
 		Long: `replay reads a recorded set of hook calls (a directory of NNNN-HOOK.json
 files, as "metactl dev --record-dir DIR" writes them into DIR/KIND-NAME,
 and "metactl record fetch"),
-sends each recorded request to the hook (POST, one at a time, each bounded
-by --request-timeout), and compares the answer with the recorded one as JSON: the
-order of keys and of children (or attachments) does not matter, numbers
-compare by value. One line per call: same, differs (with each changed
+sends each recorded request to the hook (POST, one at a time, each
+bounded by --request-timeout), and compares the answer with the recorded
+one as JSON: the order of keys and of children (or attachments) does not
+matter, numbers compare by value. One line per call: same, differs (with each changed
 field below it), failed (no connection, a timeout, a status other than
 200, an answer that is not JSON) or skipped (recorded without an answer,
 or no URL for its hook).
 
 --hook-url is the URL of every hook; --hook-url-for gives one per hook
-name and overrides it. A URL without a path gets the path of the hook in the
-recorded controller object: --hook-url http://127.0.0.1:8080 sends sync calls
-to /sync when the controller's sync webhook is at .../sync.
+name and overrides it. A URL without a path gets the path of the hook in
+the recorded controller object: --hook-url http://127.0.0.1:8080 sends
+sync calls to /sync when the controller's sync webhook is at .../sync.
 
 Exit code: 0 when every call sent got the same answer, 2 when an answer
 differs or a call failed, 1 when replay itself could not run (DIR
