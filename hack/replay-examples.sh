@@ -2,7 +2,7 @@
 # Replays each example's recorded hook calls (examples/LANG/NAME/recorded/)
 # against the example's hook, run on this machine as a process, the way a
 # hook author regression-tests a hook in CI: start the hook, run
-# `metactl replay DIR --hook URL`, stop the hook.
+# `metactl replay DIR --hook-url URL`, stop the hook.
 #
 # Usage: hack/replay-examples.sh [NAME...]   (default: every example with a
 # recorded set). $METACTL is the metactl binary (default bin/metactl, which
@@ -71,7 +71,7 @@ for dir in examples/*/*/recorded; do
   fi
   rc=0
   # shellcheck disable=SC2086 # REPLAY_FLAGS is split on purpose
-  "$metactl" replay "$dir" --hook "http://127.0.0.1:$port" ${REPLAY_FLAGS:-} || rc=$?
+  "$metactl" replay "$dir" --hook-url "http://127.0.0.1:$port" ${REPLAY_FLAGS:-} || rc=$?
   stop_hook
   [ "$rc" -gt "$status" ] && status=$rc
   ran=$((ran + 1))

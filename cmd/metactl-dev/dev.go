@@ -83,7 +83,7 @@ when they are missing (about 10 minutes the first time).`,
 	fs.StringVar(&f.example, "example", "", "example to run: a folder name under examples/python or examples/js")
 	fs.StringVar(&f.examplesDir, "examples-dir", "examples", "folder holding the examples")
 	fs.IntVar(&f.workers, "workers", 4, "parents each controller syncs at once")
-	fs.StringVar(&f.recordDir, "record-dir", "", "record the hook calls of every controller (except those annotated "+hookrecord.Annotation+": \"false\") and write each, as it is made, into DIR/<kind>-<name>/NNNN-<hook>.json, Secret data replaced by digests: a recorded set for `metactl replay`; not bounded in number (a call larger than 8 MiB is not written)")
+	fs.StringVar(&f.recordDir, "record-dir", "", "record every controller's hook calls into DIR/<kind>-<name>/, for metactl replay (docs/cli.md)")
 	return cmd
 }
 
@@ -98,22 +98,9 @@ func dev(ctx context.Context, out io.Writer, f *devFlags) error {
 			return err
 		}
 	}
-	assets := f.assets
-	if assets == "" {
-		var err error
-		if assets, err = controlplane.AssetsDir(); err != nil {
-			if _, statErr := os.Stat("hack/testenv.sh"); statErr != nil {
-				return err
-			}
-			say("building the control-plane binaries with hack/testenv.sh (about 10 minutes the first time)...")
-			cmd := exec.CommandContext(ctx, "hack/testenv.sh")
-			cmd.Stderr = os.Stderr
-			built, err := cmd.Output()
-			if err != nil {
-				return fmt.Errorf("hack/testenv.sh: %w", err)
-			}
-			assets = string(bytes.TrimSpace(built))
-		}
+	assets, err := controlPlaneAssets(ctx, say, f.assets)
+	if err != nil {
+		return err
 	}
 
 	say("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (one fake node) from %s", assets)
@@ -129,21 +116,7 @@ func dev(ctx context.Context, out io.Writer, f *devFlags) error {
 	}()
 	say("control plane ready; to use it:\n\n    export KUBECONFIG=%s\n", cp.KubeconfigPath)
 
-	// A single-user local cluster (its hooks are called over plain http,
-	// service hooks rewritten to http://127.0.0.1): whoever can create a
-	// controller object owns every namespace, so hooks' credentials may
-	// come from any namespace and be sent over http, as metactl run allows
-	// only with --credential-namespaces='*' and
-	// --allow-insecure-credentials.
-	//
-	// The hook calls of controllers annotated hookrecord.Annotation
-	// "true" are recorded in memory, for `metactl record fetch`, as under
-	// metactl run; with --record-dir, every controller's (but those
-	// annotated "false"), also written there.
-	recorder := hookrecord.NewRecorder(hookrecord.RecorderOptions{Dir: f.recordDir})
-	m, err := manager.New(manager.Options{Config: cp.Config, Workers: f.workers, DiscoveryInterval: 2 * time.Second, MaxRetryDelay: 5 * time.Second,
-		CredentialNamespaces: []string{hooks.AllNamespaces}, AllowInsecureCredentials: true,
-		Record: recorder, RecordAll: f.recordDir != ""})
+	m, recorder, err := newManager(cp, f)
 	if err != nil {
 		return err
 	}
@@ -170,6 +143,62 @@ func dev(ctx context.Context, out io.Writer, f *devFlags) error {
 		defer stopHook()
 	}
 	say("metactl is running; Ctrl-C stops everything")
+	return awaitEnd(ctx, say, cp, runCtx, cancelRun, managerDone)
+}
+
+// controlPlaneAssets returns the folder of the control plane's binaries:
+// assets (--assets) when set, else controlplane.AssetsDir's, else, in a
+// checkout of metactl, the one hack/testenv.sh fills, building them.
+func controlPlaneAssets(ctx context.Context, say func(string, ...any), assets string) (string, error) {
+	if assets != "" {
+		return assets, nil
+	}
+	assets, err := controlplane.AssetsDir()
+	if err == nil {
+		return assets, nil
+	}
+	if _, statErr := os.Stat("hack/testenv.sh"); statErr != nil {
+		return "", err
+	}
+	say("building the control-plane binaries with hack/testenv.sh (about 10 minutes the first time)...")
+	cmd := exec.CommandContext(ctx, "hack/testenv.sh")
+	cmd.Stderr = os.Stderr
+	built, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/testenv.sh: %w", err)
+	}
+	return string(bytes.TrimSpace(built)), nil
+}
+
+// newManager returns the manager of cp's cluster, with the recorder of
+// hook calls it feeds.
+//
+// A single-user local cluster (its hooks are called over plain http,
+// service hooks rewritten to http://127.0.0.1): whoever can create a
+// controller object owns every namespace, so hooks' credentials may
+// come from any namespace and be sent over http, as metactl run allows
+// only with --credential-namespaces='*' and
+// --allow-insecure-credentials.
+//
+// The hook calls of controllers annotated hookrecord.Annotation
+// "true" are recorded in memory, for `metactl record fetch`, as under
+// metactl run; with --record-dir, every controller's (but those
+// annotated "false"), also written there.
+func newManager(cp *controlplane.ControlPlane, f *devFlags) (*manager.Manager, *hookrecord.Recorder, error) {
+	recorder := hookrecord.NewRecorder(hookrecord.RecorderOptions{Dir: f.recordDir})
+	m, err := manager.New(manager.Options{Config: cp.Config, Workers: f.workers, DiscoveryInterval: 2 * time.Second, MaxRetryDelay: 5 * time.Second,
+		CredentialNamespaces: []string{hooks.AllNamespaces}, AllowInsecureCredentials: true,
+		Record: recorder, RecordAll: f.recordDir != ""})
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, recorder, nil
+}
+
+// awaitEnd waits until ctx is done, the manager (run with runCtx, which
+// cancelRun cancels) returns its error on managerDone, or cp is lost, and
+// returns with the manager stopped.
+func awaitEnd(ctx context.Context, say func(string, ...any), cp *controlplane.ControlPlane, runCtx context.Context, cancelRun context.CancelFunc, managerDone <-chan error) error {
 	gone := func(err error) error {
 		say("the control plane is gone: %v; stopping", err)
 		return fmt.Errorf("the control plane is gone: %w", err)

@@ -23,7 +23,7 @@ type metactlFlags struct {
 
 // add adds the flags to fs.
 func (m *metactlFlags) add(fs *pflag.FlagSet) {
-	fs.StringVar(&m.endpoint, "endpoint", "", "metactl's metrics address (http://host:port) to ask directly; default $"+endpointEnv+", else the one metactl dev records in the kubeconfig, else the Pod proxy")
+	fs.StringVar(&m.endpoint, "endpoint", "", "metactl's metrics address, http://host:port; default $"+endpointEnv+", metactl dev's, Pod proxy")
 	fs.StringVar(&m.metactlNamespace, "metactl-namespace", explain.DefaultNamespace, "namespace of metactl's Pods, for the Pod proxy")
 	fs.StringVar(&m.metactlPort, "metactl-port", explain.DefaultPort, "metactl's metrics port number (the API server's Pod proxy takes no port name), for the Pod proxy")
 }

@@ -27,7 +27,7 @@ type explainFlags struct {
 	kubeFlags
 	output string
 	metactlFlags
-	timeout time.Duration
+	requestTimeout time.Duration
 }
 
 func newExplainCommand() *cobra.Command {
@@ -64,7 +64,7 @@ Installed as kubectl-metactl on $PATH, the same binary runs as
 	f.kubeFlags.add(fs, "namespace of the object; default the kubeconfig context's namespace")
 	fs.StringVarP(&f.output, "output", "o", "", "output format: empty for people, json or yaml for the answer as metactl sends it")
 	f.metactlFlags.add(fs)
-	fs.DurationVar(&f.timeout, "request-timeout", 30*time.Second, "longest wait for each answer")
+	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "longest wait for each answer")
 	return cmd
 }
 
@@ -79,7 +79,7 @@ func runExplain(ctx context.Context, out io.Writer, self string, f *explainFlags
 	if err != nil {
 		return err
 	}
-	o, err := resolveObject(connection{kubeFlags: f.kubeFlags, command: "explain", timeout: f.timeout}, resource, name)
+	o, err := resolveObject(connection{kubeFlags: f.kubeFlags, command: "explain", timeout: f.requestTimeout}, resource, name)
 	if err != nil {
 		return err
 	}

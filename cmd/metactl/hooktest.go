@@ -78,8 +78,8 @@ request could reach). docs/hook-test.md lists the requests and checks.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.controller, "controller", "", "file holding the CompositeController or DecoratorController (YAML or JSON; required)")
-	fs.StringVar(&f.parent, "parent", "", "file holding a sample parent (decorated object), as hooks read its spec; default a minimal object of the parent resource")
-	fs.StringVar(&f.hookURL, "hook-url", "", "address of the sync and finalize hooks instead of their webhook's; without a path, each hook's own path is kept")
+	fs.StringVar(&f.parent, "parent", "", "file holding a sample parent; default a minimal object of the parent resource")
+	fs.StringVar(&f.hookURL, "hook-url", "", "address of the sync and finalize hooks instead of their webhook's (without a path: their own)")
 	fs.StringVar(&f.customizeHookURL, "customize-hook-url", "", "address of the customize hook; default --hook-url's host with the hook's own path")
 	fs.StringArrayVar(&f.crds, "crd", nil, "file of CustomResourceDefinitions, to resolve resources without a cluster (repeatable)")
 	f.kubeFlags.add(fs, "")

@@ -54,5 +54,6 @@ calls their webhooks, and applies what the webhooks ask for.`,
 	cli.AddKlogFlags(root)
 	root.AddCommand(newVersionCommand(), newRunCommand(), newDevCommand(), newResyncCommand(), newExplainCommand(),
 		newPlanCommand(), newHookCommand(), newRecordCommand(), newReplayCommand())
+	addRenamedFlags(root)
 	return root
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 
 	"github.com/metactl/metactl/internal/plan"
 )
@@ -18,11 +19,11 @@ import (
 // planFlags are the flags of `metactl plan`.
 type planFlags struct {
 	kubeFlags
-	output                    string
-	filename                  string
-	controllers               []string
-	hookURL, customizeHookURL string
-	timeout, cacheTimeout     time.Duration
+	output                       string
+	filename                     string
+	controllers                  []string
+	hookURL, customizeHookURL    string
+	requestTimeout, cacheTimeout time.Duration
 }
 
 func newPlanCommand() *cobra.Command {
@@ -58,12 +59,12 @@ or the hook failed or answered invalidly). docs/plan.md has the details.`,
 	fs := cmd.Flags()
 	f.kubeFlags.add(fs, "namespace of the object; default the kubeconfig context's namespace")
 	fs.StringVarP(&f.filename, "filename", "f", "", "file holding the object (YAML or JSON; - for stdin), planned as applied, whether or not it exists")
-	fs.StringArrayVar(&f.controllers, "controller", nil, "file of the CompositeController or DecoratorController to plan (repeatable; a file may hold several); default those in the cluster that manage the object")
-	fs.StringVar(&f.hookURL, "hook-url", "", "URL replacing the sync and finalize hooks' addresses; without a path, each hook keeps its own path; a replaced hook gets no credentials")
+	fs.StringArrayVar(&f.controllers, "controller", nil, "file of controllers to plan (repeatable); default those in the cluster managing the object")
+	fs.StringVar(&f.hookURL, "hook-url", "", "URL replacing the sync and finalize hooks' (without a path: their own); sends no credentials")
 	fs.StringVar(&f.customizeHookURL, "customize-hook-url", "", "URL replacing the customize hook's address; default --hook-url's host with the hook's own path")
 	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
-	fs.DurationVar(&f.timeout, "request-timeout", 30*time.Second, "longest wait for each API request")
-	fs.DurationVar(&f.cacheTimeout, "cache-timeout", plan.DefaultCacheTimeout, "longest wait for each controller's caches to fill (a list the API server refuses stops the plan at once)")
+	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "longest wait for each API request")
+	fs.DurationVar(&f.cacheTimeout, "cache-timeout", plan.DefaultCacheTimeout, "longest wait for each controller's caches to fill")
 	return cmd
 }
 
@@ -74,82 +75,29 @@ func runPlan(ctx context.Context, out io.Writer, f *planFlags, args []string) er
 	if (f.filename == "") == (len(args) == 0) {
 		return errors.New("give either RESOURCE/NAME or -f FILE")
 	}
-	conn := connection{kubeFlags: f.kubeFlags, command: "plan", timeout: f.timeout}
-	var controllers []*unstructured.Unstructured
-	for _, file := range f.controllers {
-		objs, err := readObjects(file)
-		if err != nil {
-			return err
-		}
-		controllers = append(controllers, objs...)
-	}
-	if f.controllers != nil && len(controllers) == 0 {
-		return errors.New("--controller: no object in the files")
-	}
-
-	var (
-		p      *plan.Planner
-		obj    *unstructured.Unstructured
-		exists = true
-	)
-	newPlanner := func(o plan.Options) (*plan.Planner, error) {
-		o.Controllers, o.HookURL, o.CustomizeHookURL, o.CacheTimeout = controllers, f.hookURL, f.customizeHookURL, f.cacheTimeout
-		return plan.New(o)
-	}
-	if len(args) > 0 {
-		resource, name, err := objectArgs(args)
-		if err != nil {
-			return err
-		}
-		o, err := resolveObject(conn, resource, name)
-		if err != nil {
-			return err
-		}
-		if p, err = newPlanner(plan.Options{Config: o.cfg}); err != nil {
-			return err
-		}
-		defer p.Close()
-		if obj, err = p.Live(ctx, o.mapping.Resource, o.namespace, name); err != nil {
-			if apierrors.IsNotFound(err) {
-				return fmt.Errorf("%s %s not found (to plan an object not yet created, give it with -f): %w", o.mapping.Resource.GroupResource(), name, err)
-			}
-			return err
-		}
-	} else {
-		objs, err := readObjects(f.filename)
-		if err != nil {
-			return err
-		}
-		if len(objs) != 1 {
-			return fmt.Errorf("-f %s: want one object, found %d", f.filename, len(objs))
-		}
-		loader, cfg, err := conn.load()
-		if err != nil {
-			return err
-		}
-		if p, err = newPlanner(plan.Options{Config: cfg}); err != nil {
-			return err
-		}
-		defer p.Close()
-		ns, _, err := loader.Namespace()
-		if err != nil {
-			return fmt.Errorf("the kubeconfig's namespace: %w", err)
-		}
-		if obj, exists, err = p.Given(ctx, objs[0], ns); err != nil {
-			return err
-		}
-	}
-	report, err := p.Plan(ctx, obj, exists)
+	conn := connection{kubeFlags: f.kubeFlags, command: "plan", timeout: f.requestTimeout}
+	controllers, err := readControllers(f.controllers)
 	if err != nil {
 		return err
 	}
-	if f.output == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(report); err != nil {
-			return err
-		}
-	} else if err := plan.WriteText(out, report); err != nil {
+	newPlanner := func(cfg *rest.Config) (*plan.Planner, error) {
+		return plan.New(plan.Options{Config: cfg, Controllers: controllers, HookURL: f.hookURL, CustomizeHookURL: f.customizeHookURL, CacheTimeout: f.cacheTimeout})
+	}
+	var t *planTarget
+	if len(args) > 0 {
+		t, err = livePlanTarget(ctx, conn, args, newPlanner)
+	} else {
+		t, err = filePlanTarget(ctx, conn, f.filename, newPlanner)
+	}
+	if err != nil {
+		return err
+	}
+	defer t.planner.Close()
+	report, err := t.planner.Plan(ctx, t.obj, t.exists)
+	if err != nil {
+		return err
+	}
+	if err := writePlan(out, f.output, report); err != nil {
 		return err
 	}
 	switch {
@@ -159,4 +107,100 @@ func runPlan(ctx context.Context, out io.Writer, f *planFlags, args []string) er
 		return &ExitError{Code: ExitChanges}
 	}
 	return nil
+}
+
+// readControllers reads the controllers of --controller's files; nil for
+// no file, and an error for files that hold none.
+func readControllers(files []string) ([]*unstructured.Unstructured, error) {
+	var controllers []*unstructured.Unstructured
+	for _, file := range files {
+		objs, err := readObjects(file)
+		if err != nil {
+			return nil, err
+		}
+		controllers = append(controllers, objs...)
+	}
+	if files != nil && len(controllers) == 0 {
+		return nil, errors.New("--controller: no object in the files")
+	}
+	return controllers, nil
+}
+
+// planTarget is the object to plan, and the planner that read it, which
+// the caller closes.
+type planTarget struct {
+	planner *plan.Planner
+	obj     *unstructured.Unstructured
+	// exists: obj is in the cluster (a live object, or a file's that
+	// exists).
+	exists bool
+}
+
+// livePlanTarget reads the live object args name, with a planner from
+// newPlanner for the cluster conn connects to.
+func livePlanTarget(ctx context.Context, conn connection, args []string, newPlanner func(*rest.Config) (*plan.Planner, error)) (*planTarget, error) {
+	resource, name, err := objectArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	o, err := resolveObject(conn, resource, name)
+	if err != nil {
+		return nil, err
+	}
+	p, err := newPlanner(o.cfg)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := p.Live(ctx, o.mapping.Resource, o.namespace, name)
+	if err != nil {
+		p.Close()
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%s %s not found (to plan an object not yet created, give it with -f): %w", o.mapping.Resource.GroupResource(), name, err)
+		}
+		return nil, err
+	}
+	return &planTarget{planner: p, obj: obj, exists: true}, nil
+}
+
+// filePlanTarget reads the object of file as a server-side apply of it
+// would leave it, with a planner from newPlanner for the cluster conn
+// connects to.
+func filePlanTarget(ctx context.Context, conn connection, file string, newPlanner func(*rest.Config) (*plan.Planner, error)) (*planTarget, error) {
+	objs, err := readObjects(file)
+	if err != nil {
+		return nil, err
+	}
+	if len(objs) != 1 {
+		return nil, fmt.Errorf("-f %s: want one object, found %d", file, len(objs))
+	}
+	loader, cfg, err := conn.load()
+	if err != nil {
+		return nil, err
+	}
+	p, err := newPlanner(cfg)
+	if err != nil {
+		return nil, err
+	}
+	t := &planTarget{planner: p}
+	ns, _, err := loader.Namespace()
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("the kubeconfig's namespace: %w", err)
+	}
+	if t.obj, t.exists, err = p.Given(ctx, objs[0], ns); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// writePlan writes report to out in the format output names (text or
+// json).
+func writePlan(out io.Writer, output string, report *plan.Report) error {
+	if output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	return plan.WriteText(out, report)
 }

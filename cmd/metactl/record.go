@@ -30,25 +30,25 @@ func newRecordCommand() *cobra.Command {
 // recordFetchFlags are the flags of `metactl record fetch`.
 type recordFetchFlags struct {
 	kubeFlags
-	dir string
+	recordDir string
 	metactlFlags
-	timeout time.Duration
+	requestTimeout time.Duration
 }
 
 func newRecordFetchCommand() *cobra.Command {
 	f := &recordFetchFlags{}
 	cmd := &cobra.Command{
-		Use:   "fetch compositecontroller/NAME --dir DIR",
+		Use:   "fetch compositecontroller/NAME --record-dir DIR",
 		Short: "Write the hook calls metactl recorded of a controller into a directory",
 		Long: `fetch asks the running metactl for the hook calls it recorded of one
 controller (compositecontroller/NAME or decoratorcontroller/NAME; cc/NAME
-and dec/NAME too) and writes them into --dir, one file per call
+and dec/NAME too) and writes them into --record-dir, one file per call
 (NNNN-HOOK.json, oldest first), the set "metactl replay" reads. A
 controller records its calls only when its object is annotated
 ` + hookrecord.Annotation + `: "true" (or every controller, under "metactl dev
 --record-dir"), in memory, the newest --record-max-calls of metactl run.
-Calls already in --dir are not written again: fetching from time to time
-gathers more calls than metactl keeps.
+Calls already in --record-dir are not written again: fetching from time
+to time gathers more calls than metactl keeps.
 
 metactl is asked at --endpoint (or $` + endpointEnv + `): its metrics
 address, such as http://127.0.0.1:9999; else at the address that
@@ -57,19 +57,18 @@ server's Pod proxy, each Running metactl Pod in --metactl-namespace on
 --metactl-port (this needs list on pods and get on pods/proxy in that
 namespace). It connects as kubectl does: --kubeconfig, else $KUBECONFIG,
 else ~/.kube/config, else the in-cluster config.`,
-		Example: `  metactl record fetch compositecontroller/hello-controller --dir testdata/recorded
-  metactl replay testdata/recorded --hook http://127.0.0.1:8080`,
+		Example: `  metactl record fetch compositecontroller/hello-controller --record-dir testdata/recorded
+  metactl replay testdata/recorded --hook-url http://127.0.0.1:8080`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return recordFetch(cmd.Context(), cmd.OutOrStdout(), cmd.Root().DisplayName(), f, args[0])
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.dir, "dir", "", "directory to write the calls into (created when missing; required)")
+	fs.StringVar(&f.recordDir, "record-dir", "", "directory to write the calls into (created when missing; required)")
 	f.kubeFlags.add(fs, "")
 	f.metactlFlags.add(fs)
-	fs.DurationVar(&f.timeout, "request-timeout", 30*time.Second, "longest wait for the answer")
-	_ = cmd.MarkFlagRequired("dir")
+	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "longest wait for the answer")
 	return cmd
 }
 
@@ -95,6 +94,11 @@ func controllerArg(arg string) (string, error) {
 // the user runs metactl ("metactl", or "kubectl metactl" for the plugin),
 // for the command it suggests.
 func recordFetch(ctx context.Context, out io.Writer, self string, f *recordFetchFlags, arg string) error {
+	if f.recordDir == "" {
+		// Checked here, not with MarkFlagRequired: the deprecated --dir
+		// sets it too (renamedFlags), and cobra would ask for --record-dir.
+		return errors.New("--record-dir is required: the directory to write the calls into")
+	}
 	controller, err := controllerArg(arg)
 	if err != nil {
 		return err
@@ -102,7 +106,7 @@ func recordFetch(ctx context.Context, out io.Writer, self string, f *recordFetch
 	loader := f.clientConfig()
 	var set *hookrecord.Set
 	if endpoint, from := f.directEndpoint(loader, f.context); endpoint != "" {
-		set, err = hookrecord.Fetch(ctx, &http.Client{Timeout: f.timeout}, endpoint, controller)
+		set, err = hookrecord.Fetch(ctx, &http.Client{Timeout: f.requestTimeout}, endpoint, controller)
 		if err != nil {
 			return fmt.Errorf("%w (endpoint from %s)", err, from)
 		}
@@ -114,7 +118,7 @@ func recordFetch(ctx context.Context, out io.Writer, self string, f *recordFetch
 			}
 			return err
 		}
-		cfg.Timeout = f.timeout
+		cfg.Timeout = f.requestTimeout
 		core, err := corev1client.NewForConfig(cfg)
 		if err != nil {
 			return err
@@ -126,22 +130,22 @@ func recordFetch(ctx context.Context, out io.Writer, self string, f *recordFetch
 	if len(set.Calls) == 0 {
 		return fmt.Errorf("metactl recorded no call of %s yet: it records from the time the controller started with %s: \"true\"; let it sync (%s resync RESOURCE/NAME) and fetch again", controller, hookrecord.Annotation, self)
 	}
-	fresh, err := newCalls(f.dir, set.Calls)
+	fresh, err := newCalls(f.recordDir, set.Calls)
 	if err != nil {
 		return err
 	}
-	first, err := hookrecord.Next(f.dir)
+	first, err := hookrecord.Next(f.recordDir)
 	if err != nil {
 		return err
 	}
-	if err := hookrecord.WriteDir(f.dir, first, fresh); err != nil {
+	if err := hookrecord.WriteDir(f.recordDir, first, fresh); err != nil {
 		return fmt.Errorf("writing the recorded calls: %w", err)
 	}
 	if len(fresh) == 0 {
-		_, err = fmt.Fprintf(out, "%s: all %d recorded calls are in %s already\n", controller, len(set.Calls), f.dir)
+		_, err = fmt.Fprintf(out, "%s: all %d recorded calls are in %s already\n", controller, len(set.Calls), f.recordDir)
 		return err
 	}
-	_, err = fmt.Fprintf(out, "%s: wrote %d calls into %s (%s to %s)\n", controller, len(fresh), f.dir,
+	_, err = fmt.Fprintf(out, "%s: wrote %d calls into %s (%s to %s)\n", controller, len(fresh), f.recordDir,
 		hookrecord.FileName(first, fresh[0]), hookrecord.FileName(first+len(fresh)-1, fresh[len(fresh)-1]))
 	return err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/metactl/metactl/internal/engine"
@@ -73,14 +74,16 @@ type runFlags struct {
 	recordMaxBytes int64
 	// record: false records nothing (manager.Options.Record nil).
 	record bool
-	// applyStrategy and applyForceConflicts: see
+	// applyStrategy and refuseApplyConflicts: see
 	// manager.Options.ApplyStrategy and RefuseApplyConflicts.
-	applyStrategy       string
-	applyForceConflicts bool
+	applyStrategy        string
+	refuseApplyConflicts bool
 }
 
-func newRunCommand() *cobra.Command {
-	f := &runFlags{}
+func newRunCommand() *cobra.Command { return runCommand(&runFlags{}) }
+
+// runCommand is `metactl run`, whose flags set f.
+func runCommand(f *runFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run every CompositeController and DecoratorController in the cluster",
@@ -104,16 +107,16 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	}
 	fs := cmd.Flags()
 	f.kube.add(fs, "")
-	fs.IntVar(&f.workers, "workers", loop.DefaultWorkers, "most parents each controller syncs at once (a goroutine each, none while idle); hook calls of different parents run concurrently, so a slow hook needs more")
-	fs.Float32Var(&f.clientQPS, "client-qps", 0, "a fixed limit of requests per second to the API server, all controllers together; 0: none, the API server's 429 answers set the pace (docs/performance.md)")
+	fs.IntVar(&f.workers, "workers", loop.DefaultWorkers, "most parents each controller syncs at once; a slow hook needs more (docs/cli.md)")
+	fs.Float32Var(&f.clientQPS, "client-qps", 0, "fixed limit of API requests per second, all controllers; 0: none, the server's 429s set the pace")
 	fs.IntVar(&f.clientBurst, "client-burst", 0, "with --client-qps, requests allowed at once above it; 0: twice --client-qps")
 	fs.DurationVar(&f.discoveryInterval, "discovery-interval", 30*time.Second, "how often to refresh the API server's resource list")
-	fs.DurationVar(&f.cacheResync, "cache-resync", 30*time.Minute, "informer resync period: every parent and decorated object is synced again this often, as metacontroller's --cache-flush-interval does; 0 disables (objects are then synced only by events, resyncPeriodSeconds or resyncAfterSeconds)")
+	fs.DurationVar(&f.cacheResync, "cache-resync", 30*time.Minute, "every parent and decorated object is synced again this often; 0 disables")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", ":9999", "address serving Prometheus metrics at /metrics; empty disables")
-	fs.BoolVar(&f.explain, "explain", true, "serve "+explain.Path+" on --metrics-addr, what `metactl explain` asks: for one object, its controller, last syncs, backoff and children (names and the errors metactl also puts in Events; no object contents); false turns it off, and the record of syncs with it")
+	fs.BoolVar(&f.explain, "explain", true, "serve "+explain.Path+" on --metrics-addr for metactl explain; false also stops the record of syncs")
 	fs.StringVar(&f.healthAddr, "health-addr", ":9998", "address serving /healthz and /readyz; empty disables")
-	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "address serving Go's /debug/pprof/ profiles, mutex and block profiles included (sampled while it is set); empty (the default) disables")
-	fs.Float32Var(&f.eventsQPS, "events-qps", 0, "Events per second per object once --events-burst is spent (client-go's spam filter); 0 keeps client-go's default of one per 5 minutes")
+	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "address serving Go's /debug/pprof/ profiles, mutex and block ones included; empty disables")
+	fs.Float32Var(&f.eventsQPS, "events-qps", 0, "Events per second per object once --events-burst is spent; 0: client-go's one per 5 minutes")
 	fs.IntVar(&f.eventsBurst, "events-burst", 0, "Events per object allowed at once; 0 keeps client-go's default of 25")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "run controllers only while holding a Lease, for several replicas (the shipped Deployment sets it)")
 	fs.StringVar(&f.leaderElection.Namespace, "leader-elect-namespace", inClusterNamespace(), "namespace of the leader Lease")
@@ -121,27 +124,27 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.DurationVar(&f.leaderElection.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long standbys wait after the leader's last renewal before taking over")
 	fs.DurationVar(&f.leaderElection.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops (must be shorter than the lease duration)")
 	fs.DurationVar(&f.leaderElection.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "pace of acquire and renew attempts")
-	fs.DurationVar(&f.maxRetryDelay, "max-retry-delay", loop.MaxRetryDelay, "longest wait before a failing sync is retried (the backoff doubles from 250ms up to this); a hook that recovers is called again within this long (metactl dev uses 5s)")
-	fs.DurationVar(&f.stopGracePeriod, "stop-grace-period", loop.DefaultStopGracePeriod, "longest wait for a stopping controller's syncs in flight (on shutdown, a spec change, a deletion), once cancelled; syncs still running then are abandoned and logged")
-	fs.Int64Var(&f.historyMaxBytes, "history-max-bytes", history.DefaultMaxBytes, "memory budget of the record of each object's last syncs (why each ran, its hook calls, writes and outcome; metactl explain, so none with --explain=false), all controllers together: past it the objects synced longest ago are dropped, those whose newest sync succeeded first; 0 disables the record")
+	fs.DurationVar(&f.maxRetryDelay, "max-retry-delay", loop.MaxRetryDelay, "longest wait before a failing sync is retried; the backoff doubles from 250ms up to it")
+	fs.DurationVar(&f.stopGracePeriod, "stop-grace-period", loop.DefaultStopGracePeriod, "longest wait for a stopping controller's cancelled syncs; those still running are abandoned")
+	fs.Int64Var(&f.historyMaxBytes, "history-max-bytes", history.DefaultMaxBytes, "memory budget of the record of syncs metactl explain shows, all controllers; 0 disables it")
 	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", hooks.DefaultMaxResponseBytes, "largest hook response accepted")
-	fs.Int64Var(&f.responseBudget, "hook-response-budget-bytes", hooks.DefaultResponseBudgetBytes, "most bytes of hook responses held in memory at once, all controllers together, from reading a response until it is decoded; a call waits for room (up to its hook's timeout); responses over 64 KiB use at most seven eighths of it (the rest is kept for small ones), and a larger one than that is refused; responses over 64 KiB sent without a Content-Length are read side by side within seven eighths of it less --max-hook-response-bytes, one at a time when that leaves no room")
-	fs.Int64Var(&f.decodedBudget, "hook-decoded-budget-bytes", hooks.DefaultDecodedBudgetBytes, "most memory the objects decoded from hook responses may take at once, all controllers together, as estimated from each response's JSON before decoding it, from decoding until the sync that called the hook ends; a call waits for room (up to its hook's timeout), and a response whose estimate is larger is refused")
-	fs.Int64Var(&f.etagCacheMaxBytes, "etag-cache-max-bytes", hooks.DefaultEtagCacheMaxBytes, "most bytes of hook responses kept for hooks with etag enabled, all controllers together (the least recently used go first)")
-	fs.IntVar(&f.maxRelated, "max-related-objects", related.DefaultMaxObjects, "most related objects the customize hook's rules may select for one parent; more fails the sync with an error naming the rule")
-	fs.StringSliceVar(&f.credentialNamespaces, "credential-namespaces", []string{inClusterNamespace()}, "comma-separated namespaces whose Secrets and ConfigMaps hooks may name for caBundle, clientTLS, authorization and basicAuth, by default metactl's own (its Pod's namespace; outside a cluster \"default\", as for --leader-elect-namespace); spaces around an entry are ignored, and an entry that is neither a namespace name nor \"*\" is refused; a hook given as a Service may always use its Service's namespace; \"*\" allows every namespace, as metacontroller does. A controller naming another namespace does not start (Ready=False CredentialNotAllowed)")
-	fs.BoolVar(&f.allowInsecureCredentials, "allow-insecure-credentials", false, "let hooks called over plain http send authorization, basicAuth and clientTLS credentials, for development only (metactl dev sets it); without it such a controller does not start (Ready=False InsecureCredentials)")
-	fs.BoolVar(&f.requireServiceAccount, "require-service-account", false, "run only controllers annotated metactl.io/service-account (whose writes act as that ServiceAccount); any other is Ready=False Forbidden")
-	fs.StringVar(&f.recordDir, "record-dir", "", "for development only (hidden: metactl dev --record-dir is the way to use it): record the hook calls of every controller (except those annotated "+hookrecord.Annotation+": \"false\") and write each, as it is made, into DIR/<kind>-<name>/NNNN-<hook>.json, Secret data replaced by digests, with no bound on the number of files (each call at most --record-max-bytes); empty (the default): only controllers annotated "+hookrecord.Annotation+": \"true\" are recorded, in memory only, served at "+hookrecord.Path+" on --metrics-addr for `metactl record fetch`")
+	fs.Int64Var(&f.responseBudget, "hook-response-budget-bytes", hooks.DefaultResponseBudgetBytes, "most bytes of hook responses held in memory at once, all controllers (docs/cli.md)")
+	fs.Int64Var(&f.decodedBudget, "hook-decoded-budget-bytes", hooks.DefaultDecodedBudgetBytes, "most memory of the objects decoded from hook responses at once, all controllers (docs/cli.md)")
+	fs.Int64Var(&f.etagCacheMaxBytes, "etag-cache-max-bytes", hooks.DefaultEtagCacheMaxBytes, "most bytes of responses kept for hooks with etag enabled, all controllers; least recent go first")
+	fs.IntVar(&f.maxRelated, "max-related-objects", related.DefaultMaxObjects, "most related objects a customize hook may select for one parent; more fails the sync")
+	fs.StringSliceVar(&f.credentialNamespaces, "credential-namespaces", []string{inClusterNamespace()}, "namespaces whose Secrets and ConfigMaps hooks' credentials may name; \"*\": all (docs/cli.md)")
+	fs.BoolVar(&f.allowInsecureCredentials, "allow-insecure-credentials", false, "let hooks called over plain http send credentials: for development only (metactl dev sets it)")
+	fs.BoolVar(&f.requireServiceAccount, "require-service-account", false, "run only controllers annotated metactl.io/service-account; others are Ready=False Forbidden")
+	fs.StringVar(&f.recordDir, "record-dir", "", "record every controller's hook calls into DIR, unbounded: for development (metactl dev)")
 	// --record-dir records every controller, whatever it opted for, to
 	// disk without a bound: a development flag, not offered in run's help.
 	_ = fs.MarkHidden("record-dir")
-	fs.StringVar(&f.applyStrategy, "apply-strategy", "client-side", "how controllers write their children, unless a controller object's annotation "+engine.ApplyStrategyAnnotation+" says otherwise: client-side (three-way merge with the last-applied annotation, as metacontroller does by default) or server-side (server-side apply, field manager metactl/<controller>, drift of the fields it sets repaired); metacontroller's names dynamic-apply and server-side-apply (and three-way-merge for client-side) are accepted too (docs/apply-strategies.md)")
-	fs.BoolVar(&f.applyForceConflicts, "apply-force-conflicts", true, "with the server-side strategy, take the fields another field manager owns when applying a child (as metacontroller does); false refuses such an apply, and the conflict is the sync's error")
-	fs.BoolVar(&f.record, "record", true, "record the hook calls of the controllers annotated "+hookrecord.Annotation+": \"true\" and serve them at "+hookrecord.Path+" on --metrics-addr (requests and answers: the objects sent to the hook, Secret data replaced by digests); false ignores the annotation and records nothing")
-	fs.IntVar(&f.recordMaxCalls, "record-max-calls", hookrecord.DefaultMaxCalls, "most recorded hook calls kept in memory per controller; past it the controller's oldest go (the newest show what its hook does now)")
-	fs.Int64Var(&f.recordMaxBytes, "record-max-bytes", hookrecord.DefaultMaxBytes, "most bytes of recorded hook calls kept in memory, all controllers together; past it the oldest go, whichever controller made them")
-	fs.BoolVar(&f.syncedCondition, "synced-condition", false, "write the metactl.io/Synced condition (how the last sync went, the retry count and next attempt) on the objects of every controller, except those annotated metactl.io/synced-condition: \"false\"; without it, only controllers annotated metactl.io/synced-condition: \"true\" write it (status belongs to the hook)")
+	fs.StringVar(&f.applyStrategy, "apply-strategy", "client-side", "how children are written: client-side or server-side, unless a controller's annotation says")
+	fs.BoolVar(&f.refuseApplyConflicts, "refuse-apply-conflicts", false, "server-side strategy: refuse, not take, fields another field manager owns; the sync fails")
+	fs.BoolVar(&f.record, "record", true, "record the hook calls of controllers annotated "+hookrecord.Annotation+": \"true\"; false: none")
+	fs.IntVar(&f.recordMaxCalls, "record-max-calls", hookrecord.DefaultMaxCalls, "most recorded hook calls kept per controller; past it its oldest go")
+	fs.Int64Var(&f.recordMaxBytes, "record-max-bytes", hookrecord.DefaultMaxBytes, "most bytes of recorded hook calls kept, all controllers; past it the oldest go")
+	fs.BoolVar(&f.syncedCondition, "synced-condition", false, "write the metactl.io/Synced condition on every controller's objects, not only annotated ones")
 	return cmd
 }
 
@@ -158,24 +161,73 @@ const (
 // percent more CPU. GOGC in the environment overrides it.
 const defaultGCPercent = 50
 
+// run runs the manager until ctx is done, serving its endpoints.
 func run(ctx context.Context, f *runFlags) error {
-	logger := klog.FromContext(ctx)
-	if f.maxRetryDelay <= 0 {
-		return fmt.Errorf("--max-retry-delay %v: want a positive duration", f.maxRetryDelay)
-	}
-	if f.stopGracePeriod <= 0 {
-		return fmt.Errorf("--stop-grace-period %v: want a positive duration", f.stopGracePeriod)
-	}
-	applyStrategy, err := engine.ParseApplyStrategy(f.applyStrategy)
-	if err != nil {
-		return fmt.Errorf("--apply-strategy: %w", err)
-	}
-	if f.clientQPS < 0 || f.clientBurst < 0 {
-		return fmt.Errorf("--client-qps %v, --client-burst %d: want 0 (no fixed limit) or a positive number", f.clientQPS, f.clientBurst)
-	}
-	credentialNamespaces, err := parseCredentialNamespaces(f.credentialNamespaces)
+	checked, err := checkRunFlags(f)
 	if err != nil {
 		return err
+	}
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(defaultGCPercent)
+	}
+	cfg, err := runConfig(f)
+	if err != nil {
+		return err
+	}
+	recorder, err := newRecorder(f)
+	if err != nil {
+		return err
+	}
+	traces, err := startTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(ctx, traces)
+
+	m, err := manager.New(managerOptions(f, checked, cfg, recorder, traces))
+	if err != nil {
+		return err
+	}
+	stopServing, err := serve(ctx, endpoints(f, m, recorder))
+	if err != nil {
+		return err
+	}
+	defer stopServing()
+	err = m.Run(ctx)
+	if errors.Is(err, manager.ErrLeadershipLost) {
+		// Exit at once: another replica may take over soon.
+		klog.FromContext(ctx).Error(err, "Exiting")
+		stopTracing(ctx, traces)
+		os.Exit(1)
+	}
+	return err
+}
+
+// checkedRunFlags are the flags of run that checkRunFlags parsed.
+type checkedRunFlags struct {
+	applyStrategy        engine.ApplyStrategy
+	credentialNamespaces []string
+}
+
+// checkRunFlags refuses values of f that metactl run cannot take, naming
+// the flag, and parses those that need it.
+func checkRunFlags(f *runFlags) (checkedRunFlags, error) {
+	var checked checkedRunFlags
+	if f.maxRetryDelay <= 0 {
+		return checked, fmt.Errorf("--max-retry-delay %v: want a positive duration", f.maxRetryDelay)
+	}
+	if f.stopGracePeriod <= 0 {
+		return checked, fmt.Errorf("--stop-grace-period %v: want a positive duration", f.stopGracePeriod)
+	}
+	var err error
+	if checked.applyStrategy, err = engine.ParseApplyStrategy(f.applyStrategy); err != nil {
+		return checked, fmt.Errorf("--apply-strategy: %w", err)
+	}
+	if f.clientQPS < 0 || f.clientBurst < 0 {
+		return checked, fmt.Errorf("--client-qps %v, --client-burst %d: want 0 (no fixed limit) or a positive number", f.clientQPS, f.clientBurst)
+	}
+	if checked.credentialNamespaces, err = parseCredentialNamespaces(f.credentialNamespaces); err != nil {
+		return checked, err
 	}
 	for _, v := range []struct {
 		flag  string
@@ -190,34 +242,42 @@ func run(ctx context.Context, f *runFlags) error {
 		{"--record-max-bytes", f.recordMaxBytes},
 	} {
 		if v.value <= 0 {
-			return fmt.Errorf("%s %d: want a positive number", v.flag, v.value)
+			return checked, fmt.Errorf("%s %d: want a positive number", v.flag, v.value)
 		}
 	}
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(defaultGCPercent)
-	}
+	return checked, nil
+}
+
+// runConfig is the client configuration of f's kubeconfig, with the rate
+// limit of --client-qps and --client-burst.
+func runConfig(f *runFlags) (*rest.Config, error) {
 	_, cfg, err := f.kube.load("")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg.QPS, cfg.Burst = f.clientQPS, f.clientBurst
 	if cfg.QPS > 0 && cfg.Burst == 0 {
 		cfg.Burst = max(1, int(2*cfg.QPS))
 	}
-	if f.recordDir != "" && !f.record {
-		return errors.New("--record-dir records every controller's hook calls: it cannot go with --record=false")
-	}
-	var recorder *hookrecord.Recorder
-	if f.record {
-		recorder = hookrecord.NewRecorder(hookrecord.RecorderOptions{MaxCalls: f.recordMaxCalls, MaxBytes: f.recordMaxBytes, Dir: f.recordDir})
-	}
-	traces, err := startTracing(ctx)
-	if err != nil {
-		return err
-	}
-	defer stopTracing(ctx, traces)
+	return cfg, nil
+}
 
-	m, err := manager.New(manager.Options{
+// newRecorder is the recorder of hook calls that --record, --record-dir,
+// --record-max-calls and --record-max-bytes ask for; nil for none.
+func newRecorder(f *runFlags) (*hookrecord.Recorder, error) {
+	if f.recordDir != "" && !f.record {
+		return nil, errors.New("--record-dir records every controller's hook calls: it cannot go with --record=false")
+	}
+	if !f.record {
+		return nil, nil
+	}
+	return hookrecord.NewRecorder(hookrecord.RecorderOptions{MaxCalls: f.recordMaxCalls, MaxBytes: f.recordMaxBytes, Dir: f.recordDir}), nil
+}
+
+// managerOptions are the manager's options from f, as checked, with the
+// client configuration, the recorder of hook calls and the tracer.
+func managerOptions(f *runFlags, checked checkedRunFlags, cfg *rest.Config, recorder *hookrecord.Recorder, traces *tracing.Provider) manager.Options {
+	return manager.Options{
 		Config:            cfg,
 		Workers:           f.workers,
 		DiscoveryInterval: f.discoveryInterval,
@@ -237,60 +297,87 @@ func run(ctx context.Context, f *runFlags) error {
 		StopGracePeriod:   f.stopGracePeriod,
 		HistoryMaxBytes:   historyMaxBytes(f.historyMaxBytes, f.explain),
 
-		CredentialNamespaces:     credentialNamespaces,
+		CredentialNamespaces:     checked.credentialNamespaces,
 		AllowInsecureCredentials: f.allowInsecureCredentials,
 		RequireServiceAccount:    f.requireServiceAccount,
 		SyncedCondition:          f.syncedCondition,
 		Record:                   recorder,
 		RecordAll:                f.recordDir != "",
-		ApplyStrategy:            applyStrategy,
-		RefuseApplyConflicts:     !f.applyForceConflicts,
-	})
-	if err != nil {
-		return err
+		ApplyStrategy:            checked.applyStrategy,
+		RefuseApplyConflicts:     f.refuseApplyConflicts,
 	}
+}
 
-	servers := []*http.Server{}
+// endpoints are the HTTP servers that --metrics-addr, --health-addr and
+// --pprof-addr ask for, of m and recorder; an empty address asks for none.
+func endpoints(f *runFlags, m *manager.Manager, recorder *hookrecord.Recorder) []*http.Server {
+	var servers []*http.Server
 	if f.metricsAddr != "" {
-		r := http.NewServeMux()
-		r.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
-		if f.explain {
-			r.Handle(explain.Path, explain.Handler(m))
-		}
-		r.Handle(hookrecord.Path, hookrecord.Handler(recorder))
-		servers = append(servers, &http.Server{Addr: f.metricsAddr, Handler: r, ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, metricsServer(f.metricsAddr, f.explain, m, recorder))
 	}
 	if f.healthAddr != "" {
-		r := http.NewServeMux()
-		r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-		r.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-			if !m.Ready() {
-				http.Error(w, "caches not synced", http.StatusServiceUnavailable)
-				return
-			}
-			_, _ = w.Write([]byte("ok"))
-		})
-		servers = append(servers, &http.Server{Addr: f.healthAddr, Handler: r, ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, healthServer(f.healthAddr, m))
 	}
 	if f.pprofAddr != "" {
-		// Where goroutines wait on each other, for /debug/pprof/mutex and
-		// /debug/pprof/block: one contention event in mutexProfileFraction,
-		// and about one blocking event per blockProfileRate nanoseconds
-		// blocked, cheap enough to leave on while profiles are served.
-		runtime.SetMutexProfileFraction(mutexProfileFraction)
-		runtime.SetBlockProfileRate(blockProfileRate)
-		r := http.NewServeMux()
-		r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		r.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		r.HandleFunc("/debug/pprof/", pprof.Index)
-		servers = append(servers, &http.Server{Addr: f.pprofAddr, Handler: r, ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, pprofServer(f.pprofAddr))
 	}
+	return servers
+}
+
+// metricsServer serves /metrics at addr, the record of hook calls
+// (hookrecord.Path) of recorder, and, with explain, m's explain.Path.
+func metricsServer(addr string, explainOn bool, m *manager.Manager, recorder *hookrecord.Recorder) *http.Server {
+	r := http.NewServeMux()
+	r.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	if explainOn {
+		r.Handle(explain.Path, explain.Handler(m))
+	}
+	r.Handle(hookrecord.Path, hookrecord.Handler(recorder))
+	return &http.Server{Addr: addr, Handler: r, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// healthServer serves /healthz and /readyz (m's caches synced) at addr.
+func healthServer(addr string, m *manager.Manager) *http.Server {
+	r := http.NewServeMux()
+	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	r.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !m.Ready() {
+			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	return &http.Server{Addr: addr, Handler: r, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// pprofServer serves Go's profiles at addr, and turns on the sampling of
+// the mutex and block profiles.
+func pprofServer(addr string) *http.Server {
+	// Where goroutines wait on each other, for /debug/pprof/mutex and
+	// /debug/pprof/block: one contention event in mutexProfileFraction,
+	// and about one blocking event per blockProfileRate nanoseconds
+	// blocked, cheap enough to leave on while profiles are served.
+	runtime.SetMutexProfileFraction(mutexProfileFraction)
+	runtime.SetBlockProfileRate(blockProfileRate)
+	r := http.NewServeMux()
+	r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	r.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	r.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	r.HandleFunc("/debug/pprof/", pprof.Index)
+	return &http.Server{Addr: addr, Handler: r, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// serve listens on each server's address and serves it in the background;
+// the returned func shuts them down, waiting at most 5 seconds. A server
+// that cannot listen is an error; the servers started before it are then
+// left running, as metactl exits.
+func serve(ctx context.Context, servers []*http.Server) (func(), error) {
+	logger := klog.FromContext(ctx)
 	for _, s := range servers {
 		ln, err := net.Listen("tcp", s.Addr)
 		if err != nil {
-			return fmt.Errorf("listening on %s: %w", s.Addr, err)
+			return nil, fmt.Errorf("listening on %s: %w", s.Addr, err)
 		}
 		logger.Info("Serving", "addr", ln.Addr().String())
 		go func() {
@@ -299,21 +386,13 @@ func run(ctx context.Context, f *runFlags) error {
 			}
 		}()
 	}
-	defer func() {
+	return func() {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for _, s := range servers {
 			_ = s.Shutdown(shutdownCtx)
 		}
-	}()
-	err = m.Run(ctx)
-	if errors.Is(err, manager.ErrLeadershipLost) {
-		// Exit at once: another replica may take over soon.
-		logger.Error(err, "Exiting")
-		stopTracing(ctx, traces)
-		os.Exit(1)
-	}
-	return err
+	}, nil
 }
 
 // startTracing sets up the export of spans from the OTEL_* environment

@@ -50,7 +50,7 @@ func AddKlogFlags(cmd *cobra.Command) {
 		}
 	})
 	v := flags.Lookup("v")
-	v.Usage = "log verbosity: 2 controller life cycle, 4 actions on children, 5 their diffs, 6 hook request and response bodies, 7 API request headers; higher logs as 7 (Secret data is never logged)"
+	v.Usage = "log verbosity: 2 life cycle, 4 actions on children, 5 diffs, 6 hook bodies, 7 API headers (most)"
 	v.DefValue = "0"
 	verbosity := v.Value
 	flags.AddGoFlag(&flag.Flag{Name: "log-level", Usage: "same as -v", Value: verbosity, DefValue: "0"})

@@ -136,7 +136,7 @@ type Options struct {
 	// --apply-strategy.
 	ApplyStrategy engine.ApplyStrategy
 	// RefuseApplyConflicts: see engine.Options.RefuseApplyConflicts.
-	// Default false. metactl run sets it from --apply-force-conflicts=false.
+	// Default false. metactl run sets it from --refuse-apply-conflicts.
 	RefuseApplyConflicts bool
 }
 

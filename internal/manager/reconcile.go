@@ -185,18 +185,11 @@ func (m *Manager) enqueueAll() {
 // the object: started, restarted on a new generation, or stopped (after
 // cleaning up its finalizers when the object is deleted).
 func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, error) {
-	kindName, name, _ := strings.Cut(key, "/")
-	var k *kind
-	for _, candidate := range m.kinds {
-		if candidate.name == kindName {
-			k = candidate
-		}
-	}
+	k, name := m.kindOf(key)
 	if k == nil {
 		return 0, nil
 	}
-	logger := klog.FromContext(ctx).WithValues(strings.ToLower(k.name), name)
-	ctx = klog.NewContext(ctx, logger)
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues(strings.ToLower(k.name), name))
 	obj, exists := k.informer.Get("", name)
 	deleting := exists && obj.GetDeletionTimestamp() != nil
 
@@ -205,58 +198,11 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	m.mu.Unlock()
 	if current != nil && exists && !deleting && current.uid == obj.GetUID() && current.generation == obj.GetGeneration() &&
 		changedAnnotation(current.annotations, obj) == "" {
-		switch {
-		case !current.isStarted():
-			// Still starting: queued again once it has started.
-			return 0, nil
-		case current.startErr != nil:
-			err := fmt.Errorf("starting: %w", current.startErr)
-			m.stopRunning(k, key, current)
-			if werr := m.notRunning(ctx, k, obj, ReasonStartFailed, err.Error()); werr != nil {
-				logger.Error(werr, "Reporting the failed start")
-			}
-			// Retried with a backoff of its own: the queue's, reset by
-			// the next reconcile that starts it again, would not grow.
-			delay, attempt := m.recordStartFailure(key, current)
-			logger.Error(err, "Controller did not start; retrying", "after", delay, "attempt", attempt)
-			return delay, nil
-		case !current.announced:
-			current.announced = true
-			m.forgetStartFailures(key)
-			m.setHookTimeouts(name, current, hookWebhooks(k, obj))
-			m.recorder.Eventf(obj, corev1.EventTypeNormal, "Started", "started generation %d", obj.GetGeneration())
-		}
-		next, refused, err := m.recheckAccount(ctx, current)
-		if err != nil {
-			return 0, err
-		}
-		if refused != "" {
-			logger.Info("Stopping controller: its ServiceAccount lost a permission it needs", "generation", current.generation, "message", refused)
-			m.stopRunning(k, key, current)
-			if err := m.notRunning(ctx, k, obj, v1alpha1.ReasonForbidden, refused); err != nil {
-				return 0, err
-			}
-			return 0, loop.ErrWaiting // retried with backoff, as a refused start
-		}
-		return next, m.setRunning(ctx, k, obj, current)
+		return m.reconcileRunning(ctx, k, key, obj, current)
 	}
 	if current != nil {
-		// Its start-up, if not done, is cancelled: a controller is never
-		// cleaned up or stopped while Start runs.
-		current.endStart()
-		if deleting || !exists {
-			if err := m.cleanup(ctx, k, name, obj, current.uid, current.controller.Cleanup); err != nil {
-				return 0, err
-			}
-		}
-		logger.Info("Stopping controller", "generation", current.generation)
-		m.stopRunning(k, key, current)
-		if exists && !deleting {
-			if current.uid == obj.GetUID() && current.generation == obj.GetGeneration() {
-				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start it again: annotation %s changed", current.generation, changedAnnotation(current.annotations, obj))
-			} else {
-				m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start generation %d", current.generation, obj.GetGeneration())
-			}
+		if err := m.stopChanged(ctx, k, key, name, obj, current); err != nil {
+			return 0, err
 		}
 	}
 	if !exists || deleting {
@@ -271,23 +217,120 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		return 0, nil
 	}
 	if deleting {
-		if current == nil && finalizer.Has(obj, CleanupFinalizer) {
-			if err := m.cleanupWithoutController(ctx, k, obj); err != nil {
-				return 0, err
-			}
+		return 0, m.finishDeletion(ctx, k, obj, current != nil)
+	}
+	return m.startController(ctx, k, key, obj)
+}
+
+// kindOf returns the kind of controller object that key (kind/name)
+// names, nil for none, and the object's name.
+func (m *Manager) kindOf(key string) (*kind, string) {
+	kindName, name, _ := strings.Cut(key, "/")
+	var k *kind
+	for _, candidate := range m.kinds {
+		if candidate.name == kindName {
+			k = candidate
 		}
-		_, err := finalizer.Remove(ctx, m.client.Resource(k.resource), obj, CleanupFinalizer)
-		if apierrors.IsNotFound(err) {
-			err = nil
+	}
+	return k, name
+}
+
+// reconcileRunning reconciles current, the controller of key already built
+// from obj's version: still starting, it waits; failed to start, it is
+// stopped and retried with a backoff of its own; started, it is announced
+// once, its account's access is checked again when due, and obj's status
+// says it runs.
+func (m *Manager) reconcileRunning(ctx context.Context, k *kind, key string, obj *unstructured.Unstructured, current *runningController) (time.Duration, error) {
+	logger := klog.FromContext(ctx)
+	switch {
+	case !current.isStarted():
+		// Still starting: queued again once it has started.
+		return 0, nil
+	case current.startErr != nil:
+		err := fmt.Errorf("starting: %w", current.startErr)
+		m.stopRunning(k, key, current)
+		if werr := m.notRunning(ctx, k, obj, ReasonStartFailed, err.Error()); werr != nil {
+			logger.Error(werr, "Reporting the failed start")
 		}
+		// Retried with a backoff of its own: the queue's, reset by
+		// the next reconcile that starts it again, would not grow.
+		delay, attempt := m.recordStartFailure(key, current)
+		logger.Error(err, "Controller did not start; retrying", "after", delay, "attempt", attempt)
+		return delay, nil
+	case !current.announced:
+		current.announced = true
+		m.forgetStartFailures(key)
+		m.setHookTimeouts(obj.GetName(), current, hookWebhooks(k, obj))
+		m.recorder.Eventf(obj, corev1.EventTypeNormal, "Started", "started generation %d", obj.GetGeneration())
+	}
+	next, refused, err := m.recheckAccount(ctx, current)
+	if err != nil {
 		return 0, err
 	}
+	if refused != "" {
+		logger.Info("Stopping controller: its ServiceAccount lost a permission it needs", "generation", current.generation, "message", refused)
+		m.stopRunning(k, key, current)
+		if err := m.notRunning(ctx, k, obj, v1alpha1.ReasonForbidden, refused); err != nil {
+			return 0, err
+		}
+		return 0, loop.ErrWaiting // retried with backoff, as a refused start
+	}
+	return next, m.setRunning(ctx, k, obj, current)
+}
+
+// stopChanged stops current, the controller of key (the object named
+// name), built from a version of it that is no longer obj's: a new
+// generation, a changed restart annotation, or obj deleted or gone (nil),
+// whose finalizers it then cleans up first.
+func (m *Manager) stopChanged(ctx context.Context, k *kind, key, name string, obj *unstructured.Unstructured, current *runningController) error {
+	exists := obj != nil
+	deleting := exists && obj.GetDeletionTimestamp() != nil
+	// Its start-up, if not done, is cancelled: a controller is never
+	// cleaned up or stopped while Start runs.
+	current.endStart()
+	if deleting || !exists {
+		if err := m.cleanup(ctx, k, name, obj, current.uid, current.controller.Cleanup); err != nil {
+			return err
+		}
+	}
+	klog.FromContext(ctx).Info("Stopping controller", "generation", current.generation)
+	m.stopRunning(k, key, current)
+	if exists && !deleting {
+		if current.uid == obj.GetUID() && current.generation == obj.GetGeneration() {
+			m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start it again: annotation %s changed", current.generation, changedAnnotation(current.annotations, obj))
+		} else {
+			m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start generation %d", current.generation, obj.GetGeneration())
+		}
+	}
+	return nil
+}
+
+// finishDeletion lets obj, a deleted controller object, go: it removes
+// CleanupFinalizer, after cleaning up the parents' finalizers itself when
+// no controller ran (ran false) to do it.
+func (m *Manager) finishDeletion(ctx context.Context, k *kind, obj *unstructured.Unstructured, ran bool) error {
+	if !ran && finalizer.Has(obj, CleanupFinalizer) {
+		if err := m.cleanupWithoutController(ctx, k, obj); err != nil {
+			return err
+		}
+	}
+	_, err := finalizer.Remove(ctx, m.client.Resource(k.resource), obj, CleanupFinalizer)
+	if apierrors.IsNotFound(err) {
+		err = nil
+	}
+	return err
+}
+
+// startController builds the controller of obj (key) and starts it, once
+// its finalizer is on, its start-up backoff is over, its hooks'
+// credentials are allowed and it has the permissions it needs; else obj's
+// status says why it does not run.
+func (m *Manager) startController(ctx context.Context, k *kind, key string, obj *unstructured.Unstructured) (time.Duration, error) {
 	if hasFinalizeHook(obj) {
 		if _, err := finalizer.Add(ctx, m.client.Resource(k.resource), obj, CleanupFinalizer); err != nil {
 			return 0, fmt.Errorf("adding finalizer %s: %w", CleanupFinalizer, err)
 		}
 	}
-
 	if wait := m.startBackoff(key, obj); wait > 0 {
 		// Its start-up failed: StartFailed stays until it starts again.
 		return wait, nil
@@ -295,34 +338,53 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	if refused := m.opts.checkCredentials(k, obj); refused != nil {
 		// Only a new generation of the object or other flags mend it:
 		// both reconcile it again.
-		logger.Info("Refusing to start the controller: its hooks' credentials are not allowed", "reason", refused.reason, "message", refused.message)
+		klog.FromContext(ctx).Info("Refusing to start the controller: its hooks' credentials are not allowed", "reason", refused.reason, "message", refused.message)
 		return 0, m.notRunning(ctx, k, obj, refused.reason, refused.message)
 	}
+	c, err := m.buildAllowed(ctx, k, obj)
+	if c == nil {
+		return 0, err
+	}
+	m.register(ctx, key, obj, c)
+	return 0, nil
+}
+
+// buildAllowed builds the controller of obj and checks its permissions.
+// When it cannot run, it returns no controller and the reconcile's error:
+// nil once obj's status says why, loop.ErrWaiting when only a retry can
+// mend it.
+func (m *Manager) buildAllowed(ctx context.Context, k *kind, obj *unstructured.Unstructured) (runner, error) {
 	c, err := m.build(ctx, k, obj)
 	var invalid *engine.InvalidSpecError
 	switch {
 	case errors.As(err, &invalid):
-		return 0, m.notRunning(ctx, k, obj, v1alpha1.ReasonInvalidSpec, err.Error())
+		return nil, m.notRunning(ctx, k, obj, v1alpha1.ReasonInvalidSpec, err.Error())
 	case discovery.IsNotFound(err):
 		if err := m.notRunning(ctx, k, obj, v1alpha1.ReasonUnknownResource, err.Error()); err != nil {
-			return 0, err
+			return nil, err
 		}
 		// A change in discovery requeues it at once (a CRD being
 		// established triggers one); retries with backoff are the fallback.
-		return 0, loop.ErrWaiting
+		return nil, loop.ErrWaiting
 	case err != nil:
-		return 0, err
+		return nil, err
 	}
 	if msg, err := m.forbidden(ctx, c); err != nil {
 		c.Stop()
-		return 0, err
+		return nil, err
 	} else if msg != "" {
 		c.Stop()
 		if err := m.notRunning(ctx, k, obj, v1alpha1.ReasonForbidden, msg); err != nil {
-			return 0, err
+			return nil, err
 		}
-		return 0, loop.ErrWaiting // RBAC is not watched: retried with backoff
+		return nil, loop.ErrWaiting // RBAC is not watched: retried with backoff
 	}
+	return c, nil
+}
+
+// register records c, built from obj, as the running controller of key and
+// starts it, unless the manager is stopping, which releases it.
+func (m *Manager) register(ctx context.Context, key string, obj *unstructured.Unstructured, c runner) {
 	annotations := restartValues(obj)
 	started := &runningController{uid: obj.GetUID(), generation: obj.GetGeneration(), controller: c, failing: &failingStatus{},
 		annotations: annotations, account: annotations[rbac.ServiceAccountAnnotation], checkedAt: time.Now()}
@@ -333,11 +395,10 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 		// Shutting down: stopAll has taken the controllers already, and
 		// this one, never started, is released (its account's clients).
 		c.Stop()
-		return 0, nil
+		return
 	}
 	m.running[key] = started
 	m.start(ctx, key, started)
-	return 0, nil
 }
 
 // stopRunning stops r, the running controller of key (a controller object

@@ -30,14 +30,14 @@ var Hooks = []string{"sync", "finalize", "customize"}
 
 // Options say where to send the calls and how.
 type Options struct {
-	// Hook is the URL of every hook; HookFor overrides it per hook name
+	// HookURL is the URL of every hook; HookURLFor overrides it per hook name
 	// ("sync", "finalize", "customize"). A URL with no path (or "/")
 	// gets the path of the hook in the recorded controller object (its
 	// webhook's path, or the path of its webhook's url), so one address
 	// serves a hook whose sync and customize answer on different paths.
 	// A call whose hook has no URL is skipped.
-	Hook    string
-	HookFor map[string]string
+	HookURL    string
+	HookURLFor map[string]string
 	// Timeout bounds each call, answer read included; zero means
 	// DefaultTimeout.
 	Timeout time.Duration
@@ -287,7 +287,7 @@ func send(ctx context.Context, opts *Options, target string, request []byte) ([]
 	resp, err := opts.Client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, 0, time.Since(start), fmt.Errorf("no answer within %v (--timeout)", opts.Timeout)
+			return nil, 0, time.Since(start), fmt.Errorf("no answer within %v (--request-timeout)", opts.Timeout)
 		}
 		return nil, 0, time.Since(start), err
 	}
@@ -296,7 +296,7 @@ func send(ctx context.Context, opts *Options, target string, request []byte) ([]
 	took := time.Since(start)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || (err != nil && ctx.Err() != nil):
-		return nil, resp.StatusCode, took, fmt.Errorf("the answer was not read within %v (--timeout)", opts.Timeout)
+		return nil, resp.StatusCode, took, fmt.Errorf("the answer was not read within %v (--request-timeout)", opts.Timeout)
 	case err != nil:
 		return nil, resp.StatusCode, took, fmt.Errorf("reading the answer: %w", err)
 	case int64(len(body)) > hooks.DefaultMaxResponseBytes:
@@ -320,16 +320,16 @@ func subSets(dir string) []string {
 	return out
 }
 
-// hookURL returns where to send a call of hook: its URL from HookFor,
-// else Hook; a URL without a path gets the hook's path from the
+// hookURL returns where to send a call of hook: its URL from HookURLFor,
+// else HookURL; a URL without a path gets the hook's path from the
 // controller object in the recorded request.
 func hookURL(opts *Options, hook string, request []byte) (string, error) {
-	base, from := opts.HookFor[hook], "--hook-for"
+	base, from := opts.HookURLFor[hook], "--hook-url-for"
 	if base == "" {
-		base, from = opts.Hook, "--hook"
+		base, from = opts.HookURL, "--hook-url"
 	}
 	if base == "" {
-		return "", fmt.Errorf("no URL for the %s hook (give --hook, or --hook-for %s=URL)", hook, hook)
+		return "", fmt.Errorf("no URL for the %s hook (give --hook-url, or --hook-url-for %s=URL)", hook, hook)
 	}
 	u, err := url.Parse(base)
 	if err != nil {

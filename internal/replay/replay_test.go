@@ -116,7 +116,7 @@ func TestSameAnswerReordered(t *testing.T) {
 {"data":{"greeting":"Hello, World!"},"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a-one"}}],
 "status":{"count":2.0,"greeting":"Hello, World!"}}`))
 	dir := writeSet(t, syncCall(recordedAnswer))
-	res := only(t, run(t, dir, Options{Hook: h.URL}))
+	res := only(t, run(t, dir, Options{HookURL: h.URL}))
 	if res.Status != Same || len(res.Changes) != 0 {
 		t.Fatalf("reordered answer: %s %s\n%s", res.Status, res.Reason, changeLines(res))
 	}
@@ -139,7 +139,7 @@ func TestChangedFieldDiffers(t *testing.T) {
 	h := newHook(t, answering(`{"status":{"greeting":"Hi, World!","count":2},"children":[
 {"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a-one"},"data":{"greeting":"Hi, World!"}}]}`))
 	dir := writeSet(t, syncCall(recordedAnswer))
-	r := run(t, dir, Options{Hook: h.URL})
+	r := run(t, dir, Options{HookURL: h.URL})
 	res := only(t, r)
 	want := `~ .children["v1/ConfigMap/a-one"].data.greeting: "Hello, World!" -> "Hi, World!"
 - .children["v1/ConfigMap/a-two"]: {"apiVersion":"v1","data":{"greeting":"Hello, World!"},"kind":"ConfigMap","metadata":{"name":"a-two"}}
@@ -167,11 +167,11 @@ func TestIgnore(t *testing.T) {
 {"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a-one","annotations":{"at":"now"}},"data":{"greeting":"Hello, World!"}},
 {"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a-two"},"data":{"greeting":"Hello, World!"}}]}`))
 	dir := writeSet(t, syncCall(recordedAnswer))
-	res := only(t, run(t, dir, Options{Hook: h.URL, Ignore: []string{".status.count", `.children["v1/ConfigMap/a-one"].metadata`}}))
+	res := only(t, run(t, dir, Options{HookURL: h.URL, Ignore: []string{".status.count", `.children["v1/ConfigMap/a-one"].metadata`}}))
 	if res.Status != Same || res.Ignored != 2 {
 		t.Errorf("ignored changes: %s, %d ignored\n%s", res.Status, res.Ignored, changeLines(res))
 	}
-	res = only(t, run(t, dir, Options{Hook: h.URL, Ignore: []string{".status.co"}}))
+	res = only(t, run(t, dir, Options{HookURL: h.URL, Ignore: []string{".status.co"}}))
 	if res.Status != Differs || res.Ignored != 0 {
 		t.Errorf("a path that is only a prefix of a key ignored a change: %s, %d ignored", res.Status, res.Ignored)
 	}
@@ -187,12 +187,12 @@ func TestFailures(t *testing.T) {
 		{"500", "HTTP 500 Internal Server Error: boom", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "boom", 500) }},
 		{"not JSON", "the answer is not JSON", answering(`{"status":`)},
 		{"two values", "more than one JSON value", answering(`{} {}`)},
-		{"timeout", "no answer within 200ms (--timeout)", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }},
+		{"timeout", "no answer within 200ms (--request-timeout)", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHook(t, tc.handle)
 			dir := writeSet(t, syncCall(recordedAnswer))
-			r := run(t, dir, Options{Hook: h.URL, Timeout: 200 * time.Millisecond})
+			r := run(t, dir, Options{HookURL: h.URL, Timeout: 200 * time.Millisecond})
 			res := only(t, r)
 			if res.Status != Failed || !strings.Contains(res.Reason, tc.reason) {
 				t.Errorf("%s: %s %q, want failed with %q", tc.name, res.Status, res.Reason, tc.reason)
@@ -210,35 +210,35 @@ func TestUnreachable(t *testing.T) {
 	h := newHook(t, answering(recordedAnswer))
 	url := h.URL
 	h.Close()
-	r := run(t, writeSet(t, syncCall(recordedAnswer)), Options{Hook: url})
+	r := run(t, writeSet(t, syncCall(recordedAnswer)), Options{HookURL: url})
 	if res := only(t, r); res.Status != Failed || r.Reached() != 0 || r.Sent() != 1 {
 		t.Errorf("hook not listening: %s %q, reached %d", res.Status, res.Reason, r.Reached())
 	}
 }
 
 // TestSkipped: a call recorded without an answer, and one whose hook has
-// no URL, are skipped and not sent; --hook-for overrides --hook.
+// no URL, are skipped and not sent; --hook-url-for overrides --hook-url.
 func TestSkipped(t *testing.T) {
 	h := newHook(t, answering(recordedAnswer))
 	failedCall := hookrecord.Call{Hook: "sync", Request: json.RawMessage(request), Code: 500, Error: "HTTP 500: boom"}
 	customize := hookrecord.Call{Hook: "customize", Request: json.RawMessage(request), Code: 200, Response: json.RawMessage(`{"relatedResources":[]}`)}
 	dir := writeSet(t, failedCall, customize, syncCall(recordedAnswer))
-	r := run(t, dir, Options{HookFor: map[string]string{"sync": h.URL + "/other"}, Hook: ""})
+	r := run(t, dir, Options{HookURLFor: map[string]string{"sync": h.URL + "/other"}, HookURL: ""})
 	got := []Status{r.Results[0].Status, r.Results[1].Status, r.Results[2].Status}
 	if got[0] != Skipped || got[1] != Skipped || got[2] != Same {
 		t.Fatalf("statuses %v, want skipped, skipped, same", got)
 	}
 	if !strings.Contains(r.Results[0].Reason, "recorded without an answer (HTTP 500: boom)") ||
-		!strings.Contains(r.Results[1].Reason, "--hook-for customize=URL") {
+		!strings.Contains(r.Results[1].Reason, "--hook-url-for customize=URL") {
 		t.Errorf("reasons: %q, %q", r.Results[0].Reason, r.Results[1].Reason)
 	}
 	if len(h.paths) != 1 || h.paths[0] != "/other" {
 		t.Errorf("hook asked at %v, want only /other (a URL with a path is used as given)", h.paths)
 	}
-	// --hook-for customize, with --hook for the rest: the customize call
+	// --hook-url-for customize, with --hook-url for the rest: the customize call
 	// goes to the recorded controller's customize path.
 	h.paths = nil
-	run(t, dir, Options{Hook: "http://127.0.0.1:1", HookFor: map[string]string{"customize": h.URL, "sync": h.URL}})
+	run(t, dir, Options{HookURL: "http://127.0.0.1:1", HookURLFor: map[string]string{"customize": h.URL, "sync": h.URL}})
 	if len(h.paths) != 2 || h.paths[0] != "/customize" || h.paths[1] != "/sync" {
 		t.Errorf("hook asked at %v, want /customize and /sync", h.paths)
 	}
@@ -252,18 +252,18 @@ func TestSecretsAndNullLists(t *testing.T) {
 	// The digest of "c2VjcmV0" (base64 of "secret").
 	h := newHook(t, answering(`{"children":[{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"data":{"password":"c2VjcmV0"}}]}`))
 	dir := writeSet(t, syncCall(recorded))
-	res := only(t, run(t, dir, Options{Hook: h.URL}))
+	res := only(t, run(t, dir, Options{HookURL: h.URL}))
 	if res.Status != Differs || !strings.Contains(changeLines(res), `"sha256:`) || strings.Contains(changeLines(res), "c2VjcmV0") {
 		t.Fatalf("secret compared as %s:\n%s", res.Status, changeLines(res))
 	}
 	digest := secretdigest.Of("c2VjcmV0")
-	res = only(t, run(t, writeSet(t, syncCall(strings.ReplaceAll(recorded, "sha256:"+strings.Repeat("0", 64), digest))), Options{Hook: h.URL}))
+	res = only(t, run(t, writeSet(t, syncCall(strings.ReplaceAll(recorded, "sha256:"+strings.Repeat("0", 64), digest))), Options{HookURL: h.URL}))
 	if res.Status != Same {
 		t.Errorf("secret with its digest recorded: %s\n%s", res.Status, changeLines(res))
 	}
 
 	h = newHook(t, answering(`{"status":{},"children":null}`))
-	res = only(t, run(t, writeSet(t, syncCall(`{"status":{},"children":[]}`)), Options{Hook: h.URL}))
+	res = only(t, run(t, writeSet(t, syncCall(`{"status":{},"children":[]}`)), Options{HookURL: h.URL}))
 	if res.Status != Same {
 		t.Errorf("null children against []: %s\n%s", res.Status, changeLines(res))
 	}
@@ -279,7 +279,7 @@ func TestUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := writeSet(t, syncCall(recordedAnswer), syncCall(string(digested)))
-	r := run(t, dir, Options{Hook: h.URL, Update: true})
+	r := run(t, dir, Options{HookURL: h.URL, Update: true})
 	if r.Summary != (Summary{Calls: 2, Same: 1, Updated: 1}) {
 		t.Fatalf("summary %+v", r.Summary)
 	}
@@ -290,23 +290,23 @@ func TestUpdate(t *testing.T) {
 	if strings.Contains(string(data), "plain") || !strings.Contains(string(data), "sha256:") {
 		t.Errorf("updated file holds the Secret's value, or no digest:\n%s", data)
 	}
-	if r := run(t, dir, Options{Hook: h.URL}); r.Summary.Same != 2 {
+	if r := run(t, dir, Options{HookURL: h.URL}); r.Summary.Same != 2 {
 		t.Errorf("after --update: %+v", r.Summary)
 	}
 }
 
 func TestNoCalls(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := Run(context.Background(), dir, Options{Hook: "http://127.0.0.1:1"}); !errors.Is(err, ErrNoCalls) {
+	if _, err := Run(context.Background(), dir, Options{HookURL: "http://127.0.0.1:1"}); !errors.Is(err, ErrNoCalls) {
 		t.Errorf("empty directory: %v, want ErrNoCalls", err)
 	}
-	if _, err := Run(context.Background(), filepath.Join(dir, "missing"), Options{Hook: "http://127.0.0.1:1"}); err == nil {
+	if _, err := Run(context.Background(), filepath.Join(dir, "missing"), Options{HookURL: "http://127.0.0.1:1"}); err == nil {
 		t.Error("missing directory: no error")
 	}
 	// A folder holding a set per controller, as metactl dev --record-dir
 	// writes them: the error names them.
 	parent := filepath.Dir(writeSet(t, syncCall(recordedAnswer)))
-	if _, err := Run(context.Background(), parent, Options{Hook: "http://127.0.0.1:1"}); !errors.Is(err, ErrNoCalls) || !strings.Contains(err.Error(), "in its folders recorded: give one of them") {
+	if _, err := Run(context.Background(), parent, Options{HookURL: "http://127.0.0.1:1"}); !errors.Is(err, ErrNoCalls) || !strings.Contains(err.Error(), "in its folders recorded: give one of them") {
 		t.Errorf("folder of sets: %v", err)
 	}
 }
@@ -315,7 +315,7 @@ func TestNoCalls(t *testing.T) {
 func TestCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := newHook(t, func(w http.ResponseWriter, r *http.Request) { cancel(); <-r.Context().Done() })
-	if _, err := Run(ctx, writeSet(t, syncCall(recordedAnswer)), Options{Hook: h.URL}); !errors.Is(err, context.Canceled) {
+	if _, err := Run(ctx, writeSet(t, syncCall(recordedAnswer)), Options{HookURL: h.URL}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
@@ -328,7 +328,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 		http.Redirect(w, r, elsewhere.URL+"/sync", http.StatusTemporaryRedirect)
 	})
 	dir := writeSet(t, syncCall(recordedAnswer))
-	res := only(t, run(t, dir, Options{Hook: h.URL}))
+	res := only(t, run(t, dir, Options{HookURL: h.URL}))
 	if res.Status != Failed || res.Code != http.StatusTemporaryRedirect || !strings.HasPrefix(res.Reason, "HTTP 307 Temporary Redirect") {
 		t.Errorf("result = %+v; want failed: HTTP 307", res)
 	}
@@ -337,7 +337,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 	}
 }
 
-// TestFinalizeCallRouted: a recorded finalize call goes to --hook-for
+// TestFinalizeCallRouted: a recorded finalize call goes to --hook-url-for
 // finalize's URL, at the path of the recorded controller's finalize hook;
 // the sync call, without a URL, is skipped.
 func TestFinalizeCallRouted(t *testing.T) {
@@ -347,7 +347,7 @@ func TestFinalizeCallRouted(t *testing.T) {
 	h := newHook(t, answering(finalized))
 	finalize := hookrecord.Call{Hook: "finalize", Request: json.RawMessage(finalizeRequest), Code: 200, Response: json.RawMessage(finalized)}
 	dir := writeSet(t, syncCall(recordedAnswer), finalize)
-	r := run(t, dir, Options{HookFor: map[string]string{"finalize": h.URL}})
+	r := run(t, dir, Options{HookURLFor: map[string]string{"finalize": h.URL}})
 	if len(r.Results) != 2 || r.Results[0].Status != Skipped || r.Results[1].Status != Same {
 		t.Fatalf("results = %+v; want the sync call skipped, the finalize call the same", r.Results)
 	}
@@ -359,7 +359,7 @@ func TestFinalizeCallRouted(t *testing.T) {
 	}
 	// A changed finalize answer is a difference like any other.
 	h2 := newHook(t, answering(`{"status":{"greeting":"Bye"},"children":[],"finalized":false}`))
-	r = run(t, dir, Options{Hook: "http://127.0.0.1:1", HookFor: map[string]string{"finalize": h2.URL}})
+	r = run(t, dir, Options{HookURL: "http://127.0.0.1:1", HookURLFor: map[string]string{"finalize": h2.URL}})
 	if res := r.Results[1]; res.Status != Differs || changeLines(res) != "~ .finalized: true -> false" {
 		t.Errorf("finalize result = %+v", res)
 	}
@@ -370,7 +370,7 @@ func TestFinalizeCallRouted(t *testing.T) {
 func TestLargeIntegersCompareExactly(t *testing.T) {
 	h := newHook(t, answering(`{"status":{"id":9007199254740992},"children":[]}`))
 	dir := writeSet(t, syncCall(`{"status":{"id":9007199254740993},"children":[]}`))
-	res := only(t, run(t, dir, Options{Hook: h.URL}))
+	res := only(t, run(t, dir, Options{HookURL: h.URL}))
 	if res.Status != Differs || changeLines(res) != "~ .status.id: 9007199254740993 -> 9007199254740992" {
 		t.Errorf("result = %+v (%s)", res, changeLines(res))
 	}
@@ -382,7 +382,7 @@ func TestRedactedWebhookURL(t *testing.T) {
 	h := newHook(t, answering(recordedAnswer))
 	redacted := strings.Replace(request, `"http://10.0.0.1:8080/sync"`, `"http://<redacted>@10.0.0.1:8080/hooks/sync?token=<redacted>"`, 1)
 	dir := writeSet(t, hookrecord.Call{Hook: "sync", Request: json.RawMessage(redacted), Code: 200, Response: json.RawMessage(recordedAnswer)})
-	res := only(t, run(t, dir, Options{Hook: h.URL}))
+	res := only(t, run(t, dir, Options{HookURL: h.URL}))
 	if res.Status != Same || len(h.paths) != 1 || h.paths[0] != "/hooks/sync" {
 		t.Errorf("result = %+v, paths %v; want the same answer at /hooks/sync", res, h.paths)
 	}

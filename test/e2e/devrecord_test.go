@@ -42,7 +42,7 @@ func TestDevRecordDir(t *testing.T) {
 	}
 
 	fetched := filepath.Join(t.TempDir(), "fetched")
-	out, err := exec.Command(d.cmd.Path, "record", "fetch", "compositecontroller/hello-world", "--dir", fetched,
+	out, err := exec.Command(d.cmd.Path, "record", "fetch", "compositecontroller/hello-world", "--record-dir", fetched,
 		"--kubeconfig", filepath.Join(d.dir, "kubeconfig")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("metactl record fetch through dev's kubeconfig: %v\n%s", err, out)

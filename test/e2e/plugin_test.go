@@ -245,11 +245,11 @@ func TestKubectlPlugin(t *testing.T) {
 		t.Errorf("kubectl metactl resync -n --kubeconfig --context: exit %d, the object not annotated:\n%s", code, out)
 	}
 	dir := filepath.Join(t.TempDir(), "recorded")
-	out, code = k.run(t, withFile, "metactl", "record", "fetch", "cc/"+controllerName, "--dir", dir, "--context", "metactl-test", "--endpoint", endpoint)
+	out, code = k.run(t, withFile, "metactl", "record", "fetch", "cc/"+controllerName, "--record-dir", dir, "--context", "metactl-test", "--endpoint", endpoint)
 	if code != 0 || !strings.Contains(out, "wrote ") {
 		t.Fatalf("kubectl metactl record fetch: exit %d:\n%s", code, out)
 	}
-	out, code = k.run(t, nil, "metactl", "replay", dir, "--hook", hook.URL)
+	out, code = k.run(t, nil, "metactl", "replay", dir, "--hook-url", hook.URL)
 	if code != 0 {
 		t.Errorf("kubectl metactl replay of the calls fetched, to the same hook: exit %d, want 0:\n%s", code, out)
 	}

@@ -103,7 +103,7 @@ func TestRecordFetch(t *testing.T) {
 
 	dir := filepath.Join(t.TempDir(), "recorded")
 	fetch := func(controller string) (string, error) {
-		return explainRun(metactl, "record", "fetch", "compositecontroller/"+controller, "--dir", dir, "--endpoint", endpoint)
+		return explainRun(metactl, "record", "fetch", "compositecontroller/"+controller, "--record-dir", dir, "--endpoint", endpoint)
 	}
 	out, err := fetch(recorded)
 	if err != nil {
@@ -159,7 +159,7 @@ func TestRecordFetch(t *testing.T) {
 	podNS, _ := metactlPod(t)
 	proxied := filepath.Join(t.TempDir(), "proxied")
 	throughPods := func(controller string) (string, error) {
-		return explainRun(metactl, "record", "fetch", "cc/"+controller, "--dir", proxied, "--kubeconfig", env.KubeconfigPath,
+		return explainRun(metactl, "record", "fetch", "cc/"+controller, "--record-dir", proxied, "--kubeconfig", env.KubeconfigPath,
 			"--metactl-namespace", podNS, "--metactl-port", fmt.Sprint(port))
 	}
 	if out, err := throughPods(recorded); err != nil {

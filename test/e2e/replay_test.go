@@ -96,7 +96,7 @@ func TestReplayChangedHook(t *testing.T) {
 	}
 	_, hookURL := startHook(t, "python", dir)
 
-	out, code := runReplay(t, metactl, set, "--hook", hookURL)
+	out, code := runReplay(t, metactl, set, "--hook-url", hookURL)
 	if code != 2 {
 		t.Fatalf("replay against a changed hook: exit code %d, want 2\n%s", code, out)
 	}
@@ -110,7 +110,7 @@ func TestReplayChangedHook(t *testing.T) {
 		}
 	}
 
-	out, code = runReplay(t, metactl, set, "--hook", hookURL, "-o", "json")
+	out, code = runReplay(t, metactl, set, "--hook-url", hookURL, "-o", "json")
 	var report replay.Report
 	if err := json.Unmarshal([]byte(out), &report); err != nil || code != 2 {
 		t.Fatalf("-o json: exit code %d, %v:\n%s", code, err, out)
@@ -124,21 +124,21 @@ func TestReplayChangedHook(t *testing.T) {
 		}
 	}
 
-	if out, code = runReplay(t, metactl, set, "--hook", hookURL, "--update"); code != 0 || !strings.Contains(out, " updated") {
+	if out, code = runReplay(t, metactl, set, "--hook-url", hookURL, "--update"); code != 0 || !strings.Contains(out, " updated") {
 		t.Fatalf("--update: exit code %d, want 0 and updated calls\n%s", code, out)
 	}
-	if out, code = runReplay(t, metactl, set, "--hook", hookURL); code != 0 || strings.Contains(out, "differs") {
+	if out, code = runReplay(t, metactl, set, "--hook-url", hookURL); code != 0 || strings.Contains(out, "differs") {
 		t.Errorf("after --update: exit code %d, want 0\n%s", code, out)
 	}
 
-	if out, code = runReplay(t, metactl, set, "--hook", "http://127.0.0.1:"+strconv.Itoa(testenv.FreePort(t))); code != 1 || !strings.Contains(out, "no call reached the hook") {
+	if out, code = runReplay(t, metactl, set, "--hook-url", "http://127.0.0.1:"+strconv.Itoa(testenv.FreePort(t))); code != 1 || !strings.Contains(out, "no call reached the hook") {
 		t.Errorf("no hook running: exit code %d, want 1\n%s", code, out)
 	}
-	if out, code = runReplay(t, metactl, t.TempDir(), "--hook", hookURL); code != 1 || !strings.Contains(out, "no recorded calls") {
+	if out, code = runReplay(t, metactl, t.TempDir(), "--hook-url", hookURL); code != 1 || !strings.Contains(out, "no recorded calls") {
 		t.Errorf("empty directory: exit code %d, want 1\n%s", code, out)
 	}
-	if out, code = runReplay(t, metactl, set, "--hook-for", "sink="+hookURL); code != 1 || !strings.Contains(out, `unknown hook "sink"`) {
-		t.Errorf("--hook-for sink=: exit code %d, want 1\n%s", code, out)
+	if out, code = runReplay(t, metactl, set, "--hook-url-for", "sink="+hookURL); code != 1 || !strings.Contains(out, `unknown hook "sink"`) {
+		t.Errorf("--hook-url-for sink=: exit code %d, want 1\n%s", code, out)
 	}
 }
 

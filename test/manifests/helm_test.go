@@ -696,7 +696,9 @@ func TestHelmValuesChangeObjects(t *testing.T) {
 		{name: "run.clientQPS", value: 50.5, check: hasArg("--client-qps=50.5")},
 		{name: "run.clientBurst", value: 100, check: hasArg("--client-burst=100")},
 		{name: "run.applyStrategy", value: "server-side", check: hasArg("--apply-strategy=server-side")},
-		{name: "run.applyForceConflicts", value: false, check: hasArg("--apply-force-conflicts=false")},
+		{name: "run.refuseApplyConflicts", value: true, check: hasArg("--refuse-apply-conflicts=true")},
+		// Deprecated, the opposite of refuseApplyConflicts.
+		{name: "run.applyForceConflicts", value: false, check: hasArg("--refuse-apply-conflicts=true")},
 		{name: "run.credentialNamespaces", value: []any{"hooks", "team-a"}, check: hasArg("--credential-namespaces=hooks,team-a")},
 		{name: "run.requireServiceAccount", value: true, check: hasArg("--require-service-account=true")},
 		{name: "run.syncedCondition", value: true, check: hasArg("--synced-condition=true")},

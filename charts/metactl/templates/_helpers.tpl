@@ -104,6 +104,11 @@ then extraArgs.
 {{- $args = concat $args (list "--leader-elect=true" (printf "--leader-elect-namespace=%s" .Release.Namespace)) -}}
 {{- end -}}
 {{- $args = concat $args (list (printf "--metrics-addr=:%d" (int .Values.metrics.port)) (printf "--health-addr=:%d" (int .Values.health.port))) -}}
+{{- /* run.applyForceConflicts, deprecated, is the opposite of run.refuseApplyConflicts. */ -}}
+{{- $refuseApplyConflicts := $run.refuseApplyConflicts -}}
+{{- if and (kindIs "invalid" $refuseApplyConflicts) (kindIs "bool" $run.applyForceConflicts) -}}
+{{- $refuseApplyConflicts = not $run.applyForceConflicts -}}
+{{- end -}}
 {{- $flags := list -}}
 {{- if $le.enabled -}}
 {{- $flags = concat $flags (list
@@ -119,7 +124,7 @@ then extraArgs.
   (list "client-qps" $run.clientQPS)
   (list "client-burst" $run.clientBurst)
   (list "apply-strategy" $run.applyStrategy)
-  (list "apply-force-conflicts" $run.applyForceConflicts)
+  (list "refuse-apply-conflicts" $refuseApplyConflicts)
   (list "credential-namespaces" $run.credentialNamespaces)
   (list "require-service-account" $run.requireServiceAccount)
   (list "synced-condition" $run.syncedCondition)

@@ -115,10 +115,120 @@ func (r *Result) Wrote() bool { return len(r.Written) > 0 || r.Deleted > 0 }
 // What the parent's user should know (see Writer.Recorder) is reported on
 // parent.
 func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, resources []*Resource, observed, desired map[*Resource]Set) (*Result, error) {
-	limit := w.Concurrency
-	if limit <= 0 {
-		limit = 8
+	ws := newWrites(w.concurrency(), resources, observed)
+	for _, res := range resources {
+		w.deleteUndesired(ctx, ws, parent, res, observed[res], desired[res])
+		w.writeDesired(ctx, ws, parent, res, observed[res], desired[res])
 	}
+	return ws.wait()
+}
+
+// concurrency is the most writes in flight for one Manage call.
+func (w *Writer) concurrency() int {
+	if w.Concurrency <= 0 {
+		return 8
+	}
+	return w.Concurrency
+}
+
+// deleteUndesired deletes each child of res in observed that desired
+// lacks and that decide says to delete, in ws.
+func (w *Writer) deleteUndesired(ctx context.Context, ws *writes, parent *unstructured.Unstructured, res *Resource, observed, desired Set) {
+	for key, obj := range observed {
+		if _, ok := desired[key]; ok {
+			continue // decided by writeDesired
+		}
+		if action, _, _ := w.decide(res, obj, nil); action != Delete {
+			continue
+		}
+		w.deleteChild(ctx, ws, parent, res, key, obj)
+	}
+}
+
+// deleteChild deletes obj, the child key of res, in ws.
+func (w *Writer) deleteChild(ctx context.Context, ws *writes, parent *unstructured.Unstructured, res *Resource, key string, obj *unstructured.Unstructured) {
+	ws.run(func() error {
+		left, err := w.delete(ctx, parent, res, obj)
+		if err != nil {
+			return err
+		}
+		ws.deleted(res, key, left)
+		return nil
+	})
+}
+
+// writeDesired makes each child of res in observed what desired says, in
+// ws, as decide says: created, updated, deleted to be created again, or
+// kept (and its user told).
+func (w *Writer) writeDesired(ctx context.Context, ws *writes, parent *unstructured.Unstructured, res *Resource, observed, desired Set) {
+	for key, want := range desired {
+		have := observed[key]
+		action, merged, err := w.decide(res, have, want)
+		if err != nil {
+			ws.fail(fmt.Errorf("merging %s %s: %w", res.Kind, key, err))
+			continue
+		}
+		switch action {
+		case Create:
+			ws.run(func() error {
+				created, err := w.create(ctx, parent, res, key, want)
+				if err != nil || created == nil {
+					return err
+				}
+				ws.written(res, key, created)
+				return nil
+			})
+		case Kept:
+			// Never updated; the parent's user is told once when the
+			// hook asks for a change.
+			w.reportKept(ctx, parent, res, key, have, want)
+		case Recreate:
+			w.deleteChild(ctx, ws, parent, res, key, have)
+		case Update:
+			ws.run(func() error {
+				updated, err := w.updateChild(ctx, parent, res, key, have, merged)
+				if err != nil {
+					return err
+				}
+				ws.written(res, key, updated)
+				return nil
+			})
+		}
+	}
+}
+
+// updateChild writes merged, what decide made of have and the desired
+// child key, server-side or as an update, once the child's fields are
+// handed over from the other strategy's field manager (switchOwnership).
+func (w *Writer) updateChild(ctx context.Context, parent *unstructured.Unstructured, res *Resource, key string, have, merged *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	rv, err := w.switchOwnership(ctx, res, key, have)
+	if err != nil {
+		return nil, err
+	}
+	if w.ServerSide != nil {
+		return w.apply(ctx, parent, res, key, merged)
+	}
+	if rv != "" {
+		merged.SetResourceVersion(rv) // only managedFields changed since have
+	}
+	logDiff(ctx, res, key, have, merged)
+	return w.update(ctx, parent, res, key, merged)
+}
+
+// writes runs the writes of one Manage call, at most a limit at once,
+// and gathers what they did and their errors.
+type writes struct {
+	wg  sync.WaitGroup
+	sem chan struct{}
+	// mu guards result and errs.
+	mu     sync.Mutex
+	result *Result
+	errs   []error
+}
+
+// newWrites returns the writes of a Manage call of at most limit writes
+// at once, whose Result starts from a copy of observed.
+func newWrites(limit int, resources []*Resource, observed map[*Resource]Set) *writes {
 	result := &Result{Observed: make(map[*Resource]Set, len(resources))}
 	for _, res := range resources {
 		set := make(Set, len(observed[res]))
@@ -127,129 +237,63 @@ func (w *Writer) Manage(ctx context.Context, parent *unstructured.Unstructured, 
 		}
 		result.Observed[res] = set
 	}
+	return &writes{sem: make(chan struct{}, limit), result: result}
+}
 
-	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, limit)
-	)
-	run := func(f func() error) {
-		wg.Add(1)
-		sem <- struct{}{}
-		runners.run(func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := f(); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
-	}
-	// deleted records a delete; left is the child still there, being
-	// deleted (nil: gone). Its watch events are not expected: they sync
-	// the parent again, as the child's deletion goes on.
-	deleted := func(res *Resource, key string, left *unstructured.Unstructured) {
-		mu.Lock()
-		defer mu.Unlock()
-		result.Deleted++
-		if left == nil {
-			delete(result.Observed[res], key)
-			return
+// run runs the write f in the background, once fewer than the limit run.
+func (ws *writes) run(f func() error) {
+	ws.wg.Add(1)
+	ws.sem <- struct{}{}
+	runners.run(func() {
+		defer ws.wg.Done()
+		defer func() { <-ws.sem }()
+		if err := f(); err != nil {
+			ws.fail(err)
 		}
-		result.Observed[res][key] = left
-	}
-	written := func(res *Resource, key string, obj *unstructured.Unstructured) {
-		mu.Lock()
-		defer mu.Unlock()
-		before := result.Observed[res][key]
-		result.Observed[res][key] = obj
-		if before != nil && before.GetResourceVersion() == obj.GetResourceVersion() {
-			// The server kept the object as it was (it dropped what the
-			// update would change, such as an unknown field): no change,
-			// and no watch event to expect.
-			return
-		}
-		result.Written = append(result.Written, obj)
-	}
+	})
+}
 
-	for _, res := range resources {
-		for key, obj := range observed[res] {
-			if _, ok := desired[res][key]; ok {
-				continue // decided below
-			}
-			if action, _, _ := w.decide(res, obj, nil); action != Delete {
-				continue
-			}
-			run(func() error {
-				left, err := w.delete(ctx, parent, res, obj)
-				if err != nil {
-					return err
-				}
-				deleted(res, key, left)
-				return nil
-			})
-		}
-		for key, want := range desired[res] {
-			have := observed[res][key]
-			action, merged, err := w.decide(res, have, want)
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("merging %s %s: %w", res.Kind, key, err))
-				mu.Unlock()
-				continue
-			}
-			switch action {
-			case Create:
-				run(func() error {
-					created, err := w.create(ctx, parent, res, key, want)
-					if err != nil || created == nil {
-						return err
-					}
-					written(res, key, created)
-					return nil
-				})
-			case Kept:
-				// Never updated; the parent's user is told once when the
-				// hook asks for a change.
-				w.reportKept(ctx, parent, res, key, have, want)
-			case Recreate:
-				run(func() error {
-					left, err := w.delete(ctx, parent, res, have)
-					if err != nil {
-						return err
-					}
-					deleted(res, key, left)
-					return nil
-				})
-			case Update:
-				run(func() error {
-					rv, err := w.switchOwnership(ctx, res, key, have)
-					if err != nil {
-						return err
-					}
-					var updated *unstructured.Unstructured
-					if w.ServerSide != nil {
-						updated, err = w.apply(ctx, parent, res, key, merged)
-					} else {
-						if rv != "" {
-							merged.SetResourceVersion(rv) // only managedFields changed since have
-						}
-						logDiff(ctx, res, key, have, merged)
-						updated, err = w.update(ctx, parent, res, key, merged)
-					}
-					if err != nil {
-						return err
-					}
-					written(res, key, updated)
-					return nil
-				})
-			}
-		}
+// fail records an error of the Manage call.
+func (ws *writes) fail(err error) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.errs = append(ws.errs, err)
+}
+
+// deleted records a delete; left is the child still there, being
+// deleted (nil: gone). Its watch events are not expected: they sync
+// the parent again, as the child's deletion goes on.
+func (ws *writes) deleted(res *Resource, key string, left *unstructured.Unstructured) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.result.Deleted++
+	if left == nil {
+		delete(ws.result.Observed[res], key)
+		return
 	}
-	wg.Wait()
-	return result, errors.Join(errs...)
+	ws.result.Observed[res][key] = left
+}
+
+// written records obj, a child created or updated, as the server
+// returned it.
+func (ws *writes) written(res *Resource, key string, obj *unstructured.Unstructured) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	before := ws.result.Observed[res][key]
+	ws.result.Observed[res][key] = obj
+	if before != nil && before.GetResourceVersion() == obj.GetResourceVersion() {
+		// The server kept the object as it was (it dropped what the
+		// update would change, such as an unknown field): no change,
+		// and no watch event to expect.
+		return
+	}
+	ws.result.Written = append(ws.result.Written, obj)
+}
+
+// wait waits for the writes and returns what they did and their errors.
+func (ws *writes) wait() (*Result, error) {
+	ws.wg.Wait()
+	return ws.result, errors.Join(ws.errs...)
 }
 
 func (w *Writer) create(ctx context.Context, parent *unstructured.Unstructured, res *Resource, key string, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {

@@ -160,7 +160,7 @@ func (w *Writer) apply(ctx context.Context, parent *unstructured.Unstructured, r
 	w.wrote(ctx, "patch", "child", objectName(res, config), err)
 	w.reportWarnings(ctx, parent, res, "apply", config, warnings())
 	if apierrors.IsConflict(err) && !w.ServerSide.Force {
-		return nil, fmt.Errorf("applying %s %s as %s: other field managers own fields it sets, and conflicts are not forced (--apply-force-conflicts=false): %w", res.Kind, key, w.ServerSide.FieldManager, err)
+		return nil, fmt.Errorf("applying %s %s as %s: other field managers own fields it sets, and conflicts are not forced (--refuse-apply-conflicts): %w", res.Kind, key, w.ServerSide.FieldManager, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("applying %s %s: %w", res.Kind, key, err)

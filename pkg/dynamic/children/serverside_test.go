@@ -248,8 +248,8 @@ func TestServerSideRefusesConflicts(t *testing.T) {
 	f.mustManage(f.own(configMap("a", map[string]any{"k": "v"})))
 	f.edit("a", `{"data":{"k":"edited"}}`)
 	_, _, err := f.manage(f.own(configMap("a", map[string]any{"k": "v"})))
-	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "apply-force-conflicts") || !strings.Contains(err.Error(), "someone-else") {
-		t.Errorf("Manage: %v, want a conflict naming someone-else and --apply-force-conflicts", err)
+	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "refuse-apply-conflicts") || !strings.Contains(err.Error(), "someone-else") {
+		t.Errorf("Manage: %v, want a conflict naming someone-else and --refuse-apply-conflicts", err)
 	}
 	if v := f.cached("a").Object["data"].(map[string]any)["k"]; v != "edited" {
 		t.Errorf("k is %v: the refused apply changed it", v)
