@@ -29,7 +29,8 @@ import (
 	"github.com/metactl/metactl/internal/metrics"
 	"github.com/metactl/metactl/internal/related"
 	"github.com/metactl/metactl/internal/tracing"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/credentials"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // runFlags are the flags of `metactl run`.
@@ -124,10 +125,10 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.DurationVar(&f.maxRetryDelay, "max-retry-delay", loop.MaxRetryDelay, "longest wait before a failing sync is retried (the backoff doubles from 250ms up to this); a hook that recovers is called again within this long (metactl dev uses 5s)")
 	fs.DurationVar(&f.stopGracePeriod, "stop-grace-period", loop.DefaultStopGracePeriod, "longest wait for a stopping controller's syncs in flight (on shutdown, a spec change, a deletion), once cancelled; syncs still running then are abandoned and logged")
 	fs.Int64Var(&f.historyMaxBytes, "history-max-bytes", history.DefaultMaxBytes, "memory budget of the record of each object's last syncs (why each ran, its hook calls, writes and outcome; metactl explain, so none with --explain=false), all controllers together: past it the objects synced longest ago are dropped, those whose newest sync succeeded first; 0 disables the record")
-	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", hooks.DefaultMaxResponseBytes, "largest hook response accepted")
-	fs.Int64Var(&f.responseBudget, "hook-response-budget-bytes", hooks.DefaultResponseBudgetBytes, "most bytes of hook responses held in memory at once, all controllers together, from reading a response until it is decoded; a call waits for room (up to its hook's timeout); responses over 64 KiB use at most seven eighths of it (the rest is kept for small ones), and a larger one than that is refused; responses over 64 KiB sent without a Content-Length are read side by side within seven eighths of it less --max-hook-response-bytes, one at a time when that leaves no room")
-	fs.Int64Var(&f.decodedBudget, "hook-decoded-budget-bytes", hooks.DefaultDecodedBudgetBytes, "most memory the objects decoded from hook responses may take at once, all controllers together, as estimated from each response's JSON before decoding it, from decoding until the sync that called the hook ends; a call waits for room (up to its hook's timeout), and a response whose estimate is larger is refused")
-	fs.Int64Var(&f.etagCacheMaxBytes, "etag-cache-max-bytes", hooks.DefaultEtagCacheMaxBytes, "most bytes of hook responses kept for hooks with etag enabled, all controllers together (the least recently used go first)")
+	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", hookclient.DefaultMaxResponseBytes, "largest hook response accepted")
+	fs.Int64Var(&f.responseBudget, "hook-response-budget-bytes", hookclient.DefaultResponseBudgetBytes, "most bytes of hook responses held in memory at once, all controllers together, from reading a response until it is decoded; a call waits for room (up to its hook's timeout); responses over 64 KiB use at most seven eighths of it (the rest is kept for small ones), and a larger one than that is refused; responses over 64 KiB sent without a Content-Length are read side by side within seven eighths of it less --max-hook-response-bytes, one at a time when that leaves no room")
+	fs.Int64Var(&f.decodedBudget, "hook-decoded-budget-bytes", hookclient.DefaultDecodedBudgetBytes, "most memory the objects decoded from hook responses may take at once, all controllers together, as estimated from each response's JSON before decoding it, from decoding until the sync that called the hook ends; a call waits for room (up to its hook's timeout), and a response whose estimate is larger is refused")
+	fs.Int64Var(&f.etagCacheMaxBytes, "etag-cache-max-bytes", hookclient.DefaultEtagCacheMaxBytes, "most bytes of hook responses kept for hooks with etag enabled, all controllers together (the least recently used go first)")
 	fs.IntVar(&f.maxRelated, "max-related-objects", related.DefaultMaxObjects, "most related objects the customize hook's rules may select for one parent; more fails the sync with an error naming the rule")
 	fs.StringSliceVar(&f.credentialNamespaces, "credential-namespaces", []string{inClusterNamespace()}, "comma-separated namespaces whose Secrets and ConfigMaps hooks may name for caBundle, clientTLS, authorization and basicAuth, by default metactl's own (its Pod's namespace; outside a cluster \"default\", as for --leader-elect-namespace); spaces around an entry are ignored, and an entry that is neither a namespace name nor \"*\" is refused; a hook given as a Service may always use its Service's namespace; \"*\" allows every namespace, as metacontroller does. A controller naming another namespace does not start (Ready=False CredentialNotAllowed)")
 	fs.BoolVar(&f.allowInsecureCredentials, "allow-insecure-credentials", false, "let hooks called over plain http send authorization, basicAuth and clientTLS credentials, for development only (metactl dev sets it); without it such a controller does not start (Ready=False InsecureCredentials)")
@@ -222,7 +223,7 @@ func run(ctx context.Context, f *runFlags) error {
 		Workers:           f.workers,
 		DiscoveryInterval: f.discoveryInterval,
 		CacheResync:       f.cacheResync,
-		Hooks: hooks.Options{
+		Hooks: hookclient.Options{
 			MaxResponseBytes:    f.maxResponseBytes,
 			ResponseBudgetBytes: f.responseBudget,
 			DecodedBudgetBytes:  f.decodedBudget,
@@ -353,7 +354,7 @@ func parseCredentialNamespaces(entries []string) ([]string, error) {
 	out := make([]string, 0, len(entries))
 	for _, entry := range entries {
 		ns := strings.TrimSpace(entry)
-		if ns != hooks.AllNamespaces {
+		if ns != credentials.AllNamespaces {
 			if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
 				return nil, fmt.Errorf("--credential-namespaces: %q is neither a namespace name nor \"*\": %s", entry, strings.Join(msgs, "; "))
 			}

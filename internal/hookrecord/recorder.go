@@ -10,7 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metactl/metactl/internal/metrics"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // DefaultMaxCalls is the default of RecorderOptions.MaxCalls: the calls
@@ -51,7 +51,7 @@ type RecorderOptions struct {
 }
 
 // Recorder records the hook calls of the controllers that opt in: the
-// hooks.Tap of metactl's hook client. An Engine marks the calls of a
+// hookclient.Tap of metactl's hook client. An Engine marks the calls of a
 // controller that records (Enable) with With; Recording accepts exactly
 // those, so that the calls of other controllers cost one context lookup.
 // Each call's Secret data is replaced by digests (DigestSecrets) before
@@ -181,7 +181,7 @@ func With(ctx context.Context, controller, object string) context.Context {
 }
 
 // Recording reports whether the call under ctx is recorded: marked by
-// With. It is hooks.Tap's check, made on every call.
+// With. It is hookclient.Tap's check, made on every call.
 func (r *Recorder) Recording(ctx context.Context) bool {
 	_, ok := ctx.Value(targetKey{}).(*target)
 	return ok
@@ -191,7 +191,7 @@ func (r *Recorder) Recording(ctx context.Context) bool {
 // replaced by digests and the credentials of the URLs in its controller
 // object redacted (scrubRequest), unless its controller no longer records
 // or it is larger than MaxBytes; and writes it to Dir when set.
-func (r *Recorder) Record(ctx context.Context, tc *hooks.TappedCall) {
+func (r *Recorder) Record(ctx context.Context, tc *hookclient.TappedCall) {
 	t, ok := ctx.Value(targetKey{}).(*target)
 	if !ok {
 		return
@@ -292,4 +292,4 @@ type Set struct {
 	Calls []Call `json:"calls"`
 }
 
-var _ hooks.Tap = (*Recorder)(nil)
+var _ hookclient.Tap = (*Recorder)(nil)

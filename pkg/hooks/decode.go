@@ -21,7 +21,7 @@ import (
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
-// Response is a hook answer that Call can decode: *CompositeSyncResponse,
+// Response is a hook answer that hookclient.Client.Call can decode: *CompositeSyncResponse,
 // *DecoratorSyncResponse or *CustomizeResponse.
 type Response interface {
 	// DecodeHookResponse replaces the receiver with the response in body,
