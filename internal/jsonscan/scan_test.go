@@ -66,3 +66,32 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 	ys, _ := json.Marshal(y)
 	return string(xs) == string(ys)
 }
+
+// TestSkipValueOfStrings ends each string at its first quote not escaped:
+// one preceded by an even number of backslashes (none included).
+func TestSkipValueOfStrings(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int // -1: an error
+	}{
+		{`"abc",`, 5},
+		{`"a\"b"`, 6},
+		{`"a\\"b"`, 5},
+		{`"a\\\"b",`, 8},
+		{`"\"\\"`, 6},
+		{`""`, 2},
+		{`"abc`, -1},
+		{`"abc\"`, -1},
+	} {
+		got, err := SkipValue([]byte(tc.in), 0)
+		if tc.want < 0 {
+			if err == nil {
+				t.Errorf("%s: got %d, want an error", tc.in, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: got %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+}
