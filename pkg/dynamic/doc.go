@@ -19,8 +19,8 @@
 //
 // Of metactl, informer imports only internal/jsonscan (the module's JSON
 // scanner); objectclient imports informer and internal/jsonscan; children imports apply, discovery,
-// informer and objectclient (and the API types, internal/trigger and
-// internal/redact); status imports apply; apply imports secretdigest (and internal/redact);
+// informer and objectclient (and the API types, internal/trigger,
+// internal/redact and internal/elastic); status imports apply; apply imports secretdigest (and internal/redact);
 // ownership imports informer and internal/trigger; echo imports
 // internal/trigger; discovery imports internal/editdistance; finalizer
 // and secretdigest import nothing. None imports the hook protocol
