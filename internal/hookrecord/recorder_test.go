@@ -75,8 +75,8 @@ func TestRecorderKeepsTheNewestWithinItsBounds(t *testing.T) {
 	if requests(a) != `{"i":5` || requests(b) != `{"i":1 {"i":2 {"i":3` {
 		t.Errorf("after b's big calls: a = %s, b = %s; want a's newest only and all of b's", requests(a), requests(b))
 	}
-	if r.bytes > r.opts.MaxBytes {
-		t.Errorf("%d bytes kept, over %d", r.bytes, r.opts.MaxBytes)
+	if r.all.Bytes() > r.opts.MaxBytes {
+		t.Errorf("%d bytes kept, over %d", r.all.Bytes(), r.opts.MaxBytes)
 	}
 	// A call larger than the whole bound is not kept.
 	record(r, "compositecontroller/a", "ns/p", 6, int(r.opts.MaxBytes))

@@ -7,11 +7,11 @@ Licensed under the Apache License, Version 2.0.
 package hookclient
 
 import (
-	"container/list"
 	"crypto/sha256"
 	"sync"
 	"time"
 
+	"github.com/metactl/metactl/internal/lru"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
@@ -66,7 +66,6 @@ func newEtagKey(url string, body []byte) etagKey {
 
 // etagEntry is a cached response. Its fields do not change once cached.
 type etagEntry struct {
-	key     etagKey
 	etag    string
 	body    []byte
 	expires time.Time // zero: never
@@ -83,16 +82,11 @@ func (e *etagEntry) expired(now time.Time) bool {
 // response that brought them; expired entries are dropped when looked up,
 // and all of them at most once per cacheCleanupSeconds of the hooks using
 // the cache (hooks whose cacheCleanupSeconds is below 1 ask for no sweep).
-// The number of entries and their total size are capped, the least
-// recently used going first. It is safe for concurrent use.
+// The number of entries and their total size are capped (an lru.Cache),
+// the least recently used going first. It is safe for concurrent use.
 type etagCache struct {
-	maxEntries int
-	maxBytes   int64
-
 	mu        sync.Mutex
-	entries   map[etagKey]*list.Element // of *etagEntry
-	lru       list.List                 // most recently used first
-	bytes     int64
+	entries   *lru.Cache[etagKey, *etagEntry]
 	nextSweep time.Time
 }
 
@@ -103,7 +97,7 @@ func newEtagCache(maxEntries int, maxBytes int64) *etagCache {
 	if maxBytes <= 0 {
 		maxBytes = DefaultEtagCacheMaxBytes
 	}
-	return &etagCache{maxEntries: maxEntries, maxBytes: maxBytes, entries: map[etagKey]*list.Element{}}
+	return &etagCache{entries: lru.New(lru.Options[etagKey, *etagEntry]{MaxEntries: maxEntries, MaxBytes: maxBytes})}
 }
 
 // get returns the live entry of key.
@@ -111,16 +105,14 @@ func (c *etagCache) get(key etagKey, s etagSettings, now time.Time) (*etagEntry,
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.maybeSweepLocked(s, now)
-	el, ok := c.entries[key]
+	e, ok := c.entries.Get(key)
 	if !ok {
 		return nil, false
 	}
-	e := el.Value.(*etagEntry)
 	if e.expired(now) {
-		c.removeLocked(el)
+		c.entries.Remove(key)
 		return nil, false
 	}
-	c.lru.MoveToFront(el)
 	return e, true
 }
 
@@ -130,37 +122,22 @@ func (c *etagCache) put(key etagKey, etag string, body []byte, s etagSettings, n
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.maybeSweepLocked(s, now)
-	if el, ok := c.entries[key]; ok {
-		c.removeLocked(el)
-	}
-	size := entrySize(key, etag, body)
-	if etag == "" || len(etag) > maxETagLength || size > c.maxBytes {
+	if etag == "" || len(etag) > maxETagLength {
+		c.entries.Remove(key)
 		return
 	}
-	for c.lru.Len() >= c.maxEntries || c.bytes+size > c.maxBytes {
-		c.removeLocked(c.lru.Back())
-	}
-	e := &etagEntry{key: key, etag: etag, body: body}
+	e := &etagEntry{etag: etag, body: body}
 	if s.timeout > 0 {
 		e.expires = now.Add(s.timeout)
 	}
-	c.entries[key] = c.lru.PushFront(e)
-	c.bytes += size
+	c.entries.Put(key, e, entrySize(key, etag, body))
 }
 
 // remove drops the entry of key.
 func (c *etagCache) remove(key etagKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.entries[key]; ok {
-		c.removeLocked(el)
-	}
-}
-
-func (c *etagCache) removeLocked(el *list.Element) {
-	e := c.lru.Remove(el).(*etagEntry)
-	delete(c.entries, e.key)
-	c.bytes -= entrySize(e.key, e.etag, e.body)
+	c.entries.Remove(key)
 }
 
 // maybeSweepLocked drops every expired entry when a sweep is due. The next
@@ -180,12 +157,10 @@ func (c *etagCache) maybeSweepLocked(s etagSettings, now time.Time) {
 	if s.cleanup > 0 {
 		c.nextSweep = now.Add(s.cleanup)
 	}
-	for el := c.lru.Front(); el != nil; {
-		next := el.Next()
-		if el.Value.(*etagEntry).expired(now) {
-			c.removeLocked(el)
+	for key, e := range c.entries.All() {
+		if e.expired(now) {
+			c.entries.Remove(key)
 		}
-		el = next
 	}
 }
 
@@ -193,7 +168,7 @@ func (c *etagCache) maybeSweepLocked(s etagSettings, now time.Time) {
 func (c *etagCache) len() (int, int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.lru.Len(), c.bytes
+	return c.entries.Len(), c.entries.Bytes()
 }
 
 // entrySize is what an entry counts against the byte limit: its body, ETag
