@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -892,7 +892,11 @@ func newSimulated(obj *unstructured.Unstructured, gvr schema.GroupVersionResourc
 }
 
 // write answers w when it patches the object: a merge patch or a JSON
-// patch, applied to the object in memory.
+// patch, applied to the object in memory. They are applied with
+// gopkg.in/evanphx/json-patch.v4, the library and major version the API
+// server applies them with, so that the plan patches as the server would;
+// client-go links it into metactl already (pkg/dynamic/children uses its
+// csaupgrade), so it costs the binary nothing.
 func (s *simulated) write(w *Write) (int, []byte, bool) {
 	if w.Method != http.MethodPatch || w.Group != s.gvr.Group || w.Version != s.gvr.Version || w.Resource != s.gvr.Resource ||
 		w.Namespace != s.obj.GetNamespace() || w.Name != s.obj.GetName() || (w.Subresource != "" && w.Subresource != "status") {
