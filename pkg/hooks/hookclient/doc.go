@@ -82,8 +82,8 @@ Licensed under the Apache License, Version 2.0.
 // dropped when looked up, and all of them at most every
 // etag.cacheCleanupSeconds (default 300; a hook with a value below 1 asks
 // for no such sweep), without a goroutine. A 200 without ETag, or an
-// invalid answer, drops the entry. The cache of a
-// Client holds at most Options.EtagCacheMaxEntries answers (default
-// 10,000) and Options.EtagCacheMaxBytes (default 256 MiB), the least
-// recently used going first.
+// invalid answer, drops the entry. The cache of a Client holds at most
+// Options.EtagCacheMaxEntries answers (default 10,000) and
+// Options.EtagCacheMaxBytes (default 32 MiB), the least recently used
+// going first (an internal/lru.Cache).
 package hookclient
