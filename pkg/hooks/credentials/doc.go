@@ -45,4 +45,10 @@ Licensed under the Apache License, Version 2.0.
 // the next call, and a rotated CA bundle or client certificate gives a new
 // HTTP client, the idle connections of the old one being closed, without
 // restarting anything.
+//
+// No message of this package holds a credential: a CredentialError names
+// the setting and where it was looked up (kind, namespace, name, key),
+// never the content, and URLs are shown as redact.URL writes them.
+// SecureTransport, WatchingCredentialSource and CredentialHealth are safe
+// for concurrent use.
 package credentials
