@@ -5,7 +5,9 @@
 // SkipValue step over white space and whole values for callers that walk
 // JSON themselves. It never modifies the data it scans, and it checks only
 // what it must to find the end of a value (see SkipValue): the decoder of
-// what a caller keeps checks the rest.
+// what a caller keeps checks the rest. encoding/json cannot do this: its
+// Decoder finds a field only by reading every token before it, each
+// string and number as a new value.
 //
 // It is the one JSON scanner of metactl, shared by the cache's objects
 // (pkg/dynamic/informer), the object client's decoders
