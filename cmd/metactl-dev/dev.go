@@ -31,7 +31,7 @@ import (
 	"github.com/metactl/metactl/internal/hookrecord"
 	"github.com/metactl/metactl/internal/manager"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/credentials"
 )
 
 type devFlags struct {
@@ -187,7 +187,7 @@ func controlPlaneAssets(ctx context.Context, say func(string, ...any), assets st
 func newManager(cp *controlplane.ControlPlane, f *devFlags) (*manager.Manager, *hookrecord.Recorder, error) {
 	recorder := hookrecord.NewRecorder(hookrecord.RecorderOptions{Dir: f.recordDir})
 	m, err := manager.New(manager.Options{Config: cp.Config, Workers: f.workers, DiscoveryInterval: 2 * time.Second, MaxRetryDelay: 5 * time.Second,
-		CredentialNamespaces: []string{hooks.AllNamespaces}, AllowInsecureCredentials: true,
+		CredentialNamespaces: []string{credentials.AllNamespaces}, AllowInsecureCredentials: true,
 		Record: recorder, RecordAll: f.recordDir != ""})
 	if err != nil {
 		return nil, nil, err

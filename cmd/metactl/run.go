@@ -30,7 +30,8 @@ import (
 	"github.com/metactl/metactl/internal/metrics"
 	"github.com/metactl/metactl/internal/related"
 	"github.com/metactl/metactl/internal/tracing"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/credentials"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // runFlags are the flags of `metactl run`.
@@ -127,10 +128,10 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.DurationVar(&f.maxRetryDelay, "max-retry-delay", loop.MaxRetryDelay, "longest wait before a failing sync is retried; the backoff doubles from 250ms up to it")
 	fs.DurationVar(&f.stopGracePeriod, "stop-grace-period", loop.DefaultStopGracePeriod, "longest wait for a stopping controller's cancelled syncs; those still running are abandoned")
 	fs.Int64Var(&f.historyMaxBytes, "history-max-bytes", history.DefaultMaxBytes, "memory budget of the record of syncs metactl explain shows, all controllers; 0 disables it")
-	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", hooks.DefaultMaxResponseBytes, "largest hook response accepted")
-	fs.Int64Var(&f.responseBudget, "hook-response-budget-bytes", hooks.DefaultResponseBudgetBytes, "most bytes of hook responses held in memory at once, all controllers (docs/cli.md)")
-	fs.Int64Var(&f.decodedBudget, "hook-decoded-budget-bytes", hooks.DefaultDecodedBudgetBytes, "most memory of the objects decoded from hook responses at once, all controllers (docs/cli.md)")
-	fs.Int64Var(&f.etagCacheMaxBytes, "etag-cache-max-bytes", hooks.DefaultEtagCacheMaxBytes, "most bytes of responses kept for hooks with etag enabled, all controllers; least recent go first")
+	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", hookclient.DefaultMaxResponseBytes, "largest hook response accepted")
+	fs.Int64Var(&f.responseBudget, "hook-response-budget-bytes", hookclient.DefaultResponseBudgetBytes, "most bytes of hook responses held in memory at once, all controllers (docs/cli.md)")
+	fs.Int64Var(&f.decodedBudget, "hook-decoded-budget-bytes", hookclient.DefaultDecodedBudgetBytes, "most memory of the objects decoded from hook responses at once, all controllers (docs/cli.md)")
+	fs.Int64Var(&f.etagCacheMaxBytes, "etag-cache-max-bytes", hookclient.DefaultEtagCacheMaxBytes, "most bytes of responses kept for hooks with etag enabled, all controllers; least recent go first")
 	fs.IntVar(&f.maxRelated, "max-related-objects", related.DefaultMaxObjects, "most related objects a customize hook may select for one parent; more fails the sync")
 	fs.StringSliceVar(&f.credentialNamespaces, "credential-namespaces", []string{inClusterNamespace()}, "namespaces whose Secrets and ConfigMaps hooks' credentials may name; \"*\": all (docs/cli.md)")
 	fs.BoolVar(&f.allowInsecureCredentials, "allow-insecure-credentials", false, "let hooks called over plain http send credentials: for development only (metactl dev sets it)")
@@ -282,7 +283,7 @@ func managerOptions(f *runFlags, checked checkedRunFlags, cfg *rest.Config, reco
 		Workers:           f.workers,
 		DiscoveryInterval: f.discoveryInterval,
 		CacheResync:       f.cacheResync,
-		Hooks: hooks.Options{
+		Hooks: hookclient.Options{
 			MaxResponseBytes:    f.maxResponseBytes,
 			ResponseBudgetBytes: f.responseBudget,
 			DecodedBudgetBytes:  f.decodedBudget,
@@ -432,7 +433,7 @@ func parseCredentialNamespaces(entries []string) ([]string, error) {
 	out := make([]string, 0, len(entries))
 	for _, entry := range entries {
 		ns := strings.TrimSpace(entry)
-		if ns != hooks.AllNamespaces {
+		if ns != credentials.AllNamespaces {
 			if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
 				return nil, fmt.Errorf("--credential-namespaces: %q is neither a namespace name nor \"*\": %s", entry, strings.Join(msgs, "; "))
 			}

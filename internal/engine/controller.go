@@ -61,7 +61,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // Options are what a controller needs from the process around it; all
@@ -86,7 +86,7 @@ type Options struct {
 	// Informers shares watches among controllers.
 	Informers *informer.Factory
 	// Hooks calls the webhooks.
-	Hooks *hooks.Client
+	Hooks *hookclient.Client
 	// Recorder records Events on the objects the controller syncs.
 	Recorder record.EventRecorder
 	// Workers is the most objects synced at once; 0 is internal/loop's

@@ -27,6 +27,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // Config is what an Engine is told of its controller object.
@@ -60,7 +61,7 @@ type Config struct {
 	Log []any
 }
 
-// HookClient makes the hook calls; *hooks.Client is one.
+// HookClient makes the hook calls; *hookclient.Client is one.
 type HookClient interface {
 	Call(ctx context.Context, controller, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error
 }
@@ -278,7 +279,7 @@ func (e *Engine) SyncOnce(ctx context.Context, obj *unstructured.Unstructured) (
 	if !ok {
 		return nil, fmt.Errorf("%s %s does not sync %s objects", e.kindName, e.name, obj.GroupVersionKind())
 	}
-	ctx, releaseAnswers := hooks.HoldAnswers(ctx)
+	ctx, releaseAnswers := hookclient.HoldAnswers(ctx)
 	defer releaseAnswers()
 	t := &Target{Object: obj.DeepCopy(), Resource: res, Selected: res.Selects == nil || res.Selects(obj)}
 	_, err := e.syncTarget(ctx, key, t)

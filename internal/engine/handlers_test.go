@@ -11,7 +11,7 @@ import (
 
 	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/credentials"
 )
 
 // dependent returns a ConfigMap at resourceVersion rv, controlled by the
@@ -99,8 +99,8 @@ func TestCustomizeCredentialErrorIsReported(t *testing.T) {
 	f := newFixture(t, thing(), false, countChildren)
 	f.e.cfg.Hooks.Customize = f.e.cfg.Hooks.Sync
 	f.hooks.customize = func() error {
-		return &hooks.CredentialError{Hook: "customize", Setting: "authorization", Reason: "Secret not found",
-			Reference: hooks.CredentialReference{Kind: "Secret", Namespace: "ns", Name: "token", Key: "token"}}
+		return &credentials.CredentialError{Hook: "customize", Setting: "authorization", Reason: "Secret not found",
+			Reference: credentials.CredentialReference{Kind: "Secret", Namespace: "ns", Name: "token", Key: "token"}}
 	}
 	changed := make(chan struct{}, 10)
 	f.e.hooks.OnHealthChange = func() { changed <- struct{}{} }
@@ -116,7 +116,7 @@ func TestCustomizeCredentialErrorIsReported(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the customize hook's credential error never changed the hooks' health")
 	}
-	if err := f.e.HookCredentialError(); !hooks.IsCredentialError(err) {
+	if err := f.e.HookCredentialError(); !credentials.IsCredentialError(err) {
 		t.Errorf("HookCredentialError() = %v, want the customize hook's credential error", err)
 	}
 	if calls := f.hooks.names(); calls[0] != "customize" || slices.Contains(calls, "sync") {

@@ -8,6 +8,7 @@ import (
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/credentials"
 )
 
 // HookCaller calls one controller's hooks and remembers whether they last
@@ -21,7 +22,7 @@ type HookCaller struct {
 	// failing for their credentials.
 	OnHealthChange func()
 
-	health hooks.CredentialHealth
+	health credentials.CredentialHealth
 }
 
 // Call calls hook, named name ("sync", "finalize", "customize"), with

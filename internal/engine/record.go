@@ -10,6 +10,7 @@ import (
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // History returns the recorded syncs of the object queued as key, newest
@@ -117,9 +118,9 @@ func recordCall(ctx context.Context, name string, start time.Time, err error) {
 	c := history.Call{Hook: name, Start: start, Duration: time.Since(start), Result: "200"}
 	if err != nil {
 		c.Error = err.Error()
-		var status *hooks.StatusError
+		var status *hookclient.StatusError
 		var events *hooks.EventsError
-		var invalid *hooks.ResponseError
+		var invalid *hookclient.ResponseError
 		switch {
 		case errors.As(err, &status):
 			c.Result = strconv.Itoa(status.Code)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/metactl/metactl/internal/history"
 	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // TestRecordCallOfRefusedEvents: a call whose answer had invalid events
@@ -18,7 +19,7 @@ import (
 func TestRecordCallOfRefusedEvents(t *testing.T) {
 	s := &history.Sync{}
 	ctx := history.With(context.Background(), s)
-	err := &hooks.ResponseError{Hook: "sync", URL: "http://h", Err: &hooks.EventsError{Err: errors.New(`events[0].type "Warn": must be Normal or Warning`)}}
+	err := &hookclient.ResponseError{Hook: "sync", URL: "http://h", Err: &hooks.EventsError{Err: errors.New(`events[0].type "Warn": must be Normal or Warning`)}}
 	recordCall(ctx, "sync", time.Now(), err)
 	if c := s.Calls[0]; c.Result != "200" || c.Error != `sync hook answer refused: events[0].type "Warn": must be Normal or Warning` {
 		t.Errorf("recorded %+v", c)

@@ -19,6 +19,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 	"github.com/metactl/metactl/pkg/dynamic/status"
 	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // sync brings the object queued as key, and its dependents, to what the
@@ -45,7 +46,7 @@ func (e *Engine) sync(ctx context.Context, key string) (after time.Duration, err
 	defer func() { e.endRecord(ctx, key, gone, after, err) }()
 	// The hook's answers count against the budget of answers in memory
 	// until the sync is done writing them.
-	ctx, releaseAnswers := hooks.HoldAnswers(ctx)
+	ctx, releaseAnswers := hookclient.HoldAnswers(ctx)
 	defer releaseAnswers()
 	// Events for this object that arrive meanwhile are judged at the end,
 	// once this sync's writes are known: echoes of them need no new sync.

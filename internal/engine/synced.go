@@ -22,6 +22,8 @@ import (
 	"github.com/metactl/metactl/internal/textcut"
 	"github.com/metactl/metactl/pkg/dynamic/status"
 	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/credentials"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // SyncedConditionType is the type of the condition in which metactl shows,
@@ -74,11 +76,11 @@ func SyncReason(err error) string {
 		invalid     *InvalidAnswerError
 		refused     *RefusedAnswerError
 		events      *hooks.EventsError
-		unreachable *hooks.UnreachableError
-		statusErr   *hooks.StatusError
-		response    *hooks.ResponseError
-		budget      *hooks.BudgetError
-		credential  *hooks.CredentialError
+		unreachable *hookclient.UnreachableError
+		statusErr   *hookclient.StatusError
+		response    *hookclient.ResponseError
+		budget      *hookclient.BudgetError
+		credential  *credentials.CredentialError
 		write       *WriteError
 	)
 	switch {
@@ -86,7 +88,7 @@ func SyncReason(err error) string {
 		return ReasonSynced
 	case errors.As(err, &invalid), errors.As(err, &refused), errors.As(err, &events):
 		// Before the hook's failures: invalid events come inside the
-		// *hooks.ResponseError of the call.
+		// *hookclient.ResponseError of the call.
 		return ReasonInvalidAnswer
 	case errors.As(err, &unreachable), errors.As(err, &statusErr), errors.As(err, &response),
 		errors.As(err, &budget), errors.As(err, &credential):

@@ -17,6 +17,8 @@ import (
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/dynamic/status"
 	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/credentials"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 func TestSyncReason(t *testing.T) {
@@ -26,12 +28,12 @@ func TestSyncReason(t *testing.T) {
 		want string
 	}{
 		{nil, ReasonSynced},
-		{fmt.Errorf("revision r: %w", &hooks.StatusError{Code: 500}), ReasonHookFailed},
-		{&hooks.UnreachableError{Err: errors.New("refused")}, ReasonHookFailed},
-		{&hooks.ResponseError{Err: errors.New("not JSON")}, ReasonHookFailed},
-		{&hooks.ResponseError{Err: &hooks.EventsError{Err: errors.New("events[0].type")}}, ReasonInvalidAnswer},
-		{fmt.Errorf("x: %w", &hooks.CredentialError{}), ReasonHookFailed},
-		{&hooks.BudgetError{}, ReasonHookFailed},
+		{fmt.Errorf("revision r: %w", &hookclient.StatusError{Code: 500}), ReasonHookFailed},
+		{&hookclient.UnreachableError{Err: errors.New("refused")}, ReasonHookFailed},
+		{&hookclient.ResponseError{Err: errors.New("not JSON")}, ReasonHookFailed},
+		{&hookclient.ResponseError{Err: &hooks.EventsError{Err: errors.New("events[0].type")}}, ReasonInvalidAnswer},
+		{fmt.Errorf("x: %w", &credentials.CredentialError{}), ReasonHookFailed},
+		{&hookclient.BudgetError{}, ReasonHookFailed},
 		{InvalidAnswer(errors.New("invalid sync hook response: a Secret")), ReasonInvalidAnswer},
 		{&RefusedAnswerError{}, ReasonInvalidAnswer},
 		{WriteFailed(errors.New("creating ConfigMap x: forbidden")), ReasonWriteFailed},
@@ -39,7 +41,7 @@ func TestSyncReason(t *testing.T) {
 		{ErrNotSettled, ReasonWaiting},
 		{fmt.Errorf("related objects: %w", errors.New("selector refused")), ReasonSyncFailed},
 		// The first cause found in this order wins in a joined error.
-		{errors.Join(WriteFailed(errors.New("labels")), &hooks.StatusError{Code: 500}), ReasonHookFailed},
+		{errors.Join(WriteFailed(errors.New("labels")), &hookclient.StatusError{Code: 500}), ReasonHookFailed},
 	} {
 		if got := SyncReason(tc.err); got != tc.want {
 			t.Errorf("SyncReason(%v) = %s, want %s", tc.err, got, tc.want)
@@ -164,7 +166,7 @@ func TestSyncedDecide(t *testing.T) {
 		t.Error("a new generation does not change observedGeneration")
 	}
 
-	failed := &hooks.StatusError{Code: 500, Hook: "sync"}
+	failed := &hookclient.StatusError{Code: 500, Hook: "sync"}
 	want, change = r.decide(ctx, obj, failed, false)
 	if !change || want["reason"] != ReasonHookFailed || want["message"] != "compositecontroller c: "+failed.Error() {
 		t.Fatalf("decide(failure) = %v, %v (outside a loop: no attempt)", want, change)
@@ -186,7 +188,7 @@ func TestSyncedDecide(t *testing.T) {
 		t.Error("only the attempt changed, SyncedRewriteInterval ago, and not rewritten")
 	}
 	s.wrote(r.key)
-	other := &hooks.StatusError{Code: 503, Hook: "sync"}
+	other := &hookclient.StatusError{Code: 503, Hook: "sync"}
 	if _, change := r.decide(ctx, obj, other, false); change {
 		t.Error("another error of the same reason, written a moment ago, yet rewritten")
 	}
@@ -214,7 +216,7 @@ func TestSyncedDecide(t *testing.T) {
 // is reported (SyncError Event, the condition), only conflicts are not.
 func TestJoinedConflictHidesNothing(t *testing.T) {
 	conflict := WriteFailed(apierrors.NewConflict(schema.GroupResource{Resource: "things"}, "p", errors.New("changed")))
-	joined := errors.Join(conflict, &hooks.StatusError{Code: 500, Hook: "sync"})
+	joined := errors.Join(conflict, &hookclient.StatusError{Code: 500, Hook: "sync"})
 	for _, tc := range []struct {
 		err  error
 		want bool

@@ -11,7 +11,7 @@ import (
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/traceid"
 	"github.com/metactl/metactl/internal/trigger"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // The attributes of a sync's span (docs/tracing.md).
@@ -31,15 +31,15 @@ const ResultGone = "gone"
 // beginTrace starts the span of a sync, into ctx: with Options.Tracer, a
 // root span named "sync <kind>/<controller>"; without, only fresh trace
 // and span ids for the hook requests' traceparent, nothing recorded. The
-// hook calls (pkg/hooks) and the writes (history.Failed) of the sync are
-// its children. A retry's hook calls are marked (hooks.WithRetry).
+// hook calls (pkg/hooks/hookclient) and the writes (history.Failed) of the sync are
+// its children. A retry's hook calls are marked (hookclient.WithRetry).
 func (e *Engine) beginTrace(ctx context.Context) context.Context {
 	if e.opts.Tracer == nil {
 		return trace.ContextWithSpanContext(ctx, traceid.New())
 	}
 	ctx, span := e.opts.Tracer.Start(ctx, "sync "+e.kindName+"/"+e.name)
 	if span.IsRecording() && slices.ContainsFunc(loop.TriggersOf(ctx), func(t trigger.Trigger) bool { return t.Cause == trigger.CauseRetry }) {
-		ctx = hooks.WithRetry(ctx)
+		ctx = hookclient.WithRetry(ctx)
 	}
 	return ctx
 }
@@ -63,7 +63,7 @@ func (e *Engine) endTrace(ctx context.Context, key string, gone bool, err error)
 		result = ResultGone
 	}
 	attrs := []attribute.KeyValue{
-		hooks.AttrController.String(e.name), AttrControllerKind.String(e.cfg.Kind),
+		hookclient.AttrController.String(e.name), AttrControllerKind.String(e.cfg.Kind),
 		AttrParent.String(e.describeKey(key)), AttrTriggers.StringSlice(causes),
 		AttrResult.String(result), AttrReason.String(SyncReason(err)),
 	}

@@ -53,6 +53,16 @@ type Store struct {
 	// succeeded orders the objects whose newest sync succeeded, failing
 	// the others (failed, waiting, cancelled), each by their last Put,
 	// least recent first. succeeded is evicted first.
+	//
+	// This is not internal/lru, metactl's bounded cache, because its
+	// eviction is not least recently used first: two orders share one
+	// budget (an object whose newest sync succeeded goes before any
+	// other), the object being put goes last and shrinks first (its
+	// oldest syncs, then its last failure), and an object's size changes
+	// in place on every Put. An lru.Cache would serve here only as an
+	// ordered map with sizes, two of them without bounds under this
+	// eviction loop, and would add an allocation per object to a record
+	// whose memory was measured (docs/performance.md).
 	succeeded, failing list.List
 	bytes              int64
 }

@@ -9,7 +9,7 @@
 // ("0001-sync.json"); ReadDir reads them back in that order, ignoring
 // other files, so a user may keep a README or delete calls by hand.
 //
-// The Recorder (recorder.go) is what records: the hooks.Tap of metactl's
+// The Recorder (recorder.go) is what records: the hookclient.Tap of metactl's
 // hook client, it keeps the calls of the controllers that opt in
 // (Annotation), the newest of each within its bounds, with the data of
 // Secrets replaced by digests (DigestSecrets) and the credentials of the

@@ -9,8 +9,9 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/metactl/metactl/internal/lru"
 	"github.com/metactl/metactl/internal/metrics"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // DefaultMaxCalls is the default of RecorderOptions.MaxCalls: the calls
@@ -51,7 +52,7 @@ type RecorderOptions struct {
 }
 
 // Recorder records the hook calls of the controllers that opt in: the
-// hooks.Tap of metactl's hook client. An Engine marks the calls of a
+// hookclient.Tap of metactl's hook client. An Engine marks the calls of a
 // controller that records (Enable) with With; Recording accepts exactly
 // those, so that the calls of other controllers cost one context lookup.
 // Each call's Secret data is replaced by digests (DigestSecrets) before
@@ -59,9 +60,12 @@ type RecorderOptions struct {
 type Recorder struct {
 	opts RecorderOptions
 
-	mu          sync.Mutex
-	all         *list.List // of *entry, oldest first
-	bytes       int64
+	mu sync.Mutex
+	// all holds every call kept, under the number it was recorded as,
+	// oldest first (never looked up with Get, so it keeps the order the
+	// calls came in), within MaxBytes: past it, the oldest go.
+	all         *lru.Cache[uint64, *entry]
+	recorded    uint64 // the number of the last call recorded
 	controllers map[string]*controllerCalls
 	// writers are the directories in Dir written to, by controller;
 	// kept when a controller stops recording, so that the numbers it
@@ -102,10 +106,10 @@ type controllerCalls struct {
 }
 
 type entry struct {
-	call     Call
-	size     int64
-	owner    *controllerCalls
-	all, own *list.Element
+	id    uint64 // its key in Recorder.all
+	call  Call
+	owner *controllerCalls
+	own   *list.Element // in owner.calls
 }
 
 // NewRecorder returns a Recorder configured by opts.
@@ -116,7 +120,13 @@ func NewRecorder(opts RecorderOptions) *Recorder {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxBytes
 	}
-	return &Recorder{opts: opts, all: list.New(), controllers: map[string]*controllerCalls{}, writers: map[string]*dirWriter{}}
+	r := &Recorder{opts: opts, controllers: map[string]*controllerCalls{}, writers: map[string]*dirWriter{}}
+	r.all = lru.New(lru.Options[uint64, *entry]{MaxBytes: opts.MaxBytes, OnEvict: func(_ uint64, e *entry) {
+		e.owner.calls.Remove(e.own)
+		metrics.RecordedCalls.Dec()
+		metrics.RecordEvictions.Inc()
+	}})
+	return r
 }
 
 // Enable says whether controller ("compositecontroller/NAME") records:
@@ -181,7 +191,7 @@ func With(ctx context.Context, controller, object string) context.Context {
 }
 
 // Recording reports whether the call under ctx is recorded: marked by
-// With. It is hooks.Tap's check, made on every call.
+// With. It is hookclient.Tap's check, made on every call.
 func (r *Recorder) Recording(ctx context.Context) bool {
 	_, ok := ctx.Value(targetKey{}).(*target)
 	return ok
@@ -191,7 +201,7 @@ func (r *Recorder) Recording(ctx context.Context) bool {
 // replaced by digests and the credentials of the URLs in its controller
 // object redacted (scrubRequest), unless its controller no longer records
 // or it is larger than MaxBytes; and writes it to Dir when set.
-func (r *Recorder) Record(ctx context.Context, tc *hooks.TappedCall) {
+func (r *Recorder) Record(ctx context.Context, tc *hookclient.TappedCall) {
 	t, ok := ctx.Value(targetKey{}).(*target)
 	if !ok {
 		return
@@ -236,19 +246,18 @@ func (r *Recorder) Record(ctx context.Context, tc *hooks.TappedCall) {
 		}
 	}
 	if size <= r.opts.MaxBytes {
-		e := &entry{call: c, size: size, owner: owner}
-		e.all, e.own = r.all.PushBack(e), owner.calls.PushBack(e)
-		r.bytes += size
-		metrics.RecordedCalls.Inc()
-		for owner.calls.Len() > r.opts.MaxCalls {
+		// The controller's oldest calls past MaxCalls go first, then
+		// (r.all) the oldest of all until the call fits in MaxBytes.
+		for owner.calls.Len() >= r.opts.MaxCalls {
 			r.drop(owner.calls.Front().Value.(*entry))
 			metrics.RecordEvictions.Inc()
 		}
-		for r.bytes > r.opts.MaxBytes {
-			r.drop(r.all.Front().Value.(*entry))
-			metrics.RecordEvictions.Inc()
-		}
-		metrics.RecordedBytes.Set(float64(r.bytes))
+		r.recorded++
+		e := &entry{id: r.recorded, call: c, owner: owner}
+		r.all.Put(e.id, e, size)
+		e.own = owner.calls.PushBack(e)
+		metrics.RecordedCalls.Inc()
+		metrics.RecordedBytes.Set(float64(r.all.Bytes()))
 	} else {
 		metrics.RecordEvictions.Inc()
 	}
@@ -268,9 +277,8 @@ func (r *Recorder) dir(controller string) string {
 
 // drop removes e. r.mu is held.
 func (r *Recorder) drop(e *entry) {
-	r.all.Remove(e.all)
+	r.all.Remove(e.id)
 	e.owner.calls.Remove(e.own)
-	r.bytes -= e.size
 	metrics.RecordedCalls.Dec()
 }
 
@@ -279,7 +287,7 @@ func (r *Recorder) dropAll(c *controllerCalls) {
 	for c.calls.Len() > 0 {
 		r.drop(c.calls.Front().Value.(*entry))
 	}
-	metrics.RecordedBytes.Set(float64(r.bytes))
+	metrics.RecordedBytes.Set(float64(r.all.Bytes()))
 }
 
 // Set is the recorded calls of one controller as metactl serves them at
@@ -292,4 +300,4 @@ type Set struct {
 	Calls []Call `json:"calls"`
 }
 
-var _ hooks.Tap = (*Recorder)(nil)
+var _ hookclient.Tap = (*Recorder)(nil)

@@ -19,6 +19,7 @@ import (
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/secretdigest"
 	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // record gives r a sync call of controller about object with a request
@@ -29,7 +30,7 @@ func record(r *Recorder, controller, object string, i, n int) {
 		panic("not recording under With")
 	}
 	pad := strings.Repeat("x", n)
-	r.Record(ctx, &hooks.TappedCall{Hook: "sync", Start: time.Now(), Duration: time.Millisecond,
+	r.Record(ctx, &hookclient.TappedCall{Hook: "sync", Start: time.Now(), Duration: time.Millisecond,
 		Request: []byte(fmt.Sprintf(`{"i":%d,"pad":%q}`, i, pad)), Code: 200, Response: []byte(`{"children":[]}`)})
 }
 
@@ -74,8 +75,8 @@ func TestRecorderKeepsTheNewestWithinItsBounds(t *testing.T) {
 	if requests(a) != `{"i":5` || requests(b) != `{"i":1 {"i":2 {"i":3` {
 		t.Errorf("after b's big calls: a = %s, b = %s; want a's newest only and all of b's", requests(a), requests(b))
 	}
-	if r.bytes > r.opts.MaxBytes {
-		t.Errorf("%d bytes kept, over %d", r.bytes, r.opts.MaxBytes)
+	if r.all.Bytes() > r.opts.MaxBytes {
+		t.Errorf("%d bytes kept, over %d", r.all.Bytes(), r.opts.MaxBytes)
 	}
 	// A call larger than the whole bound is not kept.
 	record(r, "compositecontroller/a", "ns/p", 6, int(r.opts.MaxBytes))
@@ -101,7 +102,7 @@ func TestRecorderWritesEachCallToDir(t *testing.T) {
 	r.Enable("decoratorcontroller/d", true)
 	record(r, "decoratorcontroller/d", "configmaps/ns/x", 1, 1)
 	ctx := With(context.Background(), "decoratorcontroller/d", "configmaps/ns/x")
-	r.Record(ctx, &hooks.TappedCall{Hook: "finalize", Start: time.Now(), Request: []byte(`{"finalizing":true}`), Code: 500, Err: errors.New("sync hook: 500")})
+	r.Record(ctx, &hookclient.TappedCall{Hook: "finalize", Start: time.Now(), Request: []byte(`{"finalizing":true}`), Code: 500, Err: errors.New("sync hook: 500")})
 	files, err := ReadDir(set)
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +152,7 @@ func TestRecorderRedactsWebhookURLCredentials(t *testing.T) {
 	request := `{"controller":{"metadata":{"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"spec\":{\"hooks\":{\"sync\":{\"webhook\":{\"url\":\"http://user:pa55word@hook.example/sync?token=t0ken\"}}}}}"}},` +
 		`"spec":{"hooks":{"sync":{"webhook":{"url":"http://user:pa55word@hook.example/sync?token=t0ken"}}}}},` +
 		`"parent":{"spec":{"link":"http://keep.example/?q=kept"}}}`
-	r.Record(ctx, &hooks.TappedCall{Hook: "sync", Start: time.Now(), Request: []byte(request), Code: 200, Response: []byte(`{}`)})
+	r.Record(ctx, &hookclient.TappedCall{Hook: "sync", Start: time.Now(), Request: []byte(request), Code: 200, Response: []byte(`{}`)})
 	calls, _ := r.Calls("compositecontroller/c")
 	files, err := ReadDir(filepath.Join(dir, "compositecontroller-c"))
 	if err != nil || len(calls) != 1 || len(files) != 1 {
@@ -189,7 +190,7 @@ func TestRecorderKeepsNoSecretInError(t *testing.T) {
 	defer srv.Close()
 	r := NewRecorder(RecorderOptions{})
 	r.Enable("compositecontroller/c", true)
-	c := hooks.NewClient(hooks.Options{Tap: r})
+	c := hookclient.NewClient(hookclient.Options{Tap: r})
 	request := map[string]any{"parent": map[string]any{"apiVersion": "v1", "kind": "Secret",
 		"metadata": map[string]any{"name": "s", "namespace": "ns"}, "data": map[string]any{"password": encoded}}}
 	url := srv.URL

@@ -8,7 +8,7 @@
 // resources resolved through a discovery.ResourceMap: the cluster's, or
 // OfflineResources); the requests are made by the reconciler's own
 // engine.Sync (the kind's Offline seam) and pkg/hooks' types and
-// ObjectMapOf; the hooks are called by a hooks.Client, which decodes the
+// ObjectMapOf; the hooks are called by a hookclient.Client, which decodes the
 // answers as the reconciler's does (strict or loose); an answer's list of
 // children is checked by Answers.CheckList and Sync.Desired, as a sync
 // checks it; the rounds of a sync are played with controller.AsAnswered

@@ -23,6 +23,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // Options say what to test.
@@ -48,7 +49,7 @@ type Options struct {
 	// Notes are added to the report's notes (how resources were
 	// resolved).
 	Notes []string
-	// HTTPClient calls the hooks; nil is hooks.DefaultHTTPClient's
+	// HTTPClient calls the hooks; nil is hookclient.DefaultHTTPClient's
 	// transport.
 	HTTPClient *http.Client
 }
@@ -80,7 +81,7 @@ type kind interface {
 type tester struct {
 	opts     Options
 	report   *Report
-	client   *hooks.Client
+	client   *hookclient.Client
 	capture  *capture
 	kind     kind
 	kindName string
@@ -189,7 +190,7 @@ func (t *tester) setup(ctx context.Context) error {
 	t.capture = &capture{}
 	base := t.opts.HTTPClient
 	if base == nil {
-		base = &http.Client{Transport: hooks.NewTransport()}
+		base = &http.Client{Transport: hookclient.NewTransport()}
 	}
 	rt := base.Transport
 	if rt == nil {
@@ -198,7 +199,7 @@ func (t *tester) setup(ctx context.Context) error {
 	t.capture.next = rt
 	hc := *base
 	hc.Transport = t.capture
-	t.client = hooks.NewClient(hooks.Options{HTTPClient: &hc})
+	t.client = hookclient.NewClient(hookclient.Options{HTTPClient: &hc})
 	return nil
 }
 
@@ -369,7 +370,7 @@ func (t *tester) do(ctx context.Context, name string, hook *v1alpha1.Hook, reque
 	err := t.client.Call(ctx, t.name, name, hook, request, response)
 	c := call{err: err, d: time.Since(start)}
 	// A hook that answered, even too slowly, was reached.
-	var ue *hooks.UnreachableError
+	var ue *hookclient.UnreachableError
 	switch {
 	case !errors.As(err, &ue):
 		t.answered++
@@ -389,8 +390,8 @@ func (t *tester) classify(ctx context.Context, hookName string, hook *v1alpha1.H
 		return
 	}
 	var (
-		ue *hooks.UnreachableError
-		se *hooks.StatusError
+		ue *hookclient.UnreachableError
+		se *hookclient.StatusError
 	)
 	switch {
 	case errors.As(c.err, &ue) && ue.Timeout():

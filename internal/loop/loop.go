@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/metactl/metactl/internal/elastic"
 	"github.com/metactl/metactl/internal/metrics"
 	"github.com/metactl/metactl/internal/trigger"
 )
@@ -130,12 +131,10 @@ type Loop struct {
 	slots *window
 	// active gives Options.Active turns to run outside WhileWaiting.
 	active *gate
-	// handoff passes a key to an idle worker; unbuffered, so a send
-	// succeeds only when one is waiting.
-	handoff chan string
-	// done is closed when the dispatcher has stopped: idle workers exit.
-	done chan struct{}
-	// running counts the dispatcher and the workers.
+	// workers run the syncs; the dispatcher closes it as it stops, and
+	// idle workers exit.
+	workers *elastic.Pool
+	// running counts the dispatcher.
 	running sync.WaitGroup
 	// stopped is cancelled by Stop (stop), with ErrStopped, and with it
 	// the syncs' context.
@@ -181,8 +180,7 @@ func New(opts Options, sync SyncFunc) *Loop {
 		slots:    newWindow(opts.Active, opts.Workers),
 		opts:     opts,
 		sync:     sync,
-		handoff:  make(chan string),
-		done:     make(chan struct{}),
+		workers:  elastic.New(workerIdleTimeout),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: opts.Name}),
 	}
@@ -201,7 +199,7 @@ func (l *Loop) Start(ctx context.Context) {
 	l.running.Add(1)
 	go func() {
 		defer l.running.Done()
-		defer close(l.done)
+		defer l.workers.Close()
 		defer utilruntime.HandleCrash()
 		for l.dispatchNextWorkItem(ctx) {
 		}
@@ -221,6 +219,8 @@ func (l *Loop) Stop() {
 		done := make(chan struct{})
 		go func() {
 			l.running.Wait()
+			// The dispatcher, stopped, starts no more workers.
+			l.workers.Wait()
 			close(done)
 		}()
 		timer := time.NewTimer(l.opts.StopGracePeriod)
@@ -260,35 +260,16 @@ func (l *Loop) dispatchNextWorkItem(ctx context.Context) bool {
 		return false
 	}
 	l.active.acquire(false)
-	select {
-	case l.handoff <- key:
-	default:
-		l.running.Add(1)
-		go l.worker(ctx, key)
-	}
+	l.workers.Go(func() { l.work(ctx, key) })
 	return true
 }
 
-// worker syncs key, then the keys handed to it, until it has been idle for
-// workerIdleTimeout or the dispatcher has stopped.
-func (l *Loop) worker(ctx context.Context, key string) {
-	defer l.running.Done()
+// work syncs key on a worker, then gives back its turn and its slot.
+func (l *Loop) work(ctx context.Context, key string) {
 	defer utilruntime.HandleCrash()
-	idle := time.NewTimer(workerIdleTimeout)
-	defer idle.Stop()
-	for {
-		l.processNextWorkItem(ctx, key)
-		l.active.release()
-		l.slots.release()
-		idle.Reset(workerIdleTimeout)
-		select {
-		case key = <-l.handoff:
-		case <-idle.C:
-			return
-		case <-l.done:
-			return
-		}
-	}
+	l.processNextWorkItem(ctx, key)
+	l.active.release()
+	l.slots.release()
 }
 
 // processNextWorkItem syncs key, taken from the queue, and queues it again

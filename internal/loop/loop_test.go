@@ -15,7 +15,7 @@ import (
 
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/trigger"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // script is a SyncFunc that returns its results in order (nil once they
@@ -224,7 +224,7 @@ func TestNewRateLimiter(t *testing.T) {
 func TestRetryDelayInsideTheSync(t *testing.T) {
 	var mu sync.Mutex
 	var told []time.Duration
-	tooMany := &hooks.StatusError{Code: http.StatusTooManyRequests, RetryAfter: 40 * time.Millisecond}
+	tooMany := &hookclient.StatusError{Code: http.StatusTooManyRequests, RetryAfter: 40 * time.Millisecond}
 	errs := []error{errHook, errHook, tooMany}
 	calls := &script{}
 	syncFunc := func(ctx context.Context, key string) (time.Duration, error) {
@@ -280,7 +280,7 @@ func TestRetryDelayInsideTheSync(t *testing.T) {
 func TestRetryAttemptInsideTheSync(t *testing.T) {
 	var mu sync.Mutex
 	var attempts []int
-	tooMany := &hooks.StatusError{Code: http.StatusTooManyRequests, RetryAfter: 20 * time.Millisecond}
+	tooMany := &hookclient.StatusError{Code: http.StatusTooManyRequests, RetryAfter: 20 * time.Millisecond}
 	errs := []error{errHook, errHook, tooMany, nil, errHook}
 	calls := &script{}
 	syncFunc := func(ctx context.Context, key string) (time.Duration, error) {
@@ -322,7 +322,7 @@ func TestRetryAttemptInsideTheSync(t *testing.T) {
 // backoff, so the next ordinary failure still gets the first delay.
 func TestTooManyRequestsWaitsForRetryAfter(t *testing.T) {
 	const retryAfter = 400 * time.Millisecond
-	tooMany := &hooks.StatusError{Code: http.StatusTooManyRequests, RetryAfter: retryAfter}
+	tooMany := &hookclient.StatusError{Code: http.StatusTooManyRequests, RetryAfter: retryAfter}
 	s := &script{results: []error{tooMany, errHook}}
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 10*time.Second)
 	l, logs := start(t, loop.Options{RateLimiter: limiter, MaxRetryDelay: 50 * time.Millisecond}, s.sync)
@@ -433,7 +433,7 @@ func TestDefaultWorkers(t *testing.T) {
 	}
 }
 
-var _ loop.DelayedRetry = (*hooks.StatusError)(nil)
+var _ loop.DelayedRetry = (*hookclient.StatusError)(nil)
 
 // TestWaitingSyncsGiveUpTheirTurn: with Active 1, syncs waiting in
 // WhileWaiting do not hold the one turn, and each sync that waited on its

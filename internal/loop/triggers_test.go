@@ -17,7 +17,7 @@ import (
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/metrics"
 	"github.com/metactl/metactl/internal/trigger"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // recorder is a SyncFunc that records the triggers of each sync and
@@ -196,7 +196,7 @@ func TestDelayedTriggerNotLostBehindASoonerOne(t *testing.T) {
 // TestLoopQueuesItsOwnCauses: a failed sync, a waiting one and a 429 are
 // retried for CauseRetry; a sync's requeueAfter for CauseResyncAfter.
 func TestLoopQueuesItsOwnCauses(t *testing.T) {
-	tooMany := &hooks.StatusError{Code: http.StatusTooManyRequests, RetryAfter: 20 * time.Millisecond}
+	tooMany := &hookclient.StatusError{Code: http.StatusTooManyRequests, RetryAfter: 20 * time.Millisecond}
 	r := &recorder{results: []result{{err: errHook}, {err: loop.ErrWaiting}, {err: tooMany}, {after: 20 * time.Millisecond}}}
 	l := newLoop(t, loop.Options{}, r.sync)
 	run(t, l)

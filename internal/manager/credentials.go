@@ -9,12 +9,12 @@ import (
 	"github.com/metactl/metactl/internal/rbac"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/credentials"
 )
 
 // credentialPolicy is the policy the options give for hooks' credentials.
-func (o Options) credentialPolicy() hooks.CredentialPolicy {
-	return hooks.CredentialPolicy{Namespaces: o.CredentialNamespaces, AllowInsecure: o.AllowInsecureCredentials}
+func (o Options) credentialPolicy() credentials.CredentialPolicy {
+	return credentials.CredentialPolicy{Namespaces: o.CredentialNamespaces, AllowInsecure: o.AllowInsecureCredentials}
 }
 
 // credentialRefusal is why a controller's hooks may not use their
@@ -40,7 +40,7 @@ func (o Options) checkCredentials(k *kind, obj *unstructured.Unstructured) *cred
 	)
 	for _, h := range hookWebhooks(k, obj) {
 		err := policy.Check(h.webhook)
-		ce, ok := err.(*hooks.CredentialError)
+		ce, ok := err.(*credentials.CredentialError)
 		if !ok {
 			continue
 		}
@@ -115,7 +115,7 @@ var (
 func credentialAccess(k *kind, obj *unstructured.Unstructured) []rbac.Access {
 	var access []rbac.Access
 	for _, h := range hookWebhooks(k, obj) {
-		for _, ref := range hooks.CredentialReferences(h.webhook) {
+		for _, ref := range credentials.CredentialReferences(h.webhook) {
 			res := secretsResource
 			if ref.Kind == "ConfigMap" {
 				res = configMapsResource

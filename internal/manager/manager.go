@@ -25,7 +25,8 @@ import (
 	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
-	"github.com/metactl/metactl/pkg/hooks"
+	hookcreds "github.com/metactl/metactl/pkg/hooks/credentials"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // Options configure a Manager.
@@ -44,10 +45,10 @@ type Options struct {
 	// CacheResync is the informers' resync period; 0 disables it.
 	CacheResync time.Duration
 	// Hooks configure the hook client, shared by all controllers: its
-	// ResponseBudgetBytes (default hooks.DefaultResponseBudgetBytes, 32
-	// MiB) and EtagCacheMaxBytes (default hooks.DefaultEtagCacheMaxBytes,
+	// ResponseBudgetBytes (default hookclient.DefaultResponseBudgetBytes, 32
+	// MiB) and EtagCacheMaxBytes (default hookclient.DefaultEtagCacheMaxBytes,
 	// 32 MiB) bound the whole process.
-	Hooks hooks.Options
+	Hooks hookclient.Options
 	// MaxRelatedObjects is the most related objects the customize hook's
 	// rules may select for one parent; 0 means related.DefaultMaxObjects
 	// (10,000).
@@ -66,7 +67,7 @@ type Options struct {
 	MaxRetryDelay time.Duration
 	// CredentialNamespaces are the namespaces whose Secrets and
 	// ConfigMaps hooks may name for their caBundle, clientTLS,
-	// authorization and basicAuth; "*" (hooks.AllNamespaces) allows every
+	// authorization and basicAuth; "*" (hookcreds.AllNamespaces) allows every
 	// namespace, as metacontroller does. A hook given as a Service may
 	// always name its Service's namespace. Default (nil): only that.
 	// metactl run sets it from --credential-namespaces (default: its own
@@ -150,13 +151,13 @@ type Manager struct {
 	clients
 	resources *discovery.ResourceMap
 	informers *informer.Factory
-	hooks     *hooks.Client
+	hooks     *hookclient.Client
 	recorder  record.EventRecorder
 	events    record.EventBroadcaster
 	loop      *loop.Loop
 	kinds     []*kind
 	// credentials watches the Secrets and ConfigMaps hooks use.
-	credentials *hooks.WatchingCredentialSource
+	credentials *hookcreds.WatchingCredentialSource
 
 	mu      sync.Mutex
 	running map[string]*runningController // by queue key
@@ -195,16 +196,16 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	if opts.Hooks.Metrics == nil {
-		opts.Hooks.Metrics = hooks.ObserverFunc(metrics.ObserveHookCall)
+		opts.Hooks.Metrics = hookclient.ObserverFunc(metrics.ObserveHookCall)
 	}
 	if opts.Record != nil {
 		opts.Hooks.Tap = opts.Record
 	}
 	// Hooks' CA bundles, client certificates and tokens come from the
 	// Secrets and ConfigMaps they name, watched one by one.
-	credentials := hooks.NewWatchingCredentialSource(hooks.CoreV1GetterFunc(func() typedcorev1.CoreV1Interface { return c.core }))
+	credentials := hookcreds.NewWatchingCredentialSource(hookcreds.CoreV1GetterFunc(func() typedcorev1.CoreV1Interface { return c.core }))
 	if opts.Hooks.Transport == nil {
-		transport := hooks.NewSecureTransport(credentials, opts.credentialPolicy())
+		transport := hookcreds.NewSecureTransport(credentials, opts.credentialPolicy())
 		opts.Hooks.Transport, opts.Hooks.PrepareRequest = transport, transport
 	}
 	m := &Manager{
@@ -212,7 +213,7 @@ func New(opts Options) (*Manager, error) {
 		clients:       c,
 		resources:     discovery.NewResourceMap(c.discovery, discovery.Options{RefreshInterval: opts.DiscoveryInterval}),
 		informers:     informer.NewFactory(c.objects.ListerWatcher, informer.Options{Resync: opts.CacheResync}),
-		hooks:         hooks.NewClient(opts.Hooks),
+		hooks:         hookclient.NewClient(opts.Hooks),
 		credentials:   credentials,
 		events:        newEventBroadcaster(opts),
 		running:       map[string]*runningController{},

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -34,7 +34,8 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/credentials"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // FieldManager is the field manager of the server-side apply dry run that
@@ -88,8 +89,8 @@ type Planner struct {
 	objects   *objectclient.Client
 	resources *discovery.ResourceMap
 	informers *informer.Factory
-	transport *hooks.SecureTransport
-	creds     *hooks.WatchingCredentialSource
+	transport *credentials.SecureTransport
+	creds     *credentials.WatchingCredentialSource
 
 	// listFailed, while a controller's caches are started, ends its
 	// wait with the first list error of an informer.
@@ -124,8 +125,8 @@ func New(opts Options) (*Planner, error) {
 	p.informers = informer.NewFactory(p.listerWatcher, informer.Options{})
 	// The hooks' credentials, read with the user's own rights: whatever
 	// namespace the controller names, as metactl run --credential-namespaces='*'.
-	p.creds = hooks.NewWatchingCredentialSource(hooks.CoreV1GetterFunc(func() typedcorev1.CoreV1Interface { return core }))
-	p.transport = hooks.NewSecureTransport(p.creds, hooks.CredentialPolicy{Namespaces: []string{hooks.AllNamespaces},
+	p.creds = credentials.NewWatchingCredentialSource(credentials.CoreV1GetterFunc(func() typedcorev1.CoreV1Interface { return core }))
+	p.transport = credentials.NewSecureTransport(p.creds, credentials.CredentialPolicy{Namespaces: []string{credentials.AllNamespaces},
 		InsecureHint: "pass --hook-url to call the hook elsewhere (such as a copy running on this machine): metactl plan sends no credentials to a hook it replaces"})
 	return p, nil
 }
@@ -340,7 +341,7 @@ func (c *callCounter) ObserveHookCall(_, hook string, _ int, _ time.Duration) {
 func (p *Planner) build(ctx context.Context, obj *unstructured.Unstructured, calls *callCounter, events *eventCollector) (kindController, error) {
 	opts := engine.Options{
 		Client: p.client, Objects: p.objects, Resources: p.resources, Informers: p.informers,
-		Hooks:    hooks.NewClient(hooks.Options{Transport: p.transport, PrepareRequest: p.transport, Metrics: calls}),
+		Hooks:    hookclient.NewClient(hookclient.Options{Transport: p.transport, PrepareRequest: p.transport, Metrics: calls}),
 		Recorder: events, Workers: 1,
 	}
 	switch obj.GetKind() {
@@ -891,7 +892,11 @@ func newSimulated(obj *unstructured.Unstructured, gvr schema.GroupVersionResourc
 }
 
 // write answers w when it patches the object: a merge patch or a JSON
-// patch, applied to the object in memory.
+// patch, applied to the object in memory. They are applied with
+// gopkg.in/evanphx/json-patch.v4, the library and major version the API
+// server applies them with, so that the plan patches as the server would;
+// client-go links it into metactl already (pkg/dynamic/children uses its
+// csaupgrade), so it costs the binary nothing.
 func (s *simulated) write(w *Write) (int, []byte, bool) {
 	if w.Method != http.MethodPatch || w.Group != s.gvr.Group || w.Version != s.gvr.Version || w.Resource != s.gvr.Resource ||
 		w.Namespace != s.obj.GetNamespace() || w.Name != s.obj.GetName() || (w.Subresource != "" && w.Subresource != "status") {

@@ -28,7 +28,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
@@ -91,7 +91,7 @@ func newFixtureOptions(t *testing.T, opts related.Options, customizeVersion *v1a
 	f.resolver = related.New(related.Options{
 		Object:     &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController", "metadata": map[string]any{"name": "test"}}},
 		Customize:  customize,
-		Hooks:      &engine.HookCaller{Hooks: hooks.NewClient(hooks.Options{}), Controller: "test"},
+		Hooks:      &engine.HookCaller{Hooks: hookclient.NewClient(hookclient.Options{}), Controller: "test"},
 		Resources:  resources,
 		Informers:  f.informers,
 		MaxObjects: opts.MaxObjects,

@@ -12,6 +12,6 @@
 // comparison, as it is in the recorded answer.
 //
 // Bounds: calls are made one at a time, each bounded by Options.Timeout
-// and its answer by hooks.DefaultMaxResponseBytes; nothing but the hook
+// and its answer by hookclient.DefaultMaxResponseBytes; nothing but the hook
 // is contacted, and nothing is written unless Options.Update is set.
 package replay

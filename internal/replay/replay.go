@@ -19,7 +19,7 @@ import (
 	"github.com/metactl/metactl/internal/jsondiff"
 	"github.com/metactl/metactl/internal/redact"
 	"github.com/metactl/metactl/internal/textcut"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // DefaultTimeout bounds each call when Options.Timeout is zero.
@@ -272,7 +272,7 @@ func replayOne(ctx context.Context, f hookrecord.File, opts *Options) (Result, [
 }
 
 // send POSTs request to target and returns the answer's body, bounded by
-// hooks.DefaultMaxResponseBytes, its status and how long it took.
+// hookclient.DefaultMaxResponseBytes, its status and how long it took.
 func send(ctx context.Context, opts *Options, target string, request []byte) ([]byte, int, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
@@ -292,15 +292,15 @@ func send(ctx context.Context, opts *Options, target string, request []byte) ([]
 		return nil, 0, time.Since(start), err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, hooks.DefaultMaxResponseBytes+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, hookclient.DefaultMaxResponseBytes+1))
 	took := time.Since(start)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || (err != nil && ctx.Err() != nil):
 		return nil, resp.StatusCode, took, fmt.Errorf("the answer was not read within %v (--request-timeout)", opts.Timeout)
 	case err != nil:
 		return nil, resp.StatusCode, took, fmt.Errorf("reading the answer: %w", err)
-	case int64(len(body)) > hooks.DefaultMaxResponseBytes:
-		return nil, resp.StatusCode, took, fmt.Errorf("the answer exceeds the limit of %d bytes", hooks.DefaultMaxResponseBytes)
+	case int64(len(body)) > hookclient.DefaultMaxResponseBytes:
+		return nil, resp.StatusCode, took, fmt.Errorf("the answer exceeds the limit of %d bytes", hookclient.DefaultMaxResponseBytes)
 	}
 	return body, resp.StatusCode, took, nil
 }

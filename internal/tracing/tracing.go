@@ -13,7 +13,7 @@
 // traceparent header.
 //
 // Where the spans are made: the sync's in internal/engine (record.go, next
-// to the sync's record), the hook calls' in pkg/hooks (Client.Call, which
+// to the sync's record), the hook calls' in pkg/hooks/hookclient (Client.Call, which
 // also sends traceparent and tracestate), the writes' in internal/history
 // (Failed, which every recorded write passes).
 package tracing

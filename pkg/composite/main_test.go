@@ -22,7 +22,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 var (
@@ -158,7 +158,7 @@ func startController(t *testing.T, cc *unstructured.Unstructured, mutate ...func
 		Objects:   objects,
 		Resources: resources,
 		Informers: informers,
-		Hooks:     hooks.NewClient(hooks.Options{}),
+		Hooks:     hookclient.NewClient(hookclient.Options{}),
 		Recorder:  recorder,
 		Workers:   4,
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/composite"
 	"github.com/metactl/metactl/pkg/dynamic/secretdigest"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // TestRecordingOptIn: a controller annotated metactl.io/record has its
@@ -39,7 +39,7 @@ func TestRecordingOptIn(t *testing.T) {
 		spec["childResources"] = []any{map[string]any{"apiVersion": "v1", "resource": "secrets", "updateStrategy": map[string]any{"method": "InPlace"}}}
 	}
 	rec := hookrecord.NewRecorder(hookrecord.RecorderOptions{})
-	client := hooks.NewClient(hooks.Options{Tap: rec})
+	client := hookclient.NewClient(hookclient.Options{Tap: rec})
 	useRecorder := func(o *composite.Options) { o.Hooks, o.Record = client, rec }
 
 	recorded := compositeController(t, h, thingsGVR, withSecrets)

@@ -19,7 +19,7 @@ import (
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/internal/tracing"
 	"github.com/metactl/metactl/pkg/composite"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // TestTracingExportsLinkedSpans runs a controller with a customize and a
@@ -71,7 +71,7 @@ func TestTracingExportsLinkedSpans(t *testing.T) {
 		}
 	})
 	startController(t, cc, func(o *composite.Options) {
-		o.Hooks = hooks.NewClient(hooks.Options{Tracer: traces.Tracer()})
+		o.Hooks = hookclient.NewClient(hookclient.Options{Tracer: traces.Tracer()})
 		o.Tracer = traces.Tracer()
 	})
 	newThing(t, thingsGVR, ns, "traced", nil)

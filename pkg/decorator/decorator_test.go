@@ -20,7 +20,7 @@ import (
 	"github.com/metactl/metactl/internal/controllertest"
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/decorator"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 var (
@@ -104,7 +104,7 @@ func start(t *testing.T, resources []any, attachments []any, hooksSpec map[strin
 		e(obj)
 	}
 	c, err := decorator.New(ctx(t), obj, decorator.Options{Client: env.Dynamic, Objects: shared.Objects, Resources: shared.Resources, Informers: shared.Informers,
-		Hooks: hooks.NewClient(hooks.Options{}), Recorder: shared.Recorder, Workers: 4})
+		Hooks: hookclient.NewClient(hookclient.Options{}), Recorder: shared.Recorder, Workers: 4})
 	if err != nil {
 		t.Fatalf("decorator.New: %v", err)
 	}

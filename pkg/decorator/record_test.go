@@ -16,7 +16,7 @@ import (
 	"github.com/metactl/metactl/internal/hookrecord"
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/decorator"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // TestRecordingOfADecoratorOfSecrets: a DecoratorController of Secrets
@@ -40,7 +40,7 @@ func TestRecordingOfADecoratorOfSecrets(t *testing.T) {
 		},
 	}}
 	c, err := decorator.New(ctx(t), obj, decorator.Options{Client: env.Dynamic, Objects: shared.Objects, Resources: shared.Resources, Informers: shared.Informers,
-		Hooks: hooks.NewClient(hooks.Options{Tap: rec}), Record: rec, Recorder: shared.Recorder, Workers: 2})
+		Hooks: hookclient.NewClient(hookclient.Options{Tap: rec}), Record: rec, Recorder: shared.Recorder, Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

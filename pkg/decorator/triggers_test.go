@@ -11,7 +11,7 @@ import (
 	"github.com/metactl/metactl/internal/history"
 	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/decorator"
-	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // TestSyncRecordOfADecoratedObject: a decorated object's syncs are
@@ -44,7 +44,7 @@ func TestSyncRecordOfADecoratedObject(t *testing.T) {
 		},
 	}}
 	c, err := decorator.New(ctx(t), obj, decorator.Options{Client: env.Dynamic, Objects: shared.Objects, Resources: shared.Resources, Informers: shared.Informers,
-		Hooks: hooks.NewClient(hooks.Options{}), Recorder: shared.Recorder, Workers: 4,
+		Hooks: hookclient.NewClient(hookclient.Options{}), Recorder: shared.Recorder, Workers: 4,
 		History: history.NewStore(history.StoreOptions{SyncsPerObject: 50})})
 	if err != nil {
 		t.Fatal(err)

@@ -16,15 +16,14 @@
 //   - finalizer: adding and removing a controller's finalizer.
 //   - status: replacing an object's status.
 //   - secretdigest: a Secret's data values replaced by digests.
-//   - internal/jsonscan: the JSON scanner informer and objectclient share.
 //
-// Of metactl, informer imports only internal/jsonscan; objectclient imports
-// informer and internal/jsonscan; children imports apply, discovery,
-// informer and objectclient (and the API types, internal/trigger and
-// internal/redact); status imports apply; apply imports secretdigest (and internal/redact);
+// Of metactl, informer imports only internal/jsonscan (the module's JSON
+// scanner); objectclient imports informer and internal/jsonscan; children imports apply, discovery,
+// informer and objectclient (and the API types, internal/trigger,
+// internal/redact and internal/elastic); status imports apply; apply imports secretdigest (and internal/redact);
 // ownership imports informer and internal/trigger; echo imports
-// internal/trigger; discovery imports internal/editdistance; finalizer,
-// secretdigest and jsonscan import nothing. None imports the hook protocol
+// internal/trigger; discovery imports internal/editdistance; finalizer
+// and secretdigest import nothing. None imports the hook protocol
 // or a controller: children and ownership tell of each write through the
 // OnWrite function they are given (the engine binds it to the record of
 // syncs). docs/architecture.md's table, which test/architecture checks, is

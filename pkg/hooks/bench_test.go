@@ -8,12 +8,8 @@ package hooks
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -72,42 +68,6 @@ func benchResponse(b *testing.B) []byte {
 		b.Fatal(err)
 	}
 	return body
-}
-
-func BenchmarkCallSync(b *testing.B) {
-	respBody := benchResponse(b)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(respBody)
-	}))
-	defer srv.Close()
-	c := NewClient(Options{})
-	hook := urlHook(srv.URL + "/sync")
-	req := benchRequest()
-	ctx := context.Background()
-
-	b.Run("serial", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			var resp CompositeSyncResponse
-			if err := c.Call(ctx, "bench", "sync", hook, req, &resp); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				var resp CompositeSyncResponse
-				if err := c.Call(ctx, "bench", "sync", hook, req, &resp); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	})
 }
 
 // BenchmarkEncodeCompositeRequest compares the request encoding of Call

@@ -18,10 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
 
+	"github.com/metactl/metactl/internal/jsonscan"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
-// Response is a hook answer that Call can decode: *CompositeSyncResponse,
+// Response is a hook answer that hookclient.Client.Call can decode: *CompositeSyncResponse,
 // *DecoratorSyncResponse or *CustomizeResponse.
 type Response interface {
 	// DecodeHookResponse replaces the receiver with the response in body,
@@ -369,67 +370,75 @@ func jsonTokenKind(c byte) string {
 
 // checkListLength refuses an answer whose top-level array under key (any
 // occurrence of it) has more than maxItems elements. It scans body without
-// decoding it, and stops counting at the first element too many: an answer
-// of many small objects is refused before any is decoded. It leaves
-// malformed JSON to the decoder (returning nil), and skips bodies too short
-// to hold that many elements.
+// decoding it (internal/jsonscan), and stops counting at the first element
+// too many: an answer of many small objects is refused before any is
+// decoded. It leaves malformed JSON to the decoder (returning nil), and
+// skips bodies too short to hold that many elements.
 func checkListLength(body []byte, key string, maxItems int) error {
 	// The shortest elements are one byte and a comma.
 	if len(body) <= 2*maxItems {
 		return nil
 	}
-	s := jsonScanner{b: body}
-	if s.ws() != '{' {
+	i := jsonscan.SkipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
 		return nil
 	}
-	s.i++
-	if s.ws() == '}' {
-		return nil
-	}
-	for {
-		if s.ws() != '"' {
+	i = jsonscan.SkipSpace(body, i+1)
+	for i < len(body) && body[i] == '"' {
+		keyEnd, err := jsonscan.SkipValue(body, i)
+		if err != nil {
 			return nil
 		}
-		start := s.i
-		if !s.skipString() {
+		name := body[i+1 : keyEnd-1]
+		i = jsonscan.SkipSpace(body, keyEnd)
+		if i >= len(body) || body[i] != ':' {
 			return nil
 		}
-		name := body[start+1 : s.i-1]
-		if s.ws() != ':' {
-			return nil
-		}
-		s.i++
-		if s.ws() == '[' && jsonKeyIs(name, key) {
-			s.i++
-			n := 0
-			if s.ws() != ']' {
-				for {
-					n++
-					if n > maxItems {
-						return fmt.Errorf("the hook asked for more than the limit of %d %s in one answer", maxItems, key)
-					}
-					if !s.skipValue() {
-						return nil
-					}
-					c := s.ws()
-					if c == ']' {
-						break
-					}
-					if c != ',' {
-						return nil
-					}
-					s.i++
-				}
+		i = jsonscan.SkipSpace(body, i+1)
+		end := -1
+		if i < len(body) && body[i] == '[' && jsonKeyIs(name, key) {
+			if end, err = checkArrayLength(body, i, key, maxItems); err != nil {
+				return err
 			}
-			s.i++
-		} else if !s.skipValue() {
+		} else if skipped, err := jsonscan.SkipValue(body, i); err == nil {
+			end = skipped
+		}
+		if end < 0 {
 			return nil
 		}
-		switch s.ws() {
-		case ',':
-			s.i++
-		default: // '}', or malformed
+		i = jsonscan.SkipSpace(body, end)
+		if i >= len(body) || body[i] != ',' { // '}', or malformed
 			return nil
+		}
+		i = jsonscan.SkipSpace(body, i+1)
+	}
+	return nil
+}
+
+// checkArrayLength counts the elements of the array that starts at
+// body[i], key's, and returns where it ends; an error when it has more than
+// maxItems elements, and -1 when it is malformed.
+func checkArrayLength(body []byte, i int, key string, maxItems int) (int, error) {
+	i = jsonscan.SkipSpace(body, i+1)
+	if i < len(body) && body[i] == ']' {
+		return i + 1, nil
+	}
+	for n := 1; ; n++ {
+		if n > maxItems {
+			return 0, fmt.Errorf("the hook asked for more than the limit of %d %s in one answer", maxItems, key)
+		}
+		end, err := jsonscan.SkipValue(body, i)
+		if err != nil {
+			return -1, nil
+		}
+		i = jsonscan.SkipSpace(body, end)
+		switch {
+		case i < len(body) && body[i] == ']':
+			return i + 1, nil
+		case i < len(body) && body[i] == ',':
+			i = jsonscan.SkipSpace(body, i+1)
+		default:
+			return -1, nil
 		}
 	}
 }
@@ -443,86 +452,4 @@ func jsonKeyIs(name []byte, key string) bool {
 	quoted := make([]byte, 0, len(name)+2)
 	quoted = append(append(append(quoted, '"'), name...), '"')
 	return json.Unmarshal(quoted, &unescaped) == nil && unescaped == key
-}
-
-// jsonScanner walks JSON text without decoding it. Its methods return
-// false on malformed or truncated input.
-type jsonScanner struct {
-	b []byte
-	i int
-}
-
-// ws skips white space and returns the next byte (0 at the end).
-func (s *jsonScanner) ws() byte {
-	for s.i < len(s.b) {
-		switch c := s.b[s.i]; c {
-		case ' ', '\t', '\r', '\n':
-			s.i++
-		default:
-			return c
-		}
-	}
-	return 0
-}
-
-// skipString skips the string that starts at s.i.
-func (s *jsonScanner) skipString() bool {
-	s.i++ // the opening quote
-	for {
-		j := bytes.IndexByte(s.b[s.i:], '"')
-		if j < 0 {
-			return false
-		}
-		end := s.i + j
-		// The quote is escaped when an odd number of backslashes precede it.
-		k := end
-		for k > s.i && s.b[k-1] == '\\' {
-			k--
-		}
-		s.i = end + 1
-		if (end-k)%2 == 0 {
-			return true
-		}
-	}
-}
-
-// skipValue skips the value that starts at s.i.
-func (s *jsonScanner) skipValue() bool {
-	switch s.ws() {
-	case 0:
-		return false
-	case '"':
-		return s.skipString()
-	case '{', '[':
-		depth := 0
-		for s.i < len(s.b) {
-			switch s.b[s.i] {
-			case '"':
-				if !s.skipString() {
-					return false
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					s.i++
-					return true
-				}
-			}
-			s.i++
-		}
-		return false
-	default: // a number, true, false or null
-		start := s.i
-		for s.i < len(s.b) {
-			switch s.b[s.i] {
-			case ',', '}', ']', ' ', '\t', '\r', '\n':
-				return s.i > start
-			}
-			s.i++
-		}
-		return s.i > start
-	}
 }

@@ -270,10 +270,10 @@ func TestResponseModeMatchesDefaults(t *testing.T) {
 			hook := &v1alpha1.Hook{Version: version, Webhook: &v1alpha1.Webhook{ResponseUnMarshallMode: mode}}
 			defaulted := hook.DeepCopy()
 			v1alpha1.SetDefaults_Hook(defaulted)
-			if got, want := responseMode(hook), *defaulted.Webhook.ResponseUnMarshallMode; got != want {
+			if got, want := ResponseMode(hook), *defaulted.Webhook.ResponseUnMarshallMode; got != want {
 				t.Errorf("version %v mode %v: got %s, SetDefaults_Hook gives %s", version, mode, got, want)
 			}
-			if got, want := hookTimeout(hook.Webhook), defaulted.Webhook.Timeout.Duration; got != want {
+			if got, want := Timeout(hook.Webhook), defaulted.Webhook.Timeout.Duration; got != want {
 				t.Errorf("timeout: got %s, SetDefaults_Hook gives %s", got, want)
 			}
 		}

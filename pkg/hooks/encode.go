@@ -282,7 +282,7 @@ func (e *encoder) request(request any) error {
 }
 
 // Buffers larger than this are not kept for reuse, so that one huge request
-// or response does not pin its memory for the life of the process.
+// does not pin its memory for the life of the process.
 const maxPooledBuffer = 1 << 20
 
 // pooledEncoder is an encoder with its own buffer, kept in encoderPool.
@@ -314,44 +314,40 @@ func putEncoder(p *pooledEncoder) {
 	encoderPool.Put(p)
 }
 
-var bufferPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-func getBuffer() *bytes.Buffer {
-	b := bufferPool.Get().(*bytes.Buffer)
-	b.Reset()
-	return b
-}
-
-func putBuffer(b *bytes.Buffer) {
-	if b.Cap() > maxPooledBuffer {
-		return
-	}
-	bufferPool.Put(b)
-}
-
-// requestBody shares an encoded request between the readers that an HTTP
-// client asks for (the first send, and GetBody for redirects and retries).
-// The transport may close a request body after Do has returned, so the
-// buffer goes back to the pool only once the caller and every reader are
+// EncodedRequest is a hook request encoded as JSON (EncodeRequest), in a
+// pooled buffer shared between its readers: those an HTTP client asks for
+// (the first send, and GetBody for redirects and retries). The transport
+// may close a request body after Do has returned, so the buffer goes back
+// to the pool only once the caller (Release) and every reader (Close) are
 // done with it. A reader that is never closed only costs the reuse.
-type requestBody struct {
+type EncodedRequest struct {
 	p    *pooledEncoder
 	refs atomic.Int32
 }
 
-func newRequestBody(p *pooledEncoder) *requestBody {
-	rb := &requestBody{p: p}
+// EncodeRequest encodes request as JSON, byte for byte as json.Marshal
+// would, with sorted map keys: the request types of this package directly,
+// any other value with encoding/json. The caller must Release the result,
+// also when it returns an error.
+func EncodeRequest(request any) (*EncodedRequest, error) {
+	rb := &EncodedRequest{p: getEncoder()}
 	rb.refs.Store(1) // the caller's reference
-	return rb
+	return rb, rb.p.request(request)
 }
 
-func (rb *requestBody) release() {
+// Bytes returns the encoded request; valid until it is released.
+func (rb *EncodedRequest) Bytes() []byte { return rb.p.b.Bytes() }
+
+// Release gives back the caller's reference.
+func (rb *EncodedRequest) Release() {
 	if rb.refs.Add(-1) == 0 {
 		putEncoder(rb.p)
 	}
 }
 
-func (rb *requestBody) reader() io.ReadCloser {
+// NewReader returns a reader of the encoded request, which holds the
+// buffer until it is closed.
+func (rb *EncodedRequest) NewReader() io.ReadCloser {
 	rb.refs.Add(1)
 	return &bodyReader{Reader: bytes.NewReader(rb.p.b.Bytes()), rb: rb}
 }
@@ -359,10 +355,10 @@ func (rb *requestBody) reader() io.ReadCloser {
 type bodyReader struct {
 	*bytes.Reader
 	once sync.Once
-	rb   *requestBody
+	rb   *EncodedRequest
 }
 
 func (r *bodyReader) Close() error {
-	r.once.Do(r.rb.release)
+	r.once.Do(r.rb.Release)
 	return nil
 }

@@ -72,12 +72,13 @@ func TestRequestEncodingMatchesEncodingJSON(t *testing.T) {
 }
 
 func TestRequestBodyReturnsBufferOnlyWhenAllReadersClosed(t *testing.T) {
-	enc := getEncoder()
-	enc.b.WriteString(`{"a":1}`)
-	rb := newRequestBody(enc)
-	r1 := rb.reader()
-	r2 := rb.reader()
-	rb.release() // the caller is done first, as when Do returns early
+	rb, err := EncodeRequest(map[string]any{"a": int64(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1 := rb.NewReader()
+	r2 := rb.NewReader()
+	rb.Release() // the caller is done first, as when Do returns early
 	r1.Close()
 	r1.Close() // a second Close must not release twice
 	if got := rb.refs.Load(); got != 1 {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sync"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -389,7 +389,8 @@ func (w *Writer) delete(ctx context.Context, parent *unstructured.Unstructured, 
 }
 
 // logDiff logs, at verbosity 5, the merge patch that an update applies;
-// Secret data is redacted.
+// Secret data is redacted. The patch is made with json-patch.v4, which
+// client-go's csaupgrade links in and internal/plan applies patches with.
 func logDiff(ctx context.Context, res *Resource, key string, have, merged *unstructured.Unstructured) {
 	logger := klog.FromContext(ctx).V(5)
 	if !logger.Enabled() {

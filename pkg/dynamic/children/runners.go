@@ -1,17 +1,21 @@
 package children
 
-import "time"
+import (
+	"time"
+
+	"github.com/metactl/metactl/internal/elastic"
+)
 
 // runnerIdleTimeout is how long a runner waits for another write before it
 // exits.
 const runnerIdleTimeout = 2 * time.Second
 
 // runners runs the writes of every Manage call on goroutines that outlive
-// one write. A write (an HTTP request, JSON in and out) needs tens of KB of
-// stack; a goroutine started for each write begins with a small stack and
-// grows it, copying it each time, while a runner keeps what it grew for the
-// next write. In the benchmark's create phase that copying was 9% of
-// metactl's CPU.
+// one write (an elastic.Pool). A write (an HTTP request, JSON in and out)
+// needs tens of KB of stack; a goroutine started for each write begins
+// with a small stack and grows it, copying it each time, while a runner
+// keeps what it grew for the next write. In the benchmark's create phase
+// that copying was 9% of metactl's CPU.
 //
 // run waits while MaxWritesInFlight writes run, then hands f to an idle
 // runner or starts a new one; so the number of runners follows the number
@@ -28,39 +32,22 @@ var runners = newRunnerPool(MaxWritesInFlight)
 const MaxWritesInFlight = 128
 
 type runnerPool struct {
-	// tasks is unbuffered: a send succeeds only when a runner is idle.
-	tasks chan func()
+	pool *elastic.Pool
 	// slots holds a token per write in flight.
 	slots chan struct{}
 }
 
 // newRunnerPool returns a pool that runs at most limit functions at once.
 func newRunnerPool(limit int) *runnerPool {
-	return &runnerPool{tasks: make(chan func()), slots: make(chan struct{}, limit)}
+	return &runnerPool{pool: elastic.New(runnerIdleTimeout), slots: make(chan struct{}, limit)}
 }
 
 // run runs f on an idle runner, or on a new one, once fewer than
-// MaxWritesInFlight writes run.
+// the pool's limit of functions run.
 func (p *runnerPool) run(f func()) {
 	p.slots <- struct{}{}
-	select {
-	case p.tasks <- f:
-	default:
-		go p.runner(f)
-	}
-}
-
-func (p *runnerPool) runner(f func()) {
-	idle := time.NewTimer(runnerIdleTimeout)
-	defer idle.Stop()
-	for {
+	p.pool.Go(func() {
 		f()
 		<-p.slots
-		idle.Reset(runnerIdleTimeout)
-		select {
-		case f = <-p.tasks:
-		case <-idle.C:
-			return
-		}
-	}
+	})
 }

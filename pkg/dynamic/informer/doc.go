@@ -45,5 +45,5 @@
 //
 // Factory and Informer are safe for concurrent use, and so is reading an
 // Object (nothing writes one once it is built). The package
-// imports nothing of metactl but pkg/dynamic/internal/jsonscan.
+// imports nothing of metactl but internal/jsonscan.
 package informer

@@ -15,7 +15,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/metactl/metactl/pkg/dynamic/internal/jsonscan"
+	"github.com/metactl/metactl/internal/jsonscan"
 )
 
 // Object is how the cache holds an object of any resource: its metadata

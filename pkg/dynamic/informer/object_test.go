@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/metactl/metactl/pkg/dynamic/internal/jsonscan"
+	"github.com/metactl/metactl/internal/jsonscan"
 )
 
 // A Deployment as the API server sends it, with every kind of metadata.

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/metactl/metactl/pkg/dynamic/internal/jsonscan"
+	"github.com/metactl/metactl/internal/jsonscan"
 )
 
 // Pairs is how an Object keeps its labels or annotations: keys and values

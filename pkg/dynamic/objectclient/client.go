@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/metactl/metactl/internal/jsonscan"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
-	"github.com/metactl/metactl/pkg/dynamic/internal/jsonscan"
 )
 
 // Client lists, watches and writes objects of any resource through the API

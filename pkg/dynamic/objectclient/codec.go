@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
+	"github.com/metactl/metactl/internal/jsonscan"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
-	"github.com/metactl/metactl/pkg/dynamic/internal/jsonscan"
 )
 
 // objectSerializer gives the Client's REST client its decoders: objects

@@ -27,5 +27,5 @@
 //     this Client's own with the rest.Config's QPS and Burst.
 //
 // A Client is safe for concurrent use. The package imports, of metactl,
-// pkg/dynamic/informer (for Object) and pkg/dynamic/internal/jsonscan.
+// pkg/dynamic/informer (for Object) and internal/jsonscan.
 package objectclient
