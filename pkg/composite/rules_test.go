@@ -17,7 +17,7 @@ import (
 // The fast tests of the controller's rules (no API server) share these: a
 // CompositeController built by New on an in-memory discovery, with parent
 // resource things (namespaced) or clusterthings and child resource
-// configmaps, whose informers and API client are in memory
+// configmaps (secrets is served too), whose informers and API client are in memory
 // (internal/inmemory, client-go's fake dynamic client).
 
 var (
@@ -47,7 +47,10 @@ func ruleController(t *testing.T, parent schema.GroupVersionResource, method str
 		"spec":     spec,
 	}}
 	resources := inmemory.Resources(t,
-		&metav1.APIResourceList{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "configmaps", Kind: "ConfigMap", Namespaced: true}}},
+		&metav1.APIResourceList{GroupVersion: "v1", APIResources: []metav1.APIResource{
+			{Name: "configmaps", Kind: "ConfigMap", Namespaced: true},
+			{Name: "secrets", Kind: "Secret", Namespaced: true},
+		}},
 		&metav1.APIResourceList{GroupVersion: "test.metactl.io/v1", APIResources: []metav1.APIResource{
 			{Name: "things", Kind: "Thing", Namespaced: true},
 			{Name: "clusterthings", Kind: "ClusterThing"},
