@@ -1,0 +1,173 @@
+package decorator
+
+import (
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metactl/metactl/internal/inmemory"
+)
+
+// The fast tests of the decorator's rules (no API server) build it with
+// New on an in-memory discovery (internal/inmemory) that serves
+// configmaps, secrets, services and clusterthings.
+
+// ruleDecorator returns the Controller of a DecoratorController named
+// "rules" with these spec.resources and spec.attachments.
+func ruleDecorator(t *testing.T, resources, attachments []any) *Controller {
+	t.Helper()
+	dc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "DecoratorController",
+		"metadata": map[string]any{"name": "rules", "uid": "dc-uid", "generation": int64(1)},
+		"spec": map[string]any{
+			"resources":   resources,
+			"attachments": attachments,
+			"hooks":       map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": "http://hook.invalid/sync"}}},
+		},
+	}}
+	served := inmemory.Resources(t,
+		&metav1.APIResourceList{GroupVersion: "v1", APIResources: []metav1.APIResource{
+			{Name: "configmaps", Kind: "ConfigMap", Namespaced: true},
+			{Name: "secrets", Kind: "Secret", Namespaced: true},
+			{Name: "services", Kind: "Service", Namespaced: true},
+		}},
+		&metav1.APIResourceList{GroupVersion: "test.metactl.io/v1", APIResources: []metav1.APIResource{{Name: "clusterthings", Kind: "ClusterThing"}}})
+	c, err := New(t.Context(), dc, Options{Resources: served})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return c
+}
+
+// object returns an object of kind in namespace (none: "") with labels
+// and annotations; its UID is uid-<namespace>/<name>.
+func object(apiVersion, kind, namespace, name string, labels, annotations map[string]string) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion(apiVersion)
+	obj.SetKind(kind)
+	obj.SetNamespace(namespace)
+	obj.SetName(name)
+	obj.SetUID(types.UID("uid-" + namespace + "/" + name))
+	obj.SetLabels(labels)
+	obj.SetAnnotations(annotations)
+	return obj
+}
+
+// TestDecoratorSelects: which objects a DecoratorController selects, by
+// its rules: any rule of the object's resource, whose label selector and
+// annotation selector both match; annotation values are free text.
+func TestDecoratorSelects(t *testing.T) {
+	c := ruleDecorator(t, []any{
+		map[string]any{"apiVersion": "v1", "resource": "configmaps",
+			"labelSelector": map[string]any{"matchLabels": map[string]any{"app": "x"}}},
+		map[string]any{"apiVersion": "v1", "resource": "configmaps",
+			"annotationSelector": map[string]any{
+				"matchAnnotations": map[string]any{"team": "a b"},
+				"matchExpressions": []any{map[string]any{"key": "tier", "operator": "NotIn", "values": []any{"db"}}}}},
+		map[string]any{"apiVersion": "v1", "resource": "configmaps",
+			"labelSelector":      map[string]any{"matchLabels": map[string]any{"env": "prod"}},
+			"annotationSelector": map[string]any{"matchAnnotations": map[string]any{"owner": "me"}}},
+		map[string]any{"apiVersion": "v1", "resource": "secrets",
+			"labelSelector":      map[string]any{"matchExpressions": []any{map[string]any{"key": "app", "operator": "Exists"}}},
+			"annotationSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": "skip", "operator": "DoesNotExist"}}}},
+	}, nil)
+	l := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name     string
+		obj      *unstructured.Unstructured
+		selected bool
+	}{
+		{"by label", object("v1", "ConfigMap", "ns", "a", l("app", "x"), nil), true},
+		{"another label value", object("v1", "ConfigMap", "ns", "a", l("app", "y"), nil), false},
+		{"by annotation, free text", object("v1", "ConfigMap", "ns", "a", nil, l("team", "a b")), true},
+		{"annotation excluded by NotIn", object("v1", "ConfigMap", "ns", "a", nil, l("team", "a b", "tier", "db")), false},
+		{"a label without the rule's annotation", object("v1", "ConfigMap", "ns", "a", l("env", "prod"), nil), false},
+		{"a label and the rule's annotation", object("v1", "ConfigMap", "ns", "a", l("env", "prod"), l("owner", "me")), true},
+		{"a rule of another resource: by label Exists", object("v1", "Secret", "ns", "s", l("app", "y"), nil), true},
+		{"annotation excluded by DoesNotExist", object("v1", "Secret", "ns", "s", l("app", "y"), l("skip", "1")), false},
+		{"no label", object("v1", "Secret", "ns", "s", nil, nil), false},
+		{"a resource no rule names", object("v1", "Service", "ns", "svc", l("app", "x"), nil), false},
+	} {
+		if got := selected(c, tc.obj); got != tc.selected {
+			t.Errorf("%s: selected = %v, want %v", tc.name, got, tc.selected)
+		}
+	}
+}
+
+// selected reports whether c selects obj: a watched resource of obj's
+// kind selects it.
+func selected(c *Controller, obj *unstructured.Unstructured) bool {
+	for _, w := range c.watched {
+		if w.GroupVersionKind() == obj.GroupVersionKind() && w.selects(obj) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestObservedAttachments: which cached Secrets are a decorated object's
+// attachments (observedAttachments): those it controls, in its namespace,
+// that carry this DecoratorController's annotation; for a cluster-scoped
+// object, those of every namespace. The cache is a real informer over
+// in-memory objects.
+func TestObservedAttachments(t *testing.T) {
+	ours := map[string]string{AttachmentAnnotation: "rules"}
+	controlledBy := func(obj *unstructured.Unstructured, owner *unstructured.Unstructured, controller bool) *unstructured.Unstructured {
+		obj.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(), Controller: new(controller)}})
+		return obj
+	}
+	cm := object("v1", "ConfigMap", "ns", "decorated", nil, nil)
+	other := object("v1", "ConfigMap", "ns", "other", nil, nil)
+	cluster := object("test.metactl.io/v1", "ClusterThing", "", "decorated", nil, nil)
+	secret := func(namespace, name string, annotations map[string]string) *unstructured.Unstructured {
+		return object("v1", "Secret", namespace, name, nil, annotations)
+	}
+	cached := []*unstructured.Unstructured{
+		controlledBy(secret("ns", "ours", ours), cm, true),
+		controlledBy(secret("ns", "another-decorators", map[string]string{AttachmentAnnotation: "other"}), cm, true),
+		controlledBy(secret("ns", "a-child", nil), cm, true),
+		controlledBy(secret("ns", "of-another-object", ours), other, true),
+		controlledBy(secret("ns", "not-as-controller", ours), cm, false),
+		// A reference to the object's UID from another namespace: a
+		// namespaced object cannot own it.
+		controlledBy(secret("elsewhere", "forged", ours), cm, true),
+		controlledBy(secret("a", "of-the-cluster-thing", ours), cluster, true),
+		controlledBy(secret("b", "of-the-cluster-thing", ours), cluster, true),
+	}
+	c := ruleDecorator(t, []any{
+		map[string]any{"apiVersion": "v1", "resource": "configmaps"},
+		map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "clusterthings"},
+	}, []any{map[string]any{"apiVersion": "v1", "resource": "secrets"}})
+	for _, res := range c.attachments.Resources {
+		res.Informer = inmemory.Informer(t, schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, cached...)
+	}
+	for _, tc := range []struct {
+		obj  *unstructured.Unstructured
+		want []string
+	}{
+		{cm, []string{"ns/ours"}},
+		{other, []string{"ns/of-another-object"}},
+		{cluster, []string{"a/of-the-cluster-thing", "b/of-the-cluster-thing"}},
+	} {
+		var got []string
+		for _, set := range c.observedAttachments(tc.obj) {
+			for key := range set {
+				got = append(got, key)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("attachments of %s %s: %v, want %v", tc.obj.GetKind(), tc.obj.GetName(), got, tc.want)
+		}
+	}
+}
