@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	fakediscovery "k8s.io/client-go/discovery/fake"
@@ -35,6 +36,22 @@ func Resources(t testing.TB, lists ...*metav1.APIResourceList) *discovery.Resour
 		t.Fatalf("discovery of %d in-memory resource lists: %v", len(lists), err)
 	}
 	return m
+}
+
+// Object returns an object of kind in namespace ("" for none) named name,
+// with labels and annotations, resourceVersion 1 and UID
+// uid-<namespace>/<name>, as a test puts it in a cache or a fake client.
+func Object(apiVersion, kind, namespace, name string, labels, annotations map[string]string) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion(apiVersion)
+	obj.SetKind(kind)
+	obj.SetNamespace(namespace)
+	obj.SetName(name)
+	obj.SetUID(types.UID("uid-" + namespace + "/" + name))
+	obj.SetResourceVersion("1")
+	obj.SetLabels(labels)
+	obj.SetAnnotations(annotations)
+	return obj
 }
 
 // Informer returns a synced informer of gvr whose cache holds objs: listed

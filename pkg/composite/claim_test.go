@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metactl/metactl/internal/inmemory"
 )
 
 // TestClaimChildren: which of the cached ConfigMaps a parent claims, adopts
@@ -31,7 +33,7 @@ func TestClaimChildren(t *testing.T) {
 		return obj
 	}
 	cm := func(namespace, name string, l map[string]string) *unstructured.Unstructured {
-		return ruleObject("v1", "ConfigMap", namespace, name, l)
+		return inmemory.Object("v1", "ConfigMap", namespace, name, l, nil)
 	}
 	candidates := func() []*unstructured.Unstructured {
 		return []*unstructured.Unstructured{
@@ -60,23 +62,23 @@ func TestClaimChildren(t *testing.T) {
 	}{
 		{
 			name:    "namespaced parent",
-			parent:  ruleObject("test.metactl.io/v1", "Thing", "ns", "p", nil),
+			parent:  inmemory.Object("test.metactl.io/v1", "Thing", "ns", "p", nil, nil),
 			claimed: []string{"ns/child", "ns/orphan"}, adopted: []string{"ns/orphan"}, released: []string{"ns/stray"},
 		},
 		{
 			name:    "parent being deleted: no adoption, no release",
-			parent:  deleting(ruleObject("test.metactl.io/v1", "Thing", "ns", "p", nil)),
+			parent:  deleting(inmemory.Object("test.metactl.io/v1", "Thing", "ns", "p", nil, nil)),
 			claimed: []string{"ns/child", "ns/stray"},
 		},
 		{
 			name:    "cluster-scoped parent: children and orphans of every namespace",
-			parent:  ruleObject("test.metactl.io/v1", "ClusterThing", "", "p", nil),
+			parent:  inmemory.Object("test.metactl.io/v1", "ClusterThing", "", "p", nil, nil),
 			claimed: []string{"ns/child", "ns/orphan", "other/forged", "other/orphan"}, adopted: []string{"ns/orphan", "other/orphan"}, released: []string{"ns/stray"},
 		},
 		{
 			name:    "parent replaced since cached: no adoption",
-			parent:  ruleObject("test.metactl.io/v1", "Thing", "ns", "p", nil),
-			stored:  ruleObject("test.metactl.io/v1", "Thing", "ns", "p", nil),
+			parent:  inmemory.Object("test.metactl.io/v1", "Thing", "ns", "p", nil, nil),
+			stored:  inmemory.Object("test.metactl.io/v1", "Thing", "ns", "p", nil, nil),
 			claimed: []string{"ns/child"}, released: []string{"ns/stray"}, err: "was replaced",
 		},
 	} {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/metactl/metactl/internal/inmemory"
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
@@ -20,7 +21,7 @@ import (
 // parent's namespace and controller reference.
 func TestDesiredChildren(t *testing.T) {
 	child := func(kind, namespace, name string, labels map[string]string) *unstructured.Unstructured {
-		obj := ruleObject("v1", kind, namespace, name, labels)
+		obj := inmemory.Object("v1", kind, namespace, name, labels, nil)
 		obj.SetUID("")
 		obj.SetResourceVersion("")
 		return obj
@@ -65,7 +66,7 @@ func TestDesiredChildren(t *testing.T) {
 					spec["generateSelector"] = true
 				}
 			})
-			parent := ruleObject("test.metactl.io/v1", "Thing", "ns", "p", nil)
+			parent := inmemory.Object("test.metactl.io/v1", "Thing", "ns", "p", nil, nil)
 			parent.SetUID("parent-uid")
 			if !tc.generate {
 				parent.Object["spec"] = map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"app": "p"}}}

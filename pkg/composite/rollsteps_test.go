@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/metactl/metactl/internal/inmemory"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/apply"
 	"github.com/metactl/metactl/pkg/dynamic/children"
@@ -28,9 +29,9 @@ func TestRollingSteps(t *testing.T) {
 			"conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
 	})
 	res := childResource(t, c)
-	parent := ruleObject("test.metactl.io/v1", "Thing", "ns", "p", nil)
+	parent := inmemory.Object("test.metactl.io/v1", "Thing", "ns", "p", nil, nil)
 	cm := func(name, version string) *unstructured.Unstructured {
-		obj := ruleObject("v1", "ConfigMap", "ns", name, nil)
+		obj := inmemory.Object("v1", "ConfigMap", "ns", name, nil, nil)
 		obj.Object["data"] = map[string]any{"version": version}
 		return obj
 	}

@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/metactl/metactl/internal/inmemory"
@@ -74,20 +73,6 @@ func ruleController(t *testing.T, parent schema.GroupVersionResource, method str
 		res.Informer = inmemory.Informer(t, res.GroupVersionResource(), configMaps...)
 	}
 	return c
-}
-
-// ruleObject returns an object of kind in namespace (none: "") named
-// name, whose UID is uid-<namespace>/<name>.
-func ruleObject(apiVersion, kind, namespace, name string, labels map[string]string) *unstructured.Unstructured {
-	obj := &unstructured.Unstructured{}
-	obj.SetAPIVersion(apiVersion)
-	obj.SetKind(kind)
-	obj.SetNamespace(namespace)
-	obj.SetName(name)
-	obj.SetUID(types.UID("uid-" + namespace + "/" + name))
-	obj.SetResourceVersion("1")
-	obj.SetLabels(labels)
-	return obj
 }
 
 // childResource is the controller's only child resource.

@@ -7,7 +7,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/metactl/metactl/internal/inmemory"
 )
@@ -43,20 +42,6 @@ func ruleDecorator(t *testing.T, resources, attachments []any) *Controller {
 	return c
 }
 
-// object returns an object of kind in namespace (none: "") with labels
-// and annotations; its UID is uid-<namespace>/<name>.
-func object(apiVersion, kind, namespace, name string, labels, annotations map[string]string) *unstructured.Unstructured {
-	obj := &unstructured.Unstructured{}
-	obj.SetAPIVersion(apiVersion)
-	obj.SetKind(kind)
-	obj.SetNamespace(namespace)
-	obj.SetName(name)
-	obj.SetUID(types.UID("uid-" + namespace + "/" + name))
-	obj.SetLabels(labels)
-	obj.SetAnnotations(annotations)
-	return obj
-}
-
 // TestDecoratorSelects: which objects a DecoratorController selects, by
 // its rules: any rule of the object's resource, whose label selector and
 // annotation selector both match; annotation values are free text.
@@ -87,16 +72,16 @@ func TestDecoratorSelects(t *testing.T) {
 		obj      *unstructured.Unstructured
 		selected bool
 	}{
-		{"by label", object("v1", "ConfigMap", "ns", "a", l("app", "x"), nil), true},
-		{"another label value", object("v1", "ConfigMap", "ns", "a", l("app", "y"), nil), false},
-		{"by annotation, free text", object("v1", "ConfigMap", "ns", "a", nil, l("team", "a b")), true},
-		{"annotation excluded by NotIn", object("v1", "ConfigMap", "ns", "a", nil, l("team", "a b", "tier", "db")), false},
-		{"a label without the rule's annotation", object("v1", "ConfigMap", "ns", "a", l("env", "prod"), nil), false},
-		{"a label and the rule's annotation", object("v1", "ConfigMap", "ns", "a", l("env", "prod"), l("owner", "me")), true},
-		{"a rule of another resource: by label Exists", object("v1", "Secret", "ns", "s", l("app", "y"), nil), true},
-		{"annotation excluded by DoesNotExist", object("v1", "Secret", "ns", "s", l("app", "y"), l("skip", "1")), false},
-		{"no label", object("v1", "Secret", "ns", "s", nil, nil), false},
-		{"a resource no rule names", object("v1", "Service", "ns", "svc", l("app", "x"), nil), false},
+		{"by label", inmemory.Object("v1", "ConfigMap", "ns", "a", l("app", "x"), nil), true},
+		{"another label value", inmemory.Object("v1", "ConfigMap", "ns", "a", l("app", "y"), nil), false},
+		{"by annotation, free text", inmemory.Object("v1", "ConfigMap", "ns", "a", nil, l("team", "a b")), true},
+		{"annotation excluded by NotIn", inmemory.Object("v1", "ConfigMap", "ns", "a", nil, l("team", "a b", "tier", "db")), false},
+		{"a label without the rule's annotation", inmemory.Object("v1", "ConfigMap", "ns", "a", l("env", "prod"), nil), false},
+		{"a label and the rule's annotation", inmemory.Object("v1", "ConfigMap", "ns", "a", l("env", "prod"), l("owner", "me")), true},
+		{"a rule of another resource: by label Exists", inmemory.Object("v1", "Secret", "ns", "s", l("app", "y"), nil), true},
+		{"annotation excluded by DoesNotExist", inmemory.Object("v1", "Secret", "ns", "s", l("app", "y"), l("skip", "1")), false},
+		{"no label", inmemory.Object("v1", "Secret", "ns", "s", nil, nil), false},
+		{"a resource no rule names", inmemory.Object("v1", "Service", "ns", "svc", l("app", "x"), nil), false},
 	} {
 		if got := selected(c, tc.obj); got != tc.selected {
 			t.Errorf("%s: selected = %v, want %v", tc.name, got, tc.selected)
@@ -126,11 +111,11 @@ func TestObservedAttachments(t *testing.T) {
 		obj.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(), Controller: new(controller)}})
 		return obj
 	}
-	cm := object("v1", "ConfigMap", "ns", "decorated", nil, nil)
-	other := object("v1", "ConfigMap", "ns", "other", nil, nil)
-	cluster := object("test.metactl.io/v1", "ClusterThing", "", "decorated", nil, nil)
+	cm := inmemory.Object("v1", "ConfigMap", "ns", "decorated", nil, nil)
+	other := inmemory.Object("v1", "ConfigMap", "ns", "other", nil, nil)
+	cluster := inmemory.Object("test.metactl.io/v1", "ClusterThing", "", "decorated", nil, nil)
 	secret := func(namespace, name string, annotations map[string]string) *unstructured.Unstructured {
-		return object("v1", "Secret", namespace, name, nil, annotations)
+		return inmemory.Object("v1", "Secret", namespace, name, nil, annotations)
 	}
 	cached := []*unstructured.Unstructured{
 		controlledBy(secret("ns", "ours", ours), cm, true),

@@ -91,14 +91,7 @@ func TestTheTableIsTheImportGraph(t *testing.T) {
 // repository) and the module's packages it imports, tests left out.
 func importGraph(t *testing.T, root string) map[string][]string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...")
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
-	}
+	out := goList(t, root, `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...")
 	graph := map[string][]string{}
 	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
@@ -225,14 +218,7 @@ func TestPlainGoTestNeedsNoControlPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}`, "./pkg/...", "./internal/...")
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
-	}
+	out := goList(t, root, `{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}`, "./pkg/...", "./internal/...")
 	controlPlane := []string{module + "/internal/testenv", module + "/internal/controllertest", module + "/internal/controlplane"}
 	packages := 0
 	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
@@ -247,4 +233,18 @@ func TestPlainGoTestNeedsNoControlPlane(t *testing.T) {
 	if packages < 20 {
 		t.Fatalf("go list found only %d packages:\n%s", packages, out)
 	}
+}
+
+// goList runs go list -f format on patterns in root and returns its output.
+func goList(t *testing.T, root, format string, patterns ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-f", format}, patterns...)...)
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	return out
 }
