@@ -21,7 +21,7 @@ import (
 func applyWidgetsCRD(t *testing.T) {
 	t.Helper()
 	root, _ := testenv.RepoRoot()
-	if _, err := env.Kubectl(context.Background(), "apply", "-f", filepath.Join(root, "pkg", "manager", "testdata", "widgets-crd.yaml")); err != nil {
+	if _, err := env.Kubectl(context.Background(), "apply", "-f", filepath.Join(root, "internal", "manager", "testdata", "widgets-crd.yaml")); err != nil {
 		t.Fatal(err)
 	}
 }
