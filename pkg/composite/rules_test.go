@@ -11,6 +11,7 @@ import (
 
 	"github.com/metactl/metactl/internal/inmemory"
 	"github.com/metactl/metactl/pkg/dynamic/children"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
 )
 
 // The fast tests of the controller's rules (no API server) share these: a
@@ -32,28 +33,8 @@ var (
 // among them.
 func ruleController(t *testing.T, parent schema.GroupVersionResource, method string, edit func(spec map[string]any), objs ...*unstructured.Unstructured) *Controller {
 	t.Helper()
-	spec := map[string]any{
-		"parentResource": map[string]any{"apiVersion": parent.GroupVersion().String(), "resource": parent.Resource},
-		"childResources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": method}}},
-		"hooks":          map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": "http://hook.invalid/sync"}}},
-	}
-	if edit != nil {
-		edit(spec)
-	}
-	cc := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
-		"metadata": map[string]any{"name": "rules", "uid": "cc-uid", "generation": int64(1)},
-		"spec":     spec,
-	}}
-	resources := inmemory.Resources(t,
-		&metav1.APIResourceList{GroupVersion: "v1", APIResources: []metav1.APIResource{
-			{Name: "configmaps", Kind: "ConfigMap", Namespaced: true},
-			{Name: "secrets", Kind: "Secret", Namespaced: true},
-		}},
-		&metav1.APIResourceList{GroupVersion: "test.metactl.io/v1", APIResources: []metav1.APIResource{
-			{Name: "things", Kind: "Thing", Namespaced: true},
-			{Name: "clusterthings", Kind: "ClusterThing"},
-		}})
+	cc := ruleCompositeController(parent, method, edit)
+	resources := ruleResources(t)
 	stored := make([]runtime.Object, len(objs))
 	var configMaps []*unstructured.Unstructured
 	for i, obj := range objs {
@@ -82,4 +63,37 @@ func childResource(t *testing.T, c *Controller) *children.Resource {
 		t.Fatalf("%d child resources, want 1", len(c.children.Resources))
 	}
 	return c.children.Resources[0]
+}
+
+// ruleCompositeController is the CompositeController object of
+// ruleController.
+func ruleCompositeController(parent schema.GroupVersionResource, method string, edit func(spec map[string]any)) *unstructured.Unstructured {
+	spec := map[string]any{
+		"parentResource": map[string]any{"apiVersion": parent.GroupVersion().String(), "resource": parent.Resource},
+		"childResources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": method}}},
+		"hooks":          map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": "http://hook.invalid/sync"}}},
+	}
+	if edit != nil {
+		edit(spec)
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
+		"metadata": map[string]any{"name": "rules", "uid": "cc-uid", "generation": int64(1)},
+		"spec":     spec,
+	}}
+}
+
+// ruleResources is the in-memory discovery of the rule tests: configmaps,
+// secrets, things (namespaced) and clusterthings.
+func ruleResources(t *testing.T) *discovery.ResourceMap {
+	t.Helper()
+	return inmemory.Resources(t,
+		&metav1.APIResourceList{GroupVersion: "v1", APIResources: []metav1.APIResource{
+			{Name: "configmaps", Kind: "ConfigMap", Namespaced: true},
+			{Name: "secrets", Kind: "Secret", Namespaced: true},
+		}},
+		&metav1.APIResourceList{GroupVersion: "test.metactl.io/v1", APIResources: []metav1.APIResource{
+			{Name: "things", Kind: "Thing", Namespaced: true},
+			{Name: "clusterthings", Kind: "ClusterThing"},
+		}})
 }
