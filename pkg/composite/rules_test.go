@@ -10,6 +10,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/metactl/metactl/internal/inmemory"
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 )
@@ -45,6 +46,7 @@ func ruleController(t *testing.T, parent schema.GroupVersionResource, method str
 	}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		ruleConfigMaps: "ConfigMapList", ruleThings: "ThingList", ruleClusterThings: "ClusterThingList",
+		v1alpha1.ControllerRevisionResource: "ControllerRevisionList",
 	}, stored...)
 	c, err := New(t.Context(), cc, Options{Client: client, Resources: resources})
 	if err != nil {
