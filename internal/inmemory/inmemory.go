@@ -1,7 +1,7 @@
 // Package inmemory holds what a test of a reconciler rule needs of a
 // cluster, in memory, so that it runs without an API server: the
 // discovery of given resources (Resources) and informers over given
-// objects (Informer), with the real indexes and lookups of
+// objects (Informer, Informers), with the real indexes and lookups of
 // pkg/dynamic/discovery and pkg/dynamic/informer. Writes go to client-go's
 // fake dynamic client (k8s.io/client-go/dynamic/fake).
 package inmemory
@@ -61,8 +61,7 @@ func Informer(t testing.TB, gvr schema.GroupVersionResource, objs ...*unstructur
 	if _, err := fixed(objs).List(metav1.ListOptions{}); err != nil {
 		t.Fatalf("the in-memory informer of %s cannot list its objects: %v", gvr, err)
 	}
-	f := informer.NewFactory(func(schema.GroupVersionResource) cache.ListerWatcher { return fixed(objs) }, informer.Options{})
-	i := f.Acquire(gvr)
+	i := Informers(map[schema.GroupVersionResource][]*unstructured.Unstructured{gvr: objs}).Acquire(gvr)
 	t.Cleanup(i.Release)
 	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return i.HasSynced(), nil
@@ -71,6 +70,12 @@ func Informer(t testing.TB, gvr schema.GroupVersionResource, objs ...*unstructur
 		t.Fatalf("the in-memory informer of %s did not sync: %v", gvr, err)
 	}
 	return i
+}
+
+// Informers returns a Factory whose informer of a resource holds the
+// objects objs has for it: listed once, its watch reports no change.
+func Informers(objs map[schema.GroupVersionResource][]*unstructured.Unstructured) *informer.Factory {
+	return informer.NewFactory(func(gvr schema.GroupVersionResource) cache.ListerWatcher { return fixed(objs[gvr]) }, informer.Options{})
 }
 
 // fixed lists its objects, as the API server's JSON would carry them, and
