@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/inmemory"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 )
@@ -21,6 +22,8 @@ func TestNewRefusesInvalidSpecs(t *testing.T) {
 		parent schema.GroupVersionResource
 		method string
 		edit   func(spec map[string]any)
+		// annotations of the CompositeController object.
+		annotations map[string]string
 		// invalid, notFound: the error New must return; want are in its
 		// message. Neither: New accepts the spec.
 		invalid, notFound bool
@@ -46,11 +49,18 @@ func TestNewRefusesInvalidSpecs(t *testing.T) {
 			notFound: true, want: []string{"spec.childResources[0]", `"configmap"`}},
 		{name: "a parent resource not served", parent: schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "thingz"}, method: "InPlace",
 			notFound: true, want: []string{"spec.parentResource", `"thingz"`}},
+		{name: "an absent-children annotation that is neither empty nor refuse", parent: ruleThings, method: "InPlace",
+			annotations: map[string]string{engine.AbsentChildrenAnnotation: "yes"},
+			invalid:     true, want: []string{engine.AbsentChildrenAnnotation, `"empty"`}},
+		{name: "the absent-children annotation empty", parent: ruleThings, method: "InPlace",
+			annotations: map[string]string{engine.AbsentChildrenAnnotation: engine.AbsentListEmpty}},
 		{name: "rolling children of a namespaced parent", parent: ruleThings, method: "RollingInPlace"},
 		{name: "namespaced children of a cluster-scoped parent", parent: ruleClusterThings, method: "InPlace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(t.Context(), ruleCompositeController(tc.parent, tc.method, tc.edit), Options{Resources: ruleResources(t)})
+			cc := ruleCompositeController(tc.parent, tc.method, tc.edit)
+			cc.SetAnnotations(tc.annotations)
+			_, err := New(t.Context(), cc, Options{Resources: ruleResources(t)})
 			var invalid *InvalidSpecError
 			switch {
 			case tc.invalid && !errors.As(err, &invalid):
