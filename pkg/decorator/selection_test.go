@@ -1,14 +1,18 @@
 package decorator
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/inmemory"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
 )
 
 // The fast tests of the decorator's rules (no API server) build it with
@@ -19,6 +23,17 @@ import (
 // "rules" with these spec.resources and spec.attachments.
 func ruleDecorator(t *testing.T, resources, attachments []any) *Controller {
 	t.Helper()
+	c, err := newDecorator(t, resources, attachments, nil)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return c
+}
+
+// newDecorator is New of a DecoratorController named "rules" with these
+// spec.resources, spec.attachments and annotations.
+func newDecorator(t *testing.T, resources, attachments []any, annotations map[string]string) (*Controller, error) {
+	t.Helper()
 	dc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "DecoratorController",
 		"metadata": map[string]any{"name": "rules", "uid": "dc-uid", "generation": int64(1)},
@@ -28,6 +43,7 @@ func ruleDecorator(t *testing.T, resources, attachments []any) *Controller {
 			"hooks":       map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": "http://hook.invalid/sync"}}},
 		},
 	}}
+	dc.SetAnnotations(annotations)
 	served := inmemory.Resources(t,
 		&metav1.APIResourceList{GroupVersion: "v1", APIResources: []metav1.APIResource{
 			{Name: "configmaps", Kind: "ConfigMap", Namespaced: true},
@@ -35,11 +51,7 @@ func ruleDecorator(t *testing.T, resources, attachments []any) *Controller {
 			{Name: "services", Kind: "Service", Namespaced: true},
 		}},
 		&metav1.APIResourceList{GroupVersion: "test.metactl.io/v1", APIResources: []metav1.APIResource{{Name: "clusterthings", Kind: "ClusterThing"}}})
-	c, err := New(t.Context(), dc, Options{Resources: served})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	return c
+	return New(t.Context(), dc, Options{Resources: served})
 }
 
 // TestDecoratorSelects: which objects a DecoratorController selects, by
@@ -154,5 +166,52 @@ func TestObservedAttachments(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("attachments of %s %s: %v, want %v", tc.obj.GetKind(), tc.obj.GetName(), got, tc.want)
 		}
+	}
+}
+
+// TestDecoratorNewRefusesInvalidSpecs: what New refuses of a
+// DecoratorController once discovery has resolved its resources, and
+// how: an InvalidSpecError naming the field for an invalid selector or
+// absent-attachments annotation, a not-found error naming the field for a
+// resource not served; and what it accepts.
+func TestDecoratorNewRefusesInvalidSpecs(t *testing.T) {
+	configMaps := map[string]any{"apiVersion": "v1", "resource": "configmaps"}
+	secrets := []any{map[string]any{"apiVersion": "v1", "resource": "secrets"}}
+	for _, tc := range []struct {
+		name                   string
+		resources, attachments []any
+		annotations            map[string]string
+		invalid, notFound      bool
+		want                   []string
+	}{
+		{name: "an invalid label selector", resources: []any{map[string]any{"apiVersion": "v1", "resource": "configmaps",
+			"labelSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": "a", "operator": "Bogus"}}}}},
+			invalid: true, want: []string{"spec.resources[0]", "labelSelector"}},
+		{name: "a resource not served", resources: []any{configMaps, map[string]any{"apiVersion": "v1", "resource": "configmap"}},
+			notFound: true, want: []string{"spec.resources[1]", `"configmap"`}},
+		{name: "an attachment resource not served", resources: []any{configMaps}, attachments: []any{map[string]any{"apiVersion": "v1", "resource": "secret"}},
+			notFound: true, want: []string{"spec.attachments[0]", `"secret"`}},
+		{name: "an absent-attachments annotation that is neither empty nor refuse", resources: []any{configMaps}, attachments: secrets,
+			annotations: map[string]string{engine.AbsentAttachmentsAnnotation: "yes"}, invalid: true, want: []string{engine.AbsentAttachmentsAnnotation}},
+		{name: "two rules of one resource", resources: []any{configMaps, configMaps}, attachments: secrets},
+		{name: "no attachments", resources: []any{configMaps}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := newDecorator(t, tc.resources, tc.attachments, tc.annotations)
+			var invalid *engine.InvalidSpecError
+			switch {
+			case tc.invalid && !errors.As(err, &invalid):
+				t.Fatalf("New: %v, want an InvalidSpecError", err)
+			case tc.notFound && !discovery.IsNotFound(err):
+				t.Fatalf("New: %v, want a not-found error", err)
+			case !tc.invalid && !tc.notFound && err != nil:
+				t.Fatalf("New refused a valid spec: %v", err)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+		})
 	}
 }
