@@ -30,19 +30,15 @@ var (
 // ruleController returns the Controller of a CompositeController whose
 // parent resource is parent (ruleThings or ruleClusterThings), with child
 // resource configmaps updated by method, then edit applied to its spec.
-// Its client holds objs; the informer of configmaps holds the ConfigMaps
-// among them.
+// Its client holds objs; the informer of each child resource holds the
+// objects of its kind among them.
 func ruleController(t *testing.T, parent schema.GroupVersionResource, method string, edit func(spec map[string]any), objs ...*unstructured.Unstructured) *Controller {
 	t.Helper()
 	cc := ruleCompositeController(parent, method, edit)
 	resources := ruleResources(t)
 	stored := make([]runtime.Object, len(objs))
-	var configMaps []*unstructured.Unstructured
 	for i, obj := range objs {
 		stored[i] = obj.DeepCopy()
-		if obj.GetKind() == "ConfigMap" {
-			configMaps = append(configMaps, obj)
-		}
 	}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		ruleConfigMaps: "ConfigMapList", ruleThings: "ThingList", ruleClusterThings: "ClusterThingList",
@@ -53,7 +49,13 @@ func ruleController(t *testing.T, parent schema.GroupVersionResource, method str
 		t.Fatalf("New: %v", err)
 	}
 	for _, res := range c.children.Resources {
-		res.Informer = inmemory.Informer(t, res.GroupVersionResource(), configMaps...)
+		var cached []*unstructured.Unstructured
+		for _, obj := range objs {
+			if obj.GetAPIVersion() == res.APIVersion && obj.GetKind() == res.Kind {
+				cached = append(cached, obj)
+			}
+		}
+		res.Informer = inmemory.Informer(t, res.GroupVersionResource(), cached...)
 	}
 	return c
 }
