@@ -1,7 +1,6 @@
 package composite
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/metactl/metactl/internal/inmemory"
+	"github.com/metactl/metactl/internal/ruletest"
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
@@ -75,24 +75,15 @@ func TestDesiredChildren(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Offline: %v", err)
 			}
-			desired, err := sync.Desired(&hooks.CompositeSyncResponse{Children: tc.children})
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one containing %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("refused: %v", err)
-			}
 			var got []string
-			for res, set := range desired {
-				for key, obj := range set {
-					got = append(got, fmt.Sprintf("%s %s %s", res.Kind, key, labelsOf(obj)))
-					if ref := metav1.GetControllerOf(obj); ref == nil || ref.UID != "parent-uid" || ref.Kind != "Thing" {
-						t.Errorf("%s %s has controller %v, want the parent", res.Kind, key, ref)
-					}
+			for key, obj := range ruletest.Desired(t, sync, &hooks.CompositeSyncResponse{Children: tc.children}, tc.err) {
+				got = append(got, key+" "+labelsOf(obj))
+				if ref := metav1.GetControllerOf(obj); ref == nil || ref.UID != "parent-uid" || ref.Kind != "Thing" {
+					t.Errorf("%s has controller %v, want the parent", key, ref)
 				}
+			}
+			if tc.err != "" {
+				return
 			}
 			slices.Sort(got)
 			if !slices.Equal(got, tc.want) {

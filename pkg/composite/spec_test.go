@@ -1,7 +1,6 @@
 package composite
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -9,7 +8,7 @@ import (
 
 	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/inmemory"
-	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/internal/ruletest"
 )
 
 // TestNewRefusesInvalidSpecs: what New refuses of a CompositeController
@@ -61,20 +60,7 @@ func TestNewRefusesInvalidSpecs(t *testing.T) {
 			cc := ruleCompositeController(tc.parent, tc.method, tc.edit)
 			cc.SetAnnotations(tc.annotations)
 			_, err := New(t.Context(), cc, Options{Resources: ruleResources(t)})
-			var invalid *InvalidSpecError
-			switch {
-			case tc.invalid && !errors.As(err, &invalid):
-				t.Fatalf("New: %v, want an InvalidSpecError", err)
-			case tc.notFound && !discovery.IsNotFound(err):
-				t.Fatalf("New: %v, want a not-found error", err)
-			case !tc.invalid && !tc.notFound && err != nil:
-				t.Fatalf("New refused a valid spec: %v", err)
-			}
-			for _, want := range tc.want {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q does not contain %q", err, want)
-				}
-			}
+			ruletest.CheckNew(t, err, ruletest.Refusal{Invalid: tc.invalid, NotFound: tc.notFound, Want: tc.want})
 		})
 	}
 }

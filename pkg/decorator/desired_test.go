@@ -1,7 +1,6 @@
 package decorator
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/metactl/metactl/internal/inmemory"
+	"github.com/metactl/metactl/internal/ruletest"
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
@@ -65,27 +65,18 @@ func TestDesiredAttachments(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Offline: %v", err)
 			}
-			desired, err := sync.Desired(&hooks.DecoratorSyncResponse{Attachments: tc.attachments})
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one containing %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("refused: %v", err)
-			}
 			var got []string
-			for res, set := range desired {
-				for key, a := range set {
-					got = append(got, fmt.Sprintf("%s %s", res.Kind, key))
-					if ref := metav1.GetControllerOf(a); ref == nil || ref.UID != tc.obj.GetUID() || ref.Kind != tc.obj.GetKind() {
-						t.Errorf("%s %s has controller %v, want the decorated object", res.Kind, key, ref)
-					}
-					if !c.isAttachment(a) {
-						t.Errorf("%s %s has annotations %v, without %s=rules", res.Kind, key, a.GetAnnotations(), AttachmentAnnotation)
-					}
+			for key, a := range ruletest.Desired(t, sync, &hooks.DecoratorSyncResponse{Attachments: tc.attachments}, tc.err) {
+				got = append(got, key)
+				if ref := metav1.GetControllerOf(a); ref == nil || ref.UID != tc.obj.GetUID() || ref.Kind != tc.obj.GetKind() {
+					t.Errorf("%s has controller %v, want the decorated object", key, ref)
 				}
+				if !c.isAttachment(a) {
+					t.Errorf("%s has annotations %v, without %s=rules", key, a.GetAnnotations(), AttachmentAnnotation)
+				}
+			}
+			if tc.err != "" {
+				return
 			}
 			slices.Sort(got)
 			if !slices.Equal(got, tc.want) {

@@ -1,9 +1,7 @@
 package decorator
 
 import (
-	"errors"
 	"slices"
-	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,7 +10,7 @@ import (
 
 	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/inmemory"
-	"github.com/metactl/metactl/pkg/dynamic/discovery"
+	"github.com/metactl/metactl/internal/ruletest"
 )
 
 // The fast tests of the decorator's rules (no API server) build it with
@@ -198,20 +196,7 @@ func TestDecoratorNewRefusesInvalidSpecs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := newDecorator(t, tc.resources, tc.attachments, tc.annotations)
-			var invalid *engine.InvalidSpecError
-			switch {
-			case tc.invalid && !errors.As(err, &invalid):
-				t.Fatalf("New: %v, want an InvalidSpecError", err)
-			case tc.notFound && !discovery.IsNotFound(err):
-				t.Fatalf("New: %v, want a not-found error", err)
-			case !tc.invalid && !tc.notFound && err != nil:
-				t.Fatalf("New refused a valid spec: %v", err)
-			}
-			for _, want := range tc.want {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q does not contain %q", err, want)
-				}
-			}
+			ruletest.CheckNew(t, err, ruletest.Refusal{Invalid: tc.invalid, NotFound: tc.notFound, Want: tc.want})
 		})
 	}
 }
