@@ -160,9 +160,7 @@ func TestWriteRevisions(t *testing.T) {
 			switch a := a.(type) {
 			case k8stesting.DeleteAction:
 				name = a.GetName()
-			case k8stesting.CreateAction:
-				name = a.GetObject().(*unstructured.Unstructured).GetName()
-			case k8stesting.UpdateAction:
+			case k8stesting.CreateAction: // and UpdateAction, the same methods
 				name = a.GetObject().(*unstructured.Unstructured).GetName()
 			}
 			writes = append(writes, a.GetVerb()+" "+name)
