@@ -45,12 +45,20 @@ helm-tools: ## Build helm and the PromQL checker, and fetch the Prometheus Opera
 # test/operations, test/manifests) run metactl, the example hooks and the
 # manifests as other processes, whose files are not part of Go's test cache
 # key: a cached pass could hide code that now fails.
+# -tags integration: the tests of pkg/ and internal/ that need a control
+# plane (and the TestMain that starts it) are in files built only with
+# this tag, so that plain go test ./pkg/... ./internal/... runs the rest in
+# seconds without one (make test-fast).
 .PHONY: test
 test: testenv helm-tools ## Run unit and integration tests against a real control plane, with the race detector, never from Go's test cache.
 	@status=0; \
-	KUBEBUILDER_ASSETS="$$(hack/testenv.sh)" $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKG) || status=$$?; \
+	KUBEBUILDER_ASSETS="$$(hack/testenv.sh)" $(GO) test -tags integration -race -count=1 -timeout $(TEST_TIMEOUT) $(PKG) || status=$$?; \
 	hack/cleanup-testenv.sh; \
 	exit $$status
+
+.PHONY: test-fast
+test-fast: ## Run the tests of pkg/ and internal/ that need no control plane (no -tags integration), with the race detector; seconds, nothing to build first.
+	$(GO) test -race -count=1 ./pkg/... ./internal/...
 
 .PHONY: replay-examples
 replay-examples: build ## Replay each example's recorded hook calls (examples/*/*/recorded) against its hook, as a hook author does in CI (make test runs it too).

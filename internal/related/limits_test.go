@@ -1,3 +1,5 @@
+//go:build integration
+
 package related_test
 
 import (

@@ -1,17 +1,14 @@
+//go:build integration
+
 package related_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,38 +17,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
-	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/related"
 	"github.com/metactl/metactl/internal/testenv"
-	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
-	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-
-// fixture is a Resolver of one controller against the test's API server,
-// whose customize hook answers rules, and the parent keys it enqueued.
-type fixture struct {
-	resolver *related.Resolver
-	// version is the version of the hook that receives the objects.
-	version  v1alpha1.HookVersion
-	mu       sync.Mutex
-	enqueued []string
-	// calls counts the customize hook's calls.
-	calls atomic.Int64
-	// rules are what the customize hook answers; setRules changes them.
-	rules atomic.Pointer[[]map[string]any]
-	// informers is the Resolver's informer factory.
-	informers *informer.Factory
-}
-
-// setRules changes the customize hook's answer (seen by a parent's next
-// generation).
-func (f *fixture) setRules(rules ...map[string]any) { f.rules.Store(&rules) }
 
 // newFixture builds a Resolver whose customize hook (of customizeVersion,
 // nil for unset) answers rules, for hooks of syncVersion.
@@ -64,20 +38,13 @@ func newFixture(t *testing.T, customizeVersion *v1alpha1.HookVersion, syncVersio
 // default).
 func newFixtureWith(t *testing.T, maxObjects int, customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
 	t.Helper()
-	return newFixtureOptions(t, related.Options{MaxObjects: maxObjects}, customizeVersion, syncVersion, rules...)
+	return newFixtureOptions(t, envOptions(t, related.Options{MaxObjects: maxObjects}), customizeVersion, syncVersion, rules...)
 }
 
-// newFixtureOptions is newFixture with the Resolver's MaxObjects and
-// MayRead taken from opts.
-func newFixtureOptions(t *testing.T, opts related.Options, customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
+// envOptions returns opts with Resources and Informers of the test's
+// API server.
+func envOptions(t *testing.T, opts related.Options) related.Options {
 	t.Helper()
-	f := &fixture{version: syncVersion}
-	f.setRules(rules...)
-	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.calls.Add(1)
-		_ = json.NewEncoder(w).Encode(map[string]any{"relatedResources": *f.rules.Load()})
-	}))
-	t.Cleanup(server.Close)
 	resources := discovery.NewResourceMap(env.Kube.Discovery(), discovery.Options{})
 	if err := resources.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
@@ -86,70 +53,8 @@ func newFixtureOptions(t *testing.T, opts related.Options, customizeVersion *v1a
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.informers = informer.NewFactory(objects.ListerWatcher, informer.Options{})
-	customize := &v1alpha1.Hook{Version: customizeVersion, Webhook: &v1alpha1.Webhook{URL: ptr.To(server.URL + "/customize")}}
-	f.resolver = related.New(related.Options{
-		Object:     &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController", "metadata": map[string]any{"name": "test"}}},
-		Customize:  customize,
-		Hooks:      &engine.HookCaller{Hooks: hookclient.NewClient(hookclient.Options{}), Controller: "test"},
-		Resources:  resources,
-		Informers:  f.informers,
-		MaxObjects: opts.MaxObjects,
-		MayRead:    opts.MayRead,
-		Enqueue: func(key string, _ trigger.Trigger) {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			f.enqueued = append(f.enqueued, key)
-		},
-	})
-	t.Cleanup(f.resolver.Close)
-	return f
-}
-
-func (f *fixture) timesEnqueued(key string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, k := range f.enqueued {
-		if k == key {
-			n++
-		}
-	}
-	return n
-}
-
-func (f *fixture) wasEnqueued(key string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Contains(f.enqueued, key)
-}
-
-// relatedKeys returns the keys of the related ConfigMaps of parent.
-func (f *fixture) relatedKeys(t *testing.T, parent *unstructured.Unstructured) []string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	key := parent.GetName()
-	if ns := parent.GetNamespace(); ns != "" {
-		key = ns + "/" + key
-	}
-	got, err := f.resolver.Related(ctx, key, parent, parent.GetNamespace() != "", f.version)
-	if err != nil {
-		t.Fatalf("Related: %v", err)
-	}
-	var keys []string
-	for k := range got["ConfigMap.v1"] {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func parentIn(namespace string) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "test.metactl.io/v1", "kind": "Thing",
-		"metadata": map[string]any{"name": "p", "namespace": namespace, "uid": "uid-" + namespace, "generation": int64(1)},
-	}}
+	opts.Resources, opts.Informers = resources, informer.NewFactory(objects.ListerWatcher, informer.Options{})
+	return opts
 }
 
 func createConfigMap(t *testing.T, ns, name string, labels map[string]any) {
@@ -164,14 +69,6 @@ func createConfigMap(t *testing.T, ns, name string, labels map[string]any) {
 // label is a label value for the test alone.
 func label(t *testing.T) string {
 	return strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))[:min(len(t.Name()), 60)]
-}
-
-func want(t *testing.T, what string, got []string, want ...string) {
-	t.Helper()
-	sort.Strings(want)
-	if !slices.Equal(got, want) {
-		t.Errorf("%s: related ConfigMaps %v, want %v", what, got, want)
-	}
 }
 
 // TestV2RulesWithoutANamespaceSelectEveryNamespace: under a v2 customize
@@ -272,7 +169,7 @@ func TestNamespaceSelectorAsksToReadNamespaces(t *testing.T) {
 		mu    sync.Mutex
 		asked []string
 	)
-	f := newFixtureOptions(t, related.Options{MayRead: func(_ context.Context, res *discovery.Resource, namespace string) error {
+	f := newFixtureOptions(t, envOptions(t, related.Options{MayRead: func(_ context.Context, res *discovery.Resource, namespace string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		asked = append(asked, res.Name+" in "+strconv.Quote(namespace))
@@ -280,7 +177,7 @@ func TestNamespaceSelectorAsksToReadNamespaces(t *testing.T) {
 			return refused
 		}
 		return nil
-	}}, ptr.To(v1alpha1.HookVersionV2), v1alpha1.HookVersionV2, rule)
+	}}), ptr.To(v1alpha1.HookVersionV2), v1alpha1.HookVersionV2, rule)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	parent := parentIn(ns)

@@ -14,4 +14,11 @@
 // -timeout would kill the binary), so that no etcd or kube-apiserver
 // outlives the tests. Tests share it and isolate themselves with namespaces
 // from CreateNamespace.
+//
+// In pkg/ and internal/, that TestMain and the tests that use the control
+// plane are in files built only with -tags integration (their first line
+// is //go:build integration), which make test passes: plain
+// go test ./pkg/... ./internal/... runs the other tests, without a control
+// plane, in seconds (test/architecture checks that it never imports this
+// package). test/ packages need no tag.
 package testenv

@@ -1,8 +1,9 @@
+//go:build integration
+
 package composite_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -16,7 +17,6 @@ import (
 	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
-	"github.com/metactl/metactl/pkg/composite"
 )
 
 // TestAnswerWithoutChildrenIsRefused establishes a child and a status, then
@@ -179,20 +179,6 @@ func TestAbsentChildrenAnnotationAddedLater(t *testing.T) {
 	// A change of the parent syncs it now rather than after the backoff.
 	setSpec(t, thingsGVR, ns, "p1", map[string]any{"value": "poke"})
 	waitFor(t, configMapsGVR, ns, "p1-orphan", "deleted", gone)
-}
-
-// TestAbsentChildrenAnnotationValidated: a value other than empty or
-// refuse makes the spec invalid, naming the annotation.
-func TestAbsentChildrenAnnotationValidated(t *testing.T) {
-	shared(t)
-	hook := newTestHook(t, valueHook)
-	cc := compositeController(t, hook, thingsGVR, nil)
-	cc.SetAnnotations(map[string]string{engine.AbsentChildrenAnnotation: "yes"})
-	_, err := composite.New(ctx(t), cc, composite.Options{Client: env.Dynamic, Objects: objects, Resources: resources, Informers: informers, Recorder: recorder})
-	var invalid *composite.InvalidSpecError
-	if !errors.As(err, &invalid) || !strings.Contains(err.Error(), engine.AbsentChildrenAnnotation) || !strings.Contains(err.Error(), `"empty"`) {
-		t.Fatalf("err = %v, want an InvalidSpecError naming the annotation and its values", err)
-	}
 }
 
 // TestHookCrashIsReported: a hook that closes the connection without

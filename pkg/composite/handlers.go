@@ -24,10 +24,18 @@ func (c *Controller) ownerKeys(child metav1.Object, ref *metav1.OwnerReference) 
 	return []string{parentKey(&metav1.ObjectMeta{Namespace: namespace, Name: ref.Name})}
 }
 
-// enqueueCandidates enqueues the parents that may adopt an orphan, for t:
-// those in its namespace (any namespace, for cluster-scoped parents) whose
-// selector matches it.
+// enqueueCandidates enqueues the parents that may adopt an orphan, for t
+// (candidateParents).
 func (c *Controller) enqueueCandidates(orphan metav1.Object, t trigger.Trigger) {
+	for _, key := range c.candidateParents(orphan) {
+		c.Enqueue(key, t)
+	}
+}
+
+// candidateParents returns the keys of the cached parents that may adopt
+// an orphan: those in its namespace (any namespace, for cluster-scoped
+// parents) whose selector matches it.
+func (c *Controller) candidateParents(orphan metav1.Object) []string {
 	namespace := orphan.GetNamespace()
 	if !c.parent.Namespaced {
 		namespace = ""
@@ -38,19 +46,20 @@ func (c *Controller) enqueueCandidates(orphan metav1.Object, t trigger.Trigger) 
 		// most, and none for an orphan without the label.
 		uid, ok := childLabels.Lookup(ControllerUIDLabel)
 		if !ok {
-			return
+			return nil
 		}
 		for _, parent := range c.parents.Informer.ListMeta(namespace, nil) {
 			if string(parent.UID) == uid {
-				c.Enqueue(parentKey(parent), t)
-				return
+				return []string{parentKey(parent)}
 			}
 		}
-		return
+		return nil
 	}
+	var keys []string
 	for _, parent := range c.parents.Informer.ListMeta(namespace, nil) {
 		if selector := c.selectorOf(parent); selector != nil && selector.Matches(childLabels) {
-			c.Enqueue(parentKey(parent), t)
+			keys = append(keys, parentKey(parent))
 		}
 	}
+	return keys
 }

@@ -1,3 +1,5 @@
+//go:build integration
+
 package composite_test
 
 import (
@@ -5,7 +7,6 @@ import (
 	"crypto/sha1" // metacontroller names revisions by a SHA-1 hash
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -19,7 +20,6 @@ import (
 	"github.com/metactl/metactl/internal/controllertest"
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
-	"github.com/metactl/metactl/pkg/composite"
 )
 
 // These tests start metactl on objects written the way metacontroller
@@ -348,28 +348,6 @@ func TestOrphanedRevisionIsAdopted(t *testing.T) {
 		if after[key] != rv {
 			t.Errorf("%s changed: resourceVersion %s, was %s", key, after[key], rv)
 		}
-	}
-}
-
-// TestRollingChildrenOfClusterScopedParentRefused: metacontroller cannot
-// create ControllerRevisions for a cluster-scoped parent (they are
-// namespaced) and fails every sync of one; metactl refuses the spec.
-func TestRollingChildrenOfClusterScopedParentRefused(t *testing.T) {
-	shared(t)
-	hook := newTestHook(t, templateHook)
-	cc := compositeController(t, hook, clusterThingsGVR, func(spec map[string]any) {
-		spec["childResources"] = []any{map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "childthings",
-			"updateStrategy": map[string]any{"method": "RollingRecreate"}}}
-	})
-	_, err := composite.New(ctx(t), cc, composite.Options{
-		Client: env.Dynamic, Objects: objects, Resources: resources, Informers: informers, Recorder: recorder,
-	})
-	var invalid *composite.InvalidSpecError
-	if !errors.As(err, &invalid) {
-		t.Fatalf("composite.New: %v, want an InvalidSpecError", err)
-	}
-	if msg := err.Error(); !strings.Contains(msg, "spec.childResources[0].updateStrategy.method") || !strings.Contains(msg, "namespaced parent") {
-		t.Errorf("error %q does not name the field and the reason", msg)
 	}
 }
 

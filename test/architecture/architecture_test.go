@@ -91,14 +91,7 @@ func TestTheTableIsTheImportGraph(t *testing.T) {
 // repository) and the module's packages it imports, tests left out.
 func importGraph(t *testing.T, root string) map[string][]string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...")
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
-	}
+	out := goList(t, root, `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...")
 	graph := map[string][]string{}
 	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
@@ -211,6 +204,47 @@ func expand(p string) []string {
 	var out []string
 	for alt := range strings.SplitSeq(m[2], ",") {
 		out = append(out, expand(m[1]+strings.TrimSpace(alt)+m[3])...)
+	}
+	return out
+}
+
+// TestPlainGoTestNeedsNoControlPlane checks that no test of pkg/ or
+// internal/ that plain `go test` builds (without -tags integration) uses
+// a control plane: tests that do, and the TestMain that starts it, are in
+// files built only with the tag (make test passes it), so that
+// `go test ./pkg/... ./internal/...` runs in seconds without one.
+func TestPlainGoTestNeedsNoControlPlane(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := goList(t, root, `{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}`, "./pkg/...", "./internal/...")
+	controlPlane := []string{module + "/internal/testenv", module + "/internal/controllertest", module + "/internal/controlplane"}
+	packages := 0
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		packages++
+		for _, imp := range fields[1:] {
+			if slices.Contains(controlPlane, imp) && imp != fields[0] {
+				t.Errorf("%s: a test file built without -tags integration imports %s; put the tests that need a control plane in files beginning with //go:build integration", fields[0], imp)
+			}
+		}
+	}
+	if packages < 20 {
+		t.Fatalf("go list found only %d packages:\n%s", packages, out)
+	}
+}
+
+// goList runs go list -f format on patterns in root and returns its output.
+func goList(t *testing.T, root, format string, patterns ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-f", format}, patterns...)...)
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
 	}
 	return out
 }

@@ -1,0 +1,132 @@
+package related_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/related"
+	"github.com/metactl/metactl/internal/trigger"
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
+)
+
+// What the tests of the Resolver share, with a control plane
+// (related_test.go) or without (rules_test.go).
+
+// fixture is a Resolver of one controller against the test's API server,
+// whose customize hook answers rules, and the parent keys it enqueued.
+type fixture struct {
+	resolver *related.Resolver
+	// version is the version of the hook that receives the objects.
+	version  v1alpha1.HookVersion
+	mu       sync.Mutex
+	enqueued []string
+	// calls counts the customize hook's calls.
+	calls atomic.Int64
+	// rules are what the customize hook answers; setRules changes them.
+	rules atomic.Pointer[[]map[string]any]
+	// informers is the Resolver's informer factory.
+	informers *informer.Factory
+}
+
+// setRules changes the customize hook's answer (seen by a parent's next
+// generation).
+func (f *fixture) setRules(rules ...map[string]any) { f.rules.Store(&rules) }
+
+// newFixtureOptions is newFixture with the Resolver's Resources,
+// Informers, MaxObjects and MayRead taken from opts.
+func newFixtureOptions(t *testing.T, opts related.Options, customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
+	t.Helper()
+	f := &fixture{version: syncVersion}
+	f.setRules(rules...)
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		_ = json.NewEncoder(w).Encode(map[string]any{"relatedResources": *f.rules.Load()})
+	}))
+	t.Cleanup(server.Close)
+	f.informers = opts.Informers
+	customize := &v1alpha1.Hook{Version: customizeVersion, Webhook: &v1alpha1.Webhook{URL: ptr.To(server.URL + "/customize")}}
+	f.resolver = related.New(related.Options{
+		Object:     &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController", "metadata": map[string]any{"name": "test"}}},
+		Customize:  customize,
+		Hooks:      &engine.HookCaller{Hooks: hookclient.NewClient(hookclient.Options{}), Controller: "test"},
+		Resources:  opts.Resources,
+		Informers:  f.informers,
+		MaxObjects: opts.MaxObjects,
+		MayRead:    opts.MayRead,
+		Enqueue: func(key string, _ trigger.Trigger) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.enqueued = append(f.enqueued, key)
+		},
+	})
+	t.Cleanup(f.resolver.Close)
+	return f
+}
+
+func (f *fixture) timesEnqueued(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, k := range f.enqueued {
+		if k == key {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *fixture) wasEnqueued(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Contains(f.enqueued, key)
+}
+
+// relatedKeys returns the keys of the related ConfigMaps of parent.
+func (f *fixture) relatedKeys(t *testing.T, parent *unstructured.Unstructured) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key := parent.GetName()
+	if ns := parent.GetNamespace(); ns != "" {
+		key = ns + "/" + key
+	}
+	got, err := f.resolver.Related(ctx, key, parent, parent.GetNamespace() != "", f.version)
+	if err != nil {
+		t.Fatalf("Related: %v", err)
+	}
+	var keys []string
+	for k := range got["ConfigMap.v1"] {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func parentIn(namespace string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "test.metactl.io/v1", "kind": "Thing",
+		"metadata": map[string]any{"name": "p", "namespace": namespace, "uid": "uid-" + namespace, "generation": int64(1)},
+	}}
+}
+
+func want(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: related ConfigMaps %v, want %v", what, got, want)
+	}
+}
