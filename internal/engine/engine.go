@@ -125,7 +125,7 @@ type Engine struct {
 	recording bool
 
 	watches  *Watches
-	loop     *loop.Loop
+	loop     *loop.Loop[string]
 	stop     chan struct{} // closed by Stop
 	stopOnce sync.Once
 	resync   sync.WaitGroup
@@ -241,7 +241,7 @@ func (e *Engine) Start(ctx context.Context) error {
 // resolver; keys queued meanwhile wait, unsynced. Alone, it readies the
 // Engine for SyncOnce (metactl plan); Stop releases what it started.
 func (e *Engine) StartCaches(ctx context.Context) error {
-	e.loop = loop.New(loop.Options{Name: e.name, Workers: e.opts.Workers, RateLimiter: e.opts.RateLimiter,
+	e.loop = loop.New(loop.Options[string]{Name: e.name, Workers: e.opts.Workers, RateLimiter: e.opts.RateLimiter,
 		StopGracePeriod: e.opts.StopGracePeriod}, e.failing.Track(e.sync))
 	e.queue = e.loop
 	e.watches = NewWatches(e.opts.Informers)
@@ -281,7 +281,7 @@ func (e *Engine) SyncOnce(ctx context.Context, obj *unstructured.Unstructured) (
 	ctx, releaseAnswers := hooks.HoldAnswers(ctx)
 	defer releaseAnswers()
 	t := &Target{Object: obj.DeepCopy(), Resource: res, Selected: res.Selects == nil || res.Selects(obj)}
-	_, err := e.syncTarget(ctx, key, t)
+	_, err := e.syncTarget(ctx, &loop.Sync[string]{Key: key}, t)
 	return t, err
 }
 

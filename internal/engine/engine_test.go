@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/apply"
@@ -328,7 +329,7 @@ func (f *fixture) wrote(t *testing.T, children float64, childWrites int) {
 
 func (f *fixture) sync(t *testing.T) error {
 	t.Helper()
-	_, err := f.e.sync(context.Background(), "ns/p")
+	_, err := f.e.sync(context.Background(), &loop.Sync[string]{Key: "ns/p"})
 	return err
 }
 
@@ -393,7 +394,7 @@ func TestResyncAfterSecondsOfEveryRound(t *testing.T) {
 				calls++
 				return response, err
 			})
-			delay, err := f.e.sync(context.Background(), "ns/p")
+			delay, err := f.e.sync(context.Background(), &loop.Sync[string]{Key: "ns/p"})
 			if err != nil {
 				t.Fatal(err)
 			}

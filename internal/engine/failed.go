@@ -44,17 +44,17 @@ func OnlyConflicts(err error) bool {
 
 // SyncFailed records a failed sync of obj as a SyncError Warning Event
 // naming the controller (kind and name) once and saying when the object
-// is retried, and returns err, for the work queue to retry. ctx is the
-// sync's (see loop.RetryDelay). Conflicts are not reported: they resolve
+// is retried (s.RetryDelay; s nil: not said), and returns err, for the
+// work queue to retry. Conflicts are not reported: they resolve
 // on the retry (but a conflict joined with another failure is:
 // OnlyConflicts). Nor is a sync cancelled because its controller stops or
 // restarts (ctx is done): it is not the object's failure.
-func SyncFailed(ctx context.Context, recorder record.EventRecorder, obj runtime.Object, kind, name string, err error) error {
+func SyncFailed(ctx context.Context, s *loop.Sync[string], recorder record.EventRecorder, obj runtime.Object, kind, name string, err error) error {
 	if OnlyConflicts(err) || ctx.Err() != nil {
 		return err
 	}
 	retry := ""
-	if delay, ok := loop.RetryDelay(ctx, err); ok {
+	if delay, ok := s.RetryDelay(err); ok {
 		retry = fmt.Sprintf(" (retrying in %v)", delay)
 	}
 	recorder.Eventf(obj, corev1.EventTypeWarning, ReasonSyncError, "%s %s: %v%s", kind, name, err, retry)

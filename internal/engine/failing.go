@@ -47,9 +47,10 @@ func (f *Failing) OnChange(fn func()) {
 }
 
 // Track returns sync recording its results in f.
-func (f *Failing) Track(sync loop.SyncFunc) loop.SyncFunc {
-	return func(ctx context.Context, key string) (time.Duration, error) {
-		after, err := sync(ctx, key)
+func (f *Failing) Track(sync loop.SyncFunc[string]) loop.SyncFunc[string] {
+	return func(ctx context.Context, s *loop.Sync[string]) (time.Duration, error) {
+		key := s.Key
+		after, err := sync(ctx, s)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			// Cancelled by Stop: not the object's failure (the loop does

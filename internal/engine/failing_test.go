@@ -22,11 +22,13 @@ func TestFailingTracksSyncResults(t *testing.T) {
 	changes := 0
 	f.OnChange(func() { changes++ })
 	results := map[string]error{}
-	sync := f.Track(func(_ context.Context, key string) (time.Duration, error) { return time.Second, results[key] })
+	sync := f.Track(func(_ context.Context, s *loop.Sync[string]) (time.Duration, error) {
+		return time.Second, results[s.Key]
+	})
 	run := func(key string, err error) {
 		t.Helper()
 		results[key] = err
-		after, got := sync(context.Background(), key)
+		after, got := sync(context.Background(), &loop.Sync[string]{Key: key})
 		if after != time.Second || got != err {
 			t.Fatalf("Track changed the result: %v, %v", after, got)
 		}
@@ -59,12 +61,12 @@ func TestFailingIgnoresCancelledSyncs(t *testing.T) {
 	var f Failing
 	changes := 0
 	f.OnChange(func() { changes++ })
-	sync := f.Track(func(ctx context.Context, _ string) (time.Duration, error) {
+	sync := f.Track(func(ctx context.Context, _ *loop.Sync[string]) (time.Duration, error) {
 		return 0, fmt.Errorf("sync hook: %w", ctx.Err())
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := sync(ctx, "ns/a"); err == nil {
+	if _, err := sync(ctx, &loop.Sync[string]{Key: "ns/a"}); err == nil {
 		t.Fatal("Track dropped the error")
 	}
 	if got := f.Summary().Count; got != 0 || changes != 0 {

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
@@ -97,6 +98,11 @@ type Target struct {
 	// Observed are the dependents as Kind.Observe found them, before
 	// the rounds wrote any; set by the Engine after Observe.
 	Observed map[*children.Resource]children.Set
+
+	// queued is the work queue's sync of Key: its triggers, the retry of
+	// its failure, its waits on hooks (loop.Sync); for a sync outside the
+	// queue (SyncOnce), one of its own, which does nothing of the queue's.
+	queued *loop.Sync[string]
 
 	// realStatus is the object's own .status (nil: none) when its hook
 	// is given it (Synced.HookGetsRealStatus) while Object is its

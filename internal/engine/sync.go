@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metactl/metactl/internal/history"
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
@@ -38,11 +39,12 @@ import (
 // metactl.io/Synced condition, when the controller opts in: see
 // synced.go); the object gets a SyncError Event and the key is retried
 // (SyncFailed).
-func (e *Engine) sync(ctx context.Context, key string) (after time.Duration, err error) {
+func (e *Engine) sync(ctx context.Context, s *loop.Sync[string]) (after time.Duration, err error) {
+	key := s.Key
 	// The sync's record (history): its triggers, calls, writes, outcome.
-	ctx = e.beginRecord(ctx)
+	ctx = e.beginRecord(ctx, s)
 	gone := false
-	defer func() { e.endRecord(ctx, key, gone, after, err) }()
+	defer func() { e.endRecord(ctx, s, gone, after, err) }()
 	// The hook's answers count against the budget of answers in memory
 	// until the sync is done writing them.
 	ctx, releaseAnswers := hooks.HoldAnswers(ctx)
@@ -68,13 +70,15 @@ func (e *Engine) sync(ctx context.Context, key string) (after time.Duration, err
 		e.synced.forget(key)
 		return 0, nil
 	}
-	return e.syncTarget(ctx, key, t)
+	return e.syncTarget(ctx, s, t)
 }
 
-// syncTarget is sync from step 1 on, for t, the object queued as key:
-// the reconcile itself, shared by sync and SyncOnce.
-func (e *Engine) syncTarget(ctx context.Context, key string, t *Target) (after time.Duration, err error) {
-	t.Key = key
+// syncTarget is sync from step 1 on, for t, the object queued as s.Key,
+// in the work queue's sync s (SyncOnce's own, outside the queue): the
+// reconcile itself, shared by sync and SyncOnce.
+func (e *Engine) syncTarget(ctx context.Context, s *loop.Sync[string], t *Target) (after time.Duration, err error) {
+	key := s.Key
+	t.Key, t.queued = key, s
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues(t.Resource.Noun, klog.KObj(t.Object), "kind", t.Resource.Kind))
 	ctx = e.withRecording(ctx, t)
 	if StatusInAnnotation(t.Resource) {
@@ -101,7 +105,7 @@ func (e *Engine) syncTarget(ctx context.Context, key string, t *Target) (after t
 	t.Manage = !finalizer.HeldByGarbageCollector(t.Object)
 
 	// 2. What the object observes.
-	s, observed, err := e.kind.Observe(ctx, t)
+	ks, observed, err := e.kind.Observe(ctx, t)
 	if err != nil {
 		return 0, e.syncFailed(ctx, t, err)
 	}
@@ -109,12 +113,12 @@ func (e *Engine) syncTarget(ctx context.Context, key string, t *Target) (after t
 
 	// 3. Related objects, when a customize hook declares them, keyed for
 	// the hook the rounds call.
-	r := &Round{e: e, t: t, sync: s, observed: observed, related: hooks.ObjectMap{}, hookName: "sync", hook: e.cfg.Hooks.Sync}
+	r := &Round{e: e, t: t, sync: ks, observed: observed, related: hooks.ObjectMap{}, hookName: "sync", hook: e.cfg.Hooks.Sync}
 	if t.Finalizing {
 		r.hookName, r.hook = "finalize", e.cfg.Hooks.Finalize
 	}
 	if e.related != nil {
-		if r.related, err = e.related.Related(ctx, key, t.forHook(t.Object), t.Resource.Namespaced, *r.hook.Version); err != nil {
+		if r.related, err = e.related.Related(ctx, t.queued, key, t.forHook(t.Object), t.Resource.Namespaced, *r.hook.Version); err != nil {
 			return 0, e.syncFailed(ctx, t, fmt.Errorf("related objects: %w", err))
 		}
 	}
@@ -270,7 +274,7 @@ func (r *Round) Version() v1alpha1.HookVersion { return *r.hook.Version }
 // is a finalize hook's, read as metacontroller reads it: the object is
 // going away, or the garbage collector holds them.
 func (r *Round) Call(ctx context.Context, request any, response hooks.Response) error {
-	if err := r.e.hooks.Call(ctx, r.hookName, r.hook, request, response); err != nil {
+	if err := r.e.hooks.Call(ctx, r.t.queued, r.hookName, r.hook, request, response); err != nil {
 		return err
 	}
 	answer := r.sync.Read(response)
@@ -546,5 +550,5 @@ func withMetadata(obj *unstructured.Unstructured, written metav1.Object) *unstru
 // syncFailed reports a failed sync of t's object (SyncFailed) and returns
 // err for the retry.
 func (e *Engine) syncFailed(ctx context.Context, t *Target, err error) error {
-	return SyncFailed(ctx, e.opts.Recorder, t.Object, e.kindName, e.name, err)
+	return SyncFailed(ctx, t.queued, e.opts.Recorder, t.Object, e.kindName, e.name, err)
 }

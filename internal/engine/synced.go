@@ -251,13 +251,15 @@ func (s *syncedConditions) begin(key string, t *Target) *syncedReport {
 		return nil
 	}
 	st, _ := t.Object.Object["status"].(map[string]any)
-	return &syncedReport{s: s, key: key, start: syncedCondition(st)}
+	return &syncedReport{s: s, key: key, queued: t.queued, start: syncedCondition(st)}
 }
 
 // syncedReport is the SyncedConditionType condition of one sync.
 type syncedReport struct {
 	s   *syncedConditions
 	key string
+	// queued is the work queue's sync (Target.queued), nil outside it.
+	queued *loop.Sync[string]
 	// start is the condition the object had when the sync began.
 	start map[string]any
 	// The retry, asked of the work queue once per sync.
@@ -269,11 +271,11 @@ type syncedReport struct {
 
 // retry returns the attempt and the time of the next attempt of a sync
 // failing with err; false outside a work queue's sync.
-func (r *syncedReport) retry(ctx context.Context, err error) (int, time.Time, bool) {
+func (r *syncedReport) retry(err error) (int, time.Time, bool) {
 	if !r.retryAsked {
 		r.retryAsked = true
 		var delay time.Duration
-		delay, r.attempt, r.retryKnown = loop.Retry(ctx, err)
+		delay, r.attempt, r.retryKnown = r.queued.Retry(err)
 		r.next = time.Now().Add(delay)
 	}
 	return r.attempt, r.next, r.retryKnown
@@ -306,7 +308,7 @@ func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructure
 	want := map[string]any{"type": SyncedConditionType, "status": "True", "reason": ReasonSynced, "message": syncedByPrefix + r.s.owner}
 	if err != nil {
 		msg := r.s.owner + ": " + textcut.Cut(err.Error(), maxSyncedError)
-		if attempt, next, ok := r.retry(ctx, err); ok {
+		if attempt, next, ok := r.retry(err); ok {
 			msg += fmt.Sprintf("; attempt %d, next attempt at %s", attempt, next.UTC().Truncate(time.Second).Format(time.RFC3339))
 		}
 		want["status"], want["reason"], want["message"] = "False", SyncReason(err), msg

@@ -233,8 +233,8 @@ func TestJoinedConflictHidesNothing(t *testing.T) {
 	}
 	recorder := record.NewFakeRecorder(10)
 	obj := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "p"}}}
-	_ = SyncFailed(context.Background(), recorder, obj, "compositecontroller", "c", joined)
-	_ = SyncFailed(context.Background(), recorder, obj, "compositecontroller", "c", conflict)
+	_ = SyncFailed(context.Background(), nil, recorder, obj, "compositecontroller", "c", joined)
+	_ = SyncFailed(context.Background(), nil, recorder, obj, "compositecontroller", "c", conflict)
 	if n := len(recorder.Events); n != 1 {
 		t.Errorf("%d SyncError Events for a joined failure and a conflict, want 1", n)
 	}

@@ -32,28 +32,29 @@ const ResultGone = "gone"
 // root span named "sync <kind>/<controller>"; without, only fresh trace
 // and span ids for the hook requests' traceparent, nothing recorded. The
 // hook calls (pkg/hooks) and the writes (history.Failed) of the sync are
-// its children. A retry's hook calls are marked (hooks.WithRetry).
-func (e *Engine) beginTrace(ctx context.Context) context.Context {
+// its children. The hook calls of a retry (a trigger of the work queue's
+// sync s) are marked (hooks.WithRetry).
+func (e *Engine) beginTrace(ctx context.Context, s *loop.Sync[string]) context.Context {
 	if e.opts.Tracer == nil {
 		return trace.ContextWithSpanContext(ctx, traceid.New())
 	}
 	ctx, span := e.opts.Tracer.Start(ctx, "sync "+e.kindName+"/"+e.name)
-	if span.IsRecording() && slices.ContainsFunc(loop.TriggersOf(ctx), func(t trigger.Trigger) bool { return t.Cause == trigger.CauseRetry }) {
+	if span.IsRecording() && slices.ContainsFunc(s.Triggers(), func(t trigger.Trigger) bool { return t.Cause == trigger.CauseRetry }) {
 		ctx = hooks.WithRetry(ctx)
 	}
 	return ctx
 }
 
-// endTrace ends the span of the sync of key that beginTrace started in
-// ctx, with its attributes: the controller, the object, the triggers, the
-// result (resultOf; "gone" when the object was) and the reason of the
-// metactl.io/Synced condition it leads to.
-func (e *Engine) endTrace(ctx context.Context, key string, gone bool, err error) {
+// endTrace ends the span of the work queue's sync s that beginTrace
+// started in ctx, with its attributes: the controller, the object, the
+// triggers, the result (resultOf; "gone" when the object was) and the
+// reason of the metactl.io/Synced condition it leads to.
+func (e *Engine) endTrace(ctx context.Context, s *loop.Sync[string], gone bool, err error) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
 	}
-	triggers := loop.TriggersOf(ctx)
+	triggers := s.Triggers()
 	causes := make([]string, len(triggers))
 	for i, t := range triggers {
 		causes[i] = t.String()
@@ -64,10 +65,10 @@ func (e *Engine) endTrace(ctx context.Context, key string, gone bool, err error)
 	}
 	attrs := []attribute.KeyValue{
 		hooks.AttrController.String(e.name), AttrControllerKind.String(e.cfg.Kind),
-		AttrParent.String(e.describeKey(key)), AttrTriggers.StringSlice(causes),
+		AttrParent.String(e.describeKey(s.Key)), AttrTriggers.StringSlice(causes),
 		AttrResult.String(result), AttrReason.String(SyncReason(err)),
 	}
-	if n := loop.TriggersDroppedOf(ctx); n > 0 {
+	if n := s.TriggersDropped(); n > 0 {
 		attrs = append(attrs, AttrTriggersDropped.Int(n))
 	}
 	span.SetAttributes(attrs...)

@@ -27,9 +27,10 @@ var namespacesResource = schema.GroupVersionResource{Version: "v1", Resource: "n
 // Caller calls a controller's hooks. The controller's own caller (see
 // engine.HookCaller), so that the customize hook's calls count as the
 // sync hook's do: in metrics, and in the credential errors the controller
-// object reports.
+// object reports. The call is a wait of w, the sync's: other syncs run
+// meanwhile (nil: none to tell).
 type Caller interface {
-	Call(ctx context.Context, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error
+	Call(ctx context.Context, w loop.Waiter, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error
 }
 
 // Options configure a Resolver.
@@ -126,9 +127,11 @@ func New(opts Options) *Resolver {
 // Related returns the objects the customize hook declares for parent (whose
 // queue key is key), keyed like children in a request of a hook of version
 // (the sync or the finalize hook, whichever receives them), and records the
-// declarations so that changes to those objects re-sync the parent.
-func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured.Unstructured, parentNamespaced bool, version v1alpha1.HookVersion) (hooks.ObjectMap, error) {
-	declarations, err := r.declarations(ctx, key, parent)
+// declarations so that changes to those objects re-sync the parent. Its
+// waits, on the hook and on new informers' caches, are waits of w, the
+// sync's (loop.Waiter; nil: none to tell).
+func (r *Resolver) Related(ctx context.Context, w loop.Waiter, key string, parent *unstructured.Unstructured, parentNamespaced bool, version v1alpha1.HookVersion) (hooks.ObjectMap, error) {
+	declarations, err := r.declarations(ctx, w, key, parent)
 	if err != nil {
 		return nil, err
 	}
@@ -149,9 +152,14 @@ func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured
 	// A resource declared for the first time has a new informer: wait for
 	// its first list, so that the hook never sees a partial set; but not
 	// forever (a resource metactl may not list never syncs).
-	// The wait is a loop.WhileWaiting: other syncs run meanwhile.
+	// The wait is one of w: other syncs run meanwhile.
 	var waitErr error
-	loop.WhileWaiting(ctx, func() { waitErr = r.waitForCaches(ctx, rules) })
+	wait := func() { waitErr = r.waitForCaches(ctx, rules) }
+	if w == nil {
+		wait()
+	} else {
+		w.WhileWaiting(wait)
+	}
 	if waitErr != nil {
 		return nil, waitErr
 	}
@@ -221,7 +229,7 @@ func (r *Resolver) Close() {
 
 // declarations returns the customize answer for parent, from the cache when
 // the parent's UID and generation have not changed.
-func (r *Resolver) declarations(ctx context.Context, key string, parent *unstructured.Unstructured) ([]v1alpha1.RelatedResourceRule, error) {
+func (r *Resolver) declarations(ctx context.Context, w loop.Waiter, key string, parent *unstructured.Unstructured) ([]v1alpha1.RelatedResourceRule, error) {
 	r.mu.Lock()
 	cached, ok := r.answers[key]
 	r.mu.Unlock()
@@ -230,7 +238,7 @@ func (r *Resolver) declarations(ctx context.Context, key string, parent *unstruc
 	}
 	response := &hooks.CustomizeResponse{}
 	request := &hooks.CustomizeRequest{Controller: r.opts.Object, Parent: parent}
-	if err := r.opts.Hooks.Call(ctx, "customize", r.opts.Customize, request, response); err != nil {
+	if err := r.opts.Hooks.Call(ctx, w, "customize", r.opts.Customize, request, response); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()

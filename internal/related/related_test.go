@@ -133,7 +133,7 @@ func (f *fixture) relatedKeys(t *testing.T, parent *unstructured.Unstructured) [
 	if ns := parent.GetNamespace(); ns != "" {
 		key = ns + "/" + key
 	}
-	got, err := f.resolver.Related(ctx, key, parent, parent.GetNamespace() != "", f.version)
+	got, err := f.resolver.Related(ctx, nil, key, parent, parent.GetNamespace() != "", f.version)
 	if err != nil {
 		t.Fatalf("Related: %v", err)
 	}
@@ -284,7 +284,7 @@ func TestNamespaceSelectorAsksToReadNamespaces(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	parent := parentIn(ns)
-	_, err := f.resolver.Related(ctx, ns+"/"+parent.GetName(), parent, true, f.version)
+	_, err := f.resolver.Related(ctx, nil, ns+"/"+parent.GetName(), parent, true, f.version)
 	if !errors.Is(err, refused) {
 		t.Errorf("Related: got %v, want the refusal to read namespaces", err)
 	}
