@@ -19,7 +19,7 @@ func TestCancelledSyncWritesNothing(t *testing.T) {
 		cancel(stopped)
 		return countChildren(name, request)
 	})
-	_, err := f.e.sync(ctx, &loop.Sync[string]{Key: "ns/p"})
+	_, err := f.e.sync(ctx, &loop.Sync[Key]{Key: f.key()})
 	if !errors.Is(err, stopped) {
 		t.Fatalf("sync returned %v, want the cancellation's cause", err)
 	}

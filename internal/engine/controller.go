@@ -10,7 +10,7 @@
 //	controller; syncs on worker goroutines started while keys wait, at
 //	most Options.Workers at once, of which loop.DefaultActive() outside
 //	their hook calls) → Engine.sync (sync.go):
-//	   1. the object from the cache (Kind.Locate names its Synced resource);
+//	   1. the object from the cache (its Key names its Synced resource);
 //	      the finalizer decision
 //	      (add before the first sync / finalize / remove a stale one)
 //	   2. Kind.Observe: children and claims, or attachments
@@ -97,7 +97,7 @@ type Options struct {
 	OnHealthChange func()
 	// RateLimiter spaces the retries of failing objects; default
 	// loop.DefaultRateLimiter().
-	RateLimiter workqueue.TypedRateLimiter[string]
+	RateLimiter workqueue.TypedRateLimiter[Key]
 	// MaxRelatedObjects is the most related objects the customize hook's
 	// rules may select for one object; 0 means related.DefaultMaxObjects.
 	MaxRelatedObjects int

@@ -54,8 +54,8 @@ type Config struct {
 	// period.
 	ResyncPeriodSeconds *int32
 	// Describe names an object by its queue key in the controller's
-	// status; nil uses the key.
-	Describe func(key string) string
+	// status; nil uses the key's text (Key.String).
+	Describe func(key Key) string
 	// Log are key/value pairs for the start-up log line.
 	Log []any
 }
@@ -82,8 +82,8 @@ type DependentWriter interface {
 
 // queue is the work queue, as the Engine uses it; *loop.Loop is one.
 type queue interface {
-	AddFor(key string, t trigger.Trigger)
-	AddAfterFor(key string, delay time.Duration, t trigger.Trigger)
+	AddFor(key Key, t trigger.Trigger)
+	AddAfterFor(key Key, delay time.Duration, t trigger.Trigger)
 }
 
 // Engine runs one controller of any kind: its informers, work queue and
@@ -106,7 +106,7 @@ type Engine struct {
 
 	// echoes are this controller's own writes, whose watch events need no
 	// sync: the sync that wrote them already acted on their result.
-	echoes *echo.Echoes
+	echoes *echo.Echoes[Key]
 	// unsettled reports objects whose hook did not reach a fixed point.
 	unsettled *Unsettled
 	// failing holds the objects whose last sync failed.
@@ -115,7 +115,7 @@ type Engine struct {
 	// their list.
 	answers *Answers
 	// related serves the customize hook; nil without one.
-	related *related.Resolver
+	related *related.Resolver[Key]
 	// synced maintains the metactl.io/Synced condition (synced.go).
 	synced *syncedConditions
 	// prunedWarned holds the resources (*Synced) whose status schema was
@@ -125,7 +125,7 @@ type Engine struct {
 	recording bool
 
 	watches  *Watches
-	loop     *loop.Loop[string]
+	loop     *loop.Loop[Key]
 	stop     chan struct{} // closed by Stop
 	stopOnce sync.Once
 	resync   sync.WaitGroup
@@ -142,7 +142,7 @@ func NewEngine(cfg Config, opts Options, kind Kind) *Engine {
 		objects: restObjects{opts.Objects},
 		dependents: &children.Writer{Objects: opts.Objects, Controller: name, OnWrite: history.WritesOf(name), Recorder: opts.Recorder, Noun: cfg.Noun,
 			ServerSide: serverSide(cfg.Object, opts)},
-		echoes:    echo.New(),
+		echoes:    echo.New[Key](),
 		unsettled: &Unsettled{Controller: name, Kind: kindName, Recorder: opts.Recorder},
 		failing:   &Failing{Describe: cfg.Describe},
 		stop:      make(chan struct{}),
@@ -241,7 +241,7 @@ func (e *Engine) Start(ctx context.Context) error {
 // resolver; keys queued meanwhile wait, unsynced. Alone, it readies the
 // Engine for SyncOnce (metactl plan); Stop releases what it started.
 func (e *Engine) StartCaches(ctx context.Context) error {
-	e.loop = loop.New(loop.Options[string]{Name: e.name, Workers: e.opts.Workers, RateLimiter: e.opts.RateLimiter,
+	e.loop = loop.New(loop.Options[Key]{Name: e.name, Workers: e.opts.Workers, RateLimiter: e.opts.RateLimiter,
 		StopGracePeriod: e.opts.StopGracePeriod}, e.failing.Track(e.sync))
 	e.queue = e.loop
 	e.watches = NewWatches(e.opts.Informers)
@@ -252,7 +252,7 @@ func (e *Engine) StartCaches(ctx context.Context) error {
 		return fmt.Errorf("waiting for caches of %s %s: %w", e.kindName, e.name, ctx.Err())
 	}
 	if hook := e.cfg.Hooks.Customize; hook != nil {
-		e.related = related.New(related.Options{
+		e.related = related.New(related.Options[Key]{
 			Object: e.cfg.Object, Customize: hook,
 			Hooks: e.hooks, Resources: e.opts.Resources, Informers: e.opts.Informers, Enqueue: e.loop.AddFor,
 			MaxObjects: e.opts.MaxRelatedObjects,
@@ -274,14 +274,15 @@ func (e *Engine) SyncOnce(ctx context.Context, obj *unstructured.Unstructured) (
 	if !ok {
 		return nil, fmt.Errorf("%s %s cannot sync one object alone", e.kindName, e.name)
 	}
-	res, key, ok := keyer.KeyOf(obj)
+	key, ok := keyer.KeyOf(obj)
 	if !ok {
 		return nil, fmt.Errorf("%s %s does not sync %s objects", e.kindName, e.name, obj.GroupVersionKind())
 	}
 	ctx, releaseAnswers := hooks.HoldAnswers(ctx)
 	defer releaseAnswers()
+	res := key.Resource
 	t := &Target{Object: obj.DeepCopy(), Resource: res, Selected: res.Selects == nil || res.Selects(obj)}
-	_, err := e.syncTarget(ctx, &loop.Sync[string]{Key: key}, t)
+	_, err := e.syncTarget(ctx, &loop.Sync[Key]{Key: key}, t)
 	return t, err
 }
 

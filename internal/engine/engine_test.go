@@ -45,25 +45,26 @@ type fakeKind struct {
 	observed children.Set
 	// desiredErr fails every answer's check.
 	desiredErr error
+	// synced is the resource of things, made once: keys hold it.
+	synced *Synced
 }
 
 func (k *fakeKind) Watch(*Watches) error { return nil }
-func (k *fakeKind) Keys() []string       { return []string{"ns/p"} }
+func (k *fakeKind) Keys() []Key          { return []Key{{Resource: k.Synced()[0], Namespace: "ns", Name: "p"}} }
 func (k *fakeKind) Dependents() *children.Declared {
 	return children.NewDeclared([]*children.Resource{childResource})
 }
 
 // Synced is the resource of things, cached by the kind itself.
 func (k *fakeKind) Synced() []*Synced {
-	return []*Synced{{
-		Resource: &discovery.Resource{APIVersion: "example.com/v1", Name: "things", Kind: "Thing", Namespaced: true, HasStatus: true},
-		Selects:  func(metav1.Object) bool { return k.selected }, IgnoreStatusChanges: k.ignore, Noun: "thing", cache: k,
-	}}
-}
-
-func (k *fakeKind) Locate(key string) (*Synced, string, string, bool) {
-	namespace, name, ok := strings.Cut(key, "/")
-	return k.Synced()[0], namespace, name, ok
+	if k.synced == nil {
+		k.synced = &Synced{
+			Resource: &discovery.Resource{APIVersion: "example.com/v1", Name: "things", Kind: "Thing", Namespaced: true, HasStatus: true},
+			Selects:  func(metav1.Object) bool { return k.selected }, Noun: "thing", cache: k,
+		}
+	}
+	k.synced.IgnoreStatusChanges = k.ignore
+	return []*Synced{k.synced}
 }
 
 // Get serves "ns/p", a copy of obj.
@@ -262,14 +263,14 @@ type fakeQueue struct {
 	after    []time.Duration
 }
 
-func (q *fakeQueue) AddFor(key string, t trigger.Trigger) {
+func (q *fakeQueue) AddFor(key Key, t trigger.Trigger) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.added = append(q.added, key)
+	q.added = append(q.added, key.String())
 	q.triggers = append(q.triggers, t)
 }
 
-func (q *fakeQueue) AddAfterFor(_ string, d time.Duration, _ trigger.Trigger) {
+func (q *fakeQueue) AddAfterFor(_ Key, d time.Duration, _ trigger.Trigger) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.after = append(q.after, d)
@@ -329,9 +330,12 @@ func (f *fixture) wrote(t *testing.T, children float64, childWrites int) {
 
 func (f *fixture) sync(t *testing.T) error {
 	t.Helper()
-	_, err := f.e.sync(context.Background(), &loop.Sync[string]{Key: "ns/p"})
+	_, err := f.e.sync(context.Background(), &loop.Sync[Key]{Key: f.key()})
 	return err
 }
+
+// key is the queue key of "ns/p".
+func (f *fixture) key() Key { return f.kind.Keys()[0] }
 
 func thing(finalizers ...string) *unstructured.Unstructured {
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Thing",
@@ -394,7 +398,7 @@ func TestResyncAfterSecondsOfEveryRound(t *testing.T) {
 				calls++
 				return response, err
 			})
-			delay, err := f.e.sync(context.Background(), &loop.Sync[string]{Key: "ns/p"})
+			delay, err := f.e.sync(context.Background(), &loop.Sync[Key]{Key: f.key()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -644,8 +648,8 @@ func TestEchoesOfOwnWritesNeedNoSync(t *testing.T) {
 	calls := 0
 	h.answer = func(name string, request *fakeRequest) (*fakeResponse, error) {
 		if calls++; calls == 2 {
-			f.e.EnqueueFor("ns/p", configMap("c"), trigger.Trigger{Cause: trigger.CauseDependent, Object: "echo"})                                                                      // the echo of the child written
-			f.e.EnqueueFor("ns/p", &metav1.ObjectMeta{UID: "uid-c", ResourceVersion: "2", Namespace: "ns", Name: "c"}, trigger.Trigger{Cause: trigger.CauseDependent, Object: "other"}) // not ours
+			f.e.EnqueueFor(f.key(), configMap("c"), trigger.Trigger{Cause: trigger.CauseDependent, Object: "echo"})                                                                      // the echo of the child written
+			f.e.EnqueueFor(f.key(), &metav1.ObjectMeta{UID: "uid-c", ResourceVersion: "2", Namespace: "ns", Name: "c"}, trigger.Trigger{Cause: trigger.CauseDependent, Object: "other"}) // not ours
 		}
 		return countChildren(name, request)
 	}
@@ -660,7 +664,7 @@ func TestEchoesOfOwnWritesNeedNoSync(t *testing.T) {
 	calls = 0
 	h.answer = func(name string, request *fakeRequest) (*fakeResponse, error) {
 		if calls++; calls == 2 {
-			f.e.EnqueueFor("ns/p", configMap("c"), trigger.Trigger{Cause: trigger.CauseDependent})
+			f.e.EnqueueFor(f.key(), configMap("c"), trigger.Trigger{Cause: trigger.CauseDependent})
 		}
 		return countChildren(name, request)
 	}

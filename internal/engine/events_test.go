@@ -59,7 +59,7 @@ func TestNoHookEventsWhenCancelled(t *testing.T) {
 		}
 		return r, nil
 	})
-	if _, err := f.e.sync(ctx, &loop.Sync[string]{Key: "ns/p"}); err == nil {
+	if _, err := f.e.sync(ctx, &loop.Sync[Key]{Key: f.key()}); err == nil {
 		t.Fatal("the cancelled sync succeeded")
 	}
 	if f.dependents.writes == 0 {

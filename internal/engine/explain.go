@@ -17,7 +17,7 @@ import (
 // Kind without it explains nothing.
 type Explainer interface {
 	// Key returns the queue key of obj, an object of res.
-	Key(res *Synced, obj metav1.Object) string
+	Key(res *Synced, obj metav1.Object) Key
 	// Selector describes which objects of res the controller selects, for
 	// an object it does not select.
 	Selector(res *Synced) string
@@ -59,7 +59,7 @@ func (e *Engine) Explain(a *explain.Answer) {
 			continue
 		}
 		key := x.Key(res, obj)
-		syncs := e.History(key)
+		syncs := e.History(key.String())
 		since, failures := e.loop.Inspect(key)
 		c := explain.Controller{
 			Kind: e.cfg.Kind, Name: e.name, Role: explain.RoleDecorated,
@@ -135,7 +135,7 @@ func goneDependents(syncs []*history.Sync, present []explain.Dependent) []explai
 
 // Error returns the error of the failing last sync of the object queued
 // as key; empty when it is not failing.
-func (f *Failing) Error(key string) string {
+func (f *Failing) Error(key Key) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.errs[key]

@@ -49,7 +49,7 @@ func OnlyConflicts(err error) bool {
 // on the retry (but a conflict joined with another failure is:
 // OnlyConflicts). Nor is a sync cancelled because its controller stops or
 // restarts (ctx is done): it is not the object's failure.
-func SyncFailed(ctx context.Context, s *loop.Sync[string], recorder record.EventRecorder, obj runtime.Object, kind, name string, err error) error {
+func SyncFailed(ctx context.Context, s *loop.Sync[Key], recorder record.EventRecorder, obj runtime.Object, kind, name string, err error) error {
 	if OnlyConflicts(err) || ctx.Err() != nil {
 		return err
 	}

@@ -31,10 +31,10 @@ const maxErrorLength = 500
 type Failing struct {
 	// Describe names an object in the summary by its work-queue key; nil
 	// uses the key.
-	Describe func(key string) string
+	Describe func(key Key) string
 
 	mu       sync.Mutex
-	errs     map[string]string // by work-queue key
+	errs     map[Key]string // by work-queue key
 	onChange func()
 }
 
@@ -47,8 +47,8 @@ func (f *Failing) OnChange(fn func()) {
 }
 
 // Track returns sync recording its results in f.
-func (f *Failing) Track(sync loop.SyncFunc[string]) loop.SyncFunc[string] {
-	return func(ctx context.Context, s *loop.Sync[string]) (time.Duration, error) {
+func (f *Failing) Track(sync loop.SyncFunc[Key]) loop.SyncFunc[Key] {
+	return func(ctx context.Context, s *loop.Sync[Key]) (time.Duration, error) {
 		key := s.Key
 		after, err := sync(ctx, s)
 		switch {
@@ -65,12 +65,12 @@ func (f *Failing) Track(sync loop.SyncFunc[string]) loop.SyncFunc[string] {
 }
 
 // Failed records that the sync of the object queued as key failed with err.
-func (f *Failing) Failed(key string, err error) {
+func (f *Failing) Failed(key Key, err error) {
 	msg := err.Error()
 	f.mu.Lock()
 	old, had := f.errs[key]
 	if f.errs == nil {
-		f.errs = map[string]string{}
+		f.errs = map[Key]string{}
 	}
 	f.errs[key] = msg
 	notify := f.onChange
@@ -82,7 +82,7 @@ func (f *Failing) Failed(key string, err error) {
 
 // Succeeded records that the sync of the object queued as key succeeded,
 // or found it gone.
-func (f *Failing) Succeeded(key string) {
+func (f *Failing) Succeeded(key Key) {
 	f.mu.Lock()
 	_, had := f.errs[key]
 	delete(f.errs, key)
@@ -108,11 +108,11 @@ type FailingSummary struct {
 // same while the same objects fail with the same error.
 func (f *Failing) Summary() FailingSummary {
 	f.mu.Lock()
-	keys := make([]string, 0, len(f.errs))
+	keys := make([]Key, 0, len(f.errs))
 	for key := range f.errs {
 		keys = append(keys, key)
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, func(a, b Key) int { return strings.Compare(a.String(), b.String()) })
 	var firstErr string
 	if len(keys) > 0 {
 		firstErr = f.errs[keys[0]]
@@ -123,7 +123,7 @@ func (f *Failing) Summary() FailingSummary {
 	}
 	describe := f.Describe
 	if describe == nil {
-		describe = func(key string) string { return key }
+		describe = Key.String
 	}
 	firstErr = textcut.Cut(firstErr, maxErrorLength)
 	var b strings.Builder

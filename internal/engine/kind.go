@@ -24,12 +24,9 @@ type Kind interface {
 	Watch(w *Watches) error
 	// Keys returns the queue key of every object in the cache, for the
 	// periodic resync.
-	Keys() []string
+	Keys() []Key
 	// Synced are the resources whose objects the controller syncs.
 	Synced() []*Synced
-	// Locate names the object queued as key: its resource, namespace and
-	// name; false for a key the kind did not make.
-	Locate(key string) (res *Synced, namespace, name string, ok bool)
 	// Dependents are the declared resources of the objects' children
 	// (attachments).
 	Dependents() *children.Declared
@@ -56,6 +53,11 @@ type Synced struct {
 	IgnoreStatusChanges bool
 	// Noun names an object of the resource in logs ("parent").
 	Noun string
+	// KeyPrefix begins the text of its objects' keys (Key.String), before
+	// namespace/name, so that objects of one namespace and name in two
+	// of a kind's resources have texts of their own ("0|" for a
+	// DecoratorController's first resource; "" for a composite parent).
+	KeyPrefix string
 	// RealStatus: the hook is given the object's own .status even when
 	// the status it answers is kept in StatusAnnotation (a
 	// DecoratorController's objects: metacontroller gives a decorator the
@@ -71,6 +73,35 @@ type Synced struct {
 // the object's own .status while the status it answers is kept in
 // StatusAnnotation (RealStatus, for a built-in resource).
 func (s *Synced) HookGetsRealStatus() bool { return s != nil && s.RealStatus && StatusInAnnotation(s) }
+
+// Key is the work queue's key of an object a controller syncs: its
+// resource and its namespace ("" for a cluster-scoped object) and name.
+// Made by the Kind (its handlers, Keys, KeyOf), it is read back by the
+// Engine as it is, never parsed from text.
+type Key struct {
+	Resource        *Synced
+	Namespace, Name string
+}
+
+// KeyOf returns the key of obj, an object of res.
+func KeyOf(res *Synced, obj metav1.Object) Key {
+	return Key{Resource: res, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+// String is the key as text: its resource's KeyPrefix, then namespace/name
+// (name alone for a cluster-scoped object). It keys what outlives a sync
+// and is looked up by text: the records of syncs (Engine.History), and
+// logs.
+func (k Key) String() string {
+	prefix := ""
+	if k.Resource != nil {
+		prefix = k.Resource.KeyPrefix
+	}
+	if k.Namespace == "" {
+		return prefix + k.Name
+	}
+	return prefix + k.Namespace + "/" + k.Name
+}
 
 // objectCache is how the Engine reads the objects it syncs;
 // *informer.Informer is one.
@@ -89,7 +120,7 @@ type Target struct {
 	Selected bool
 	// Key is the queue key of the sync, set by the Engine: the echoes of
 	// the sync's writes are expected for it (echo.Echoes.Expect).
-	Key string
+	Key Key
 
 	// Finalizing and Manage are set by the Engine before Observe:
 	// whether the finalize hook is called, and whether the dependents are
@@ -102,7 +133,7 @@ type Target struct {
 	// queued is the work queue's sync of Key: its triggers, the retry of
 	// its failure, its waits on hooks (loop.Sync); for a sync outside the
 	// queue (SyncOnce), one of its own, which does nothing of the queue's.
-	queued *loop.Sync[string]
+	queued *loop.Sync[Key]
 
 	// realStatus is the object's own .status (nil: none) when its hook
 	// is given it (Synced.HookGetsRealStatus) while Object is its
@@ -135,23 +166,20 @@ func WithStatus(obj *unstructured.Unstructured, status any) *unstructured.Unstru
 // Keyer is a Kind that names the queue key of an object of one of its
 // Synced resources, as its handlers would queue it; SyncOnce needs it.
 type Keyer interface {
-	// KeyOf returns obj's resource and queue key; false when the
-	// controller syncs no object of obj's apiVersion and kind.
-	KeyOf(obj *unstructured.Unstructured) (res *Synced, key string, ok bool)
+	// KeyOf returns obj's queue key (whose Resource is obj's); false
+	// when the controller syncs no object of obj's apiVersion and kind.
+	KeyOf(obj *unstructured.Unstructured) (key Key, ok bool)
 }
 
 // target returns the object queued as key, from the cache; false when it
-// is gone (or key is not one the Kind made).
-func (e *Engine) target(key string) (*Target, bool) {
-	res, namespace, name, ok := e.kind.Locate(key)
-	if !ok {
-		return nil, false
-	}
+// is gone.
+func (e *Engine) target(key Key) (*Target, bool) {
+	res := key.Resource
 	var cache objectCache = res.Informer
 	if res.cache != nil {
 		cache = res.cache
 	}
-	obj, ok := cache.Get(namespace, name)
+	obj, ok := cache.Get(key.Namespace, key.Name)
 	if !ok {
 		return nil, false
 	}

@@ -12,8 +12,9 @@ import (
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
-// History returns the recorded syncs of the object queued as key, newest
-// first; nil when none is kept (or Options.History is nil).
+// History returns the recorded syncs of the object whose queue key's text
+// (Key.String) is key, newest first; nil when none is kept (or
+// Options.History is nil).
 func (e *Engine) History(key string) []*history.Sync {
 	return e.opts.History.Get(e.historyID(), key)
 }
@@ -24,7 +25,7 @@ func (e *Engine) historyID() string { return history.ControllerID(e.kindName, e.
 // beginRecord starts the record of the work queue's sync s, with its
 // triggers, into ctx (history.With), and its span (beginTrace); without a
 // Store no record is allocated.
-func (e *Engine) beginRecord(ctx context.Context, s *loop.Sync[string]) context.Context {
+func (e *Engine) beginRecord(ctx context.Context, s *loop.Sync[Key]) context.Context {
 	ctx = e.beginTrace(ctx, s)
 	if e.opts.History == nil {
 		return ctx
@@ -40,12 +41,12 @@ func (e *Engine) beginRecord(ctx context.Context, s *loop.Sync[string]) context.
 // and err with its outcome and keeps it, unless the sync found the object
 // gone: its record is forgotten then, and so are the retries and resyncs
 // the work queue holds for it. It ends the sync's span too (endTrace).
-func (e *Engine) endRecord(ctx context.Context, s *loop.Sync[string], gone bool, after time.Duration, err error) {
+func (e *Engine) endRecord(ctx context.Context, s *loop.Sync[Key], gone bool, after time.Duration, err error) {
 	key := s.Key
 	e.endTrace(ctx, s, gone, err)
 	if gone {
 		s.Gone()
-		e.opts.History.Forget(e.historyID(), key)
+		e.opts.History.Forget(e.historyID(), key.String())
 		return
 	}
 	rec := history.From(ctx)
@@ -73,7 +74,7 @@ func (e *Engine) endRecord(ctx context.Context, s *loop.Sync[string], gone bool,
 		o.NextAttempt = sooner(o.NextAttempt, s.NextDelayed(true))
 	}
 	rec.Outcome = o
-	e.opts.History.Put(e.historyID(), key, rec)
+	e.opts.History.Put(e.historyID(), key.String(), rec)
 }
 
 // resultOf is how a sync under ctx that returned err ended
@@ -100,7 +101,7 @@ func sooner(a, b time.Time) time.Time {
 }
 
 // resyncAfter queues key after delay for the hook's resyncAfterSeconds.
-func (e *Engine) resyncAfter(key string, delay time.Duration) {
+func (e *Engine) resyncAfter(key Key, delay time.Duration) {
 	e.queue.AddAfterFor(key, delay, trigger.Trigger{Cause: trigger.CauseResyncAfter})
 }
 

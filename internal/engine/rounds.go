@@ -48,7 +48,7 @@ type Unsettled struct {
 	Recorder record.EventRecorder
 
 	mu       sync.Mutex
-	reported map[string]bool // by work-queue key
+	reported map[Key]bool // by work-queue key
 }
 
 // Finish ends a sync whose writes are done and returns what the sync
@@ -57,7 +57,7 @@ type Unsettled struct {
 // ErrNotSettled after reporting it, and resyncAfterSeconds still asks
 // addAfter for a sync after that delay (whichever of it and the backoff
 // is sooner wins).
-func (u *Unsettled) Finish(obj runtime.Object, key string, settled bool, resyncAfterSeconds float64, addAfter func(key string, delay time.Duration)) (time.Duration, error) {
+func (u *Unsettled) Finish(obj runtime.Object, key Key, settled bool, resyncAfterSeconds float64, addAfter func(key Key, delay time.Duration)) (time.Duration, error) {
 	delay := time.Duration(resyncAfterSeconds * float64(time.Second))
 	if settled {
 		u.Settled(key)
@@ -72,13 +72,13 @@ func (u *Unsettled) Finish(obj runtime.Object, key string, settled bool, resyncA
 
 // Report records that the hook of obj, queued as key, did not settle in
 // this sync.
-func (u *Unsettled) Report(obj runtime.Object, key string) {
+func (u *Unsettled) Report(obj runtime.Object, key Key) {
 	metrics.UnsettledSyncs.WithLabelValues(u.Controller).Inc()
 	u.mu.Lock()
 	first := !u.reported[key]
 	if first {
 		if u.reported == nil {
-			u.reported = map[string]bool{}
+			u.reported = map[Key]bool{}
 		}
 		u.reported[key] = true
 	}
@@ -93,7 +93,7 @@ func (u *Unsettled) Report(obj runtime.Object, key string) {
 // Settled records that the hook of the object queued as key reached a
 // fixed point, or that the object is gone: a later failure to settle is
 // reported again.
-func (u *Unsettled) Settled(key string) {
+func (u *Unsettled) Settled(key Key) {
 	u.mu.Lock()
 	delete(u.reported, key)
 	u.mu.Unlock()

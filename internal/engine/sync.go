@@ -39,7 +39,7 @@ import (
 // metactl.io/Synced condition, when the controller opts in: see
 // synced.go); the object gets a SyncError Event and the key is retried
 // (SyncFailed).
-func (e *Engine) sync(ctx context.Context, s *loop.Sync[string]) (after time.Duration, err error) {
+func (e *Engine) sync(ctx context.Context, s *loop.Sync[Key]) (after time.Duration, err error) {
 	key := s.Key
 	// The sync's record (history): its triggers, calls, writes, outcome.
 	ctx = e.beginRecord(ctx, s)
@@ -76,7 +76,7 @@ func (e *Engine) sync(ctx context.Context, s *loop.Sync[string]) (after time.Dur
 // syncTarget is sync from step 1 on, for t, the object queued as s.Key,
 // in the work queue's sync s (SyncOnce's own, outside the queue): the
 // reconcile itself, shared by sync and SyncOnce.
-func (e *Engine) syncTarget(ctx context.Context, s *loop.Sync[string], t *Target) (after time.Duration, err error) {
+func (e *Engine) syncTarget(ctx context.Context, s *loop.Sync[Key], t *Target) (after time.Duration, err error) {
 	key := s.Key
 	t.Key, t.queued = key, s
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues(t.Resource.Noun, klog.KObj(t.Object), "kind", t.Resource.Kind))

@@ -172,7 +172,7 @@ type syncedConditions struct {
 	mu sync.Mutex
 	// written is when each object's condition was last written, by
 	// work-queue key; dropped when the object is gone.
-	written map[string]time.Time
+	written map[Key]time.Time
 	// warned: a status whose conditions are not a list was logged.
 	warned atomic.Bool
 	// dropped holds the resources (*Synced) whose objects keep no
@@ -215,7 +215,7 @@ func syncedCondition(st map[string]any) map[string]any {
 }
 
 // forget drops what is remembered of the object queued as key, gone.
-func (s *syncedConditions) forget(key string) {
+func (s *syncedConditions) forget(key Key) {
 	if s == nil {
 		return
 	}
@@ -226,10 +226,10 @@ func (s *syncedConditions) forget(key string) {
 
 // wrote records that the condition of the object queued as key was
 // written now.
-func (s *syncedConditions) wrote(key string) {
+func (s *syncedConditions) wrote(key Key) {
 	s.mu.Lock()
 	if s.written == nil {
-		s.written = map[string]time.Time{}
+		s.written = map[Key]time.Time{}
 	}
 	s.written[key] = time.Now()
 	s.mu.Unlock()
@@ -237,7 +237,7 @@ func (s *syncedConditions) wrote(key string) {
 
 // writtenRecently reports whether the condition of the object queued as
 // key was written less than SyncedRewriteInterval ago.
-func (s *syncedConditions) writtenRecently(key string) bool {
+func (s *syncedConditions) writtenRecently(key Key) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	at, ok := s.written[key]
@@ -246,7 +246,7 @@ func (s *syncedConditions) writtenRecently(key string) bool {
 
 // begin starts the report of one sync of t's object, queued as key; nil
 // when the controller does not write the condition.
-func (s *syncedConditions) begin(key string, t *Target) *syncedReport {
+func (s *syncedConditions) begin(key Key, t *Target) *syncedReport {
 	if s == nil || !s.enabled {
 		return nil
 	}
@@ -257,9 +257,9 @@ func (s *syncedConditions) begin(key string, t *Target) *syncedReport {
 // syncedReport is the SyncedConditionType condition of one sync.
 type syncedReport struct {
 	s   *syncedConditions
-	key string
+	key Key
 	// queued is the work queue's sync (Target.queued), nil outside it.
-	queued *loop.Sync[string]
+	queued *loop.Sync[Key]
 	// start is the condition the object had when the sync began.
 	start map[string]any
 	// The retry, asked of the work queue once per sync.

@@ -58,7 +58,7 @@ func TestSyncReason(t *testing.T) {
 // maxSyncedError bytes, "..." included, cut at a character boundary.
 func TestSyncedMessageCutsTheError(t *testing.T) {
 	s := &syncedConditions{enabled: true, owner: "compositecontroller c"}
-	r := &syncedReport{s: s, key: "p"}
+	r := &syncedReport{s: s, key: keyOf("p")}
 	obj := &unstructured.Unstructured{Object: map[string]any{}}
 	want, _ := r.decide(context.Background(), obj, errors.New(strings.Repeat("é", maxSyncedError)), false) // two bytes each
 	msg, _ := want["message"].(string)
@@ -134,7 +134,7 @@ func TestSyncedOwner(t *testing.T) {
 	}
 	// Another controller's condition is left alone, whatever the sync.
 	s := &syncedConditions{enabled: true, owner: "compositecontroller c"}
-	r := &syncedReport{s: s, key: "p"}
+	r := &syncedReport{s: s, key: keyOf("p")}
 	other := map[string]any{"type": SyncedConditionType, "status": "True", "reason": ReasonSynced, "message": "synced by decoratorcontroller d"}
 	obj := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": []any{other}}}}
 	if want, change := r.decide(context.Background(), obj, errors.New("boom"), false); change {
@@ -149,7 +149,7 @@ func TestSyncedDecide(t *testing.T) {
 	s := &syncedConditions{enabled: true, owner: "compositecontroller c"}
 	obj := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "p", "namespace": "ns", "generation": int64(2)}}}
 	ctx := context.Background()
-	r := &syncedReport{s: s, key: "ns/p"}
+	r := &syncedReport{s: s, key: keyOf("ns/p")}
 
 	want, change := r.decide(ctx, obj, nil, false)
 	if !change || want["status"] != "True" || want["lastTransitionTime"] == nil || want["observedGeneration"] != int64(2) {
@@ -238,7 +238,7 @@ func TestJoinedConflictHidesNothing(t *testing.T) {
 	if n := len(recorder.Events); n != 1 {
 		t.Errorf("%d SyncError Events for a joined failure and a conflict, want 1", n)
 	}
-	r := &syncedReport{s: &syncedConditions{enabled: true, owner: "compositecontroller c"}, key: "p"}
+	r := &syncedReport{s: &syncedConditions{enabled: true, owner: "compositecontroller c"}, key: keyOf("p")}
 	if want, change := r.decide(context.Background(), obj, joined, false); !change || want["reason"] != ReasonHookFailed {
 		t.Errorf("decide(conflict joined with a hook failure) = %v, %v, want HookFailed", want, change)
 	}

@@ -34,7 +34,7 @@ const ResultGone = "gone"
 // hook calls (pkg/hooks) and the writes (history.Failed) of the sync are
 // its children. The hook calls of a retry (a trigger of the work queue's
 // sync s) are marked (hooks.WithRetry).
-func (e *Engine) beginTrace(ctx context.Context, s *loop.Sync[string]) context.Context {
+func (e *Engine) beginTrace(ctx context.Context, s *loop.Sync[Key]) context.Context {
 	if e.opts.Tracer == nil {
 		return trace.ContextWithSpanContext(ctx, traceid.New())
 	}
@@ -49,7 +49,7 @@ func (e *Engine) beginTrace(ctx context.Context, s *loop.Sync[string]) context.C
 // started in ctx, with its attributes: the controller, the object, the
 // triggers, the result (resultOf; "gone" when the object was) and the
 // reason of the metactl.io/Synced condition it leads to.
-func (e *Engine) endTrace(ctx context.Context, s *loop.Sync[string], gone bool, err error) {
+func (e *Engine) endTrace(ctx context.Context, s *loop.Sync[Key], gone bool, err error) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
@@ -80,10 +80,6 @@ func (e *Engine) endTrace(ctx context.Context, s *loop.Sync[string], gone bool, 
 
 // describeKey names the object queued as key as the sync's record names
 // objects (trigger.ObjectName): resource/namespace/name.
-func (e *Engine) describeKey(key string) string {
-	res, namespace, name, ok := e.kind.Locate(key)
-	if !ok {
-		return key
-	}
-	return trigger.ObjectName(res.GroupVersionResource().GroupResource().String(), namespace, name)
+func (e *Engine) describeKey(key Key) string {
+	return trigger.ObjectName(key.Resource.GroupVersionResource().GroupResource().String(), key.Namespace, key.Name)
 }

@@ -36,7 +36,7 @@ var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "config
 // fixture is a Resolver of one controller against the test's API server,
 // whose customize hook answers rules, and the parent keys it enqueued.
 type fixture struct {
-	resolver *related.Resolver
+	resolver *related.Resolver[string]
 	// version is the version of the hook that receives the objects.
 	version  v1alpha1.HookVersion
 	mu       sync.Mutex
@@ -64,12 +64,12 @@ func newFixture(t *testing.T, customizeVersion *v1alpha1.HookVersion, syncVersio
 // default).
 func newFixtureWith(t *testing.T, maxObjects int, customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
 	t.Helper()
-	return newFixtureOptions(t, related.Options{MaxObjects: maxObjects}, customizeVersion, syncVersion, rules...)
+	return newFixtureOptions(t, related.Options[string]{MaxObjects: maxObjects}, customizeVersion, syncVersion, rules...)
 }
 
 // newFixtureOptions is newFixture with the Resolver's MaxObjects and
 // MayRead taken from opts.
-func newFixtureOptions(t *testing.T, opts related.Options, customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
+func newFixtureOptions(t *testing.T, opts related.Options[string], customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
 	t.Helper()
 	f := &fixture{version: syncVersion}
 	f.setRules(rules...)
@@ -88,7 +88,7 @@ func newFixtureOptions(t *testing.T, opts related.Options, customizeVersion *v1a
 	}
 	f.informers = informer.NewFactory(objects.ListerWatcher, informer.Options{})
 	customize := &v1alpha1.Hook{Version: customizeVersion, Webhook: &v1alpha1.Webhook{URL: ptr.To(server.URL + "/customize")}}
-	f.resolver = related.New(related.Options{
+	f.resolver = related.New(related.Options[string]{
 		Object:     &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController", "metadata": map[string]any{"name": "test"}}},
 		Customize:  customize,
 		Hooks:      &engine.HookCaller{Hooks: hooks.NewClient(hooks.Options{}), Controller: "test"},
@@ -272,7 +272,7 @@ func TestNamespaceSelectorAsksToReadNamespaces(t *testing.T) {
 		mu    sync.Mutex
 		asked []string
 	)
-	f := newFixtureOptions(t, related.Options{MayRead: func(_ context.Context, res *discovery.Resource, namespace string) error {
+	f := newFixtureOptions(t, related.Options[string]{MayRead: func(_ context.Context, res *discovery.Resource, namespace string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		asked = append(asked, res.Name+" in "+strconv.Quote(namespace))

@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/rbac"
@@ -131,7 +130,7 @@ func (c *Controller) Access() []rbac.Access {
 func (c *Controller) Watch(w *engine.Watches) error {
 	var err error
 	forget := func(parent metav1.Object) { c.forgetSelector(parent.GetUID()) }
-	if c.parents.Informer, err = w.Watch(c.parent.GroupVersionResource(), c.ObjectHandler(parentKey, nil, c.ignoreStatusChanges(), forget)); err != nil {
+	if c.parents.Informer, err = w.Watch(c.parent.GroupVersionResource(), c.ObjectHandler(c.parentKey, nil, c.ignoreStatusChanges(), forget)); err != nil {
 		return err
 	}
 	owners := engine.Owners{Keys: c.ownerKeys, Orphan: c.enqueueCandidates}
@@ -150,10 +149,10 @@ func (c *Controller) Watch(w *engine.Watches) error {
 }
 
 // Keys returns the key of every parent in the cache (engine.Kind).
-func (c *Controller) Keys() []string {
-	var keys []string
+func (c *Controller) Keys() []engine.Key {
+	var keys []engine.Key
 	for _, parent := range c.parents.Informer.ListMeta("", nil) {
-		keys = append(keys, parentKey(parent))
+		keys = append(keys, c.parentKey(parent))
 	}
 	return keys
 }
@@ -161,23 +160,19 @@ func (c *Controller) Keys() []string {
 // Synced returns the parent resource (engine.Kind).
 func (c *Controller) Synced() []*engine.Synced { return []*engine.Synced{c.parents} }
 
-// Locate names the parent queued as key (engine.Kind).
-func (c *Controller) Locate(key string) (*engine.Synced, string, string, bool) {
-	namespace, name, err := cache.SplitMetaNamespaceKey(key)
-	return c.parents, namespace, name, err == nil
-}
-
 // KeyOf returns the parent resource and obj's queue key when obj is a
 // parent (engine.Keyer).
-func (c *Controller) KeyOf(obj *unstructured.Unstructured) (*engine.Synced, string, bool) {
+func (c *Controller) KeyOf(obj *unstructured.Unstructured) (engine.Key, bool) {
 	if obj.GetAPIVersion() != c.parent.APIVersion || obj.GetKind() != c.parent.Kind {
-		return nil, "", false
+		return engine.Key{}, false
 	}
-	return c.parents, parentKey(obj), true
+	return c.parentKey(obj), true
 }
 
 // Dependents returns the child resources (engine.Kind).
 func (c *Controller) Dependents() *children.Declared { return c.children }
 
 // parentKey is a parent's queue key.
-func parentKey(parent metav1.Object) string { return children.Key(parent) }
+func (c *Controller) parentKey(parent metav1.Object) engine.Key {
+	return engine.KeyOf(c.parents, parent)
+}

@@ -11,7 +11,8 @@
 //	controller.go  New: the spec checked and resolved, the parent resource
 //	               (engine.Synced) with its label selector; Watch:
 //	               informers of parents, children and ControllerRevisions;
-//	               Locate: a queue key is the parent's namespace/name
+//	               a queue key (engine.Key, parentKey) is the parent
+//	               resource and the parent's namespace and name
 //	handlers.go    a child's event → its owner's key (ownerKeys), or, for
 //	               an orphan, the parents whose selector matches it
 //	               (enqueueCandidates)

@@ -13,7 +13,9 @@ import (
 var _ engine.Explainer = (*Controller)(nil)
 
 // Key returns a parent's queue key (engine.Explainer).
-func (c *Controller) Key(_ *engine.Synced, parent metav1.Object) string { return parentKey(parent) }
+func (c *Controller) Key(_ *engine.Synced, parent metav1.Object) engine.Key {
+	return c.parentKey(parent)
+}
 
 // Selector describes spec.parentResource.labelSelector
 // (engine.Explainer).

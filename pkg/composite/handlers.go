@@ -4,6 +4,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 )
@@ -11,7 +12,7 @@ import (
 // ownerKeys returns the key of the parent a child's controller reference
 // names, if the reference is to this controller's parent kind (in any
 // version of its group); see controller.Owners.
-func (c *Controller) ownerKeys(child metav1.Object, ref *metav1.OwnerReference) []string {
+func (c *Controller) ownerKeys(child metav1.Object, ref *metav1.OwnerReference) []engine.Key {
 	gvk := c.parent.GroupVersionKind()
 	refGV, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil || ref.Kind != gvk.Kind || refGV.Group != gvk.Group {
@@ -21,7 +22,7 @@ func (c *Controller) ownerKeys(child metav1.Object, ref *metav1.OwnerReference) 
 	if c.parent.Namespaced {
 		namespace = child.GetNamespace()
 	}
-	return []string{parentKey(&metav1.ObjectMeta{Namespace: namespace, Name: ref.Name})}
+	return []engine.Key{{Resource: c.parents, Namespace: namespace, Name: ref.Name}}
 }
 
 // enqueueCandidates enqueues the parents that may adopt an orphan, for t:
@@ -42,7 +43,7 @@ func (c *Controller) enqueueCandidates(orphan metav1.Object, t trigger.Trigger) 
 		}
 		for _, parent := range c.parents.Informer.ListMeta(namespace, nil) {
 			if string(parent.UID) == uid {
-				c.Enqueue(parentKey(parent), t)
+				c.Enqueue(c.parentKey(parent), t)
 				return
 			}
 		}
@@ -50,7 +51,7 @@ func (c *Controller) enqueueCandidates(orphan metav1.Object, t trigger.Trigger) 
 	}
 	for _, parent := range c.parents.Informer.ListMeta(namespace, nil) {
 		if selector := c.selectorOf(parent); selector != nil && selector.Matches(childLabels) {
-			c.Enqueue(parentKey(parent), t)
+			c.Enqueue(c.parentKey(parent), t)
 		}
 	}
 }

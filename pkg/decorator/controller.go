@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
+	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -92,7 +92,8 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		key := res.APIVersion + "/" + res.Name
 		w := byResource[key]
 		if w == nil {
-			w = &watchedResource{Synced: &engine.Synced{Resource: res, IgnoreStatusChanges: true, Noun: "object", RealStatus: true}}
+			w = &watchedResource{Synced: &engine.Synced{Resource: res, IgnoreStatusChanges: true, Noun: "object", RealStatus: true,
+				KeyPrefix: strconv.Itoa(len(c.watched)) + "|"}}
 			w.Selects = w.selects
 			byResource[key] = w
 			c.watched = append(c.watched, w)
@@ -117,7 +118,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		Kind: "DecoratorController", Resource: v1alpha1.DecoratorControllerResource, Object: c.object,
 		Hooks: *dc.Spec.Hooks, Finalizer: finalizerPrefix + dc.Name,
 		List: "attachments", Annotation: engine.AbsentAttachmentsAnnotation, Noun: "attachment",
-		ResyncPeriodSeconds: dc.Spec.ResyncPeriodSeconds, Describe: c.describeKey,
+		ResyncPeriodSeconds: dc.Spec.ResyncPeriodSeconds, Describe: describeKey,
 		Log: []any{"resources", len(c.watched), "attachments", len(c.attachments.Resources)},
 	}, opts, c)
 	return c, nil
@@ -177,11 +178,11 @@ func matchAnnotations(sel v1alpha1.AnnotationSelector, annotations labels.Labels
 // attachments (engine.Kind).
 func (c *Controller) Watch(w *engine.Watches) error {
 	var err error
-	for i, res := range c.watched {
+	for _, res := range c.watched {
 		concerns := func(obj metav1.Object) bool {
 			return res.selects(obj) || finalizer.Has(obj, finalizerPrefix+c.name)
 		}
-		key := func(obj metav1.Object) string { return objectKey(i, obj) }
+		key := func(obj metav1.Object) engine.Key { return engine.KeyOf(res.Synced, obj) }
 		if res.Informer, err = w.Watch(res.GroupVersionResource(), c.ObjectHandler(key, concerns, res.IgnoreStatusChanges, nil)); err != nil {
 			return err
 		}
@@ -198,11 +199,11 @@ func (c *Controller) Watch(w *engine.Watches) error {
 
 // Keys returns the key of every object of the watched resources in the
 // cache (engine.Kind).
-func (c *Controller) Keys() []string {
-	var keys []string
-	for i, w := range c.watched {
+func (c *Controller) Keys() []engine.Key {
+	var keys []engine.Key
+	for _, w := range c.watched {
 		for _, obj := range w.Informer.ListMeta("", nil) {
-			keys = append(keys, objectKey(i, obj))
+			keys = append(keys, engine.KeyOf(w.Synced, obj))
 		}
 	}
 	return keys
@@ -217,54 +218,22 @@ func (c *Controller) Synced() []*engine.Synced {
 	return out
 }
 
-// Locate names the object queued as key (engine.Kind).
-func (c *Controller) Locate(key string) (*engine.Synced, string, string, bool) {
-	index, namespace, name, err := splitKey(key)
-	if err != nil || index >= len(c.watched) {
-		return nil, "", "", false
-	}
-	return c.watched[index].Synced, namespace, name, true
-}
-
 // KeyOf returns obj's watched resource and queue key
 // (engine.Keyer).
-func (c *Controller) KeyOf(obj *unstructured.Unstructured) (*engine.Synced, string, bool) {
-	for i, w := range c.watched {
+func (c *Controller) KeyOf(obj *unstructured.Unstructured) (engine.Key, bool) {
+	for _, w := range c.watched {
 		if obj.GetAPIVersion() == w.APIVersion && obj.GetKind() == w.Kind {
-			return w.Synced, objectKey(i, obj), true
+			return engine.KeyOf(w.Synced, obj), true
 		}
 	}
-	return nil, "", false
+	return engine.Key{}, false
 }
 
 // Dependents returns the attachment resources (engine.Kind).
 func (c *Controller) Dependents() *children.Declared { return c.attachments }
 
-// objectKey names a decorated object in the queue: the index of its
-// watched resource, then namespace/name.
-func objectKey(resource int, obj metav1.Object) string {
-	return fmt.Sprintf("%d|%s", resource, children.Key(obj))
-}
-
 // describeKey names the object queued as key by its resource and
 // namespace/name ("configmaps default/a"), for the controller's status.
-func (c *Controller) describeKey(key string) string {
-	index, _, _, err := splitKey(key)
-	if err != nil || index >= len(c.watched) {
-		return key
-	}
-	_, rest, _ := strings.Cut(key, "|")
-	return c.watched[index].Name + " " + rest
-}
-
-func splitKey(key string) (resource int, namespace, name string, err error) {
-	idx, rest, ok := strings.Cut(key, "|")
-	if !ok {
-		return 0, "", "", fmt.Errorf("bad key %q", key)
-	}
-	if _, err := fmt.Sscanf(idx, "%d", &resource); err != nil {
-		return 0, "", "", fmt.Errorf("bad key %q", key)
-	}
-	namespace, name, err = cache.SplitMetaNamespaceKey(rest)
-	return resource, namespace, name, err
+func describeKey(key engine.Key) string {
+	return key.Resource.Name + " " + cache.ObjectName{Namespace: key.Namespace, Name: key.Name}.String()
 }

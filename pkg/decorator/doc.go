@@ -10,8 +10,8 @@
 //	               resources (engine.Synced) and their selectors;
 //	               Watch: informers of the watched resources (objects
 //	               selected or carrying the finalizer concern it) and of
-//	               the attachments; Locate: queue keys name the watched
-//	               resource and the object
+//	               the attachments; a queue key (engine.Key) names the
+//	               watched resource and the object
 //	handlers.go    an attachment's event → its owner's key, when the
 //	               attachment carries metacontroller.k8s.io/
 //	               decorator-controller: <name>

@@ -15,8 +15,8 @@ import (
 var _ engine.Explainer = (*Controller)(nil)
 
 // Key returns a decorated object's queue key (engine.Explainer).
-func (c *Controller) Key(res *engine.Synced, obj metav1.Object) string {
-	return objectKey(c.index(res), obj)
+func (c *Controller) Key(res *engine.Synced, obj metav1.Object) engine.Key {
+	return engine.KeyOf(res, obj)
 }
 
 // Selector describes the rules of the resource's spec.resources entries
