@@ -1,6 +1,6 @@
 // Package engine is the reconciler engine of every kind of metactl
 // controller: an Engine runs one controller object, a kind (pkg/composite,
-// pkg/decorator) supplies only what differs (Kind, Sync).
+// pkg/decorator) supplies only what differs (Controller, Sync).
 //
 // The path of one event:
 //
@@ -10,10 +10,10 @@
 //	controller; syncs on worker goroutines started while keys wait, at
 //	most Options.Workers at once, of which loop.DefaultActive() outside
 //	their hook calls) → Engine.sync (sync.go):
-//	   1. the object from the cache (its Key names its Synced resource);
+//	   1. the object from the cache (its Key names its Watched resource);
 //	      the finalizer decision
 //	      (add before the first sync / finalize / remove a stale one)
-//	   2. Kind.Observe: children and claims, or attachments
+//	   2. Controller.Observe: children and claims, or attachments
 //	   3. related objects: the customize hook (internal/related)
 //	   4. rounds: the hook (HookCaller, the one caller of every hook), its
 //	      answer checked whole (Sync.Desired, Answers), the dependents
@@ -32,7 +32,7 @@
 // A failed first hook call or an invalid first answer writes nothing but
 // that condition; a later round that fails leaves what the rounds before it wrote. The Engine
 // talks to the hooks (HookClient), the API server (ObjectWriter,
-// DependentWriter) and the cache (Kind) through small interfaces, so
+// DependentWriter) and the cache (Controller) through small interfaces, so
 // that its rules are tested with fakes.
 //
 // Engine.StartCaches and Engine.SyncOnce run the same sync for one object

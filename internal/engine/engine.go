@@ -90,10 +90,10 @@ type queue interface {
 // workers, and the sync of each object (see sync.go). Safe for concurrent
 // use; Stop cancels in-flight syncs and waits for them, for a bounded time.
 type Engine struct {
-	cfg  Config
-	opts Options
-	kind Kind
-	name string
+	cfg        Config
+	opts       Options
+	controller Controller
+	name       string
 	// kindName names the kind in Events, logs and errors
 	// ("compositecontroller").
 	kindName string
@@ -118,7 +118,7 @@ type Engine struct {
 	related *related.Resolver[Key]
 	// synced maintains the metactl.io/Synced condition (synced.go).
 	synced *syncedConditions
-	// prunedWarned holds the resources (*Synced) whose status schema was
+	// prunedWarned holds the resources (*Watched) whose status schema was
 	// found to drop fields of a hook's status (warnPruned).
 	prunedWarned sync.Map
 	// recording: its hook calls are recorded (recording.go).
@@ -133,11 +133,11 @@ type Engine struct {
 
 // NewEngine returns the Engine of the controller cfg describes, with kind
 // supplying what its kind does. Nothing runs until Start.
-func NewEngine(cfg Config, opts Options, kind Kind) *Engine {
+func NewEngine(cfg Config, opts Options, kind Controller) *Engine {
 	name := cfg.Object.GetName()
 	kindName := strings.ToLower(cfg.Kind)
 	e := &Engine{
-		cfg: cfg, opts: opts, kind: kind, name: name, kindName: kindName,
+		cfg: cfg, opts: opts, controller: kind, name: name, kindName: kindName,
 		hooks:   &HookCaller{Hooks: opts.Hooks, Controller: name, OnHealthChange: opts.OnHealthChange},
 		objects: restObjects{opts.Objects},
 		dependents: &children.Writer{Objects: opts.Objects, Controller: name, OnWrite: history.WritesOf(name), Recorder: opts.Recorder, Noun: cfg.Noun,
@@ -195,7 +195,7 @@ func (e *Engine) Failing() *Failing { return e.failing }
 // its objects (and their status), and manage their dependents.
 func (e *Engine) Access() []rbac.Access {
 	var access []rbac.Access
-	for _, res := range e.kind.Synced() {
+	for _, res := range e.controller.Resources() {
 		access = append(access, rbac.Access{Resource: res.Resource, Verbs: rbac.OwnerVerbs})
 		if res.HasStatus && !StatusInAnnotation(res) {
 			// A built-in object's status is never written: its hook's
@@ -203,7 +203,7 @@ func (e *Engine) Access() []rbac.Access {
 			access = append(access, rbac.Access{Resource: res.Resource, Subresource: "status", Verbs: rbac.StatusVerbs})
 		}
 	}
-	for _, res := range e.kind.Dependents().Resources {
+	for _, res := range e.controller.Dependents().Resources {
 		access = append(access, rbac.Access{Resource: res.Resource, Verbs: rbac.ChildVerbs})
 	}
 	return access
@@ -226,7 +226,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		go func() {
 			defer e.resync.Done()
 			wait.Until(func() {
-				for _, key := range e.kind.Keys() {
+				for _, key := range e.controller.Keys() {
 					e.queue.AddFor(key, trigger.Trigger{Cause: trigger.CauseResync})
 				}
 			}, time.Duration(*p)*time.Second, e.stop)
@@ -245,7 +245,7 @@ func (e *Engine) StartCaches(ctx context.Context) error {
 		StopGracePeriod: e.opts.StopGracePeriod}, e.failing.Track(e.sync))
 	e.queue = e.loop
 	e.watches = NewWatches(e.opts.Informers)
-	if err := e.kind.Watch(e.watches); err != nil {
+	if err := e.controller.Watch(e.watches); err != nil {
 		return err
 	}
 	if !e.watches.WaitForSync(ctx) {
@@ -268,9 +268,9 @@ func (e *Engine) StartCaches(ctx context.Context) error {
 // returns the Target as the sync left it: its Object carries the
 // metadata and status of the sync's writes, Observed the dependents
 // found before the rounds; and the sync's error (IsNotSettled when the
-// hook did not settle). The Kind must be a Keyer.
+// hook did not settle). The Controller must be a Keyer.
 func (e *Engine) SyncOnce(ctx context.Context, obj *unstructured.Unstructured) (*Target, error) {
-	keyer, ok := e.kind.(Keyer)
+	keyer, ok := e.controller.(Keyer)
 	if !ok {
 		return nil, fmt.Errorf("%s %s cannot sync one object alone", e.kindName, e.name)
 	}
@@ -322,7 +322,7 @@ func (e *Engine) Cleanup(ctx context.Context) error {
 		e.opts.Record.Forget(e.historyID())
 	}
 	var errs []error
-	for _, res := range e.kind.Synced() {
+	for _, res := range e.controller.Resources() {
 		metrics.UncachedReads.WithLabelValues(e.name, "cleanup").Inc()
 		errs = append(errs, finalizer.RemoveFromAll(ctx, e.opts.Client, res.GroupVersionResource(), e.cfg.Finalizer))
 	}

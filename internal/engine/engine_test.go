@@ -27,7 +27,7 @@ import (
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
-// The fakes below stand for the cache (fakeKind), the hook (fakeHooks),
+// The fakes below stand for the cache (fakeController), the hook (fakeHooks),
 // the API server (fakeObjects, fakeDependents) and the work queue
 // (fakeQueue), so that each rule of the Engine is checked alone, in
 // microseconds.
@@ -36,9 +36,9 @@ const testFinalizer = "metacontroller.io/testcontroller-test"
 
 var childResource = &children.Resource{Resource: &discovery.Resource{APIVersion: "v1", Name: "configmaps", Kind: "ConfigMap", Namespaced: true}}
 
-// fakeKind serves one object, "ns/p", whose observed children are set by
+// fakeController serves one object, "ns/p", whose observed children are set by
 // the test.
-type fakeKind struct {
+type fakeController struct {
 	obj      *unstructured.Unstructured // nil: gone
 	selected bool
 	ignore   bool
@@ -46,36 +46,38 @@ type fakeKind struct {
 	// desiredErr fails every answer's check.
 	desiredErr error
 	// synced is the resource of things, made once: keys hold it.
-	synced *Synced
+	synced *Watched
 }
 
-func (k *fakeKind) Watch(*Watches) error { return nil }
-func (k *fakeKind) Keys() []Key          { return []Key{{Resource: k.Synced()[0], Namespace: "ns", Name: "p"}} }
-func (k *fakeKind) Dependents() *children.Declared {
+func (k *fakeController) Watch(*Watches) error { return nil }
+func (k *fakeController) Keys() []Key {
+	return []Key{{Resource: k.Resources()[0], Namespace: "ns", Name: "p"}}
+}
+func (k *fakeController) Dependents() *children.Declared {
 	return children.NewDeclared([]*children.Resource{childResource})
 }
 
-// Synced is the resource of things, cached by the kind itself.
-func (k *fakeKind) Synced() []*Synced {
+// Resources is the resource of things, cached by the kind itself.
+func (k *fakeController) Resources() []*Watched {
 	if k.synced == nil {
-		k.synced = &Synced{
+		k.synced = &Watched{
 			Resource: &discovery.Resource{APIVersion: "example.com/v1", Name: "things", Kind: "Thing", Namespaced: true, HasStatus: true},
 			Selects:  func(metav1.Object) bool { return k.selected }, Noun: "thing", cache: k,
 		}
 	}
 	k.synced.IgnoreStatusChanges = k.ignore
-	return []*Synced{k.synced}
+	return []*Watched{k.synced}
 }
 
 // Get serves "ns/p", a copy of obj.
-func (k *fakeKind) Get(namespace, name string) (*unstructured.Unstructured, bool) {
+func (k *fakeController) Get(namespace, name string) (*unstructured.Unstructured, bool) {
 	if k.obj == nil || namespace != "ns" || name != "p" {
 		return nil, false
 	}
 	return k.obj.DeepCopy(), true
 }
 
-func (k *fakeKind) Observe(_ context.Context, t *Target) (Sync, map[*children.Resource]children.Set, error) {
+func (k *fakeController) Observe(_ context.Context, t *Target) (Sync, map[*children.Resource]children.Set, error) {
 	return &fakeSync{k: k, obj: t.Object}, map[*children.Resource]children.Set{childResource: k.observed}, nil
 }
 
@@ -96,7 +98,7 @@ type fakeResponse struct {
 func (*fakeResponse) DecodeHookResponse([]byte, v1alpha1.ResponseUnMarshallMode) error { return nil }
 
 type fakeSync struct {
-	k   *fakeKind
+	k   *fakeController
 	obj *unstructured.Unstructured
 }
 
@@ -279,7 +281,7 @@ func (q *fakeQueue) AddAfterFor(_ Key, d time.Duration, _ trigger.Trigger) {
 // fixture is an Engine on fakes.
 type fixture struct {
 	e          *Engine
-	kind       *fakeKind
+	kind       *fakeController
 	hooks      *fakeHooks
 	objects    *fakeObjects
 	dependents *fakeDependents
@@ -292,7 +294,7 @@ type fixture struct {
 func newFixture(t *testing.T, obj *unstructured.Unstructured, finalize bool, answer func(name string, request *fakeRequest) (*fakeResponse, error)) *fixture {
 	t.Helper()
 	f := &fixture{
-		kind:       &fakeKind{obj: obj, selected: true, observed: children.Set{}},
+		kind:       &fakeController{obj: obj, selected: true, observed: children.Set{}},
 		hooks:      &fakeHooks{answer: answer},
 		objects:    &fakeObjects{obj: obj},
 		dependents: &fakeDependents{},

@@ -28,7 +28,7 @@ import (
 // schema would drop or refuse the hook's fields. The sync reads and
 // writes it as the object's status (see statusView), and the hook is
 // given it back as .status, unless the hook is given the real status
-// (Synced.RealStatus: a decorator's). Objects of a
+// (Watched.RealStatus: a decorator's). Objects of a
 // CustomResourceDefinition keep the hook's status in .status.
 const StatusAnnotation = "metactl.io/status"
 
@@ -53,7 +53,7 @@ func (e *StatusTooLargeError) Error() string {
 // StatusInAnnotation reports whether the objects of res keep their hook's
 // status in StatusAnnotation: those of a built-in resource, one whose
 // kind client-go's scheme knows (a CRD's kinds are not in it).
-func StatusInAnnotation(res *Synced) bool {
+func StatusInAnnotation(res *Watched) bool {
 	return res != nil && res.Resource != nil && scheme.Scheme.Recognizes(res.GroupVersionKind())
 }
 

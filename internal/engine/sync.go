@@ -26,7 +26,7 @@ import (
 // hook wants. It is the whole reconcile, in order:
 //
 //  1. the object, from the cache; the finalizer decision
-//  2. Kind.Observe: its children and claims, or attachments
+//  2. Controller.Observe: its children and claims, or attachments
 //  3. related objects (customize hook)
 //  4. rounds: the hook, its answer checked whole, the dependents written;
 //     again until a fixed point (see MaxRounds); then the Events the
@@ -105,7 +105,7 @@ func (e *Engine) syncTarget(ctx context.Context, s *loop.Sync[Key], t *Target) (
 	t.Manage = !finalizer.HeldByGarbageCollector(t.Object)
 
 	// 2. What the object observes.
-	ks, observed, err := e.kind.Observe(ctx, t)
+	ks, observed, err := e.controller.Observe(ctx, t)
 	if err != nil {
 		return 0, e.syncFailed(ctx, t, err)
 	}
@@ -289,7 +289,7 @@ func (r *Round) Call(ctx context.Context, request any, response hooks.Response) 
 // and reports whether it wrote. The rounds' next call sees them as
 // written.
 func (r *Round) Write(ctx context.Context, desired map[*children.Resource]children.Set) (bool, error) {
-	result, err := r.e.dependents.Manage(ctx, r.t.Object, r.e.kind.Dependents().Resources, r.observed, desired)
+	result, err := r.e.dependents.Manage(ctx, r.t.Object, r.e.controller.Dependents().Resources, r.observed, desired)
 	if err != nil {
 		return false, WriteFailed(err)
 	}
@@ -301,7 +301,7 @@ func (r *Round) Write(ctx context.Context, desired map[*children.Resource]childr
 // answer checked whole, then the dependents written, their echoes
 // expected.
 func (r *Round) step(ctx context.Context, seen *unstructured.Unstructured) (hooks.Response, bool, error) {
-	dependents := hooks.ObjectMapOf(*r.hook.Version, r.t.Resource.Namespaced, r.e.kind.Dependents().Resources, r.observed)
+	dependents := hooks.ObjectMapOf(*r.hook.Version, r.t.Resource.Namespaced, r.e.controller.Dependents().Resources, r.observed)
 	request, response := r.sync.Request(r.t.forHook(seen), dependents, r.related, r.t.Finalizing)
 	if err := r.Call(ctx, request, response); err != nil {
 		return nil, false, err
@@ -315,7 +315,7 @@ func (r *Round) step(ctx context.Context, seen *unstructured.Unstructured) (hook
 		// object in the foreground or orphans them.
 		return response, false, nil
 	}
-	result, err := r.e.dependents.Manage(ctx, r.t.Object, r.e.kind.Dependents().Resources, r.observed, desired)
+	result, err := r.e.dependents.Manage(ctx, r.t.Object, r.e.controller.Dependents().Resources, r.observed, desired)
 	if err != nil {
 		return response, false, WriteFailed(err)
 	}

@@ -175,7 +175,7 @@ type syncedConditions struct {
 	written map[Key]time.Time
 	// warned: a status whose conditions are not a list was logged.
 	warned atomic.Bool
-	// dropped holds the resources (*Synced) whose objects keep no
+	// dropped holds the resources (*Watched) whose objects keep no
 	// status: the server dropped the condition (a custom resource whose
 	// schema prunes it; a built-in object keeps it in StatusAnnotation).
 	dropped sync.Map

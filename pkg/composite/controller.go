@@ -37,7 +37,7 @@ type Controller struct {
 
 	parent *discovery.Resource
 	// parents is the parent resource as the engine syncs it.
-	parents  *engine.Synced
+	parents  *engine.Watched
 	children *children.Declared
 	// selectors are the parents' child selectors, for orphans' events.
 	selectors selectorCache
@@ -64,7 +64,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 	if c.parent, err = opts.Resources.Get(ctx, pr.APIVersion, pr.Resource); err != nil {
 		return nil, fmt.Errorf("spec.parentResource: %w", err)
 	}
-	c.parents = &engine.Synced{Resource: c.parent, IgnoreStatusChanges: c.ignoreStatusChanges(), Noun: "parent"}
+	c.parents = &engine.Watched{Resource: c.parent, IgnoreStatusChanges: c.ignoreStatusChanges(), Noun: "parent"}
 	if pr.LabelSelector != nil {
 		selector, err := metav1.LabelSelectorAsSelector(pr.LabelSelector)
 		if err != nil {
@@ -157,8 +157,8 @@ func (c *Controller) Keys() []engine.Key {
 	return keys
 }
 
-// Synced returns the parent resource (engine.Kind).
-func (c *Controller) Synced() []*engine.Synced { return []*engine.Synced{c.parents} }
+// Resources returns the parent resource (engine.Kind).
+func (c *Controller) Resources() []*engine.Watched { return []*engine.Watched{c.parents} }
 
 // KeyOf returns the parent resource and obj's queue key when obj is a
 // parent (engine.Keyer).

@@ -9,7 +9,7 @@
 // a CompositeController's own:
 //
 //	controller.go  New: the spec checked and resolved, the parent resource
-//	               (engine.Synced) with its label selector; Watch:
+//	               (engine.Watched) with its label selector; Watch:
 //	               informers of parents, children and ControllerRevisions;
 //	               a queue key (engine.Key, parentKey) is the parent
 //	               resource and the parent's namespace and name

@@ -11,7 +11,7 @@ import (
 
 // ownerKeys returns the key of the parent a child's controller reference
 // names, if the reference is to this controller's parent kind (in any
-// version of its group); see controller.Owners.
+// version of its group); see engine.Owners.
 func (c *Controller) ownerKeys(child metav1.Object, ref *metav1.OwnerReference) []engine.Key {
 	gvk := c.parent.GroupVersionKind()
 	refGV, err := schema.ParseGroupVersion(ref.APIVersion)

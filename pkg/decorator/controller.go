@@ -48,7 +48,7 @@ type Controller struct {
 // Its IgnoreStatusChanges is true when every rule of the resource ignores
 // status-only changes, this controller's own status writes included.
 type watchedResource struct {
-	*engine.Synced
+	*engine.Watched
 	rules []selector
 }
 
@@ -92,7 +92,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		key := res.APIVersion + "/" + res.Name
 		w := byResource[key]
 		if w == nil {
-			w = &watchedResource{Synced: &engine.Synced{Resource: res, IgnoreStatusChanges: true, Noun: "object", RealStatus: true,
+			w = &watchedResource{Watched: &engine.Watched{Resource: res, IgnoreStatusChanges: true, Noun: "object", RealStatus: true,
 				KeyPrefix: strconv.Itoa(len(c.watched)) + "|"}}
 			w.Selects = w.selects
 			byResource[key] = w
@@ -182,7 +182,7 @@ func (c *Controller) Watch(w *engine.Watches) error {
 		concerns := func(obj metav1.Object) bool {
 			return res.selects(obj) || finalizer.Has(obj, finalizerPrefix+c.name)
 		}
-		key := func(obj metav1.Object) engine.Key { return engine.KeyOf(res.Synced, obj) }
+		key := func(obj metav1.Object) engine.Key { return engine.KeyOf(res.Watched, obj) }
 		if res.Informer, err = w.Watch(res.GroupVersionResource(), c.ObjectHandler(key, concerns, res.IgnoreStatusChanges, nil)); err != nil {
 			return err
 		}
@@ -203,17 +203,17 @@ func (c *Controller) Keys() []engine.Key {
 	var keys []engine.Key
 	for _, w := range c.watched {
 		for _, obj := range w.Informer.ListMeta("", nil) {
-			keys = append(keys, engine.KeyOf(w.Synced, obj))
+			keys = append(keys, engine.KeyOf(w.Watched, obj))
 		}
 	}
 	return keys
 }
 
-// Synced returns the watched resources (engine.Kind).
-func (c *Controller) Synced() []*engine.Synced {
-	out := make([]*engine.Synced, len(c.watched))
+// Resources returns the watched resources (engine.Kind).
+func (c *Controller) Resources() []*engine.Watched {
+	out := make([]*engine.Watched, len(c.watched))
 	for i, w := range c.watched {
-		out[i] = w.Synced
+		out[i] = w.Watched
 	}
 	return out
 }
@@ -223,7 +223,7 @@ func (c *Controller) Synced() []*engine.Synced {
 func (c *Controller) KeyOf(obj *unstructured.Unstructured) (engine.Key, bool) {
 	for _, w := range c.watched {
 		if obj.GetAPIVersion() == w.APIVersion && obj.GetKind() == w.Kind {
-			return engine.KeyOf(w.Synced, obj), true
+			return engine.KeyOf(w.Watched, obj), true
 		}
 	}
 	return engine.Key{}, false

@@ -7,7 +7,7 @@
 // engine.Kind and supplies what is a DecoratorController's own:
 //
 //	controller.go  New: the spec checked and resolved, the watched
-//	               resources (engine.Synced) and their selectors;
+//	               resources (engine.Watched) and their selectors;
 //	               Watch: informers of the watched resources (objects
 //	               selected or carrying the finalizer concern it) and of
 //	               the attachments; a queue key (engine.Key) names the

@@ -16,7 +16,7 @@ func (c *Controller) isAttachment(obj metav1.Object) bool {
 
 // ownerKeys returns the keys of the decorated objects an attachment's
 // controller reference names, when the attachment is this controller's;
-// see controller.Owners.
+// see engine.Owners.
 func (c *Controller) ownerKeys(attachment metav1.Object, ref *metav1.OwnerReference) []engine.Key {
 	if !c.isAttachment(attachment) {
 		return nil // another decorator's, or a child of another kind of owner
@@ -35,7 +35,7 @@ func (c *Controller) ownerKeys(attachment metav1.Object, ref *metav1.OwnerRefere
 		if w.Namespaced {
 			namespace = attachment.GetNamespace()
 		}
-		keys = append(keys, engine.Key{Resource: w.Synced, Namespace: namespace, Name: ref.Name})
+		keys = append(keys, engine.Key{Resource: w.Watched, Namespace: namespace, Name: ref.Name})
 	}
 	return keys
 }
