@@ -135,11 +135,6 @@ type Options struct {
 	RefuseApplyConflicts bool
 }
 
-// InvalidSpecError reports a controller object whose spec is invalid.
-type InvalidSpecError struct{ Errs field.ErrorList }
-
-func (e *InvalidSpecError) Error() string { return e.Errs.ToAggregate().Error() }
-
 // DecodeSpec decodes a controller object into spec (a
 // *v1alpha1.CompositeController, say), checks it with validate and checks
 // its annotation that chooses how answers without their list are read

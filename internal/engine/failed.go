@@ -5,42 +5,11 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/metactl/metactl/internal/loop"
 )
-
-// ReasonSyncError is the reason of the Warning Event of a failed sync.
-const ReasonSyncError = "SyncError"
-
-// OnlyConflicts reports whether err is a conflict (the retry resolves it)
-// and nothing else: unlike apierrors.IsConflict, an error that joins a
-// conflict with another failure (errors.Join) is not, so that the other
-// failure is reported.
-func OnlyConflicts(err error) bool {
-	if err == nil {
-		return false
-	}
-	if st, ok := err.(apierrors.APIStatus); ok {
-		return st.Status().Reason == metav1.StatusReasonConflict
-	}
-	switch u := err.(type) {
-	case interface{ Unwrap() []error }:
-		errs := u.Unwrap()
-		for _, e := range errs {
-			if !OnlyConflicts(e) {
-				return false
-			}
-		}
-		return len(errs) > 0
-	case interface{ Unwrap() error }:
-		return OnlyConflicts(u.Unwrap())
-	}
-	return false
-}
 
 // SyncFailed records a failed sync of obj as a SyncError Warning Event
 // naming the controller (kind and name) once and saying when the object

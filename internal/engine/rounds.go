@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -10,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/metrics"
 )
 
@@ -27,12 +24,6 @@ import (
 // written, and the object is synced again through the work queue's rate
 // limiter, never in a hot loop (see Unsettled).
 const MaxRounds = 5
-
-// ErrNotSettled is returned by a sync whose hook was still asking for
-// writes after MaxRounds calls. It wraps loop.ErrWaiting: the object is
-// synced again with backoff, and the failure is reported once by Unsettled,
-// not as a SyncError on every retry.
-var ErrNotSettled = fmt.Errorf("the hook did not reach a fixed point in %d calls: %w", MaxRounds, loop.ErrWaiting)
 
 // Unsettled reports the objects whose hook did not settle: once per object
 // as a Warning Event (reason HookNotSettled) and each time in the
@@ -84,7 +75,7 @@ func (u *Unsettled) Report(obj runtime.Object, key Key) {
 	}
 	u.mu.Unlock()
 	if first {
-		u.Recorder.Eventf(obj, corev1.EventTypeWarning, "HookNotSettled",
+		u.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonHookNotSettled,
 			"%s %s: the sync hook still asked for changes after %d calls in one sync (a status that changes on every call, such as a timestamp or a counter, never settles); the last answer was written and the object is synced again with backoff",
 			u.Kind, u.Controller, MaxRounds)
 	}
@@ -98,6 +89,3 @@ func (u *Unsettled) Settled(key Key) {
 	delete(u.reported, key)
 	u.mu.Unlock()
 }
-
-// IsNotSettled reports whether err is ErrNotSettled.
-func IsNotSettled(err error) bool { return errors.Is(err, ErrNotSettled) }

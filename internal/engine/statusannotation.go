@@ -38,18 +38,6 @@ const StatusAnnotation = "metactl.io/status"
 // API server allows 256 KiB for all of an object's annotations together.
 const MaxStatusAnnotationBytes = 64 << 10
 
-// StatusTooLargeError reports a status the hook answered for an object
-// whose status is kept in StatusAnnotation that exceeds
-// MaxStatusAnnotationBytes as JSON. The annotation keeps the status it had.
-type StatusTooLargeError struct {
-	Size, Max int
-}
-
-func (e *StatusTooLargeError) Error() string {
-	return fmt.Sprintf("the status the hook answered is %d bytes as JSON, more than the %d bytes the %s annotation holds; the object keeps its previous status",
-		e.Size, e.Max, StatusAnnotation)
-}
-
 // StatusInAnnotation reports whether the objects of res keep their hook's
 // status in StatusAnnotation: those of a built-in resource, one whose
 // kind client-go's scheme knows (a CRD's kinds are not in it).
@@ -123,11 +111,6 @@ func (e *Engine) writeStatusAnnotation(ctx context.Context, t *Target, want map[
 	klog.FromContext(ctx).V(4).Info("Updated status", "annotation", StatusAnnotation)
 	return nil
 }
-
-// ReasonStatusPruned is the reason of the Warning Event on an object whose
-// custom resource's status schema dropped fields of the status its hook
-// answered (warnPruned).
-const ReasonStatusPruned = "StatusPruned"
 
 // maxPrunedShown bounds the fields a StatusPruned Event names.
 const maxPrunedShown = 10

@@ -35,27 +35,6 @@ const SyncedConditionType = "metactl.io/Synced"
 // the hook: without either, metactl writes none of its own.
 const SyncedConditionAnnotation = "metactl.io/synced-condition"
 
-// The reasons of the SyncedConditionType condition (see SyncReason).
-const (
-	// ReasonSynced: the last sync succeeded (status True).
-	ReasonSynced = "Synced"
-	// ReasonHookFailed: a hook call failed: the hook could not be reached
-	// or did not answer in time, answered other than 200, or with a body
-	// that is not a valid answer, or its credentials could not be used.
-	ReasonHookFailed = "HookFailed"
-	// ReasonInvalidAnswer: metactl's checks refused the hook's answer (an
-	// invalid child, an invalid event, an answer without its list of
-	// children, ...).
-	ReasonInvalidAnswer = "InvalidAnswer"
-	// ReasonWriteFailed: a write to the API server failed.
-	ReasonWriteFailed = "WriteFailed"
-	// ReasonWaiting: the sync waits (loop.ErrWaiting): the hook did not
-	// settle, or something it needs is not there yet.
-	ReasonWaiting = "Waiting"
-	// ReasonSyncFailed: any other failure (related objects, ...).
-	ReasonSyncFailed = "SyncFailed"
-)
-
 // SyncedRewriteInterval is the least time between two writes of one
 // object's SyncedConditionType condition that keep its status, reason and
 // observed generation (a new error text, attempt or next attempt); a
@@ -98,38 +77,6 @@ func SyncReason(err error) string {
 	default:
 		return ReasonSyncFailed
 	}
-}
-
-// InvalidAnswerError marks an answer of a hook that metactl's checks
-// refused: nothing of it was applied. Its message is its cause's.
-type InvalidAnswerError struct{ Err error }
-
-func (e *InvalidAnswerError) Error() string { return e.Err.Error() }
-func (e *InvalidAnswerError) Unwrap() error { return e.Err }
-
-// InvalidAnswer marks err, a refusal of a hook's answer, as an
-// *InvalidAnswerError; nil stays nil.
-func InvalidAnswer(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &InvalidAnswerError{Err: err}
-}
-
-// WriteError marks the failure of a write to the API server by a sync.
-// Its message is its cause's.
-type WriteError struct{ Err error }
-
-func (e *WriteError) Error() string { return e.Err.Error() }
-func (e *WriteError) Unwrap() error { return e.Err }
-
-// WriteFailed marks err, the failure of a write, as a *WriteError; nil
-// stays nil.
-func WriteFailed(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &WriteError{Err: err}
 }
 
 // ValidateSyncedConditionAnnotation checks the value of
