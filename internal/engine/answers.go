@@ -32,9 +32,9 @@ const (
 	AbsentListEmpty  = "empty"
 )
 
-// ValidateAbsentListAnnotation checks the value of annotation on a
+// validateAbsentListAnnotation checks the value of annotation on a
 // controller object: absent, AbsentListRefuse or AbsentListEmpty.
-func ValidateAbsentListAnnotation(annotations map[string]string, annotation string) field.ErrorList {
+func validateAbsentListAnnotation(annotations map[string]string, annotation string) field.ErrorList {
 	v, ok := annotations[annotation]
 	if !ok || v == AbsentListRefuse || v == AbsentListEmpty {
 		return nil
@@ -69,12 +69,12 @@ type Answers struct {
 	logged map[string]bool // sets of unknown keys logged at level 0
 }
 
-// ReportUnknown reports the unknown top-level keys of an answer of the
+// reportUnknown reports the unknown top-level keys of an answer of the
 // hook named hook to obj: a Warning Event (reason UnknownAnswerField; the
 // recorder aggregates repeats) and a log line, at level 0 the first time
 // this controller meets these keys, then at level 4. It does nothing
 // without unknown keys.
-func (a *Answers) ReportUnknown(ctx context.Context, obj runtime.Object, hook string, unknown []hooks.UnknownField) {
+func (a *Answers) reportUnknown(ctx context.Context, obj runtime.Object, hook string, unknown []hooks.UnknownField) {
 	if len(unknown) == 0 {
 		return
 	}
@@ -117,7 +117,7 @@ func (a *Answers) knownKeys() string {
 	return `"status", "children", "resyncAfterSeconds", "finalized", "events"`
 }
 
-// CheckList returns a *RefusedAnswerError when an answer of the hook named
+// CheckList returns a *refusedAnswerError when an answer of the hook named
 // hook has no list (absent) while the object has observed children
 // (attachments) and the controller does not read a missing list as an
 // empty one; else nil. unknown are the answer's unknown keys, for the
@@ -130,7 +130,7 @@ func (a *Answers) CheckList(ctx context.Context, hook string, absent bool, obser
 	if ok && value == AbsentListEmpty {
 		return nil
 	}
-	err := &RefusedAnswerError{Hook: hook, List: a.List, Resource: a.Resource, Annotation: a.Annotation, Observed: observed, Unknown: unknown}
+	err := &refusedAnswerError{Hook: hook, List: a.List, Resource: a.Resource, Annotation: a.Annotation, Observed: observed, Unknown: unknown}
 	if ok && value != AbsentListRefuse {
 		err.Invalid = &value
 	}

@@ -24,15 +24,15 @@
 //	   7. a later sync: the delay resyncAfterSeconds asks for, returned
 //	      to the work queue; with backoff when the hook did not settle
 //	      (Unsettled)
-//	   failure: SyncError Event (SyncFailed), log, metric and retry with
+//	   failure: SyncError Event (recordSyncError), log, metric and retry with
 //	   backoff (internal/loop), the object counted as failing (Failing)
 //	   either way, for a controller that opts in: the metactl.io/Synced
 //	   condition (synced.go), with the status or alone
 //
 // A failed first hook call or an invalid first answer writes nothing but
 // that condition; a later round that fails leaves what the rounds before it wrote. The Engine
-// talks to the hooks (HookClient), the API server (ObjectWriter,
-// DependentWriter) and the cache (Controller) through small interfaces, so
+// talks to the hooks (hookClient), the API server (objectWriter,
+// dependentWriter) and the cache (Controller) through small interfaces, so
 // that its rules are tested with fakes.
 //
 // Engine.StartCaches and Engine.SyncOnce run the same sync for one object
@@ -138,7 +138,7 @@ type Options struct {
 // DecodeSpec decodes a controller object into spec (a
 // *v1alpha1.CompositeController, say), checks it with validate and checks
 // its annotation that chooses how answers without their list are read
-// (see ValidateAbsentListAnnotation), SyncedConditionAnnotation,
+// (see validateAbsentListAnnotation), SyncedConditionAnnotation,
 // RecordAnnotation and ApplyStrategyAnnotation. Any problem is an
 // *InvalidSpecError. The spec is not defaulted.
 func DecodeSpec[T any](object *unstructured.Unstructured, spec *T, validate func(*T) field.ErrorList, annotation string) error {
@@ -146,10 +146,10 @@ func DecodeSpec[T any](object *unstructured.Unstructured, spec *T, validate func
 		return &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}}
 	}
 	errs := validate(spec)
-	errs = append(errs, ValidateAbsentListAnnotation(object.GetAnnotations(), annotation)...)
-	errs = append(errs, ValidateSyncedConditionAnnotation(object.GetAnnotations())...)
-	errs = append(errs, ValidateRecordAnnotation(object.GetAnnotations())...)
-	errs = append(errs, ValidateApplyStrategyAnnotation(object.GetAnnotations())...)
+	errs = append(errs, validateAbsentListAnnotation(object.GetAnnotations(), annotation)...)
+	errs = append(errs, validateSyncedConditionAnnotation(object.GetAnnotations())...)
+	errs = append(errs, validateRecordAnnotation(object.GetAnnotations())...)
+	errs = append(errs, validateApplyStrategyAnnotation(object.GetAnnotations())...)
 	if len(errs) > 0 {
 		return &InvalidSpecError{Errs: errs}
 	}

@@ -60,20 +60,20 @@ type Config struct {
 	Log []any
 }
 
-// HookClient makes the hook calls; *hooks.Client is one.
-type HookClient interface {
+// hookClient makes the hook calls; *hooks.Client is one.
+type hookClient interface {
 	Call(ctx context.Context, controller, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error
 }
 
-// ObjectWriter patches the synced objects (finalizers, labels and
+// objectWriter patches the synced objects (finalizers, labels and
 // annotations, status) and returns their metadata as written.
-type ObjectWriter interface {
+type objectWriter interface {
 	Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error)
 }
 
-// DependentWriter writes an object's children (attachments);
+// dependentWriter writes an object's children (attachments);
 // *children.Writer is one.
-type DependentWriter interface {
+type dependentWriter interface {
 	Manage(ctx context.Context, parent *unstructured.Unstructured, resources []*children.Resource, observed, desired map[*children.Resource]children.Set) (*children.Result, error)
 	// Differs reports whether writing desired over observed, a child,
 	// would change it, by the writer's own rule (children.Writer.Differs).
@@ -100,8 +100,8 @@ type Engine struct {
 
 	// The seams: hooks, writes and the queue.
 	hooks      *HookCaller
-	objects    ObjectWriter
-	dependents DependentWriter
+	objects    objectWriter
+	dependents dependentWriter
 	queue      queue
 
 	// echoes are this controller's own writes, whose watch events need no
@@ -165,7 +165,7 @@ func NewEngine(cfg Config, opts Options, kind Controller) *Engine {
 	return e
 }
 
-// restObjects adapts objectclient.Client's Patch to ObjectWriter.
+// restObjects adapts objectclient.Client's Patch to objectWriter.
 type restObjects struct{ client *objectclient.Client }
 
 func (r restObjects) Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error) {
@@ -242,9 +242,9 @@ func (e *Engine) Start(ctx context.Context) error {
 // Engine for SyncOnce (metactl plan); Stop releases what it started.
 func (e *Engine) StartCaches(ctx context.Context) error {
 	e.loop = loop.New(loop.Options[Key]{Name: e.name, Workers: e.opts.Workers, RateLimiter: e.opts.RateLimiter,
-		StopGracePeriod: e.opts.StopGracePeriod}, e.failing.Track(e.sync))
+		StopGracePeriod: e.opts.StopGracePeriod}, e.failing.track(e.sync))
 	e.queue = e.loop
-	e.watches = NewWatches(e.opts.Informers)
+	e.watches = newWatches(e.opts.Informers)
 	if err := e.controller.Watch(e.watches); err != nil {
 		return err
 	}

@@ -471,7 +471,7 @@ func TestIgnoreStatusChangesSettlesOnStatus(t *testing.T) {
 
 // TestUnsettledHookIsRetried: a hook whose status changes on every call
 // is called MaxRounds times; the last status is written and the sync
-// returns ErrNotSettled, with a HookNotSettled Event.
+// returns errNotSettled, with a HookNotSettled Event.
 func TestUnsettledHookIsRetried(t *testing.T) {
 	calls := 0
 	f := newFixture(t, thing(), false, func(string, *fakeRequest) (*fakeResponse, error) {
@@ -480,7 +480,7 @@ func TestUnsettledHookIsRetried(t *testing.T) {
 	})
 	err := f.sync(t)
 	if !IsNotSettled(err) {
-		t.Fatalf("err = %v, want ErrNotSettled", err)
+		t.Fatalf("err = %v, want errNotSettled", err)
 	}
 	if calls != MaxRounds {
 		t.Errorf("%d calls, want %d", calls, MaxRounds)
@@ -650,8 +650,8 @@ func TestEchoesOfOwnWritesNeedNoSync(t *testing.T) {
 	calls := 0
 	h.answer = func(name string, request *fakeRequest) (*fakeResponse, error) {
 		if calls++; calls == 2 {
-			f.e.EnqueueFor(f.key(), configMap("c"), trigger.Trigger{Cause: trigger.CauseDependent, Object: "echo"})                                                                      // the echo of the child written
-			f.e.EnqueueFor(f.key(), &metav1.ObjectMeta{UID: "uid-c", ResourceVersion: "2", Namespace: "ns", Name: "c"}, trigger.Trigger{Cause: trigger.CauseDependent, Object: "other"}) // not ours
+			f.e.enqueueFor(f.key(), configMap("c"), trigger.Trigger{Cause: trigger.CauseDependent, Object: "echo"})                                                                      // the echo of the child written
+			f.e.enqueueFor(f.key(), &metav1.ObjectMeta{UID: "uid-c", ResourceVersion: "2", Namespace: "ns", Name: "c"}, trigger.Trigger{Cause: trigger.CauseDependent, Object: "other"}) // not ours
 		}
 		return countChildren(name, request)
 	}
@@ -666,7 +666,7 @@ func TestEchoesOfOwnWritesNeedNoSync(t *testing.T) {
 	calls = 0
 	h.answer = func(name string, request *fakeRequest) (*fakeResponse, error) {
 		if calls++; calls == 2 {
-			f.e.EnqueueFor(f.key(), configMap("c"), trigger.Trigger{Cause: trigger.CauseDependent})
+			f.e.enqueueFor(f.key(), configMap("c"), trigger.Trigger{Cause: trigger.CauseDependent})
 		}
 		return countChildren(name, request)
 	}

@@ -14,45 +14,45 @@ import (
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
-// The engine's error types, and what tells them apart (SyncReason reads a
+// The engine's error types, and what tells them apart (syncReason reads a
 // sync's error into a reason of reasons.go).
 
-// InvalidAnswerError marks an answer of a hook that metactl's checks
+// invalidAnswerError marks an answer of a hook that metactl's checks
 // refused: nothing of it was applied. Its message is its cause's.
-type InvalidAnswerError struct{ Err error }
+type invalidAnswerError struct{ Err error }
 
-func (e *InvalidAnswerError) Error() string { return e.Err.Error() }
-func (e *InvalidAnswerError) Unwrap() error { return e.Err }
+func (e *invalidAnswerError) Error() string { return e.Err.Error() }
+func (e *invalidAnswerError) Unwrap() error { return e.Err }
 
 // InvalidAnswer marks err, a refusal of a hook's answer, as an
-// *InvalidAnswerError; nil stays nil.
+// *invalidAnswerError; nil stays nil.
 func InvalidAnswer(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &InvalidAnswerError{Err: err}
+	return &invalidAnswerError{Err: err}
 }
 
-// WriteError marks the failure of a write to the API server by a sync.
+// writeError marks the failure of a write to the API server by a sync.
 // Its message is its cause's.
-type WriteError struct{ Err error }
+type writeError struct{ Err error }
 
-func (e *WriteError) Error() string { return e.Err.Error() }
-func (e *WriteError) Unwrap() error { return e.Err }
+func (e *writeError) Error() string { return e.Err.Error() }
+func (e *writeError) Unwrap() error { return e.Err }
 
-// WriteFailed marks err, the failure of a write, as a *WriteError; nil
+// WriteFailed marks err, the failure of a write, as a *writeError; nil
 // stays nil.
 func WriteFailed(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &WriteError{Err: err}
+	return &writeError{Err: err}
 }
 
-// RefusedAnswerError is returned for an answer without its list of
+// refusedAnswerError is returned for an answer without its list of
 // children (attachments) while the object has some, unless the controller
 // reads a missing list as an empty one.
-type RefusedAnswerError struct {
+type refusedAnswerError struct {
 	// Hook is the hook's name; List, Resource and Annotation as in
 	// Answers.
 	Hook, List, Resource, Annotation string
@@ -65,7 +65,7 @@ type RefusedAnswerError struct {
 	Invalid *string
 }
 
-func (e *RefusedAnswerError) Error() string {
+func (e *refusedAnswerError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s hook answer refused: it has no %q list", e.Hook, e.List)
 	if len(e.Unknown) > 0 {
@@ -85,9 +85,9 @@ func (e *RefusedAnswerError) Error() string {
 	return b.String()
 }
 
-// IsRefusedAnswer reports whether err is, or wraps, a *RefusedAnswerError.
-func IsRefusedAnswer(err error) bool {
-	var r *RefusedAnswerError
+// isRefusedAnswer reports whether err is, or wraps, a *refusedAnswerError.
+func isRefusedAnswer(err error) bool {
+	var r *refusedAnswerError
 	return errors.As(err, &r)
 }
 
@@ -96,32 +96,32 @@ type InvalidSpecError struct{ Errs field.ErrorList }
 
 func (e *InvalidSpecError) Error() string { return e.Errs.ToAggregate().Error() }
 
-// StatusTooLargeError reports a status the hook answered for an object
+// statusTooLargeError reports a status the hook answered for an object
 // whose status is kept in StatusAnnotation that exceeds
 // MaxStatusAnnotationBytes as JSON. The annotation keeps the status it had.
-type StatusTooLargeError struct {
+type statusTooLargeError struct {
 	Size, Max int
 }
 
-func (e *StatusTooLargeError) Error() string {
+func (e *statusTooLargeError) Error() string {
 	return fmt.Sprintf("the status the hook answered is %d bytes as JSON, more than the %d bytes the %s annotation holds; the object keeps its previous status",
 		e.Size, e.Max, StatusAnnotation)
 }
 
-// ErrNotSettled is returned by a sync whose hook was still asking for
+// errNotSettled is returned by a sync whose hook was still asking for
 // writes after MaxRounds calls. It wraps loop.ErrWaiting: the object is
 // synced again with backoff, and the failure is reported once by Unsettled,
 // not as a SyncError on every retry.
-var ErrNotSettled = fmt.Errorf("the hook did not reach a fixed point in %d calls: %w", MaxRounds, loop.ErrWaiting)
+var errNotSettled = fmt.Errorf("the hook did not reach a fixed point in %d calls: %w", MaxRounds, loop.ErrWaiting)
 
-// IsNotSettled reports whether err is ErrNotSettled.
-func IsNotSettled(err error) bool { return errors.Is(err, ErrNotSettled) }
+// IsNotSettled reports whether err is errNotSettled.
+func IsNotSettled(err error) bool { return errors.Is(err, errNotSettled) }
 
-// OnlyConflicts reports whether err is a conflict (the retry resolves it)
+// onlyConflicts reports whether err is a conflict (the retry resolves it)
 // and nothing else: unlike apierrors.IsConflict, an error that joins a
 // conflict with another failure (errors.Join) is not, so that the other
 // failure is reported.
-func OnlyConflicts(err error) bool {
+func onlyConflicts(err error) bool {
 	if err == nil {
 		return false
 	}
@@ -132,13 +132,13 @@ func OnlyConflicts(err error) bool {
 	case interface{ Unwrap() []error }:
 		errs := u.Unwrap()
 		for _, e := range errs {
-			if !OnlyConflicts(e) {
+			if !onlyConflicts(e) {
 				return false
 			}
 		}
 		return len(errs) > 0
 	case interface{ Unwrap() error }:
-		return OnlyConflicts(u.Unwrap())
+		return onlyConflicts(u.Unwrap())
 	}
 	return false
 }

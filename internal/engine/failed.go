@@ -11,15 +11,15 @@ import (
 	"github.com/metactl/metactl/internal/loop"
 )
 
-// SyncFailed records a failed sync of obj as a SyncError Warning Event
+// recordSyncError records a failed sync of obj as a SyncError Warning Event
 // naming the controller (kind and name) once and saying when the object
 // is retried (s.RetryDelay; s nil: not said), and returns err, for the
 // work queue to retry. Conflicts are not reported: they resolve
 // on the retry (but a conflict joined with another failure is:
-// OnlyConflicts). Nor is a sync cancelled because its controller stops or
+// onlyConflicts). Nor is a sync cancelled because its controller stops or
 // restarts (ctx is done): it is not the object's failure.
-func SyncFailed(ctx context.Context, s *loop.Sync[Key], recorder record.EventRecorder, obj runtime.Object, kind, name string, err error) error {
-	if OnlyConflicts(err) || ctx.Err() != nil {
+func recordSyncError(ctx context.Context, s *loop.Sync[Key], recorder record.EventRecorder, obj runtime.Object, kind, name string, err error) error {
+	if onlyConflicts(err) || ctx.Err() != nil {
 		return err
 	}
 	retry := ""

@@ -13,16 +13,16 @@ import (
 	"github.com/metactl/metactl/internal/textcut"
 )
 
-// FailingNamed is how many failing objects a FailingSummary's message
+// failingNamed is how many failing objects a FailingSummary's message
 // names; the count covers them all.
-const FailingNamed = 3
+const failingNamed = 3
 
 // maxErrorLength bounds the error quoted in a FailingSummary's message, in
 // bytes ("..." included when it is cut).
 const maxErrorLength = 500
 
 // Failing is the set of one controller's objects whose last sync failed,
-// each with its error. Track maintains it from the sync results: an object
+// each with its error. track maintains it from the sync results: an object
 // enters on a failed sync and leaves on a successful one, which includes
 // the sync that finds it gone. A conflict changes nothing (the retry
 // resolves it), nor does a sync that waits (loop.ErrWaiting: a hook that
@@ -46,8 +46,8 @@ func (f *Failing) OnChange(fn func()) {
 	f.mu.Unlock()
 }
 
-// Track returns sync recording its results in f.
-func (f *Failing) Track(sync loop.SyncFunc[Key]) loop.SyncFunc[Key] {
+// track returns sync recording its results in f.
+func (f *Failing) track(sync loop.SyncFunc[Key]) loop.SyncFunc[Key] {
 	return func(ctx context.Context, s *loop.Sync[Key]) (time.Duration, error) {
 		key := s.Key
 		after, err := sync(ctx, s)
@@ -57,7 +57,7 @@ func (f *Failing) Track(sync loop.SyncFunc[Key]) loop.SyncFunc[Key] {
 			// not retry it either), and nothing changes.
 		case err == nil, errors.Is(err, loop.ErrWaiting):
 			f.Succeeded(key)
-		case !OnlyConflicts(err):
+		case !onlyConflicts(err):
 			f.Failed(key, err)
 		}
 		return after, err
@@ -98,7 +98,7 @@ func (f *Failing) Succeeded(key Key) {
 type FailingSummary struct {
 	// Count is the number of objects whose last sync failed.
 	Count int
-	// Message names up to FailingNamed of them, in key order, and quotes
+	// Message names up to failingNamed of them, in key order, and quotes
 	// the first one's error; empty when Count is 0.
 	Message string
 }
@@ -134,13 +134,13 @@ func (f *Failing) Summary() FailingSummary {
 	}
 	fmt.Fprintf(&b, "%s: %s", describe(keys[0]), firstErr)
 	if len(keys) > 1 {
-		named := keys[1:min(len(keys), FailingNamed)]
+		named := keys[1:min(len(keys), failingNamed)]
 		others := make([]string, len(named))
 		for i, key := range named {
 			others[i] = describe(key)
 		}
 		b.WriteString("; also " + strings.Join(others, ", "))
-		if more := len(keys) - FailingNamed; more > 0 {
+		if more := len(keys) - failingNamed; more > 0 {
 			fmt.Fprintf(&b, " and %d more", more)
 		}
 	}

@@ -22,7 +22,7 @@ func TestFailingTracksSyncResults(t *testing.T) {
 	changes := 0
 	f.OnChange(func() { changes++ })
 	results := map[Key]error{}
-	sync := f.Track(func(_ context.Context, s *loop.Sync[Key]) (time.Duration, error) {
+	sync := f.track(func(_ context.Context, s *loop.Sync[Key]) (time.Duration, error) {
 		return time.Second, results[s.Key]
 	})
 	run := func(key string, err error) {
@@ -61,7 +61,7 @@ func TestFailingIgnoresCancelledSyncs(t *testing.T) {
 	var f Failing
 	changes := 0
 	f.OnChange(func() { changes++ })
-	sync := f.Track(func(ctx context.Context, _ *loop.Sync[Key]) (time.Duration, error) {
+	sync := f.track(func(ctx context.Context, _ *loop.Sync[Key]) (time.Duration, error) {
 		return 0, fmt.Errorf("sync hook: %w", ctx.Err())
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -75,7 +75,7 @@ func TestFailingIgnoresCancelledSyncs(t *testing.T) {
 }
 
 // TestFailingSummaryNamesAFewInKeyOrder: the message names the first
-// FailingNamed objects by key, quotes the first one's error, and counts
+// failingNamed objects by key, quotes the first one's error, and counts
 // the rest.
 func TestFailingSummaryNamesAFewInKeyOrder(t *testing.T) {
 	f := Failing{Describe: func(key Key) string { return "things " + key.String() }}

@@ -11,11 +11,11 @@ import (
 // Enqueue queues key for a sync, for t.
 func (e *Engine) Enqueue(key Key, t trigger.Trigger) { e.queue.AddFor(key, t) }
 
-// EnqueueFor queues key, for t, for an event about obj (nil: an event that
+// enqueueFor queues key, for t, for an event about obj (nil: an event that
 // always counts), unless it is the echo of this controller's own write;
 // see echo.Echoes. An event held while key is synced keeps t: if it is no
 // echo, the sync after carries it.
-func (e *Engine) EnqueueFor(key Key, obj metav1.Object, t trigger.Trigger) {
+func (e *Engine) enqueueFor(key Key, obj metav1.Object, t trigger.Trigger) {
 	if e.echoes.ShouldEnqueue(key, obj, t) {
 		e.queue.AddFor(key, t)
 	}
@@ -49,7 +49,7 @@ func (e *Engine) ObjectHandler(key func(metav1.Object) Key, concerns func(metav1
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if u, ok := obj.(*informer.Object); ok && concerns(u) {
-				e.EnqueueFor(key(u), u, objectTrigger(u, initial, false))
+				e.enqueueFor(key(u), u, objectTrigger(u, initial, false))
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -62,7 +62,7 @@ func (e *Engine) ObjectHandler(key func(metav1.Object) Key, concerns func(metav1
 			if ignoreStatus && !resync && informer.OnlyStatusChanged(oldU, newU) {
 				return
 			}
-			e.EnqueueFor(key(newU), newU, objectTrigger(newU, false, resync))
+			e.enqueueFor(key(newU), newU, objectTrigger(newU, false, resync))
 		},
 		DeleteFunc: func(obj any) {
 			if u := informer.ObjectOf(obj); u != nil {
@@ -72,7 +72,7 @@ func (e *Engine) ObjectHandler(key func(metav1.Object) Key, concerns func(metav1
 				}
 				// The sync of a gone object forgets what is known of it
 				// (and costs a cache miss).
-				e.EnqueueFor(key(u), nil, objectTrigger(u, false, false))
+				e.enqueueFor(key(u), nil, objectTrigger(u, false, false))
 			}
 		},
 	}
@@ -120,7 +120,7 @@ func (l *lazyTrigger) get() trigger.Trigger {
 	return l.t
 }
 
-// enqueueLazily is EnqueueFor with the trigger built only when needed.
+// enqueueLazily is enqueueFor with the trigger built only when needed.
 func (e *Engine) enqueueLazily(key Key, obj metav1.Object, t *lazyTrigger) {
 	if e.echoes.ShouldEnqueueFunc(key, obj, t.get) {
 		e.queue.AddFor(key, t.get())

@@ -14,7 +14,7 @@ import (
 // failed for their credentials. Safe for concurrent use.
 type HookCaller struct {
 	// Hooks makes the calls.
-	Hooks HookClient
+	Hooks hookClient
 	// Controller names the controller in metrics and logs.
 	Controller string
 	// OnHealthChange, when set, is called when the hooks start or stop

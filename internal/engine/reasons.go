@@ -4,7 +4,7 @@ package engine
 // and on the controller object (ReasonDuplicateResource). The Events a
 // hook asks for keep the hook's reasons.
 const (
-	// ReasonSyncError: a sync failed (SyncFailed, a Warning Event naming
+	// ReasonSyncError: a sync failed (recordSyncError, a Warning Event naming
 	// the controller and saying when the object is retried); not for a
 	// conflict, which the retry resolves, nor for a cancelled sync.
 	ReasonSyncError = "SyncError"
@@ -25,7 +25,7 @@ const (
 	ReasonDuplicateResource = "DuplicateResource"
 )
 
-// The reasons of the SyncedConditionType condition (see SyncReason).
+// The reasons of the SyncedConditionType condition (see syncReason).
 const (
 	// ReasonSynced: the last sync succeeded (status True).
 	ReasonSynced = "Synced"

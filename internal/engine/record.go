@@ -55,7 +55,7 @@ func (e *Engine) endRecord(ctx context.Context, s *loop.Sync[Key], gone bool, af
 	}
 	end := time.Now()
 	rec.Duration = end.Sub(rec.Start)
-	o := history.Outcome{Result: resultOf(ctx, err), Reason: SyncReason(err)}
+	o := history.Outcome{Result: resultOf(ctx, err), Reason: syncReason(err)}
 	switch o.Result {
 	case history.ResultSuccess:
 		if after > 0 {

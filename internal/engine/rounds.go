@@ -42,13 +42,13 @@ type Unsettled struct {
 	reported map[Key]bool // by work-queue key
 }
 
-// Finish ends a sync whose writes are done and returns what the sync
+// finish ends a sync whose writes are done and returns what the sync
 // returns: when the hook settled, the delay resyncAfterSeconds asks for
 // (the shortest any answer of the sync asked for); when it did not,
-// ErrNotSettled after reporting it, and resyncAfterSeconds still asks
+// errNotSettled after reporting it, and resyncAfterSeconds still asks
 // addAfter for a sync after that delay (whichever of it and the backoff
 // is sooner wins).
-func (u *Unsettled) Finish(obj runtime.Object, key Key, settled bool, resyncAfterSeconds float64, addAfter func(key Key, delay time.Duration)) (time.Duration, error) {
+func (u *Unsettled) finish(obj runtime.Object, key Key, settled bool, resyncAfterSeconds float64, addAfter func(key Key, delay time.Duration)) (time.Duration, error) {
 	delay := time.Duration(resyncAfterSeconds * float64(time.Second))
 	if settled {
 		u.Settled(key)
@@ -58,7 +58,7 @@ func (u *Unsettled) Finish(obj runtime.Object, key Key, settled bool, resyncAfte
 	if delay > 0 {
 		addAfter(key, delay)
 	}
-	return 0, ErrNotSettled
+	return 0, errNotSettled
 }
 
 // Report records that the hook of obj, queued as key, did not settle in

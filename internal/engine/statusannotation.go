@@ -34,7 +34,7 @@ const StatusAnnotation = "metactl.io/status"
 
 // MaxStatusAnnotationBytes bounds the StatusAnnotation's value (the
 // status as JSON): a larger status is not written, and the sync fails
-// with a *StatusTooLargeError (a SyncError Event, the log, a retry). The
+// with a *statusTooLargeError (a SyncError Event, the log, a retry). The
 // API server allows 256 KiB for all of an object's annotations together.
 const MaxStatusAnnotationBytes = 64 << 10
 
@@ -70,7 +70,7 @@ func statusView(obj *unstructured.Unstructured) (*unstructured.Unstructured, err
 // in StatusAnnotation (t.Object is its statusView): want goes into the
 // annotation, unless the object has it already, in a merge patch with the
 // object's UID as precondition; its real .status is not touched. A status
-// too large is refused (*StatusTooLargeError, an invalid answer), the
+// too large is refused (*statusTooLargeError, an invalid answer), the
 // annotation left as it was.
 func (e *Engine) writeStatusAnnotation(ctx context.Context, t *Target, want map[string]any, seen bool) error {
 	obj := t.Object
@@ -83,7 +83,7 @@ func (e *Engine) writeStatusAnnotation(ctx context.Context, t *Target, want map[
 		return fmt.Errorf("encoding status: %w", err)
 	}
 	if len(data) > MaxStatusAnnotationBytes {
-		err := &StatusTooLargeError{Size: len(data), Max: MaxStatusAnnotationBytes}
+		err := &statusTooLargeError{Size: len(data), Max: MaxStatusAnnotationBytes}
 		history.Failed(ctx, "patch", "status", t.Name(), err)
 		return InvalidAnswer(err)
 	}

@@ -38,7 +38,7 @@ import (
 // A failed hook call or an invalid first answer writes nothing (but the
 // metactl.io/Synced condition, when the controller opts in: see
 // synced.go); the object gets a SyncError Event and the key is retried
-// (SyncFailed).
+// (recordSyncError).
 func (e *Engine) sync(ctx context.Context, s *loop.Sync[Key]) (after time.Duration, err error) {
 	key := s.Key
 	// The sync's record (history): its triggers, calls, writes, outcome.
@@ -158,7 +158,7 @@ func (e *Engine) syncTarget(ctx context.Context, s *loop.Sync[Key], t *Target) (
 
 	// 7. Again with backoff when the hook did not settle; a later sync
 	// when it asked for one.
-	return e.unsettled.Finish(t.Object, key, out.settled, out.resyncAfterSeconds, e.resyncAfter)
+	return e.unsettled.finish(t.Object, key, out.settled, out.resyncAfterSeconds, e.resyncAfter)
 }
 
 // decideFinalizer makes the finalizer decision: an object being deleted or
@@ -278,7 +278,7 @@ func (r *Round) Call(ctx context.Context, request any, response hooks.Response) 
 		return err
 	}
 	answer := r.sync.Read(response)
-	r.e.answers.ReportUnknown(ctx, r.t.Object, r.hookName, answer.Unknown)
+	r.e.answers.reportUnknown(ctx, r.t.Object, r.hookName, answer.Unknown)
 	if !r.t.Manage || r.t.Finalizing {
 		return nil
 	}
@@ -547,8 +547,8 @@ func withMetadata(obj *unstructured.Unstructured, written metav1.Object) *unstru
 	return out
 }
 
-// syncFailed reports a failed sync of t's object (SyncFailed) and returns
+// syncFailed reports a failed sync of t's object (recordSyncError) and returns
 // err for the retry.
 func (e *Engine) syncFailed(ctx context.Context, t *Target, err error) error {
-	return SyncFailed(ctx, t.queued, e.opts.Recorder, t.Object, e.kindName, e.name, err)
+	return recordSyncError(ctx, t.queued, e.opts.Recorder, t.Object, e.kindName, e.name, err)
 }

@@ -45,20 +45,20 @@ const SyncedRewriteInterval = 30 * time.Second
 // bytes ("..." included when it is cut).
 const maxSyncedError = 1024
 
-// SyncReason returns the reason of the SyncedConditionType condition a sync
+// syncReason returns the reason of the SyncedConditionType condition a sync
 // that ended with err leads to: ReasonSynced for nil. The sync record
 // (history.Outcome.Reason) uses it too.
-func SyncReason(err error) string {
+func syncReason(err error) string {
 	var (
-		invalid     *InvalidAnswerError
-		refused     *RefusedAnswerError
+		invalid     *invalidAnswerError
+		refused     *refusedAnswerError
 		events      *hooks.EventsError
 		unreachable *hooks.UnreachableError
 		statusErr   *hooks.StatusError
 		response    *hooks.ResponseError
 		budget      *hooks.BudgetError
 		credential  *hooks.CredentialError
-		write       *WriteError
+		write       *writeError
 	)
 	switch {
 	case err == nil:
@@ -79,10 +79,10 @@ func SyncReason(err error) string {
 	}
 }
 
-// ValidateSyncedConditionAnnotation checks the value of
+// validateSyncedConditionAnnotation checks the value of
 // SyncedConditionAnnotation on a controller object: absent, "true" or
 // "false".
-func ValidateSyncedConditionAnnotation(annotations map[string]string) field.ErrorList {
+func validateSyncedConditionAnnotation(annotations map[string]string) field.ErrorList {
 	v, ok := annotations[SyncedConditionAnnotation]
 	if !ok || v == "true" || v == "false" {
 		return nil
@@ -237,7 +237,7 @@ func (r *syncedReport) retry(err error) (int, time.Time, bool) {
 // conflict (the retry resolves it) or a cancelled sync changes nothing,
 // nor does anything change a condition another controller owns.
 func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructured, err error, free bool) (map[string]any, bool) {
-	if err != nil && (OnlyConflicts(err) || ctx.Err() != nil) {
+	if err != nil && (onlyConflicts(err) || ctx.Err() != nil) {
 		return nil, false
 	}
 	st, _ := obj.Object["status"].(map[string]any)
@@ -258,7 +258,7 @@ func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructure
 		if attempt, next, ok := r.retry(err); ok {
 			msg += fmt.Sprintf("; attempt %d, next attempt at %s", attempt, next.UTC().Truncate(time.Second).Format(time.RFC3339))
 		}
-		want["status"], want["reason"], want["message"] = "False", SyncReason(err), msg
+		want["status"], want["reason"], want["message"] = "False", syncReason(err), msg
 	}
 	status.FillConditions(st, map[string]any{"conditions": []any{want}}, obj.GetGeneration(), time.Now())
 	if cur != nil {
@@ -327,7 +327,7 @@ func (r *syncedReport) answered(ctx context.Context, t *Target, st map[string]an
 	}
 	err := errors.Join(errs...)
 	if err == nil && !settled {
-		err = ErrNotSettled
+		err = errNotSettled
 	}
 	// A status that differs from the object's is written anyway: it
 	// carries the condition as it is now, attempt and all.

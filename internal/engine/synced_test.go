@@ -33,15 +33,15 @@ func TestSyncReason(t *testing.T) {
 		{fmt.Errorf("x: %w", &hooks.CredentialError{}), ReasonHookFailed},
 		{&hooks.BudgetError{}, ReasonHookFailed},
 		{InvalidAnswer(errors.New("invalid sync hook response: a Secret")), ReasonInvalidAnswer},
-		{&RefusedAnswerError{}, ReasonInvalidAnswer},
+		{&refusedAnswerError{}, ReasonInvalidAnswer},
 		{WriteFailed(errors.New("creating ConfigMap x: forbidden")), ReasonWriteFailed},
 		{WriteFailed(apierrors.NewConflict(gr, "p", errors.New("changed"))), ReasonWriteFailed},
-		{ErrNotSettled, ReasonWaiting},
+		{errNotSettled, ReasonWaiting},
 		{fmt.Errorf("related objects: %w", errors.New("selector refused")), ReasonSyncFailed},
 		// The first cause found in this order wins in a joined error.
 		{errors.Join(WriteFailed(errors.New("labels")), &hooks.StatusError{Code: 500}), ReasonHookFailed},
 	} {
-		if got := SyncReason(tc.err); got != tc.want {
+		if got := syncReason(tc.err); got != tc.want {
 			t.Errorf("SyncReason(%v) = %s, want %s", tc.err, got, tc.want)
 		}
 	}
@@ -227,14 +227,14 @@ func TestJoinedConflictHidesNothing(t *testing.T) {
 		{errors.New("other"), false},
 		{nil, false},
 	} {
-		if got := OnlyConflicts(tc.err); got != tc.want {
+		if got := onlyConflicts(tc.err); got != tc.want {
 			t.Errorf("OnlyConflicts(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 	recorder := record.NewFakeRecorder(10)
 	obj := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "p"}}}
-	_ = SyncFailed(context.Background(), nil, recorder, obj, "compositecontroller", "c", joined)
-	_ = SyncFailed(context.Background(), nil, recorder, obj, "compositecontroller", "c", conflict)
+	_ = recordSyncError(context.Background(), nil, recorder, obj, "compositecontroller", "c", joined)
+	_ = recordSyncError(context.Background(), nil, recorder, obj, "compositecontroller", "c", conflict)
 	if n := len(recorder.Events); n != 1 {
 		t.Errorf("%d SyncError Events for a joined failure and a conflict, want 1", n)
 	}

@@ -24,9 +24,9 @@ const (
 	AttrReason          = attribute.Key("metactl.sync.reason")
 )
 
-// ResultGone is the sync span's result when the sync found its object
+// resultGone is the sync span's result when the sync found its object
 // gone (the record of syncs keeps none then).
-const ResultGone = "gone"
+const resultGone = "gone"
 
 // beginTrace starts the span of a sync, into ctx: with Options.Tracer, a
 // root span named "sync <kind>/<controller>"; without, only fresh trace
@@ -61,12 +61,12 @@ func (e *Engine) endTrace(ctx context.Context, s *loop.Sync[Key], gone bool, err
 	}
 	result := resultOf(ctx, err)
 	if gone {
-		result = ResultGone
+		result = resultGone
 	}
 	attrs := []attribute.KeyValue{
 		hooks.AttrController.String(e.name), AttrControllerKind.String(e.cfg.Kind),
 		AttrParent.String(e.describeKey(s.Key)), AttrTriggers.StringSlice(causes),
-		AttrResult.String(result), AttrReason.String(SyncReason(err)),
+		AttrResult.String(result), AttrReason.String(syncReason(err)),
 	}
 	if n := s.TriggersDropped(); n > 0 {
 		attrs = append(attrs, AttrTriggersDropped.Int(n))

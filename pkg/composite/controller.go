@@ -23,10 +23,12 @@ type Options = engine.Options
 // InvalidSpecError reports a controller object whose spec is invalid.
 type InvalidSpecError = engine.InvalidSpecError
 
-// Controller runs one CompositeController: the engine.Engine runs it,
-// and Controller is its engine.Kind.
+// Controller runs one CompositeController: its engine runs it, and
+// Controller is the engine's engine.Controller. Its Engine methods
+// (run.go) are the engine's, for the manager, plan and tests.
 type Controller struct {
-	*engine.Engine
+	// eng is the engine that runs the controller.
+	eng *engine.Engine
 
 	name string
 	// object is the CompositeController as the user wrote it; hooks receive it.
@@ -95,7 +97,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		}
 	}
 	c.children = children.NewDeclared(declared)
-	c.Engine = engine.NewEngine(engine.Config{
+	c.eng = engine.NewEngine(engine.Config{
 		Kind: "CompositeController", Resource: v1alpha1.CompositeControllerResource, Object: c.object,
 		Hooks: cc.Spec.Hooks.Hooks, Finalizer: finalizerPrefix + cc.Name,
 		List: "children", Annotation: engine.AbsentChildrenAnnotation,
@@ -114,7 +116,7 @@ func (c *Controller) Rolling() bool {
 // Access is the Engine's, and, for rolling child resources, what the
 // controller does with ControllerRevisions in its parents' namespaces.
 func (c *Controller) Access() []rbac.Access {
-	access := c.Engine.Access()
+	access := c.eng.Access()
 	if c.Rolling() {
 		revisions := &discovery.Resource{
 			APIVersion: v1alpha1.ControllerRevisionResource.GroupVersion().String(),
@@ -130,13 +132,13 @@ func (c *Controller) Access() []rbac.Access {
 func (c *Controller) Watch(w *engine.Watches) error {
 	var err error
 	forget := func(parent metav1.Object) { c.forgetSelector(parent.GetUID()) }
-	if c.parents.Informer, err = w.Watch(c.parent.GroupVersionResource(), c.ObjectHandler(c.parentKey, nil, c.ignoreStatusChanges(), forget)); err != nil {
+	if c.parents.Informer, err = w.Watch(c.parent.GroupVersionResource(), c.eng.ObjectHandler(c.parentKey, nil, c.ignoreStatusChanges(), forget)); err != nil {
 		return err
 	}
 	owners := engine.Owners{Keys: c.ownerKeys, Orphan: c.enqueueCandidates}
 	for _, child := range c.children.Resources {
 		owners.Resource = child.GroupVersionResource().GroupResource().String()
-		if child.Informer, err = w.Watch(child.GroupVersionResource(), c.DependentHandler(owners)); err != nil {
+		if child.Informer, err = w.Watch(child.GroupVersionResource(), c.eng.DependentHandler(owners)); err != nil {
 			return err
 		}
 	}

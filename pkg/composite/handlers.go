@@ -43,7 +43,7 @@ func (c *Controller) enqueueCandidates(orphan metav1.Object, t trigger.Trigger) 
 		}
 		for _, parent := range c.parents.Informer.ListMeta(namespace, nil) {
 			if string(parent.UID) == uid {
-				c.Enqueue(c.parentKey(parent), t)
+				c.eng.Enqueue(c.parentKey(parent), t)
 				return
 			}
 		}
@@ -51,7 +51,7 @@ func (c *Controller) enqueueCandidates(orphan metav1.Object, t trigger.Trigger) 
 	}
 	for _, parent := range c.parents.Informer.ListMeta(namespace, nil) {
 		if selector := c.selectorOf(parent); selector != nil && selector.Matches(childLabels) {
-			c.Enqueue(c.parentKey(parent), t)
+			c.eng.Enqueue(c.parentKey(parent), t)
 		}
 	}
 }

@@ -29,10 +29,12 @@ const finalizerPrefix = "metacontroller.io/decoratorcontroller-"
 // Options are what a Controller needs from the process around it.
 type Options = engine.Options
 
-// Controller runs one DecoratorController: the engine.Engine runs it,
-// and Controller is its engine.Kind.
+// Controller runs one DecoratorController: its engine runs it, and
+// Controller is the engine's engine.Controller. Its Engine methods
+// (run.go) are the engine's, for the manager, plan and tests.
 type Controller struct {
-	*engine.Engine
+	// eng is the engine that runs the controller.
+	eng *engine.Engine
 
 	name string
 	// object is the DecoratorController as the user wrote it; hooks get it.
@@ -114,7 +116,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		}
 	}
 	c.attachments = children.NewDeclared(declared)
-	c.Engine = engine.NewEngine(engine.Config{
+	c.eng = engine.NewEngine(engine.Config{
 		Kind: "DecoratorController", Resource: v1alpha1.DecoratorControllerResource, Object: c.object,
 		Hooks: *dc.Spec.Hooks, Finalizer: finalizerPrefix + dc.Name,
 		List: "attachments", Annotation: engine.AbsentAttachmentsAnnotation, Noun: "attachment",
@@ -183,14 +185,14 @@ func (c *Controller) Watch(w *engine.Watches) error {
 			return res.selects(obj) || finalizer.Has(obj, finalizerPrefix+c.name)
 		}
 		key := func(obj metav1.Object) engine.Key { return engine.KeyOf(res.Watched, obj) }
-		if res.Informer, err = w.Watch(res.GroupVersionResource(), c.ObjectHandler(key, concerns, res.IgnoreStatusChanges, nil)); err != nil {
+		if res.Informer, err = w.Watch(res.GroupVersionResource(), c.eng.ObjectHandler(key, concerns, res.IgnoreStatusChanges, nil)); err != nil {
 			return err
 		}
 	}
 	owners := engine.Owners{Keys: c.ownerKeys}
 	for _, res := range c.attachments.Resources {
 		owners.Resource = res.GroupVersionResource().GroupResource().String()
-		if res.Informer, err = w.Watch(res.GroupVersionResource(), c.DependentHandler(owners)); err != nil {
+		if res.Informer, err = w.Watch(res.GroupVersionResource(), c.eng.DependentHandler(owners)); err != nil {
 			return err
 		}
 	}
