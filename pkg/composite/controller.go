@@ -24,10 +24,11 @@ type Options = engine.Options
 type InvalidSpecError = engine.InvalidSpecError
 
 // Controller runs one CompositeController: its engine runs it, and
-// Controller is the engine's engine.Controller. Its Engine methods
-// (run.go) are the engine's, for the manager, plan and tests.
+// Controller is the engine's engine.Controller. What runs it (the manager,
+// metactl plan, tests) uses the engine's engine.Runner.
 type Controller struct {
-	// eng is the engine that runs the controller.
+	engine.Runner
+	// eng is the engine that runs the controller (and is its Runner).
 	eng *engine.Engine
 
 	name string
@@ -104,6 +105,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		ResyncPeriodSeconds: cc.Spec.ResyncPeriodSeconds,
 		Log:                 []any{"parent", c.parent.GroupVersionResource(), "children", len(c.children.Resources)},
 	}, opts, c)
+	c.Runner = c.eng
 	return c, nil
 }
 

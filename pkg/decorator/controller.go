@@ -30,10 +30,11 @@ const finalizerPrefix = "metacontroller.io/decoratorcontroller-"
 type Options = engine.Options
 
 // Controller runs one DecoratorController: its engine runs it, and
-// Controller is the engine's engine.Controller. Its Engine methods
-// (run.go) are the engine's, for the manager, plan and tests.
+// Controller is the engine's engine.Controller. What runs it (the manager,
+// metactl plan, tests) uses the engine's engine.Runner.
 type Controller struct {
-	// eng is the engine that runs the controller.
+	engine.Runner
+	// eng is the engine that runs the controller (and is its Runner).
 	eng *engine.Engine
 
 	name string
@@ -123,6 +124,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		ResyncPeriodSeconds: dc.Spec.ResyncPeriodSeconds, Describe: describeKey,
 		Log: []any{"resources", len(c.watched), "attachments", len(c.attachments.Resources)},
 	}, opts, c)
+	c.Runner = c.eng
 	return c, nil
 }
 
