@@ -130,7 +130,7 @@ func (c *Controller) Access() []rbac.Access {
 }
 
 // Watch acquires the informers of parents, children and, for rolling
-// child resources, ControllerRevisions (engine.Kind).
+// child resources, ControllerRevisions (engine.Controller).
 func (c *Controller) Watch(w *engine.Watches) error {
 	var err error
 	forget := func(parent metav1.Object) { c.forgetSelector(parent.GetUID()) }
@@ -152,7 +152,7 @@ func (c *Controller) Watch(w *engine.Watches) error {
 	return nil
 }
 
-// Keys returns the key of every parent in the cache (engine.Kind).
+// Keys returns the key of every parent in the cache (engine.Controller).
 func (c *Controller) Keys() []engine.Key {
 	var keys []engine.Key
 	for _, parent := range c.parents.Informer.ListMeta("", nil) {
@@ -161,7 +161,7 @@ func (c *Controller) Keys() []engine.Key {
 	return keys
 }
 
-// Resources returns the parent resource (engine.Kind).
+// Resources returns the parent resource (engine.Controller).
 func (c *Controller) Resources() []*engine.Watched { return []*engine.Watched{c.parents} }
 
 // KeyOf returns the parent resource and obj's queue key when obj is a
@@ -173,7 +173,7 @@ func (c *Controller) KeyOf(obj *unstructured.Unstructured) (engine.Key, bool) {
 	return c.parentKey(obj), true
 }
 
-// Dependents returns the child resources (engine.Kind).
+// Dependents returns the child resources (engine.Controller).
 func (c *Controller) Dependents() *children.Declared { return c.children }
 
 // parentKey is a parent's queue key.

@@ -5,7 +5,7 @@
 // The engine, engine.Engine, runs it: queue and workers, the finalizer
 // decision, the hook rounds until a fixed point, the status write and
 // failure reporting are its (see internal/engine for the path of one
-// event). Controller is the engine's engine.Kind and supplies what is
+// event). Controller is the engine's engine.Controller and supplies what is
 // a CompositeController's own:
 //
 //	controller.go  New: the spec checked and resolved, the parent resource

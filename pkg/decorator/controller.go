@@ -179,7 +179,7 @@ func matchAnnotations(sel v1alpha1.AnnotationSelector, annotations labels.Labels
 }
 
 // Watch acquires the informers of the watched resources and of the
-// attachments (engine.Kind).
+// attachments (engine.Controller).
 func (c *Controller) Watch(w *engine.Watches) error {
 	var err error
 	for _, res := range c.watched {
@@ -202,7 +202,7 @@ func (c *Controller) Watch(w *engine.Watches) error {
 }
 
 // Keys returns the key of every object of the watched resources in the
-// cache (engine.Kind).
+// cache (engine.Controller).
 func (c *Controller) Keys() []engine.Key {
 	var keys []engine.Key
 	for _, w := range c.watched {
@@ -213,7 +213,7 @@ func (c *Controller) Keys() []engine.Key {
 	return keys
 }
 
-// Resources returns the watched resources (engine.Kind).
+// Resources returns the watched resources (engine.Controller).
 func (c *Controller) Resources() []*engine.Watched {
 	out := make([]*engine.Watched, len(c.watched))
 	for i, w := range c.watched {
@@ -233,7 +233,7 @@ func (c *Controller) KeyOf(obj *unstructured.Unstructured) (engine.Key, bool) {
 	return engine.Key{}, false
 }
 
-// Dependents returns the attachment resources (engine.Kind).
+// Dependents returns the attachment resources (engine.Controller).
 func (c *Controller) Dependents() *children.Declared { return c.attachments }
 
 // describeKey names the object queued as key by its resource and

@@ -4,7 +4,7 @@
 //
 // The engine, engine.Engine, runs it as it runs a CompositeController
 // (see internal/engine for the path of one event); Controller is its
-// engine.Kind and supplies what is a DecoratorController's own:
+// engine.Controller and supplies what is a DecoratorController's own:
 //
 //	controller.go  New: the spec checked and resolved, the watched
 //	               resources (engine.Watched) and their selectors;
