@@ -96,7 +96,7 @@ type Options struct {
 	// failing for their credentials.
 	OnHealthChange func()
 	// RateLimiter spaces the retries of failing objects; default
-	// loop.DefaultRateLimiter().
+	// loop.DefaultRateLimiter[Key]().
 	RateLimiter workqueue.TypedRateLimiter[Key]
 	// MaxRelatedObjects is the most related objects the customize hook's
 	// rules may select for one object; 0 means related.DefaultMaxObjects.
