@@ -2,9 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -35,9 +32,9 @@ const (
 	AbsentListEmpty  = "empty"
 )
 
-// ValidateAbsentListAnnotation checks the value of annotation on a
+// validateAbsentListAnnotation checks the value of annotation on a
 // controller object: absent, AbsentListRefuse or AbsentListEmpty.
-func ValidateAbsentListAnnotation(annotations map[string]string, annotation string) field.ErrorList {
+func validateAbsentListAnnotation(annotations map[string]string, annotation string) field.ErrorList {
 	v, ok := annotations[annotation]
 	if !ok || v == AbsentListRefuse || v == AbsentListEmpty {
 		return nil
@@ -72,12 +69,12 @@ type Answers struct {
 	logged map[string]bool // sets of unknown keys logged at level 0
 }
 
-// ReportUnknown reports the unknown top-level keys of an answer of the
+// reportUnknown reports the unknown top-level keys of an answer of the
 // hook named hook to obj: a Warning Event (reason UnknownAnswerField; the
 // recorder aggregates repeats) and a log line, at level 0 the first time
 // this controller meets these keys, then at level 4. It does nothing
 // without unknown keys.
-func (a *Answers) ReportUnknown(ctx context.Context, obj runtime.Object, hook string, unknown []hooks.UnknownField) {
+func (a *Answers) reportUnknown(ctx context.Context, obj runtime.Object, hook string, unknown []hooks.UnknownField) {
 	if len(unknown) == 0 {
 		return
 	}
@@ -90,7 +87,7 @@ func (a *Answers) ReportUnknown(ctx context.Context, obj runtime.Object, hook st
 	if len(unknown) > 1 {
 		noun = "keys"
 	}
-	a.Recorder.Eventf(obj, corev1.EventTypeWarning, "UnknownAnswerField",
+	a.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonUnknownAnswerField,
 		"%s %s: the %s hook answered with unknown %s %s, which metactl ignores; the answer's keys are %s",
 		a.Kind, a.Controller, hook, noun, list, a.knownKeys())
 
@@ -120,49 +117,7 @@ func (a *Answers) knownKeys() string {
 	return `"status", "children", "resyncAfterSeconds", "finalized", "events"`
 }
 
-// RefusedAnswerError is returned for an answer without its list of
-// children (attachments) while the object has some, unless the controller
-// reads a missing list as an empty one.
-type RefusedAnswerError struct {
-	// Hook is the hook's name; List, Resource and Annotation as in
-	// Answers.
-	Hook, List, Resource, Annotation string
-	// Observed is how many children (attachments) the object has.
-	Observed int
-	// Unknown are the answer's unknown keys.
-	Unknown []hooks.UnknownField
-	// Invalid is the annotation's value when it is neither
-	// AbsentListRefuse nor AbsentListEmpty.
-	Invalid *string
-}
-
-func (e *RefusedAnswerError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s hook answer refused: it has no %q list", e.Hook, e.List)
-	if len(e.Unknown) > 0 {
-		keys := make([]string, len(e.Unknown))
-		for i, f := range e.Unknown {
-			keys[i] = f.String()
-		}
-		fmt.Fprintf(&b, " (it has %s)", strings.Join(keys, ", "))
-	}
-	fmt.Fprintf(&b, ", and reading that as an empty list would delete all its %s (%d); the answer was not applied. "+
-		"A hook that means to delete them all answers %q: []. "+
-		"To read a missing %q as an empty list, as metacontroller does, annotate the %s with %s=%s",
-		e.List, e.Observed, e.List, e.List, e.Resource, e.Annotation, AbsentListEmpty)
-	if e.Invalid != nil {
-		fmt.Fprintf(&b, " (its value %s is not one of %q, %q)", strconv.Quote(*e.Invalid), AbsentListRefuse, AbsentListEmpty)
-	}
-	return b.String()
-}
-
-// IsRefusedAnswer reports whether err is, or wraps, a *RefusedAnswerError.
-func IsRefusedAnswer(err error) bool {
-	var r *RefusedAnswerError
-	return errors.As(err, &r)
-}
-
-// CheckList returns a *RefusedAnswerError when an answer of the hook named
+// CheckList returns a *refusedAnswerError when an answer of the hook named
 // hook has no list (absent) while the object has observed children
 // (attachments) and the controller does not read a missing list as an
 // empty one; else nil. unknown are the answer's unknown keys, for the
@@ -175,7 +130,7 @@ func (a *Answers) CheckList(ctx context.Context, hook string, absent bool, obser
 	if ok && value == AbsentListEmpty {
 		return nil
 	}
-	err := &RefusedAnswerError{Hook: hook, List: a.List, Resource: a.Resource, Annotation: a.Annotation, Observed: observed, Unknown: unknown}
+	err := &refusedAnswerError{Hook: hook, List: a.List, Resource: a.Resource, Annotation: a.Annotation, Observed: observed, Unknown: unknown}
 	if ok && value != AbsentListRefuse {
 		err.Invalid = &value
 	}

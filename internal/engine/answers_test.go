@@ -52,7 +52,7 @@ func TestCheckList(t *testing.T) {
 				return controllerObject(tc.current), nil
 			}
 			err := a.CheckList(context.Background(), "sync", tc.absent, tc.observed, typo)
-			if IsRefusedAnswer(err) != tc.refused || (err != nil && !tc.refused) {
+			if isRefusedAnswer(err) != tc.refused || (err != nil && !tc.refused) {
 				t.Fatalf("err = %v, want refused %v", err, tc.refused)
 			}
 			for _, want := range tc.want {
@@ -66,12 +66,12 @@ func TestCheckList(t *testing.T) {
 
 func TestValidateAbsentListAnnotation(t *testing.T) {
 	for value, valid := range map[string]bool{"empty": true, "refuse": true, "": false, "Empty": false, "true": false} {
-		errs := ValidateAbsentListAnnotation(map[string]string{AbsentChildrenAnnotation: value}, AbsentChildrenAnnotation)
+		errs := validateAbsentListAnnotation(map[string]string{AbsentChildrenAnnotation: value}, AbsentChildrenAnnotation)
 		if (len(errs) == 0) != valid {
 			t.Errorf("%q: errs = %v, want valid %v", value, errs, valid)
 		}
 	}
-	if errs := ValidateAbsentListAnnotation(nil, AbsentChildrenAnnotation); len(errs) != 0 {
+	if errs := validateAbsentListAnnotation(nil, AbsentChildrenAnnotation); len(errs) != 0 {
 		t.Errorf("no annotation: %v", errs)
 	}
 }
@@ -80,8 +80,8 @@ func TestReportUnknown(t *testing.T) {
 	rec := record.NewFakeRecorder(10)
 	a := &Answers{Kind: "compositecontroller", Controller: "web", List: "children", Recorder: rec}
 	obj := &corev1.ConfigMap{}
-	a.ReportUnknown(context.Background(), obj, "sync", nil)
-	a.ReportUnknown(context.Background(), obj, "sync", []hooks.UnknownField{{Key: "childern", Suggestion: "children"}, {Key: "x"}})
+	a.reportUnknown(context.Background(), obj, "sync", nil)
+	a.reportUnknown(context.Background(), obj, "sync", []hooks.UnknownField{{Key: "childern", Suggestion: "children"}, {Key: "x"}})
 	if len(rec.Events) != 1 {
 		t.Fatalf("%d Events, want 1 (none without unknown keys)", len(rec.Events))
 	}

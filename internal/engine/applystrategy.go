@@ -48,10 +48,10 @@ func ParseApplyStrategy(s string) (ApplyStrategy, error) {
 	return "", fmt.Errorf("unknown apply strategy %q: want one of %q", s, applyStrategyNames)
 }
 
-// ValidateApplyStrategyAnnotation checks the value of
+// validateApplyStrategyAnnotation checks the value of
 // ApplyStrategyAnnotation on a controller object: absent, or a value
 // ParseApplyStrategy accepts.
-func ValidateApplyStrategyAnnotation(annotations map[string]string) field.ErrorList {
+func validateApplyStrategyAnnotation(annotations map[string]string) field.ErrorList {
 	v, ok := annotations[ApplyStrategyAnnotation]
 	if !ok {
 		return nil
@@ -92,7 +92,7 @@ func serverSide(obj *unstructured.Unstructured, opts Options) *children.ServerSi
 }
 
 // ChildDiffers reports whether the controller, writing desired over
-// observed, a child, would change it (its DependentWriter's Differs, as
+// observed, a child, would change it (its dependentWriter's Differs, as
 // its ApplyStrategy writes; the three-way merge's rule for a nil Engine).
 func (e *Engine) ChildDiffers(observed, desired *unstructured.Unstructured) (bool, error) {
 	if e != nil {

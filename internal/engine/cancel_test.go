@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/metactl/metactl/internal/loop"
 )
 
 // TestCancelledSyncWritesNothing cancels a sync's context while its hook
@@ -17,7 +19,7 @@ func TestCancelledSyncWritesNothing(t *testing.T) {
 		cancel(stopped)
 		return countChildren(name, request)
 	})
-	_, err := f.e.sync(ctx, "ns/p")
+	_, err := f.e.sync(ctx, &loop.Sync[Key]{Key: f.key()})
 	if !errors.Is(err, stopped) {
 		t.Fatalf("sync returned %v, want the cancellation's cause", err)
 	}

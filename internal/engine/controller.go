@@ -1,6 +1,6 @@
 // Package engine is the reconciler engine of every kind of metactl
 // controller: an Engine runs one controller object, a kind (pkg/composite,
-// pkg/decorator) supplies only what differs (Kind, Sync).
+// pkg/decorator) supplies only what differs (Controller, Sync).
 //
 // The path of one event:
 //
@@ -10,10 +10,10 @@
 //	controller; syncs on worker goroutines started while keys wait, at
 //	most Options.Workers at once, of which loop.DefaultActive() outside
 //	their hook calls) → Engine.sync (sync.go):
-//	   1. the object from the cache (Kind.Locate names its Synced resource);
+//	   1. the object from the cache (its Key names its Watched resource);
 //	      the finalizer decision
 //	      (add before the first sync / finalize / remove a stale one)
-//	   2. Kind.Observe: children and claims, or attachments
+//	   2. Controller.Observe: children and claims, or attachments
 //	   3. related objects: the customize hook (internal/related)
 //	   4. rounds: the hook (HookCaller, the one caller of every hook), its
 //	      answer checked whole (Sync.Desired, Answers), the dependents
@@ -24,15 +24,15 @@
 //	   7. a later sync: the delay resyncAfterSeconds asks for, returned
 //	      to the work queue; with backoff when the hook did not settle
 //	      (Unsettled)
-//	   failure: SyncError Event (SyncFailed), log, metric and retry with
+//	   failure: SyncError Event (recordSyncError), log, metric and retry with
 //	   backoff (internal/loop), the object counted as failing (Failing)
 //	   either way, for a controller that opts in: the metactl.io/Synced
 //	   condition (synced.go), with the status or alone
 //
 // A failed first hook call or an invalid first answer writes nothing but
 // that condition; a later round that fails leaves what the rounds before it wrote. The Engine
-// talks to the hooks (HookClient), the API server (ObjectWriter,
-// DependentWriter) and the cache (Kind) through small interfaces, so
+// talks to the hooks (hookClient), the API server (objectWriter,
+// dependentWriter) and the cache (Controller) through small interfaces, so
 // that its rules are tested with fakes.
 //
 // Engine.StartCaches and Engine.SyncOnce run the same sync for one object
@@ -96,8 +96,8 @@ type Options struct {
 	// failing for their credentials.
 	OnHealthChange func()
 	// RateLimiter spaces the retries of failing objects; default
-	// loop.DefaultRateLimiter().
-	RateLimiter workqueue.TypedRateLimiter[string]
+	// loop.DefaultRateLimiter[Key]().
+	RateLimiter workqueue.TypedRateLimiter[Key]
 	// MaxRelatedObjects is the most related objects the customize hook's
 	// rules may select for one object; 0 means related.DefaultMaxObjects.
 	MaxRelatedObjects int
@@ -135,15 +135,10 @@ type Options struct {
 	RefuseApplyConflicts bool
 }
 
-// InvalidSpecError reports a controller object whose spec is invalid.
-type InvalidSpecError struct{ Errs field.ErrorList }
-
-func (e *InvalidSpecError) Error() string { return e.Errs.ToAggregate().Error() }
-
 // DecodeSpec decodes a controller object into spec (a
 // *v1alpha1.CompositeController, say), checks it with validate and checks
 // its annotation that chooses how answers without their list are read
-// (see ValidateAbsentListAnnotation), SyncedConditionAnnotation,
+// (see validateAbsentListAnnotation), SyncedConditionAnnotation,
 // RecordAnnotation and ApplyStrategyAnnotation. Any problem is an
 // *InvalidSpecError. The spec is not defaulted.
 func DecodeSpec[T any](object *unstructured.Unstructured, spec *T, validate func(*T) field.ErrorList, annotation string) error {
@@ -151,10 +146,10 @@ func DecodeSpec[T any](object *unstructured.Unstructured, spec *T, validate func
 		return &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}}
 	}
 	errs := validate(spec)
-	errs = append(errs, ValidateAbsentListAnnotation(object.GetAnnotations(), annotation)...)
-	errs = append(errs, ValidateSyncedConditionAnnotation(object.GetAnnotations())...)
-	errs = append(errs, ValidateRecordAnnotation(object.GetAnnotations())...)
-	errs = append(errs, ValidateApplyStrategyAnnotation(object.GetAnnotations())...)
+	errs = append(errs, validateAbsentListAnnotation(object.GetAnnotations(), annotation)...)
+	errs = append(errs, validateSyncedConditionAnnotation(object.GetAnnotations())...)
+	errs = append(errs, validateRecordAnnotation(object.GetAnnotations())...)
+	errs = append(errs, validateApplyStrategyAnnotation(object.GetAnnotations())...)
 	if len(errs) > 0 {
 		return &InvalidSpecError{Errs: errs}
 	}

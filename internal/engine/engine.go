@@ -55,26 +55,26 @@ type Config struct {
 	// period.
 	ResyncPeriodSeconds *int32
 	// Describe names an object by its queue key in the controller's
-	// status; nil uses the key.
-	Describe func(key string) string
+	// status; nil uses the key's text (Key.String).
+	Describe func(key Key) string
 	// Log are key/value pairs for the start-up log line.
 	Log []any
 }
 
-// HookClient makes the hook calls; *hookclient.Client is one.
-type HookClient interface {
+// hookClient makes the hook calls; *hookclient.Client is one.
+type hookClient interface {
 	Call(ctx context.Context, controller, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error
 }
 
-// ObjectWriter patches the synced objects (finalizers, labels and
+// objectWriter patches the synced objects (finalizers, labels and
 // annotations, status) and returns their metadata as written.
-type ObjectWriter interface {
+type objectWriter interface {
 	Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error)
 }
 
-// DependentWriter writes an object's children (attachments);
+// dependentWriter writes an object's children (attachments);
 // *children.Writer is one.
-type DependentWriter interface {
+type dependentWriter interface {
 	Manage(ctx context.Context, parent *unstructured.Unstructured, resources []*children.Resource, observed, desired map[*children.Resource]children.Set) (*children.Result, error)
 	// Differs reports whether writing desired over observed, a child,
 	// would change it, by the writer's own rule (children.Writer.Differs).
@@ -83,31 +83,31 @@ type DependentWriter interface {
 
 // queue is the work queue, as the Engine uses it; *loop.Loop is one.
 type queue interface {
-	AddFor(key string, t trigger.Trigger)
-	AddAfterFor(key string, delay time.Duration, t trigger.Trigger)
+	AddFor(key Key, t trigger.Trigger)
+	AddAfterFor(key Key, delay time.Duration, t trigger.Trigger)
 }
 
 // Engine runs one controller of any kind: its informers, work queue and
 // workers, and the sync of each object (see sync.go). Safe for concurrent
 // use; Stop cancels in-flight syncs and waits for them, for a bounded time.
 type Engine struct {
-	cfg  Config
-	opts Options
-	kind Kind
-	name string
+	cfg        Config
+	opts       Options
+	controller Controller
+	name       string
 	// kindName names the kind in Events, logs and errors
 	// ("compositecontroller").
 	kindName string
 
 	// The seams: hooks, writes and the queue.
 	hooks      *HookCaller
-	objects    ObjectWriter
-	dependents DependentWriter
+	objects    objectWriter
+	dependents dependentWriter
 	queue      queue
 
 	// echoes are this controller's own writes, whose watch events need no
 	// sync: the sync that wrote them already acted on their result.
-	echoes *echo.Echoes
+	echoes *echo.Echoes[Key]
 	// unsettled reports objects whose hook did not reach a fixed point.
 	unsettled *Unsettled
 	// failing holds the objects whose last sync failed.
@@ -116,17 +116,17 @@ type Engine struct {
 	// their list.
 	answers *Answers
 	// related serves the customize hook; nil without one.
-	related *related.Resolver
+	related *related.Resolver[Key]
 	// synced maintains the metactl.io/Synced condition (synced.go).
 	synced *syncedConditions
-	// prunedWarned holds the resources (*Synced) whose status schema was
+	// prunedWarned holds the resources (*Watched) whose status schema was
 	// found to drop fields of a hook's status (warnPruned).
 	prunedWarned sync.Map
 	// recording: its hook calls are recorded (recording.go).
 	recording bool
 
 	watches  *Watches
-	loop     *loop.Loop
+	loop     *loop.Loop[Key]
 	stop     chan struct{} // closed by Stop
 	stopOnce sync.Once
 	resync   sync.WaitGroup
@@ -134,16 +134,16 @@ type Engine struct {
 
 // NewEngine returns the Engine of the controller cfg describes, with kind
 // supplying what its kind does. Nothing runs until Start.
-func NewEngine(cfg Config, opts Options, kind Kind) *Engine {
+func NewEngine(cfg Config, opts Options, kind Controller) *Engine {
 	name := cfg.Object.GetName()
 	kindName := strings.ToLower(cfg.Kind)
 	e := &Engine{
-		cfg: cfg, opts: opts, kind: kind, name: name, kindName: kindName,
+		cfg: cfg, opts: opts, controller: kind, name: name, kindName: kindName,
 		hooks:   &HookCaller{Hooks: opts.Hooks, Controller: name, OnHealthChange: opts.OnHealthChange},
 		objects: restObjects{opts.Objects},
 		dependents: &children.Writer{Objects: opts.Objects, Controller: name, OnWrite: history.WritesOf(name), Recorder: opts.Recorder, Noun: cfg.Noun,
 			ServerSide: serverSide(cfg.Object, opts)},
-		echoes:    echo.New(),
+		echoes:    echo.New[Key](),
 		unsettled: &Unsettled{Controller: name, Kind: kindName, Recorder: opts.Recorder},
 		failing:   &Failing{Describe: cfg.Describe},
 		stop:      make(chan struct{}),
@@ -166,7 +166,7 @@ func NewEngine(cfg Config, opts Options, kind Kind) *Engine {
 	return e
 }
 
-// restObjects adapts objectclient.Client's Patch to ObjectWriter.
+// restObjects adapts objectclient.Client's Patch to objectWriter.
 type restObjects struct{ client *objectclient.Client }
 
 func (r restObjects) Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error) {
@@ -196,7 +196,7 @@ func (e *Engine) Failing() *Failing { return e.failing }
 // its objects (and their status), and manage their dependents.
 func (e *Engine) Access() []rbac.Access {
 	var access []rbac.Access
-	for _, res := range e.kind.Synced() {
+	for _, res := range e.controller.Resources() {
 		access = append(access, rbac.Access{Resource: res.Resource, Verbs: rbac.OwnerVerbs})
 		if res.HasStatus && !StatusInAnnotation(res) {
 			// A built-in object's status is never written: its hook's
@@ -204,7 +204,7 @@ func (e *Engine) Access() []rbac.Access {
 			access = append(access, rbac.Access{Resource: res.Resource, Subresource: "status", Verbs: rbac.StatusVerbs})
 		}
 	}
-	for _, res := range e.kind.Dependents().Resources {
+	for _, res := range e.controller.Dependents().Resources {
 		access = append(access, rbac.Access{Resource: res.Resource, Verbs: rbac.ChildVerbs})
 	}
 	return access
@@ -227,7 +227,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		go func() {
 			defer e.resync.Done()
 			wait.Until(func() {
-				for _, key := range e.kind.Keys() {
+				for _, key := range e.controller.Keys() {
 					e.queue.AddFor(key, trigger.Trigger{Cause: trigger.CauseResync})
 				}
 			}, time.Duration(*p)*time.Second, e.stop)
@@ -242,18 +242,18 @@ func (e *Engine) Start(ctx context.Context) error {
 // resolver; keys queued meanwhile wait, unsynced. Alone, it readies the
 // Engine for SyncOnce (metactl plan); Stop releases what it started.
 func (e *Engine) StartCaches(ctx context.Context) error {
-	e.loop = loop.New(loop.Options{Name: e.name, Workers: e.opts.Workers, RateLimiter: e.opts.RateLimiter,
-		StopGracePeriod: e.opts.StopGracePeriod}, e.failing.Track(e.sync))
+	e.loop = loop.New(loop.Options[Key]{Name: e.name, Workers: e.opts.Workers, RateLimiter: e.opts.RateLimiter,
+		StopGracePeriod: e.opts.StopGracePeriod}, e.failing.track(e.sync))
 	e.queue = e.loop
-	e.watches = NewWatches(e.opts.Informers)
-	if err := e.kind.Watch(e.watches); err != nil {
+	e.watches = newWatches(e.opts.Informers)
+	if err := e.controller.Watch(e.watches); err != nil {
 		return err
 	}
 	if !e.watches.WaitForSync(ctx) {
 		return fmt.Errorf("waiting for caches of %s %s: %w", e.kindName, e.name, ctx.Err())
 	}
 	if hook := e.cfg.Hooks.Customize; hook != nil {
-		e.related = related.New(related.Options{
+		e.related = related.New(related.Options[Key]{
 			Object: e.cfg.Object, Customize: hook,
 			Hooks: e.hooks, Resources: e.opts.Resources, Informers: e.opts.Informers, Enqueue: e.loop.AddFor,
 			MaxObjects: e.opts.MaxRelatedObjects,
@@ -269,20 +269,21 @@ func (e *Engine) StartCaches(ctx context.Context) error {
 // returns the Target as the sync left it: its Object carries the
 // metadata and status of the sync's writes, Observed the dependents
 // found before the rounds; and the sync's error (IsNotSettled when the
-// hook did not settle). The Kind must be a Keyer.
+// hook did not settle). The Controller must be a Keyer.
 func (e *Engine) SyncOnce(ctx context.Context, obj *unstructured.Unstructured) (*Target, error) {
-	keyer, ok := e.kind.(Keyer)
+	keyer, ok := e.controller.(Keyer)
 	if !ok {
 		return nil, fmt.Errorf("%s %s cannot sync one object alone", e.kindName, e.name)
 	}
-	res, key, ok := keyer.KeyOf(obj)
+	key, ok := keyer.KeyOf(obj)
 	if !ok {
 		return nil, fmt.Errorf("%s %s does not sync %s objects", e.kindName, e.name, obj.GroupVersionKind())
 	}
 	ctx, releaseAnswers := hookclient.HoldAnswers(ctx)
 	defer releaseAnswers()
+	res := key.Resource
 	t := &Target{Object: obj.DeepCopy(), Resource: res, Selected: res.Selects == nil || res.Selects(obj)}
-	_, err := e.syncTarget(ctx, key, t)
+	_, err := e.syncTarget(ctx, &loop.Sync[Key]{Key: key}, t)
 	return t, err
 }
 
@@ -322,7 +323,7 @@ func (e *Engine) Cleanup(ctx context.Context) error {
 		e.opts.Record.Forget(e.historyID())
 	}
 	var errs []error
-	for _, res := range e.kind.Synced() {
+	for _, res := range e.controller.Resources() {
 		metrics.UncachedReads.WithLabelValues(e.name, "cleanup").Inc()
 		errs = append(errs, finalizer.RemoveFromAll(ctx, e.opts.Client, res.GroupVersionResource(), e.cfg.Finalizer))
 	}

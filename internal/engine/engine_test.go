@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/apply"
@@ -26,7 +27,7 @@ import (
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
-// The fakes below stand for the cache (fakeKind), the hook (fakeHooks),
+// The fakes below stand for the cache (fakeController), the hook (fakeHooks),
 // the API server (fakeObjects, fakeDependents) and the work queue
 // (fakeQueue), so that each rule of the Engine is checked alone, in
 // microseconds.
@@ -35,45 +36,48 @@ const testFinalizer = "metacontroller.io/testcontroller-test"
 
 var childResource = &children.Resource{Resource: &discovery.Resource{APIVersion: "v1", Name: "configmaps", Kind: "ConfigMap", Namespaced: true}}
 
-// fakeKind serves one object, "ns/p", whose observed children are set by
+// fakeController serves one object, "ns/p", whose observed children are set by
 // the test.
-type fakeKind struct {
+type fakeController struct {
 	obj      *unstructured.Unstructured // nil: gone
 	selected bool
 	ignore   bool
 	observed children.Set
 	// desiredErr fails every answer's check.
 	desiredErr error
+	// synced is the resource of things, made once: keys hold it.
+	synced *Watched
 }
 
-func (k *fakeKind) Watch(*Watches) error { return nil }
-func (k *fakeKind) Keys() []string       { return []string{"ns/p"} }
-func (k *fakeKind) Dependents() *children.Declared {
+func (k *fakeController) Watch(*Watches) error { return nil }
+func (k *fakeController) Keys() []Key {
+	return []Key{{Resource: k.Resources()[0], Namespace: "ns", Name: "p"}}
+}
+func (k *fakeController) Dependents() *children.Declared {
 	return children.NewDeclared([]*children.Resource{childResource})
 }
 
-// Synced is the resource of things, cached by the kind itself.
-func (k *fakeKind) Synced() []*Synced {
-	return []*Synced{{
-		Resource: &discovery.Resource{APIVersion: "example.com/v1", Name: "things", Kind: "Thing", Namespaced: true, HasStatus: true},
-		Selects:  func(metav1.Object) bool { return k.selected }, IgnoreStatusChanges: k.ignore, Noun: "thing", cache: k,
-	}}
-}
-
-func (k *fakeKind) Locate(key string) (*Synced, string, string, bool) {
-	namespace, name, ok := strings.Cut(key, "/")
-	return k.Synced()[0], namespace, name, ok
+// Resources is the resource of things, cached by the kind itself.
+func (k *fakeController) Resources() []*Watched {
+	if k.synced == nil {
+		k.synced = &Watched{
+			Resource: &discovery.Resource{APIVersion: "example.com/v1", Name: "things", Kind: "Thing", Namespaced: true, HasStatus: true},
+			Selects:  func(metav1.Object) bool { return k.selected }, Noun: "thing", cache: k,
+		}
+	}
+	k.synced.IgnoreStatusChanges = k.ignore
+	return []*Watched{k.synced}
 }
 
 // Get serves "ns/p", a copy of obj.
-func (k *fakeKind) Get(namespace, name string) (*unstructured.Unstructured, bool) {
+func (k *fakeController) Get(namespace, name string) (*unstructured.Unstructured, bool) {
 	if k.obj == nil || namespace != "ns" || name != "p" {
 		return nil, false
 	}
 	return k.obj.DeepCopy(), true
 }
 
-func (k *fakeKind) Observe(_ context.Context, t *Target) (Sync, map[*children.Resource]children.Set, error) {
+func (k *fakeController) Observe(_ context.Context, t *Target) (Sync, map[*children.Resource]children.Set, error) {
 	return &fakeSync{k: k, obj: t.Object}, map[*children.Resource]children.Set{childResource: k.observed}, nil
 }
 
@@ -94,7 +98,7 @@ type fakeResponse struct {
 func (*fakeResponse) DecodeHookResponse([]byte, v1alpha1.ResponseUnMarshallMode) error { return nil }
 
 type fakeSync struct {
-	k   *fakeKind
+	k   *fakeController
 	obj *unstructured.Unstructured
 }
 
@@ -261,14 +265,14 @@ type fakeQueue struct {
 	after    []time.Duration
 }
 
-func (q *fakeQueue) AddFor(key string, t trigger.Trigger) {
+func (q *fakeQueue) AddFor(key Key, t trigger.Trigger) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.added = append(q.added, key)
+	q.added = append(q.added, key.String())
 	q.triggers = append(q.triggers, t)
 }
 
-func (q *fakeQueue) AddAfterFor(_ string, d time.Duration, _ trigger.Trigger) {
+func (q *fakeQueue) AddAfterFor(_ Key, d time.Duration, _ trigger.Trigger) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.after = append(q.after, d)
@@ -277,7 +281,7 @@ func (q *fakeQueue) AddAfterFor(_ string, d time.Duration, _ trigger.Trigger) {
 // fixture is an Engine on fakes.
 type fixture struct {
 	e          *Engine
-	kind       *fakeKind
+	kind       *fakeController
 	hooks      *fakeHooks
 	objects    *fakeObjects
 	dependents *fakeDependents
@@ -290,7 +294,7 @@ type fixture struct {
 func newFixture(t *testing.T, obj *unstructured.Unstructured, finalize bool, answer func(name string, request *fakeRequest) (*fakeResponse, error)) *fixture {
 	t.Helper()
 	f := &fixture{
-		kind:       &fakeKind{obj: obj, selected: true, observed: children.Set{}},
+		kind:       &fakeController{obj: obj, selected: true, observed: children.Set{}},
 		hooks:      &fakeHooks{answer: answer},
 		objects:    &fakeObjects{obj: obj},
 		dependents: &fakeDependents{},
@@ -328,9 +332,12 @@ func (f *fixture) wrote(t *testing.T, children float64, childWrites int) {
 
 func (f *fixture) sync(t *testing.T) error {
 	t.Helper()
-	_, err := f.e.sync(context.Background(), "ns/p")
+	_, err := f.e.sync(context.Background(), &loop.Sync[Key]{Key: f.key()})
 	return err
 }
+
+// key is the queue key of "ns/p".
+func (f *fixture) key() Key { return f.kind.Keys()[0] }
 
 func thing(finalizers ...string) *unstructured.Unstructured {
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Thing",
@@ -393,7 +400,7 @@ func TestResyncAfterSecondsOfEveryRound(t *testing.T) {
 				calls++
 				return response, err
 			})
-			delay, err := f.e.sync(context.Background(), "ns/p")
+			delay, err := f.e.sync(context.Background(), &loop.Sync[Key]{Key: f.key()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -464,7 +471,7 @@ func TestIgnoreStatusChangesSettlesOnStatus(t *testing.T) {
 
 // TestUnsettledHookIsRetried: a hook whose status changes on every call
 // is called MaxRounds times; the last status is written and the sync
-// returns ErrNotSettled, with a HookNotSettled Event.
+// returns errNotSettled, with a HookNotSettled Event.
 func TestUnsettledHookIsRetried(t *testing.T) {
 	calls := 0
 	f := newFixture(t, thing(), false, func(string, *fakeRequest) (*fakeResponse, error) {
@@ -473,7 +480,7 @@ func TestUnsettledHookIsRetried(t *testing.T) {
 	})
 	err := f.sync(t)
 	if !IsNotSettled(err) {
-		t.Fatalf("err = %v, want ErrNotSettled", err)
+		t.Fatalf("err = %v, want errNotSettled", err)
 	}
 	if calls != MaxRounds {
 		t.Errorf("%d calls, want %d", calls, MaxRounds)
@@ -643,8 +650,8 @@ func TestEchoesOfOwnWritesNeedNoSync(t *testing.T) {
 	calls := 0
 	h.answer = func(name string, request *fakeRequest) (*fakeResponse, error) {
 		if calls++; calls == 2 {
-			f.e.EnqueueFor("ns/p", configMap("c"), trigger.Trigger{Cause: trigger.CauseDependent, Object: "echo"})                                                                      // the echo of the child written
-			f.e.EnqueueFor("ns/p", &metav1.ObjectMeta{UID: "uid-c", ResourceVersion: "2", Namespace: "ns", Name: "c"}, trigger.Trigger{Cause: trigger.CauseDependent, Object: "other"}) // not ours
+			f.e.enqueueFor(f.key(), configMap("c"), trigger.Trigger{Cause: trigger.CauseDependent, Object: "echo"})                                                                      // the echo of the child written
+			f.e.enqueueFor(f.key(), &metav1.ObjectMeta{UID: "uid-c", ResourceVersion: "2", Namespace: "ns", Name: "c"}, trigger.Trigger{Cause: trigger.CauseDependent, Object: "other"}) // not ours
 		}
 		return countChildren(name, request)
 	}
@@ -659,7 +666,7 @@ func TestEchoesOfOwnWritesNeedNoSync(t *testing.T) {
 	calls = 0
 	h.answer = func(name string, request *fakeRequest) (*fakeResponse, error) {
 		if calls++; calls == 2 {
-			f.e.EnqueueFor("ns/p", configMap("c"), trigger.Trigger{Cause: trigger.CauseDependent})
+			f.e.enqueueFor(f.key(), configMap("c"), trigger.Trigger{Cause: trigger.CauseDependent})
 		}
 		return countChildren(name, request)
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
@@ -58,7 +59,7 @@ func TestNoHookEventsWhenCancelled(t *testing.T) {
 		}
 		return r, nil
 	})
-	if _, err := f.e.sync(ctx, "ns/p"); err == nil {
+	if _, err := f.e.sync(ctx, &loop.Sync[Key]{Key: f.key()}); err == nil {
 		t.Fatal("the cancelled sync succeeded")
 	}
 	if f.dependents.writes == 0 {

@@ -12,15 +12,15 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/children"
 )
 
-// Explainer is what a Kind tells `metactl explain` (internal/explain) beyond
+// Explainer is what a Controller tells `metactl explain` (internal/explain) beyond
 // what the Engine knows; pkg/composite and pkg/decorator implement it. A
-// Kind without it explains nothing.
+// Controller without it explains nothing.
 type Explainer interface {
 	// Key returns the queue key of obj, an object of res.
-	Key(res *Synced, obj metav1.Object) string
+	Key(res *Watched, obj metav1.Object) Key
 	// Selector describes which objects of res the controller selects, for
 	// an object it does not select.
-	Selector(res *Synced) string
+	Selector(res *Watched) string
 	// ExplainDependents returns obj's children (attachments) in the
 	// cache, with what the kind knows of each, and a rolling update's
 	// progress (nil without one). It reads caches only.
@@ -34,12 +34,12 @@ type Explainer interface {
 // it never calls a hook or the API server. A controller not started yet
 // adds nothing.
 func (e *Engine) Explain(a *explain.Answer) {
-	x, ok := e.kind.(Explainer)
+	x, ok := e.controller.(Explainer)
 	if !ok || e.loop == nil {
 		return
 	}
 	req := a.Object
-	for _, res := range e.kind.Synced() {
+	for _, res := range e.controller.Resources() {
 		gvr := res.GroupVersionResource()
 		if gvr.Group != req.Group || gvr.Resource != req.Resource || res.Informer == nil {
 			continue
@@ -59,7 +59,7 @@ func (e *Engine) Explain(a *explain.Answer) {
 			continue
 		}
 		key := x.Key(res, obj)
-		syncs := e.History(key)
+		syncs := e.History(key.String())
 		since, failures := e.loop.Inspect(key)
 		c := explain.Controller{
 			Kind: e.cfg.Kind, Name: e.name, Role: explain.RoleDecorated,
@@ -135,7 +135,7 @@ func goneDependents(syncs []*history.Sync, present []explain.Dependent) []explai
 
 // Error returns the error of the failing last sync of the object queued
 // as key; empty when it is not failing.
-func (f *Failing) Error(key string) string {
+func (f *Failing) Error(key Key) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.errs[key]

@@ -5,56 +5,25 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/metactl/metactl/internal/loop"
 )
 
-// ReasonSyncError is the reason of the Warning Event of a failed sync.
-const ReasonSyncError = "SyncError"
-
-// OnlyConflicts reports whether err is a conflict (the retry resolves it)
-// and nothing else: unlike apierrors.IsConflict, an error that joins a
-// conflict with another failure (errors.Join) is not, so that the other
-// failure is reported.
-func OnlyConflicts(err error) bool {
-	if err == nil {
-		return false
-	}
-	if st, ok := err.(apierrors.APIStatus); ok {
-		return st.Status().Reason == metav1.StatusReasonConflict
-	}
-	switch u := err.(type) {
-	case interface{ Unwrap() []error }:
-		errs := u.Unwrap()
-		for _, e := range errs {
-			if !OnlyConflicts(e) {
-				return false
-			}
-		}
-		return len(errs) > 0
-	case interface{ Unwrap() error }:
-		return OnlyConflicts(u.Unwrap())
-	}
-	return false
-}
-
-// SyncFailed records a failed sync of obj as a SyncError Warning Event
+// recordSyncError records a failed sync of obj as a SyncError Warning Event
 // naming the controller (kind and name) once and saying when the object
-// is retried, and returns err, for the work queue to retry. ctx is the
-// sync's (see loop.RetryDelay). Conflicts are not reported: they resolve
+// is retried (s.RetryDelay; s nil: not said), and returns err, for the
+// work queue to retry. Conflicts are not reported: they resolve
 // on the retry (but a conflict joined with another failure is:
-// OnlyConflicts). Nor is a sync cancelled because its controller stops or
+// onlyConflicts). Nor is a sync cancelled because its controller stops or
 // restarts (ctx is done): it is not the object's failure.
-func SyncFailed(ctx context.Context, recorder record.EventRecorder, obj runtime.Object, kind, name string, err error) error {
-	if OnlyConflicts(err) || ctx.Err() != nil {
+func recordSyncError(ctx context.Context, s *loop.Sync[Key], recorder record.EventRecorder, obj runtime.Object, kind, name string, err error) error {
+	if onlyConflicts(err) || ctx.Err() != nil {
 		return err
 	}
 	retry := ""
-	if delay, ok := loop.RetryDelay(ctx, err); ok {
+	if delay, ok := s.RetryDelay(err); ok {
 		retry = fmt.Sprintf(" (retrying in %v)", delay)
 	}
 	recorder.Eventf(obj, corev1.EventTypeWarning, ReasonSyncError, "%s %s: %v%s", kind, name, err, retry)

@@ -13,16 +13,16 @@ import (
 	"github.com/metactl/metactl/internal/textcut"
 )
 
-// FailingNamed is how many failing objects a FailingSummary's message
+// failingNamed is how many failing objects a FailingSummary's message
 // names; the count covers them all.
-const FailingNamed = 3
+const failingNamed = 3
 
 // maxErrorLength bounds the error quoted in a FailingSummary's message, in
 // bytes ("..." included when it is cut).
 const maxErrorLength = 500
 
 // Failing is the set of one controller's objects whose last sync failed,
-// each with its error. Track maintains it from the sync results: an object
+// each with its error. track maintains it from the sync results: an object
 // enters on a failed sync and leaves on a successful one, which includes
 // the sync that finds it gone. A conflict changes nothing (the retry
 // resolves it), nor does a sync that waits (loop.ErrWaiting: a hook that
@@ -31,10 +31,10 @@ const maxErrorLength = 500
 type Failing struct {
 	// Describe names an object in the summary by its work-queue key; nil
 	// uses the key.
-	Describe func(key string) string
+	Describe func(key Key) string
 
 	mu       sync.Mutex
-	errs     map[string]string // by work-queue key
+	errs     map[Key]string // by work-queue key
 	onChange func()
 }
 
@@ -46,17 +46,18 @@ func (f *Failing) OnChange(fn func()) {
 	f.mu.Unlock()
 }
 
-// Track returns sync recording its results in f.
-func (f *Failing) Track(sync loop.SyncFunc) loop.SyncFunc {
-	return func(ctx context.Context, key string) (time.Duration, error) {
-		after, err := sync(ctx, key)
+// track returns sync recording its results in f.
+func (f *Failing) track(sync loop.SyncFunc[Key]) loop.SyncFunc[Key] {
+	return func(ctx context.Context, s *loop.Sync[Key]) (time.Duration, error) {
+		key := s.Key
+		after, err := sync(ctx, s)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			// Cancelled by Stop: not the object's failure (the loop does
 			// not retry it either), and nothing changes.
 		case err == nil, errors.Is(err, loop.ErrWaiting):
 			f.Succeeded(key)
-		case !OnlyConflicts(err):
+		case !onlyConflicts(err):
 			f.Failed(key, err)
 		}
 		return after, err
@@ -64,12 +65,12 @@ func (f *Failing) Track(sync loop.SyncFunc) loop.SyncFunc {
 }
 
 // Failed records that the sync of the object queued as key failed with err.
-func (f *Failing) Failed(key string, err error) {
+func (f *Failing) Failed(key Key, err error) {
 	msg := err.Error()
 	f.mu.Lock()
 	old, had := f.errs[key]
 	if f.errs == nil {
-		f.errs = map[string]string{}
+		f.errs = map[Key]string{}
 	}
 	f.errs[key] = msg
 	notify := f.onChange
@@ -81,7 +82,7 @@ func (f *Failing) Failed(key string, err error) {
 
 // Succeeded records that the sync of the object queued as key succeeded,
 // or found it gone.
-func (f *Failing) Succeeded(key string) {
+func (f *Failing) Succeeded(key Key) {
 	f.mu.Lock()
 	_, had := f.errs[key]
 	delete(f.errs, key)
@@ -97,7 +98,7 @@ func (f *Failing) Succeeded(key string) {
 type FailingSummary struct {
 	// Count is the number of objects whose last sync failed.
 	Count int
-	// Message names up to FailingNamed of them, in key order, and quotes
+	// Message names up to failingNamed of them, in key order, and quotes
 	// the first one's error; empty when Count is 0.
 	Message string
 }
@@ -107,11 +108,11 @@ type FailingSummary struct {
 // same while the same objects fail with the same error.
 func (f *Failing) Summary() FailingSummary {
 	f.mu.Lock()
-	keys := make([]string, 0, len(f.errs))
+	keys := make([]Key, 0, len(f.errs))
 	for key := range f.errs {
 		keys = append(keys, key)
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, func(a, b Key) int { return strings.Compare(a.String(), b.String()) })
 	var firstErr string
 	if len(keys) > 0 {
 		firstErr = f.errs[keys[0]]
@@ -122,7 +123,7 @@ func (f *Failing) Summary() FailingSummary {
 	}
 	describe := f.Describe
 	if describe == nil {
-		describe = func(key string) string { return key }
+		describe = Key.String
 	}
 	firstErr = textcut.Cut(firstErr, maxErrorLength)
 	var b strings.Builder
@@ -133,13 +134,13 @@ func (f *Failing) Summary() FailingSummary {
 	}
 	fmt.Fprintf(&b, "%s: %s", describe(keys[0]), firstErr)
 	if len(keys) > 1 {
-		named := keys[1:min(len(keys), FailingNamed)]
+		named := keys[1:min(len(keys), failingNamed)]
 		others := make([]string, len(named))
 		for i, key := range named {
 			others[i] = describe(key)
 		}
 		b.WriteString("; also " + strings.Join(others, ", "))
-		if more := len(keys) - FailingNamed; more > 0 {
+		if more := len(keys) - failingNamed; more > 0 {
 			fmt.Fprintf(&b, " and %d more", more)
 		}
 	}

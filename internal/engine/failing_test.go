@@ -21,12 +21,14 @@ func TestFailingTracksSyncResults(t *testing.T) {
 	var f Failing
 	changes := 0
 	f.OnChange(func() { changes++ })
-	results := map[string]error{}
-	sync := f.Track(func(_ context.Context, key string) (time.Duration, error) { return time.Second, results[key] })
+	results := map[Key]error{}
+	sync := f.track(func(_ context.Context, s *loop.Sync[Key]) (time.Duration, error) {
+		return time.Second, results[s.Key]
+	})
 	run := func(key string, err error) {
 		t.Helper()
-		results[key] = err
-		after, got := sync(context.Background(), key)
+		results[keyOf(key)] = err
+		after, got := sync(context.Background(), &loop.Sync[Key]{Key: keyOf(key)})
 		if after != time.Second || got != err {
 			t.Fatalf("Track changed the result: %v, %v", after, got)
 		}
@@ -59,12 +61,12 @@ func TestFailingIgnoresCancelledSyncs(t *testing.T) {
 	var f Failing
 	changes := 0
 	f.OnChange(func() { changes++ })
-	sync := f.Track(func(ctx context.Context, _ string) (time.Duration, error) {
+	sync := f.track(func(ctx context.Context, _ *loop.Sync[Key]) (time.Duration, error) {
 		return 0, fmt.Errorf("sync hook: %w", ctx.Err())
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := sync(ctx, "ns/a"); err == nil {
+	if _, err := sync(ctx, &loop.Sync[Key]{Key: keyOf("ns/a")}); err == nil {
 		t.Fatal("Track dropped the error")
 	}
 	if got := f.Summary().Count; got != 0 || changes != 0 {
@@ -73,17 +75,17 @@ func TestFailingIgnoresCancelledSyncs(t *testing.T) {
 }
 
 // TestFailingSummaryNamesAFewInKeyOrder: the message names the first
-// FailingNamed objects by key, quotes the first one's error, and counts
+// failingNamed objects by key, quotes the first one's error, and counts
 // the rest.
 func TestFailingSummaryNamesAFewInKeyOrder(t *testing.T) {
-	f := Failing{Describe: func(key string) string { return "things " + key }}
-	f.Failed("ns/b", errors.New("boom b"))
+	f := Failing{Describe: func(key Key) string { return "things " + key.String() }}
+	f.Failed(keyOf("ns/b"), errors.New("boom b"))
 	one := f.Summary()
 	if one.Count != 1 || one.Message != "1 object failed its last sync: things ns/b: boom b (see the objects' Events)" {
 		t.Errorf("one: %+v", one)
 	}
 	for _, key := range []string{"ns/e", "ns/d", "ns/a", "ns/c"} {
-		f.Failed(key, errors.New("boom "+key[3:]))
+		f.Failed(keyOf(key), errors.New("boom "+key[3:]))
 	}
 	got := f.Summary()
 	want := "5 objects failed their last sync: things ns/a: boom a; also things ns/b, things ns/c and 2 more"
@@ -91,8 +93,18 @@ func TestFailingSummaryNamesAFewInKeyOrder(t *testing.T) {
 		t.Errorf("five: %+v\nwant message starting %q", got, want)
 	}
 	long := strings.Repeat("é", maxErrorLength)
-	f.Failed("ns/0", errors.New(long))
+	f.Failed(keyOf("ns/0"), errors.New(long))
 	if msg := f.Summary().Message; strings.Contains(msg, long) || !strings.Contains(msg, "...") || !strings.Contains(msg, "éé") {
 		t.Errorf("a long error is not cut short: %d bytes", len(msg))
 	}
+}
+
+// keyOf is the queue key of the object named namespace/name (name: a
+// cluster-scoped one), of no resource.
+func keyOf(namespaceName string) Key {
+	namespace, name, ok := strings.Cut(namespaceName, "/")
+	if !ok {
+		return Key{Name: namespaceName}
+	}
+	return Key{Namespace: namespace, Name: name}
 }

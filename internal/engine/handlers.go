@@ -9,13 +9,13 @@ import (
 )
 
 // Enqueue queues key for a sync, for t.
-func (e *Engine) Enqueue(key string, t trigger.Trigger) { e.queue.AddFor(key, t) }
+func (e *Engine) Enqueue(key Key, t trigger.Trigger) { e.queue.AddFor(key, t) }
 
-// EnqueueFor queues key, for t, for an event about obj (nil: an event that
+// enqueueFor queues key, for t, for an event about obj (nil: an event that
 // always counts), unless it is the echo of this controller's own write;
 // see echo.Echoes. An event held while key is synced keeps t: if it is no
 // echo, the sync after carries it.
-func (e *Engine) EnqueueFor(key string, obj metav1.Object, t trigger.Trigger) {
+func (e *Engine) enqueueFor(key Key, obj metav1.Object, t trigger.Trigger) {
 	if e.echoes.ShouldEnqueue(key, obj, t) {
 		e.queue.AddFor(key, t)
 	}
@@ -42,14 +42,14 @@ func objectTrigger(obj metav1.Object, initial, resync bool) trigger.Trigger {
 // change, except the echoes of the controller's own writes and, with
 // ignoreStatus, changes of only its status. deleted, when set, is told of
 // deleted objects.
-func (e *Engine) ObjectHandler(key func(metav1.Object) string, concerns func(metav1.Object) bool, ignoreStatus bool, deleted func(metav1.Object)) cache.ResourceEventHandler {
+func (e *Engine) ObjectHandler(key func(metav1.Object) Key, concerns func(metav1.Object) bool, ignoreStatus bool, deleted func(metav1.Object)) cache.ResourceEventHandler {
 	if concerns == nil {
 		concerns = func(metav1.Object) bool { return true }
 	}
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if u, ok := obj.(*informer.Object); ok && concerns(u) {
-				e.EnqueueFor(key(u), u, objectTrigger(u, initial, false))
+				e.enqueueFor(key(u), u, objectTrigger(u, initial, false))
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -62,7 +62,7 @@ func (e *Engine) ObjectHandler(key func(metav1.Object) string, concerns func(met
 			if ignoreStatus && !resync && informer.OnlyStatusChanged(oldU, newU) {
 				return
 			}
-			e.EnqueueFor(key(newU), newU, objectTrigger(newU, false, resync))
+			e.enqueueFor(key(newU), newU, objectTrigger(newU, false, resync))
 		},
 		DeleteFunc: func(obj any) {
 			if u := informer.ObjectOf(obj); u != nil {
@@ -72,7 +72,7 @@ func (e *Engine) ObjectHandler(key func(metav1.Object) string, concerns func(met
 				}
 				// The sync of a gone object forgets what is known of it
 				// (and costs a cache miss).
-				e.EnqueueFor(key(u), nil, objectTrigger(u, false, false))
+				e.enqueueFor(key(u), nil, objectTrigger(u, false, false))
 			}
 		},
 	}
@@ -83,7 +83,7 @@ func (e *Engine) ObjectHandler(key func(metav1.Object) string, concerns func(met
 type Owners struct {
 	// Keys returns the queue keys of the objects that the controller
 	// reference ref of dependent names, if they are the controller's.
-	Keys func(dependent metav1.Object, ref *metav1.OwnerReference) []string
+	Keys func(dependent metav1.Object, ref *metav1.OwnerReference) []Key
 	// Orphan, when set, is told of a dependent without a controller
 	// reference that is not being deleted (composite: the parents that
 	// may adopt it), with the trigger to queue them for.
@@ -120,8 +120,8 @@ func (l *lazyTrigger) get() trigger.Trigger {
 	return l.t
 }
 
-// enqueueLazily is EnqueueFor with the trigger built only when needed.
-func (e *Engine) enqueueLazily(key string, obj metav1.Object, t *lazyTrigger) {
+// enqueueLazily is enqueueFor with the trigger built only when needed.
+func (e *Engine) enqueueLazily(key Key, obj metav1.Object, t *lazyTrigger) {
 	if e.echoes.ShouldEnqueueFunc(key, obj, t.get) {
 		e.queue.AddFor(key, t.get())
 	}

@@ -36,7 +36,9 @@ func TestDependentHandlerQueuesThePreviousOwner(t *testing.T) {
 	f := newFixture(t, thing(), false, countChildren)
 	var orphans []string
 	h := f.e.DependentHandler(Owners{
-		Keys:   func(_ metav1.Object, ref *metav1.OwnerReference) []string { return []string{"ns/" + ref.Name} },
+		Keys: func(_ metav1.Object, ref *metav1.OwnerReference) []Key {
+			return []Key{{Namespace: "ns", Name: ref.Name}}
+		},
 		Orphan: func(d metav1.Object, _ trigger.Trigger) { orphans = append(orphans, d.GetName()) },
 	})
 	h.OnUpdate(dependent(t, "1", "a"), dependent(t, "2", "b"))
@@ -73,7 +75,7 @@ func TestObjectHandler(t *testing.T) {
 		return o
 	}
 	var deleted []string
-	key := func(o metav1.Object) string { return o.GetNamespace() + "/" + o.GetName() }
+	key := func(o metav1.Object) Key { return Key{Namespace: o.GetNamespace(), Name: o.GetName()} }
 	h := f.e.ObjectHandler(key, nil, true, func(o metav1.Object) { deleted = append(deleted, o.GetName()) })
 	h.OnAdd(object("1", "a"), false)
 	h.OnUpdate(object("1", "a"), object("2", "b")) // status only: ignored
@@ -110,7 +112,7 @@ func TestCustomizeCredentialErrorIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.e.Stop()
-	f.e.Enqueue("ns/p", trigger.Trigger{Cause: trigger.CauseObject})
+	f.e.Enqueue(f.key(), trigger.Trigger{Cause: trigger.CauseObject})
 	select {
 	case <-changed:
 	case <-ctx.Done():
@@ -139,7 +141,7 @@ func TestHandlersGiveTheirCauses(t *testing.T) {
 		}
 		return o
 	}
-	key := func(o metav1.Object) string { return o.GetNamespace() + "/" + o.GetName() }
+	key := func(o metav1.Object) Key { return Key{Namespace: o.GetNamespace(), Name: o.GetName()} }
 	h := f.e.ObjectHandler(key, nil, false, nil)
 	h.OnAdd(object("1", 1), true)
 	h.OnAdd(object("1", 1), false)
@@ -159,7 +161,9 @@ func TestHandlersGiveTheirCauses(t *testing.T) {
 
 	f.queue.added, f.queue.triggers = nil, nil
 	d := f.e.DependentHandler(Owners{
-		Keys:     func(_ metav1.Object, ref *metav1.OwnerReference) []string { return []string{"ns/" + ref.Name} },
+		Keys: func(_ metav1.Object, ref *metav1.OwnerReference) []Key {
+			return []Key{{Namespace: "ns", Name: ref.Name}}
+		},
 		Resource: "configmaps",
 	})
 	d.OnAdd(dependent(t, "1", "a"), true)

@@ -15,7 +15,7 @@ import (
 // failed for their credentials. Safe for concurrent use.
 type HookCaller struct {
 	// Hooks makes the calls.
-	Hooks HookClient
+	Hooks hookClient
 	// Controller names the controller in metrics and logs.
 	Controller string
 	// OnHealthChange, when set, is called when the hooks start or stop
@@ -26,18 +26,21 @@ type HookCaller struct {
 }
 
 // Call calls hook, named name ("sync", "finalize", "customize"), with
-// request and decodes its answer into response. Within a sync of the
-// controller's loop, the call is a loop.WhileWaiting: other syncs run
-// while it waits on the hook. A call whose ctx is cancelled (the
+// request and decodes its answer into response. The call is a wait of
+// w, the sync's (loop.Waiter; nil: none to tell): other syncs run while it
+// waits on the hook. A call whose ctx is cancelled (the
 // controller stops or restarts) ends at once, and so does a call that
 // answered after the cancellation: it returns the cancellation's cause,
 // so that the sync writes nothing of the answer.
-func (h *HookCaller) Call(ctx context.Context, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error {
+func (h *HookCaller) Call(ctx context.Context, w loop.Waiter, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error {
 	var err error
 	start := time.Now()
-	loop.WhileWaiting(ctx, func() {
-		err = h.Hooks.Call(ctx, h.Controller, name, hook, request, response)
-	})
+	call := func() { err = h.Hooks.Call(ctx, h.Controller, name, hook, request, response) }
+	if w == nil {
+		call()
+	} else {
+		w.WhileWaiting(call)
+	}
 	cancelled := ctx.Err() != nil
 	if cancelled {
 		err = fmt.Errorf("%s hook: %w", name, context.Cause(ctx))

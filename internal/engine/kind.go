@@ -7,28 +7,26 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
-// Kind is what one kind of controller (pkg/composite, pkg/decorator)
+// Controller is what one kind of controller (pkg/composite, pkg/decorator)
 // supplies to the Engine: where its objects are, what each observes, and
 // how its hooks are asked and answer. Everything else, from the work queue
 // to the status write, is the Engine's.
-type Kind interface {
+type Controller interface {
 	// Watch acquires the kind's informers on w, with the handlers the
 	// Engine makes (ObjectHandler, DependentHandler).
 	Watch(w *Watches) error
 	// Keys returns the queue key of every object in the cache, for the
 	// periodic resync.
-	Keys() []string
-	// Synced are the resources whose objects the controller syncs.
-	Synced() []*Synced
-	// Locate names the object queued as key: its resource, namespace and
-	// name; false for a key the kind did not make.
-	Locate(key string) (res *Synced, namespace, name string, ok bool)
+	Keys() []Key
+	// Resources are the resources whose objects the controller syncs.
+	Resources() []*Watched
 	// Dependents are the declared resources of the objects' children
 	// (attachments).
 	Dependents() *children.Declared
@@ -39,12 +37,12 @@ type Kind interface {
 	Observe(ctx context.Context, t *Target) (Sync, map[*children.Resource]children.Set, error)
 }
 
-// Synced is a resource whose objects a controller syncs (a
+// Watched is a resource whose objects a controller syncs (a
 // CompositeController's parent resource; each of a DecoratorController's
-// resources), as its Kind watches it.
-type Synced struct {
+// resources), as its Controller watches it.
+type Watched struct {
 	*discovery.Resource
-	// Informer is the resource's informer, set by Kind.Watch.
+	// Informer is the resource's informer, set by Controller.Watch.
 	Informer *informer.Informer
 	// Selects reports whether the controller selects an object (nil:
 	// every object). An object no longer selected is finalized if it
@@ -55,6 +53,11 @@ type Synced struct {
 	IgnoreStatusChanges bool
 	// Noun names an object of the resource in logs ("parent").
 	Noun string
+	// KeyPrefix begins the text of its objects' keys (Key.String), before
+	// namespace/name, so that objects of one namespace and name in two
+	// of a kind's resources have texts of their own ("0|" for a
+	// DecoratorController's first resource; "" for a composite parent).
+	KeyPrefix string
 	// RealStatus: the hook is given the object's own .status even when
 	// the status it answers is kept in StatusAnnotation (a
 	// DecoratorController's objects: metacontroller gives a decorator the
@@ -69,7 +72,36 @@ type Synced struct {
 // HookGetsRealStatus reports whether the hook of an object of s is given
 // the object's own .status while the status it answers is kept in
 // StatusAnnotation (RealStatus, for a built-in resource).
-func (s *Synced) HookGetsRealStatus() bool { return s != nil && s.RealStatus && StatusInAnnotation(s) }
+func (s *Watched) HookGetsRealStatus() bool { return s != nil && s.RealStatus && StatusInAnnotation(s) }
+
+// Key is the work queue's key of an object a controller syncs: its
+// resource and its namespace ("" for a cluster-scoped object) and name.
+// Made by the Controller (its handlers, Keys, KeyOf), it is read back by the
+// Engine as it is, never parsed from text.
+type Key struct {
+	Resource        *Watched
+	Namespace, Name string
+}
+
+// KeyOf returns the key of obj, an object of res.
+func KeyOf(res *Watched, obj metav1.Object) Key {
+	return Key{Resource: res, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+// String is the key as text: its resource's KeyPrefix, then namespace/name
+// (name alone for a cluster-scoped object). It keys what outlives a sync
+// and is looked up by text: the records of syncs (Engine.History), and
+// logs.
+func (k Key) String() string {
+	prefix := ""
+	if k.Resource != nil {
+		prefix = k.Resource.KeyPrefix
+	}
+	if k.Namespace == "" {
+		return prefix + k.Name
+	}
+	return prefix + k.Namespace + "/" + k.Name
+}
 
 // objectCache is how the Engine reads the objects it syncs;
 // *informer.Informer is one.
@@ -83,30 +115,35 @@ type Target struct {
 	// copy carrying the metadata of its own writes.
 	Object *unstructured.Unstructured
 	// Resource is the object's resource.
-	Resource *Synced
-	// Selected: the controller selects the object (Synced.Selects).
+	Resource *Watched
+	// Selected: the controller selects the object (Watched.Selects).
 	Selected bool
 	// Key is the queue key of the sync, set by the Engine: the echoes of
 	// the sync's writes are expected for it (echo.Echoes.Expect).
-	Key string
+	Key Key
 
 	// Finalizing and Manage are set by the Engine before Observe:
 	// whether the finalize hook is called, and whether the dependents are
 	// written (not while the garbage collector holds them).
 	Finalizing, Manage bool
-	// Observed are the dependents as Kind.Observe found them, before
+	// Observed are the dependents as Controller.Observe found them, before
 	// the rounds wrote any; set by the Engine after Observe.
 	Observed map[*children.Resource]children.Set
 
+	// queued is the work queue's sync of Key: its triggers, the retry of
+	// its failure, its waits on hooks (loop.Sync); for a sync outside the
+	// queue (SyncOnce), one of its own, which does nothing of the queue's.
+	queued *loop.Sync[Key]
+
 	// realStatus is the object's own .status (nil: none) when its hook
-	// is given it (Synced.HookGetsRealStatus) while Object is its
+	// is given it (Watched.HookGetsRealStatus) while Object is its
 	// statusView.
 	realStatus any
 }
 
 // forHook returns obj (Object, or Object as the hook's answers leave it)
 // as the hook is given it: with the object's own .status in place of the
-// annotation's when Synced.RealStatus applies (a shallow copy), else obj.
+// annotation's when Watched.RealStatus applies (a shallow copy), else obj.
 func (t *Target) forHook(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	if !t.Resource.HookGetsRealStatus() {
 		return obj
@@ -115,7 +152,7 @@ func (t *Target) forHook(obj *unstructured.Unstructured) *unstructured.Unstructu
 }
 
 // WithStatus returns a shallow copy of obj whose .status is status (none
-// when nil): obj as the hook is given it when Synced.RealStatus applies,
+// when nil): obj as the hook is given it when Watched.RealStatus applies,
 // status being the object's own.
 func WithStatus(obj *unstructured.Unstructured, status any) *unstructured.Unstructured {
 	out := &unstructured.Unstructured{Object: maps.Clone(obj.Object)}
@@ -126,33 +163,30 @@ func WithStatus(obj *unstructured.Unstructured, status any) *unstructured.Unstru
 	return out
 }
 
-// Keyer is a Kind that names the queue key of an object of one of its
-// Synced resources, as its handlers would queue it; SyncOnce needs it.
+// Keyer is a Controller that names the queue key of an object of one of its
+// Watched resources, as its handlers would queue it; SyncOnce needs it.
 type Keyer interface {
-	// KeyOf returns obj's resource and queue key; false when the
-	// controller syncs no object of obj's apiVersion and kind.
-	KeyOf(obj *unstructured.Unstructured) (res *Synced, key string, ok bool)
+	// KeyOf returns obj's queue key (whose Resource is obj's); false
+	// when the controller syncs no object of obj's apiVersion and kind.
+	KeyOf(obj *unstructured.Unstructured) (key Key, ok bool)
 }
 
 // target returns the object queued as key, from the cache; false when it
-// is gone (or key is not one the Kind made).
-func (e *Engine) target(key string) (*Target, bool) {
-	res, namespace, name, ok := e.kind.Locate(key)
-	if !ok {
-		return nil, false
-	}
+// is gone.
+func (e *Engine) target(key Key) (*Target, bool) {
+	res := key.Resource
 	var cache objectCache = res.Informer
 	if res.cache != nil {
 		cache = res.cache
 	}
-	obj, ok := cache.Get(namespace, name)
+	obj, ok := cache.Get(key.Namespace, key.Name)
 	if !ok {
 		return nil, false
 	}
 	return &Target{Object: obj, Resource: res, Selected: res.Selects == nil || res.Selects(obj)}, true
 }
 
-// Sync is one sync of one object, as its Kind reads and writes hook
+// Sync is one sync of one object, as its Controller reads and writes hook
 // requests and answers.
 type Sync interface {
 	// Request returns the request of a hook call that gives the hook the

@@ -13,8 +13,9 @@ import (
 	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
-// History returns the recorded syncs of the object queued as key, newest
-// first; nil when none is kept (or Options.History is nil).
+// History returns the recorded syncs of the object whose queue key's text
+// (Key.String) is key, newest first; nil when none is kept (or
+// Options.History is nil).
 func (e *Engine) History(key string) []*history.Sync {
 	return e.opts.History.Get(e.historyID(), key)
 }
@@ -22,58 +23,59 @@ func (e *Engine) History(key string) []*history.Sync {
 // historyID names the controller in the Store: kinds may share names.
 func (e *Engine) historyID() string { return history.ControllerID(e.kindName, e.name) }
 
-// beginRecord starts the record of a sync of key, with the triggers the
-// work queue gives it, into ctx (history.With), and its span (beginTrace);
-// without a Store no record is allocated.
-func (e *Engine) beginRecord(ctx context.Context) context.Context {
-	ctx = e.beginTrace(ctx)
+// beginRecord starts the record of the work queue's sync s, with its
+// triggers, into ctx (history.With), and its span (beginTrace); without a
+// Store no record is allocated.
+func (e *Engine) beginRecord(ctx context.Context, s *loop.Sync[Key]) context.Context {
+	ctx = e.beginTrace(ctx, s)
 	if e.opts.History == nil {
 		return ctx
 	}
 	return history.With(ctx, &history.Sync{
 		Start:           time.Now(),
-		Triggers:        loop.TriggersOf(ctx),
-		TriggersDropped: loop.TriggersDroppedOf(ctx),
+		Triggers:        s.Triggers(),
+		TriggersDropped: s.TriggersDropped(),
 	})
 }
 
-// endRecord ends the record of the sync of key that returned after and
-// err with its outcome and keeps it, unless the sync found the object
+// endRecord ends the record of the work queue's sync s that returned after
+// and err with its outcome and keeps it, unless the sync found the object
 // gone: its record is forgotten then, and so are the retries and resyncs
 // the work queue holds for it. It ends the sync's span too (endTrace).
-func (e *Engine) endRecord(ctx context.Context, key string, gone bool, after time.Duration, err error) {
-	e.endTrace(ctx, key, gone, err)
+func (e *Engine) endRecord(ctx context.Context, s *loop.Sync[Key], gone bool, after time.Duration, err error) {
+	key := s.Key
+	e.endTrace(ctx, s, gone, err)
 	if gone {
-		loop.Gone(ctx)
-		e.opts.History.Forget(e.historyID(), key)
+		s.Gone()
+		e.opts.History.Forget(e.historyID(), key.String())
 		return
 	}
-	s := history.From(ctx)
-	if s == nil {
+	rec := history.From(ctx)
+	if rec == nil {
 		return
 	}
 	end := time.Now()
-	s.Duration = end.Sub(s.Start)
-	o := history.Outcome{Result: resultOf(ctx, err), Reason: SyncReason(err)}
+	rec.Duration = end.Sub(rec.Start)
+	o := history.Outcome{Result: resultOf(ctx, err), Reason: syncReason(err)}
 	switch o.Result {
 	case history.ResultSuccess:
 		if after > 0 {
 			o.NextAttempt = end.Add(after)
 		}
-		o.NextAttempt = sooner(o.NextAttempt, loop.NextDelayed(ctx, false))
+		o.NextAttempt = sooner(o.NextAttempt, s.NextDelayed(false))
 	case history.ResultCancelled:
 		o.Reason, o.Error = "", history.Cut(err.Error())
 	default:
 		o.Error = history.Cut(err.Error())
-		if delay, attempt, ok := loop.Retry(ctx, err); ok {
+		if delay, attempt, ok := s.Retry(err); ok {
 			o.Attempt, o.NextAttempt = attempt, end.Add(delay)
 		}
 		// A sooner resyncAfterSeconds of an unsettled hook, or a retry
 		// pending from before.
-		o.NextAttempt = sooner(o.NextAttempt, loop.NextDelayed(ctx, true))
+		o.NextAttempt = sooner(o.NextAttempt, s.NextDelayed(true))
 	}
-	s.Outcome = o
-	e.opts.History.Put(e.historyID(), key, s)
+	rec.Outcome = o
+	e.opts.History.Put(e.historyID(), key.String(), rec)
 }
 
 // resultOf is how a sync under ctx that returned err ended
@@ -100,7 +102,7 @@ func sooner(a, b time.Time) time.Time {
 }
 
 // resyncAfter queues key after delay for the hook's resyncAfterSeconds.
-func (e *Engine) resyncAfter(key string, delay time.Duration) {
+func (e *Engine) resyncAfter(key Key, delay time.Duration) {
 	e.queue.AddAfterFor(key, delay, trigger.Trigger{Cause: trigger.CauseResyncAfter})
 }
 

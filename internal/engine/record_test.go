@@ -32,7 +32,7 @@ func TestRecordOnlyWithAStore(t *testing.T) {
 	f := newFixture(t, thing(), false, countChildren)
 	ctx := context.Background()
 	// Only the sync's trace ids (beginTrace) go into its context.
-	if got := f.e.beginRecord(ctx); history.From(got) != nil || !trace.SpanContextFromContext(got).IsValid() {
+	if got := f.e.beginRecord(ctx, nil); history.From(got) != nil || !trace.SpanContextFromContext(got).IsValid() {
 		t.Error("a sync without a Store started a record, or has no trace ids")
 	}
 	if err := f.sync(t); err != nil {

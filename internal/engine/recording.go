@@ -15,9 +15,9 @@ import (
 // ("false"), whatever Options.RecordAll says.
 const RecordAnnotation = hookrecord.Annotation
 
-// ValidateRecordAnnotation checks the value of RecordAnnotation on a
+// validateRecordAnnotation checks the value of RecordAnnotation on a
 // controller object: absent, "true" or "false".
-func ValidateRecordAnnotation(annotations map[string]string) field.ErrorList {
+func validateRecordAnnotation(annotations map[string]string) field.ErrorList {
 	v, ok := annotations[RecordAnnotation]
 	if !ok || v == "true" || v == "false" {
 		return nil

@@ -25,7 +25,7 @@ func ReportRepeated(ctx context.Context, recorder record.EventRecorder, object r
 	klog.FromContext(ctx).Info("A resource is listed twice; using one entry",
 		"field", field, "index", i, "earlier", earlier, "resource", name, "updateMethod", method)
 	if recorder != nil {
-		recorder.Eventf(object, corev1.EventTypeWarning, "DuplicateResource",
+		recorder.Eventf(object, corev1.EventTypeWarning, ReasonDuplicateResource,
 			"spec.%s[%d] lists %s again (spec.%s[%d]): one entry is used, updating with %s (the last entry's updateStrategy other than OnDelete, as in metacontroller); remove one of them",
 			field, i, name, field, earlier, method)
 	}

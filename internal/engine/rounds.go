@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -10,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/metrics"
 )
 
@@ -28,12 +25,6 @@ import (
 // limiter, never in a hot loop (see Unsettled).
 const MaxRounds = 5
 
-// ErrNotSettled is returned by a sync whose hook was still asking for
-// writes after MaxRounds calls. It wraps loop.ErrWaiting: the object is
-// synced again with backoff, and the failure is reported once by Unsettled,
-// not as a SyncError on every retry.
-var ErrNotSettled = fmt.Errorf("the hook did not reach a fixed point in %d calls: %w", MaxRounds, loop.ErrWaiting)
-
 // Unsettled reports the objects whose hook did not settle: once per object
 // as a Warning Event (reason HookNotSettled) and each time in the
 // metactl_syncs_unsettled_total metric, until the object settles again.
@@ -48,16 +39,16 @@ type Unsettled struct {
 	Recorder record.EventRecorder
 
 	mu       sync.Mutex
-	reported map[string]bool // by work-queue key
+	reported map[Key]bool // by work-queue key
 }
 
-// Finish ends a sync whose writes are done and returns what the sync
+// finish ends a sync whose writes are done and returns what the sync
 // returns: when the hook settled, the delay resyncAfterSeconds asks for
 // (the shortest any answer of the sync asked for); when it did not,
-// ErrNotSettled after reporting it, and resyncAfterSeconds still asks
+// errNotSettled after reporting it, and resyncAfterSeconds still asks
 // addAfter for a sync after that delay (whichever of it and the backoff
 // is sooner wins).
-func (u *Unsettled) Finish(obj runtime.Object, key string, settled bool, resyncAfterSeconds float64, addAfter func(key string, delay time.Duration)) (time.Duration, error) {
+func (u *Unsettled) finish(obj runtime.Object, key Key, settled bool, resyncAfterSeconds float64, addAfter func(key Key, delay time.Duration)) (time.Duration, error) {
 	delay := time.Duration(resyncAfterSeconds * float64(time.Second))
 	if settled {
 		u.Settled(key)
@@ -67,24 +58,24 @@ func (u *Unsettled) Finish(obj runtime.Object, key string, settled bool, resyncA
 	if delay > 0 {
 		addAfter(key, delay)
 	}
-	return 0, ErrNotSettled
+	return 0, errNotSettled
 }
 
 // Report records that the hook of obj, queued as key, did not settle in
 // this sync.
-func (u *Unsettled) Report(obj runtime.Object, key string) {
+func (u *Unsettled) Report(obj runtime.Object, key Key) {
 	metrics.UnsettledSyncs.WithLabelValues(u.Controller).Inc()
 	u.mu.Lock()
 	first := !u.reported[key]
 	if first {
 		if u.reported == nil {
-			u.reported = map[string]bool{}
+			u.reported = map[Key]bool{}
 		}
 		u.reported[key] = true
 	}
 	u.mu.Unlock()
 	if first {
-		u.Recorder.Eventf(obj, corev1.EventTypeWarning, "HookNotSettled",
+		u.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonHookNotSettled,
 			"%s %s: the sync hook still asked for changes after %d calls in one sync (a status that changes on every call, such as a timestamp or a counter, never settles); the last answer was written and the object is synced again with backoff",
 			u.Kind, u.Controller, MaxRounds)
 	}
@@ -93,11 +84,8 @@ func (u *Unsettled) Report(obj runtime.Object, key string) {
 // Settled records that the hook of the object queued as key reached a
 // fixed point, or that the object is gone: a later failure to settle is
 // reported again.
-func (u *Unsettled) Settled(key string) {
+func (u *Unsettled) Settled(key Key) {
 	u.mu.Lock()
 	delete(u.reported, key)
 	u.mu.Unlock()
 }
-
-// IsNotSettled reports whether err is ErrNotSettled.
-func IsNotSettled(err error) bool { return errors.Is(err, ErrNotSettled) }

@@ -28,32 +28,20 @@ import (
 // schema would drop or refuse the hook's fields. The sync reads and
 // writes it as the object's status (see statusView), and the hook is
 // given it back as .status, unless the hook is given the real status
-// (Synced.RealStatus: a decorator's). Objects of a
+// (Watched.RealStatus: a decorator's). Objects of a
 // CustomResourceDefinition keep the hook's status in .status.
 const StatusAnnotation = "metactl.io/status"
 
 // MaxStatusAnnotationBytes bounds the StatusAnnotation's value (the
 // status as JSON): a larger status is not written, and the sync fails
-// with a *StatusTooLargeError (a SyncError Event, the log, a retry). The
+// with a *statusTooLargeError (a SyncError Event, the log, a retry). The
 // API server allows 256 KiB for all of an object's annotations together.
 const MaxStatusAnnotationBytes = 64 << 10
-
-// StatusTooLargeError reports a status the hook answered for an object
-// whose status is kept in StatusAnnotation that exceeds
-// MaxStatusAnnotationBytes as JSON. The annotation keeps the status it had.
-type StatusTooLargeError struct {
-	Size, Max int
-}
-
-func (e *StatusTooLargeError) Error() string {
-	return fmt.Sprintf("the status the hook answered is %d bytes as JSON, more than the %d bytes the %s annotation holds; the object keeps its previous status",
-		e.Size, e.Max, StatusAnnotation)
-}
 
 // StatusInAnnotation reports whether the objects of res keep their hook's
 // status in StatusAnnotation: those of a built-in resource, one whose
 // kind client-go's scheme knows (a CRD's kinds are not in it).
-func StatusInAnnotation(res *Synced) bool {
+func StatusInAnnotation(res *Watched) bool {
 	return res != nil && res.Resource != nil && scheme.Scheme.Recognizes(res.GroupVersionKind())
 }
 
@@ -82,7 +70,7 @@ func statusView(obj *unstructured.Unstructured) (*unstructured.Unstructured, err
 // in StatusAnnotation (t.Object is its statusView): want goes into the
 // annotation, unless the object has it already, in a merge patch with the
 // object's UID as precondition; its real .status is not touched. A status
-// too large is refused (*StatusTooLargeError, an invalid answer), the
+// too large is refused (*statusTooLargeError, an invalid answer), the
 // annotation left as it was.
 func (e *Engine) writeStatusAnnotation(ctx context.Context, t *Target, want map[string]any, seen bool) error {
 	obj := t.Object
@@ -95,7 +83,7 @@ func (e *Engine) writeStatusAnnotation(ctx context.Context, t *Target, want map[
 		return fmt.Errorf("encoding status: %w", err)
 	}
 	if len(data) > MaxStatusAnnotationBytes {
-		err := &StatusTooLargeError{Size: len(data), Max: MaxStatusAnnotationBytes}
+		err := &statusTooLargeError{Size: len(data), Max: MaxStatusAnnotationBytes}
 		history.Failed(ctx, "patch", "status", t.Name(), err)
 		return InvalidAnswer(err)
 	}
@@ -123,11 +111,6 @@ func (e *Engine) writeStatusAnnotation(ctx context.Context, t *Target, want map[
 	klog.FromContext(ctx).V(4).Info("Updated status", "annotation", StatusAnnotation)
 	return nil
 }
-
-// ReasonStatusPruned is the reason of the Warning Event on an object whose
-// custom resource's status schema dropped fields of the status its hook
-// answered (warnPruned).
-const ReasonStatusPruned = "StatusPruned"
 
 // maxPrunedShown bounds the fields a StatusPruned Event names.
 const maxPrunedShown = 10

@@ -22,7 +22,7 @@ func TestStatusInAnnotation(t *testing.T) {
 		{"example.com/v1", "Thing", false},
 		{"metacontroller.k8s.io/v1alpha1", "CompositeController", false},
 	} {
-		res := &Synced{Resource: &discovery.Resource{APIVersion: c.apiVersion, Kind: c.kind}}
+		res := &Watched{Resource: &discovery.Resource{APIVersion: c.apiVersion, Kind: c.kind}}
 		if got := StatusInAnnotation(res); got != c.want {
 			t.Errorf("StatusInAnnotation(%s %s) = %v, want %v", c.apiVersion, c.kind, got, c.want)
 		}
@@ -72,7 +72,7 @@ func TestAccessOfBuiltinObjects(t *testing.T) {
 		{&discovery.Resource{APIVersion: "apps/v1", Name: "deployments", Kind: "Deployment", HasStatus: true}, false},
 		{&discovery.Resource{APIVersion: "example.com/v1", Name: "things", Kind: "Thing", HasStatus: true}, true},
 	} {
-		e := &Engine{kind: &syncedKind{synced: []*Synced{{Resource: c.res}}}}
+		e := &Engine{controller: &watchingController{watched: []*Watched{{Resource: c.res}}}}
 		gotStatus := false
 		for _, a := range e.Access() {
 			gotStatus = gotStatus || a.Subresource == "status"
@@ -83,10 +83,10 @@ func TestAccessOfBuiltinObjects(t *testing.T) {
 	}
 }
 
-// syncedKind is fakeKind syncing the resources of synced.
-type syncedKind struct {
-	fakeKind
-	synced []*Synced
+// watchingController is fakeController syncing the resources of watched.
+type watchingController struct {
+	fakeController
+	watched []*Watched
 }
 
-func (k *syncedKind) Synced() []*Synced { return k.synced }
+func (k *watchingController) Resources() []*Watched { return k.watched }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metactl/metactl/internal/history"
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
@@ -26,7 +27,7 @@ import (
 // hook wants. It is the whole reconcile, in order:
 //
 //  1. the object, from the cache; the finalizer decision
-//  2. Kind.Observe: its children and claims, or attachments
+//  2. Controller.Observe: its children and claims, or attachments
 //  3. related objects (customize hook)
 //  4. rounds: the hook, its answer checked whole, the dependents written;
 //     again until a fixed point (see MaxRounds); then the Events the
@@ -38,12 +39,13 @@ import (
 // A failed hook call or an invalid first answer writes nothing (but the
 // metactl.io/Synced condition, when the controller opts in: see
 // synced.go); the object gets a SyncError Event and the key is retried
-// (SyncFailed).
-func (e *Engine) sync(ctx context.Context, key string) (after time.Duration, err error) {
+// (recordSyncError).
+func (e *Engine) sync(ctx context.Context, s *loop.Sync[Key]) (after time.Duration, err error) {
+	key := s.Key
 	// The sync's record (history): its triggers, calls, writes, outcome.
-	ctx = e.beginRecord(ctx)
+	ctx = e.beginRecord(ctx, s)
 	gone := false
-	defer func() { e.endRecord(ctx, key, gone, after, err) }()
+	defer func() { e.endRecord(ctx, s, gone, after, err) }()
 	// The hook's answers count against the budget of answers in memory
 	// until the sync is done writing them.
 	ctx, releaseAnswers := hookclient.HoldAnswers(ctx)
@@ -69,13 +71,15 @@ func (e *Engine) sync(ctx context.Context, key string) (after time.Duration, err
 		e.synced.forget(key)
 		return 0, nil
 	}
-	return e.syncTarget(ctx, key, t)
+	return e.syncTarget(ctx, s, t)
 }
 
-// syncTarget is sync from step 1 on, for t, the object queued as key:
-// the reconcile itself, shared by sync and SyncOnce.
-func (e *Engine) syncTarget(ctx context.Context, key string, t *Target) (after time.Duration, err error) {
-	t.Key = key
+// syncTarget is sync from step 1 on, for t, the object queued as s.Key,
+// in the work queue's sync s (SyncOnce's own, outside the queue): the
+// reconcile itself, shared by sync and SyncOnce.
+func (e *Engine) syncTarget(ctx context.Context, s *loop.Sync[Key], t *Target) (after time.Duration, err error) {
+	key := s.Key
+	t.Key, t.queued = key, s
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues(t.Resource.Noun, klog.KObj(t.Object), "kind", t.Resource.Kind))
 	ctx = e.withRecording(ctx, t)
 	if StatusInAnnotation(t.Resource) {
@@ -102,7 +106,7 @@ func (e *Engine) syncTarget(ctx context.Context, key string, t *Target) (after t
 	t.Manage = !finalizer.HeldByGarbageCollector(t.Object)
 
 	// 2. What the object observes.
-	s, observed, err := e.kind.Observe(ctx, t)
+	ks, observed, err := e.controller.Observe(ctx, t)
 	if err != nil {
 		return 0, e.syncFailed(ctx, t, err)
 	}
@@ -110,12 +114,12 @@ func (e *Engine) syncTarget(ctx context.Context, key string, t *Target) (after t
 
 	// 3. Related objects, when a customize hook declares them, keyed for
 	// the hook the rounds call.
-	r := &Round{e: e, t: t, sync: s, observed: observed, related: hooks.ObjectMap{}, hookName: "sync", hook: e.cfg.Hooks.Sync}
+	r := &Round{e: e, t: t, sync: ks, observed: observed, related: hooks.ObjectMap{}, hookName: "sync", hook: e.cfg.Hooks.Sync}
 	if t.Finalizing {
 		r.hookName, r.hook = "finalize", e.cfg.Hooks.Finalize
 	}
 	if e.related != nil {
-		if r.related, err = e.related.Related(ctx, key, t.forHook(t.Object), t.Resource.Namespaced, *r.hook.Version); err != nil {
+		if r.related, err = e.related.Related(ctx, t.queued, key, t.forHook(t.Object), t.Resource.Namespaced, *r.hook.Version); err != nil {
 			return 0, e.syncFailed(ctx, t, fmt.Errorf("related objects: %w", err))
 		}
 	}
@@ -155,7 +159,7 @@ func (e *Engine) syncTarget(ctx context.Context, key string, t *Target) (after t
 
 	// 7. Again with backoff when the hook did not settle; a later sync
 	// when it asked for one.
-	return e.unsettled.Finish(t.Object, key, out.settled, out.resyncAfterSeconds, e.resyncAfter)
+	return e.unsettled.finish(t.Object, key, out.settled, out.resyncAfterSeconds, e.resyncAfter)
 }
 
 // decideFinalizer makes the finalizer decision: an object being deleted or
@@ -271,11 +275,11 @@ func (r *Round) Version() v1alpha1.HookVersion { return *r.hook.Version }
 // is a finalize hook's, read as metacontroller reads it: the object is
 // going away, or the garbage collector holds them.
 func (r *Round) Call(ctx context.Context, request any, response hooks.Response) error {
-	if err := r.e.hooks.Call(ctx, r.hookName, r.hook, request, response); err != nil {
+	if err := r.e.hooks.Call(ctx, r.t.queued, r.hookName, r.hook, request, response); err != nil {
 		return err
 	}
 	answer := r.sync.Read(response)
-	r.e.answers.ReportUnknown(ctx, r.t.Object, r.hookName, answer.Unknown)
+	r.e.answers.reportUnknown(ctx, r.t.Object, r.hookName, answer.Unknown)
 	if !r.t.Manage || r.t.Finalizing {
 		return nil
 	}
@@ -286,7 +290,7 @@ func (r *Round) Call(ctx context.Context, request any, response hooks.Response) 
 // and reports whether it wrote. The rounds' next call sees them as
 // written.
 func (r *Round) Write(ctx context.Context, desired map[*children.Resource]children.Set) (bool, error) {
-	result, err := r.e.dependents.Manage(ctx, r.t.Object, r.e.kind.Dependents().Resources, r.observed, desired)
+	result, err := r.e.dependents.Manage(ctx, r.t.Object, r.e.controller.Dependents().Resources, r.observed, desired)
 	if err != nil {
 		return false, WriteFailed(err)
 	}
@@ -298,7 +302,7 @@ func (r *Round) Write(ctx context.Context, desired map[*children.Resource]childr
 // answer checked whole, then the dependents written, their echoes
 // expected.
 func (r *Round) step(ctx context.Context, seen *unstructured.Unstructured) (hooks.Response, bool, error) {
-	dependents := hooks.ObjectMapOf(*r.hook.Version, r.t.Resource.Namespaced, r.e.kind.Dependents().Resources, r.observed)
+	dependents := hooks.ObjectMapOf(*r.hook.Version, r.t.Resource.Namespaced, r.e.controller.Dependents().Resources, r.observed)
 	request, response := r.sync.Request(r.t.forHook(seen), dependents, r.related, r.t.Finalizing)
 	if err := r.Call(ctx, request, response); err != nil {
 		return nil, false, err
@@ -312,7 +316,7 @@ func (r *Round) step(ctx context.Context, seen *unstructured.Unstructured) (hook
 		// object in the foreground or orphans them.
 		return response, false, nil
 	}
-	result, err := r.e.dependents.Manage(ctx, r.t.Object, r.e.kind.Dependents().Resources, r.observed, desired)
+	result, err := r.e.dependents.Manage(ctx, r.t.Object, r.e.controller.Dependents().Resources, r.observed, desired)
 	if err != nil {
 		return response, false, WriteFailed(err)
 	}
@@ -544,8 +548,8 @@ func withMetadata(obj *unstructured.Unstructured, written metav1.Object) *unstru
 	return out
 }
 
-// syncFailed reports a failed sync of t's object (SyncFailed) and returns
+// syncFailed reports a failed sync of t's object (recordSyncError) and returns
 // err for the retry.
 func (e *Engine) syncFailed(ctx context.Context, t *Target, err error) error {
-	return SyncFailed(ctx, e.opts.Recorder, t.Object, e.kindName, e.name, err)
+	return recordSyncError(ctx, t.queued, e.opts.Recorder, t.Object, e.kindName, e.name, err)
 }

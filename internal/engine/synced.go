@@ -37,27 +37,6 @@ const SyncedConditionType = "metactl.io/Synced"
 // the hook: without either, metactl writes none of its own.
 const SyncedConditionAnnotation = "metactl.io/synced-condition"
 
-// The reasons of the SyncedConditionType condition (see SyncReason).
-const (
-	// ReasonSynced: the last sync succeeded (status True).
-	ReasonSynced = "Synced"
-	// ReasonHookFailed: a hook call failed: the hook could not be reached
-	// or did not answer in time, answered other than 200, or with a body
-	// that is not a valid answer, or its credentials could not be used.
-	ReasonHookFailed = "HookFailed"
-	// ReasonInvalidAnswer: metactl's checks refused the hook's answer (an
-	// invalid child, an invalid event, an answer without its list of
-	// children, ...).
-	ReasonInvalidAnswer = "InvalidAnswer"
-	// ReasonWriteFailed: a write to the API server failed.
-	ReasonWriteFailed = "WriteFailed"
-	// ReasonWaiting: the sync waits (loop.ErrWaiting): the hook did not
-	// settle, or something it needs is not there yet.
-	ReasonWaiting = "Waiting"
-	// ReasonSyncFailed: any other failure (related objects, ...).
-	ReasonSyncFailed = "SyncFailed"
-)
-
 // SyncedRewriteInterval is the least time between two writes of one
 // object's SyncedConditionType condition that keep its status, reason and
 // observed generation (a new error text, attempt or next attempt); a
@@ -68,20 +47,20 @@ const SyncedRewriteInterval = 30 * time.Second
 // bytes ("..." included when it is cut).
 const maxSyncedError = 1024
 
-// SyncReason returns the reason of the SyncedConditionType condition a sync
+// syncReason returns the reason of the SyncedConditionType condition a sync
 // that ended with err leads to: ReasonSynced for nil. The sync record
 // (history.Outcome.Reason) uses it too.
-func SyncReason(err error) string {
+func syncReason(err error) string {
 	var (
-		invalid     *InvalidAnswerError
-		refused     *RefusedAnswerError
+		invalid     *invalidAnswerError
+		refused     *refusedAnswerError
 		events      *hooks.EventsError
 		unreachable *hookclient.UnreachableError
 		statusErr   *hookclient.StatusError
 		response    *hookclient.ResponseError
 		budget      *hookclient.BudgetError
 		credential  *credentials.CredentialError
-		write       *WriteError
+		write       *writeError
 	)
 	switch {
 	case err == nil:
@@ -102,42 +81,10 @@ func SyncReason(err error) string {
 	}
 }
 
-// InvalidAnswerError marks an answer of a hook that metactl's checks
-// refused: nothing of it was applied. Its message is its cause's.
-type InvalidAnswerError struct{ Err error }
-
-func (e *InvalidAnswerError) Error() string { return e.Err.Error() }
-func (e *InvalidAnswerError) Unwrap() error { return e.Err }
-
-// InvalidAnswer marks err, a refusal of a hook's answer, as an
-// *InvalidAnswerError; nil stays nil.
-func InvalidAnswer(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &InvalidAnswerError{Err: err}
-}
-
-// WriteError marks the failure of a write to the API server by a sync.
-// Its message is its cause's.
-type WriteError struct{ Err error }
-
-func (e *WriteError) Error() string { return e.Err.Error() }
-func (e *WriteError) Unwrap() error { return e.Err }
-
-// WriteFailed marks err, the failure of a write, as a *WriteError; nil
-// stays nil.
-func WriteFailed(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &WriteError{Err: err}
-}
-
-// ValidateSyncedConditionAnnotation checks the value of
+// validateSyncedConditionAnnotation checks the value of
 // SyncedConditionAnnotation on a controller object: absent, "true" or
 // "false".
-func ValidateSyncedConditionAnnotation(annotations map[string]string) field.ErrorList {
+func validateSyncedConditionAnnotation(annotations map[string]string) field.ErrorList {
 	v, ok := annotations[SyncedConditionAnnotation]
 	if !ok || v == "true" || v == "false" {
 		return nil
@@ -174,10 +121,10 @@ type syncedConditions struct {
 	mu sync.Mutex
 	// written is when each object's condition was last written, by
 	// work-queue key; dropped when the object is gone.
-	written map[string]time.Time
+	written map[Key]time.Time
 	// warned: a status whose conditions are not a list was logged.
 	warned atomic.Bool
-	// dropped holds the resources (*Synced) whose objects keep no
+	// dropped holds the resources (*Watched) whose objects keep no
 	// status: the server dropped the condition (a custom resource whose
 	// schema prunes it; a built-in object keeps it in StatusAnnotation).
 	dropped sync.Map
@@ -217,7 +164,7 @@ func syncedCondition(st map[string]any) map[string]any {
 }
 
 // forget drops what is remembered of the object queued as key, gone.
-func (s *syncedConditions) forget(key string) {
+func (s *syncedConditions) forget(key Key) {
 	if s == nil {
 		return
 	}
@@ -228,10 +175,10 @@ func (s *syncedConditions) forget(key string) {
 
 // wrote records that the condition of the object queued as key was
 // written now.
-func (s *syncedConditions) wrote(key string) {
+func (s *syncedConditions) wrote(key Key) {
 	s.mu.Lock()
 	if s.written == nil {
-		s.written = map[string]time.Time{}
+		s.written = map[Key]time.Time{}
 	}
 	s.written[key] = time.Now()
 	s.mu.Unlock()
@@ -239,7 +186,7 @@ func (s *syncedConditions) wrote(key string) {
 
 // writtenRecently reports whether the condition of the object queued as
 // key was written less than SyncedRewriteInterval ago.
-func (s *syncedConditions) writtenRecently(key string) bool {
+func (s *syncedConditions) writtenRecently(key Key) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	at, ok := s.written[key]
@@ -248,18 +195,20 @@ func (s *syncedConditions) writtenRecently(key string) bool {
 
 // begin starts the report of one sync of t's object, queued as key; nil
 // when the controller does not write the condition.
-func (s *syncedConditions) begin(key string, t *Target) *syncedReport {
+func (s *syncedConditions) begin(key Key, t *Target) *syncedReport {
 	if s == nil || !s.enabled {
 		return nil
 	}
 	st, _ := t.Object.Object["status"].(map[string]any)
-	return &syncedReport{s: s, key: key, start: syncedCondition(st)}
+	return &syncedReport{s: s, key: key, queued: t.queued, start: syncedCondition(st)}
 }
 
 // syncedReport is the SyncedConditionType condition of one sync.
 type syncedReport struct {
 	s   *syncedConditions
-	key string
+	key Key
+	// queued is the work queue's sync (Target.queued), nil outside it.
+	queued *loop.Sync[Key]
 	// start is the condition the object had when the sync began.
 	start map[string]any
 	// The retry, asked of the work queue once per sync.
@@ -271,11 +220,11 @@ type syncedReport struct {
 
 // retry returns the attempt and the time of the next attempt of a sync
 // failing with err; false outside a work queue's sync.
-func (r *syncedReport) retry(ctx context.Context, err error) (int, time.Time, bool) {
+func (r *syncedReport) retry(err error) (int, time.Time, bool) {
 	if !r.retryAsked {
 		r.retryAsked = true
 		var delay time.Duration
-		delay, r.attempt, r.retryKnown = loop.Retry(ctx, err)
+		delay, r.attempt, r.retryKnown = r.queued.Retry(err)
 		r.next = time.Now().Add(delay)
 	}
 	return r.attempt, r.next, r.retryKnown
@@ -290,7 +239,7 @@ func (r *syncedReport) retry(ctx context.Context, err error) (int, time.Time, bo
 // conflict (the retry resolves it) or a cancelled sync changes nothing,
 // nor does anything change a condition another controller owns.
 func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructured, err error, free bool) (map[string]any, bool) {
-	if err != nil && (OnlyConflicts(err) || ctx.Err() != nil) {
+	if err != nil && (onlyConflicts(err) || ctx.Err() != nil) {
 		return nil, false
 	}
 	st, _ := obj.Object["status"].(map[string]any)
@@ -308,10 +257,10 @@ func (r *syncedReport) decide(ctx context.Context, obj *unstructured.Unstructure
 	want := map[string]any{"type": SyncedConditionType, "status": "True", "reason": ReasonSynced, "message": syncedByPrefix + r.s.owner}
 	if err != nil {
 		msg := r.s.owner + ": " + textcut.Cut(err.Error(), maxSyncedError)
-		if attempt, next, ok := r.retry(ctx, err); ok {
+		if attempt, next, ok := r.retry(err); ok {
 			msg += fmt.Sprintf("; attempt %d, next attempt at %s", attempt, next.UTC().Truncate(time.Second).Format(time.RFC3339))
 		}
-		want["status"], want["reason"], want["message"] = "False", SyncReason(err), msg
+		want["status"], want["reason"], want["message"] = "False", syncReason(err), msg
 	}
 	status.FillConditions(st, map[string]any{"conditions": []any{want}}, obj.GetGeneration(), time.Now())
 	if cur != nil {
@@ -380,7 +329,7 @@ func (r *syncedReport) answered(ctx context.Context, t *Target, st map[string]an
 	}
 	err := errors.Join(errs...)
 	if err == nil && !settled {
-		err = ErrNotSettled
+		err = errNotSettled
 	}
 	// A status that differs from the object's is written anyway: it
 	// carries the condition as it is now, attempt and all.

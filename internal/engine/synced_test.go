@@ -35,15 +35,15 @@ func TestSyncReason(t *testing.T) {
 		{fmt.Errorf("x: %w", &credentials.CredentialError{}), ReasonHookFailed},
 		{&hookclient.BudgetError{}, ReasonHookFailed},
 		{InvalidAnswer(errors.New("invalid sync hook response: a Secret")), ReasonInvalidAnswer},
-		{&RefusedAnswerError{}, ReasonInvalidAnswer},
+		{&refusedAnswerError{}, ReasonInvalidAnswer},
 		{WriteFailed(errors.New("creating ConfigMap x: forbidden")), ReasonWriteFailed},
 		{WriteFailed(apierrors.NewConflict(gr, "p", errors.New("changed"))), ReasonWriteFailed},
-		{ErrNotSettled, ReasonWaiting},
+		{errNotSettled, ReasonWaiting},
 		{fmt.Errorf("related objects: %w", errors.New("selector refused")), ReasonSyncFailed},
 		// The first cause found in this order wins in a joined error.
 		{errors.Join(WriteFailed(errors.New("labels")), &hookclient.StatusError{Code: 500}), ReasonHookFailed},
 	} {
-		if got := SyncReason(tc.err); got != tc.want {
+		if got := syncReason(tc.err); got != tc.want {
 			t.Errorf("SyncReason(%v) = %s, want %s", tc.err, got, tc.want)
 		}
 	}
@@ -60,7 +60,7 @@ func TestSyncReason(t *testing.T) {
 // maxSyncedError bytes, "..." included, cut at a character boundary.
 func TestSyncedMessageCutsTheError(t *testing.T) {
 	s := &syncedConditions{enabled: true, owner: "compositecontroller c"}
-	r := &syncedReport{s: s, key: "p"}
+	r := &syncedReport{s: s, key: keyOf("p")}
 	obj := &unstructured.Unstructured{Object: map[string]any{}}
 	want, _ := r.decide(context.Background(), obj, errors.New(strings.Repeat("é", maxSyncedError)), false) // two bytes each
 	msg, _ := want["message"].(string)
@@ -136,7 +136,7 @@ func TestSyncedOwner(t *testing.T) {
 	}
 	// Another controller's condition is left alone, whatever the sync.
 	s := &syncedConditions{enabled: true, owner: "compositecontroller c"}
-	r := &syncedReport{s: s, key: "p"}
+	r := &syncedReport{s: s, key: keyOf("p")}
 	other := map[string]any{"type": SyncedConditionType, "status": "True", "reason": ReasonSynced, "message": "synced by decoratorcontroller d"}
 	obj := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": []any{other}}}}
 	if want, change := r.decide(context.Background(), obj, errors.New("boom"), false); change {
@@ -151,7 +151,7 @@ func TestSyncedDecide(t *testing.T) {
 	s := &syncedConditions{enabled: true, owner: "compositecontroller c"}
 	obj := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "p", "namespace": "ns", "generation": int64(2)}}}
 	ctx := context.Background()
-	r := &syncedReport{s: s, key: "ns/p"}
+	r := &syncedReport{s: s, key: keyOf("ns/p")}
 
 	want, change := r.decide(ctx, obj, nil, false)
 	if !change || want["status"] != "True" || want["lastTransitionTime"] == nil || want["observedGeneration"] != int64(2) {
@@ -229,18 +229,18 @@ func TestJoinedConflictHidesNothing(t *testing.T) {
 		{errors.New("other"), false},
 		{nil, false},
 	} {
-		if got := OnlyConflicts(tc.err); got != tc.want {
+		if got := onlyConflicts(tc.err); got != tc.want {
 			t.Errorf("OnlyConflicts(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 	recorder := record.NewFakeRecorder(10)
 	obj := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "p"}}}
-	_ = SyncFailed(context.Background(), recorder, obj, "compositecontroller", "c", joined)
-	_ = SyncFailed(context.Background(), recorder, obj, "compositecontroller", "c", conflict)
+	_ = recordSyncError(context.Background(), nil, recorder, obj, "compositecontroller", "c", joined)
+	_ = recordSyncError(context.Background(), nil, recorder, obj, "compositecontroller", "c", conflict)
 	if n := len(recorder.Events); n != 1 {
 		t.Errorf("%d SyncError Events for a joined failure and a conflict, want 1", n)
 	}
-	r := &syncedReport{s: &syncedConditions{enabled: true, owner: "compositecontroller c"}, key: "p"}
+	r := &syncedReport{s: &syncedConditions{enabled: true, owner: "compositecontroller c"}, key: keyOf("p")}
 	if want, change := r.decide(context.Background(), obj, joined, false); !change || want["reason"] != ReasonHookFailed {
 		t.Errorf("decide(conflict joined with a hook failure) = %v, %v, want HookFailed", want, change)
 	}

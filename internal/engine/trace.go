@@ -24,50 +24,51 @@ const (
 	AttrReason          = attribute.Key("metactl.sync.reason")
 )
 
-// ResultGone is the sync span's result when the sync found its object
+// resultGone is the sync span's result when the sync found its object
 // gone (the record of syncs keeps none then).
-const ResultGone = "gone"
+const resultGone = "gone"
 
 // beginTrace starts the span of a sync, into ctx: with Options.Tracer, a
 // root span named "sync <kind>/<controller>"; without, only fresh trace
 // and span ids for the hook requests' traceparent, nothing recorded. The
 // hook calls (pkg/hooks/hookclient) and the writes (history.Failed) of the sync are
-// its children. A retry's hook calls are marked (hookclient.WithRetry).
-func (e *Engine) beginTrace(ctx context.Context) context.Context {
+// its children. The hook calls of a retry (a trigger of the work queue's
+// sync s) are marked (hookclient.WithRetry).
+func (e *Engine) beginTrace(ctx context.Context, s *loop.Sync[Key]) context.Context {
 	if e.opts.Tracer == nil {
 		return trace.ContextWithSpanContext(ctx, traceid.New())
 	}
 	ctx, span := e.opts.Tracer.Start(ctx, "sync "+e.kindName+"/"+e.name)
-	if span.IsRecording() && slices.ContainsFunc(loop.TriggersOf(ctx), func(t trigger.Trigger) bool { return t.Cause == trigger.CauseRetry }) {
+	if span.IsRecording() && slices.ContainsFunc(s.Triggers(), func(t trigger.Trigger) bool { return t.Cause == trigger.CauseRetry }) {
 		ctx = hookclient.WithRetry(ctx)
 	}
 	return ctx
 }
 
-// endTrace ends the span of the sync of key that beginTrace started in
-// ctx, with its attributes: the controller, the object, the triggers, the
-// result (resultOf; "gone" when the object was) and the reason of the
-// metactl.io/Synced condition it leads to.
-func (e *Engine) endTrace(ctx context.Context, key string, gone bool, err error) {
+// endTrace ends the span of the work queue's sync s that beginTrace
+// started in ctx, with its attributes: the controller, the object, the
+// triggers, the result (resultOf; "gone" when the object was) and the
+// reason of the metactl.io/Synced condition it leads to.
+func (e *Engine) endTrace(ctx context.Context, s *loop.Sync[Key], gone bool, err error) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
 	}
-	triggers := loop.TriggersOf(ctx)
+	triggers := s.Triggers()
 	causes := make([]string, len(triggers))
 	for i, t := range triggers {
 		causes[i] = t.String()
 	}
 	result := resultOf(ctx, err)
 	if gone {
-		result = ResultGone
+		result = resultGone
 	}
 	attrs := []attribute.KeyValue{
 		hookclient.AttrController.String(e.name), AttrControllerKind.String(e.cfg.Kind),
-		AttrParent.String(e.describeKey(key)), AttrTriggers.StringSlice(causes),
-		AttrResult.String(result), AttrReason.String(SyncReason(err)),
+		AttrParent.String(e.describeKey(s.Key)), AttrTriggers.StringSlice(causes),
+		AttrResult.String(result), AttrReason.String(syncReason(err)),
 	}
-	if n := loop.TriggersDroppedOf(ctx); n > 0 {
+	if n := s.TriggersDropped(); n > 0 {
 		attrs = append(attrs, AttrTriggersDropped.Int(n))
 	}
 	span.SetAttributes(attrs...)
@@ -79,10 +80,6 @@ func (e *Engine) endTrace(ctx context.Context, key string, gone bool, err error)
 
 // describeKey names the object queued as key as the sync's record names
 // objects (trigger.ObjectName): resource/namespace/name.
-func (e *Engine) describeKey(key string) string {
-	res, namespace, name, ok := e.kind.Locate(key)
-	if !ok {
-		return key
-	}
-	return trigger.ObjectName(res.GroupVersionResource().GroupResource().String(), namespace, name)
+func (e *Engine) describeKey(key Key) string {
+	return trigger.ObjectName(key.Resource.GroupVersionResource().GroupResource().String(), key.Namespace, key.Name)
 }

@@ -18,8 +18,8 @@ type Watches struct {
 	held    []*informer.Informer
 }
 
-// NewWatches returns an empty set of watches on factory's informers.
-func NewWatches(factory *informer.Factory) *Watches { return &Watches{factory: factory} }
+// newWatches returns an empty set of watches on factory's informers.
+func newWatches(factory *informer.Factory) *Watches { return &Watches{factory: factory} }
 
 // Watch acquires the informer of gvr and adds handler to it (nil: none).
 // On error the informer is held anyway; Release releases it.

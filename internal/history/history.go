@@ -91,6 +91,12 @@ type Outcome struct {
 	NextAttempt time.Time `json:"nextAttempt,omitzero"`
 }
 
+// syncKey is the context key of a sync's record. The record travels in
+// the context, not in a parameter, because writes reach it through
+// callbacks that carry only the write's context: pkg/dynamic's writers
+// (children.Writer, ownership.Claimer) tell their OnWrite func of each
+// write without knowing of records, and writes of many packages feed one
+// record per sync.
 type syncKey struct{}
 
 // With returns ctx carrying s, for From.

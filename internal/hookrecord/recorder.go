@@ -181,6 +181,9 @@ func (r *Recorder) Calls(controller string) ([]Call, bool) {
 // target is what With puts in a context.
 type target struct{ controller, object string }
 
+// targetKey is the context key of With's target. It is a context key
+// because the hook call reaches the Recorder only through hooks.Tap,
+// which pkg/hooks calls with the call's context and nothing of the sync.
 type targetKey struct{}
 
 // With returns ctx marking the hook calls under it as controller's

@@ -70,7 +70,7 @@ func setupErrorf(format string, args ...any) error {
 // decorator.Controller.
 type kind interface {
 	Offline(parent *unstructured.Unstructured) (engine.Sync, error)
-	Synced() []*engine.Synced
+	Resources() []*engine.Watched
 	Dependents() *children.Declared
 	// Finalizer is the finalizer metactl puts on the parents
 	// (engine.Engine's).
@@ -93,7 +93,7 @@ type tester struct {
 	sync, finalize, customize *v1alpha1.Hook
 	version                   v1alpha1.HookVersion
 	// parentRes is the parent's (decorated object's) resource.
-	parentRes *engine.Synced
+	parentRes *engine.Watched
 	// answered counts the calls that got an HTTP answer.
 	answered int
 	// unreachable is the first error of a hook that could not be reached.
@@ -256,7 +256,7 @@ const fakeUID = "7e57e57e-0000-4000-8000-000000000001"
 // an object read from the API server has (namespace, uid, generation,
 // creationTimestamp), without status.
 func (t *tester) parent() (*unstructured.Unstructured, error) {
-	synced := t.kind.Synced()
+	synced := t.kind.Resources()
 	var p *unstructured.Unstructured
 	if t.opts.Parent != nil {
 		p = t.opts.Parent.DeepCopy()

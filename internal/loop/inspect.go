@@ -6,7 +6,7 @@ import "time"
 // began (zero when none is) and how many times in a row key has failed or
 // waited (the rate limiter's count, reset by a success). Cheap: a map
 // lookup under the loop's lock and the limiter's.
-func (l *Loop) Inspect(key string) (syncingSince time.Time, failures int) {
+func (l *Loop[K]) Inspect(key K) (syncingSince time.Time, failures int) {
 	l.inFlightMu.Lock()
 	syncingSince = l.inFlight[key]
 	l.inFlightMu.Unlock()

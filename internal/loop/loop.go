@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -19,17 +20,18 @@ import (
 	"github.com/metactl/metactl/internal/trigger"
 )
 
-// SyncFunc syncs the object named by key. A positive requeueAfter asks for
-// another sync after that delay.
-type SyncFunc func(ctx context.Context, key string) (requeueAfter time.Duration, err error)
+// SyncFunc syncs the object named by s.Key; s is the sync as the loop runs
+// it (its triggers, its retry, its waits on hooks). A positive
+// requeueAfter asks for another sync after that delay.
+type SyncFunc[K comparable] func(ctx context.Context, s *Sync[K]) (requeueAfter time.Duration, err error)
 
-// Options configure a Loop.
-type Options struct {
+// Options configure a Loop of keys of type K.
+type Options[K comparable] struct {
 	// Name labels the queue's metrics and the sync metrics (the
 	// controller's name).
 	Name string
 	// Workers is the most keys synced at once, counting the syncs that
-	// wait on a hook (see WhileWaiting); default DefaultWorkers. The
+	// wait on a hook (see Sync.WhileWaiting); default DefaultWorkers. The
 	// syncs in flight are bounded by a window that adapts between Active
 	// and Workers (see window): it opens while syncs wait longer on their
 	// hooks than for a turn when they come back (a slow hook), and closes
@@ -37,14 +39,14 @@ type Options struct {
 	// when idle, so an idle loop holds none.
 	Workers int
 	// Active is the most of those syncs that run at once outside
-	// WhileWaiting: decoding, checking answers, writing; default
+	// Sync.WhileWaiting: decoding, checking answers, writing; default
 	// DefaultActive(), and never more than Workers. A sync that returns from
 	// a wait is resumed before a new sync starts, so syncs pile up only
 	// where the wait is long (a slow hook) and not behind the API server.
 	Active int
 	// RateLimiter spaces the retries of failing keys; default
 	// NewRateLimiter(MaxRetryDelay).
-	RateLimiter workqueue.TypedRateLimiter[string]
+	RateLimiter workqueue.TypedRateLimiter[K]
 	// MaxRetryDelay, when positive, caps the delay before a failing key is
 	// retried, whatever RateLimiter says. It does not shorten the delay a
 	// hook asks for with 429 Retry-After.
@@ -104,32 +106,32 @@ const (
 const MaxRetryDelay = 2 * time.Minute
 
 // DefaultRateLimiter is NewRateLimiter(MaxRetryDelay).
-func DefaultRateLimiter() workqueue.TypedRateLimiter[string] {
-	return NewRateLimiter(MaxRetryDelay)
+func DefaultRateLimiter[K comparable]() workqueue.TypedRateLimiter[K] {
+	return NewRateLimiter[K](MaxRetryDelay)
 }
 
 // NewRateLimiter returns the retry spacing of failing keys: exponential per
 // key from 250ms (250ms, 500ms, 1s, ...), capped at maxDelay (MaxRetryDelay
 // when not positive), and at most 50 retries a second overall with bursts
 // of 300. Each controller needs its own: it counts failures per key.
-func NewRateLimiter(maxDelay time.Duration) workqueue.TypedRateLimiter[string] {
+func NewRateLimiter[K comparable](maxDelay time.Duration) workqueue.TypedRateLimiter[K] {
 	if maxDelay <= 0 {
 		maxDelay = MaxRetryDelay
 	}
 	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](min(250*time.Millisecond, maxDelay), maxDelay),
-		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(50, 300)},
+		workqueue.NewTypedItemExponentialFailureRateLimiter[K](min(250*time.Millisecond, maxDelay), maxDelay),
+		&workqueue.TypedBucketRateLimiter[K]{Limiter: rate.NewLimiter(50, 300)},
 	)
 }
 
-// Loop is a work queue and the syncs of its keys.
-type Loop struct {
-	opts  Options
-	sync  SyncFunc
-	queue workqueue.TypedRateLimitingInterface[string]
+// Loop is a work queue and the syncs of its keys, of type K.
+type Loop[K comparable] struct {
+	opts  Options[K]
+	sync  SyncFunc[K]
+	queue workqueue.TypedRateLimitingInterface[K]
 	// slots bounds the syncs in flight.
 	slots *window
-	// active gives Options.Active turns to run outside WhileWaiting.
+	// active gives Options.Active turns to run outside Sync.WhileWaiting.
 	active *gate
 	// workers run the syncs; the dispatcher closes it as it stops, and
 	// idle workers exit.
@@ -143,10 +145,10 @@ type Loop struct {
 	// logger is Start's.
 	logger klog.Logger
 	// pending are the triggers of the keys queued.
-	pending pending
+	pending pending[K]
 	// inFlight holds the keys being synced, and since when.
 	inFlightMu sync.Mutex
-	inFlight   map[string]time.Time
+	inFlight   map[K]time.Time
 	stopOnce   sync.Once
 }
 
@@ -156,7 +158,7 @@ const workerIdleTimeout = 5 * time.Second
 
 // New returns a Loop that calls sync for each key; nothing runs until Start.
 // Keys may be added before Start.
-func New(opts Options, sync SyncFunc) *Loop {
+func New[K comparable](opts Options[K], sync SyncFunc[K]) *Loop[K] {
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
 	}
@@ -165,24 +167,24 @@ func New(opts Options, sync SyncFunc) *Loop {
 	}
 	opts.Active = min(opts.Active, opts.Workers)
 	if opts.RateLimiter == nil {
-		opts.RateLimiter = NewRateLimiter(opts.MaxRetryDelay)
+		opts.RateLimiter = NewRateLimiter[K](opts.MaxRetryDelay)
 	}
 	if opts.StopGracePeriod <= 0 {
 		opts.StopGracePeriod = DefaultStopGracePeriod
 	}
 	stopped, stop := context.WithCancelCause(context.Background())
-	return &Loop{
+	return &Loop[K]{
 		stopped:  stopped,
 		stop:     stop,
 		logger:   klog.Background(),
-		inFlight: map[string]time.Time{},
+		inFlight: map[K]time.Time{},
 		active:   &gate{free: opts.Active},
 		slots:    newWindow(opts.Active, opts.Workers),
 		opts:     opts,
 		sync:     sync,
 		workers:  elastic.New(workerIdleTimeout),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: opts.Name}),
+			workqueue.TypedRateLimitingQueueConfig[K]{Name: opts.Name}),
 	}
 }
 
@@ -192,7 +194,7 @@ func New(opts Options, sync SyncFunc) *Loop {
 // holds no worker (and a worker keeps the stack it grew for the next
 // sync). Syncs run with ctx's values but not its cancellation: their
 // context is cancelled by Stop. Start must be called once.
-func (l *Loop) Start(ctx context.Context) {
+func (l *Loop[K]) Start(ctx context.Context) {
 	l.logger = klog.FromContext(ctx)
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	context.AfterFunc(l.stopped, func() { cancel(context.Cause(l.stopped)) })
@@ -212,7 +214,7 @@ func (l *Loop) Start(ctx context.Context) {
 // abandons them and returns. Keys still queued are dropped, and the
 // queue's gauges of work in progress (metrics.ForgetQueue) deleted. It is
 // idempotent; a second call returns once the first has.
-func (l *Loop) Stop() {
+func (l *Loop[K]) Stop() {
 	l.stopOnce.Do(func() {
 		l.queue.ShutDown()
 		l.stop(ErrStopped)
@@ -238,12 +240,12 @@ func (l *Loop) Stop() {
 }
 
 // abandoned lists the keys being synced, with how long each has run.
-func (l *Loop) abandoned() []string {
+func (l *Loop[K]) abandoned() []string {
 	l.inFlightMu.Lock()
 	defer l.inFlightMu.Unlock()
 	keys := make([]string, 0, len(l.inFlight))
 	for key, since := range l.inFlight {
-		keys = append(keys, key+" (for "+time.Since(since).Round(time.Millisecond).String()+")")
+		keys = append(keys, fmt.Sprint(key)+" (for "+time.Since(since).Round(time.Millisecond).String()+")")
 	}
 	slices.Sort(keys)
 	return keys
@@ -252,7 +254,7 @@ func (l *Loop) abandoned() []string {
 // dispatchNextWorkItem waits for a free slot and a key, then for a turn to
 // run (after every sync resuming from a wait), and hands the key to a
 // worker. It returns false once the queue is shut down.
-func (l *Loop) dispatchNextWorkItem(ctx context.Context) bool {
+func (l *Loop[K]) dispatchNextWorkItem(ctx context.Context) bool {
 	l.slots.acquire()
 	key, quit := l.queue.Get()
 	if quit {
@@ -265,7 +267,7 @@ func (l *Loop) dispatchNextWorkItem(ctx context.Context) bool {
 }
 
 // work syncs key on a worker, then gives back its turn and its slot.
-func (l *Loop) work(ctx context.Context, key string) {
+func (l *Loop[K]) work(ctx context.Context, key K) {
 	defer utilruntime.HandleCrash()
 	l.processNextWorkItem(ctx, key)
 	l.active.release()
@@ -274,7 +276,7 @@ func (l *Loop) work(ctx context.Context, key string) {
 
 // processNextWorkItem syncs key, taken from the queue, and queues it again
 // as the result asks.
-func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
+func (l *Loop[K]) processNextWorkItem(ctx context.Context, key K) {
 	defer l.queue.Done(key)
 	if ctx.Err() != nil {
 		// Stopped: a key still queued is dropped.
@@ -282,15 +284,15 @@ func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
 	}
 	logger := klog.FromContext(ctx)
 	start := time.Now()
-	info := &syncInfo{}
+	s := &Sync[K]{Key: key, loop: l}
 	var next time.Time
-	info.triggers, info.dropped, next = l.pending.take(key, start)
+	s.triggers, s.dropped, next = l.pending.take(key, start)
 	if !next.IsZero() {
 		// A delayed trigger not yet due: the queue, which keeps one
 		// delayed add per key (the soonest), wakes the key for it.
 		l.queue.AddAfter(key, next.Sub(start))
 	}
-	if len(info.triggers) == 0 {
+	if len(s.triggers) == 0 {
 		// Every add carries a trigger, so none here means that the
 		// triggers this add stood for were taken by the sync that ran
 		// after them (an add racing with the start of that sync), that
@@ -311,113 +313,124 @@ func (l *Loop) processNextWorkItem(ctx context.Context, key string) {
 		l.inFlightMu.Unlock()
 	}()
 
-	retry := &retryState{loop: l, key: key}
-	syncCtx := context.WithValue(ctx, retryStateKey{}, retry)
-	syncCtx = context.WithValue(syncCtx, waitStateKey{}, &waitState{gate: l.active, window: l.slots})
-	syncCtx = context.WithValue(syncCtx, syncInfoKey{}, info)
-	requeueAfter, err := l.sync(syncCtx, key)
+	s.wait = waitState{gate: l.active, window: l.slots}
+	requeueAfter, err := l.sync(ctx, s)
 	took := time.Since(start)
 	metrics.SyncDuration.WithLabelValues(l.opts.Name).Observe(took.Seconds())
-	if info.isGone() {
+	if s.isGone() {
 		l.pending.forgetDelayed(key, time.Now())
 	}
 	// The first trigger labels the sync's count, so that the counts over
 	// triggers add up to the syncs.
-	first := string(info.triggers[0].Cause)
+	first := string(s.triggers[0].Cause)
 	if err != nil && ctx.Err() != nil {
 		// Cancelled by Stop: not a failure of the object, and not retried.
-		logger.V(2).Info("Sync cancelled", "key", key, "triggers", info.triggers, "cause", context.Cause(ctx), "err", err)
+		logger.V(2).Info("Sync cancelled", "key", key, "triggers", s.triggers, "cause", context.Cause(ctx), "err", err)
 		return
 	}
 	switch {
 	case err == nil:
 		metrics.Syncs.WithLabelValues(l.opts.Name, "success", first).Inc()
 		if logger.V(4).Enabled() {
-			logger.V(4).Info("Synced", "key", key, "triggers", info.triggers, "duration", took, "result", "success")
+			logger.V(4).Info("Synced", "key", key, "triggers", s.triggers, "duration", took, "result", "success")
 		}
 		l.queue.Forget(key)
 		// A retry still pending from an earlier failure is not needed
 		// any more; the queue's wake-up for it finds no trigger.
 		l.pending.forgetRetries(key)
-		if requeueAfter > 0 && !info.isGone() {
+		if requeueAfter > 0 && !s.isGone() {
 			l.AddAfterFor(key, requeueAfter, trigger.Trigger{Cause: trigger.CauseResyncAfter})
 		}
 		return
 	case errors.Is(err, ErrWaiting):
-		delay, attempt := retry.requeue()
+		delay, attempt := s.requeue()
 		if logger.V(4).Enabled() {
-			logger.V(4).Info("Waiting; retrying", "key", key, "triggers", info.triggers, "duration", took, "after", delay, "attempt", attempt)
+			logger.V(4).Info("Waiting; retrying", "key", key, "triggers", s.triggers, "duration", took, "after", delay, "attempt", attempt)
 		}
 		return
 	}
 	metrics.Syncs.WithLabelValues(l.opts.Name, "error", first).Inc()
 	if delay, ok := retryAfter(err); ok {
-		logger.V(2).Info("Hook asked to retry later", "key", key, "triggers", info.triggers, "duration", took, "after", delay)
+		logger.V(2).Info("Hook asked to retry later", "key", key, "triggers", s.triggers, "duration", took, "after", delay)
 		l.AddAfterFor(key, delay, trigger.Trigger{Cause: trigger.CauseRetry})
 		return
 	}
-	delay, attempt := retry.requeue()
+	delay, attempt := s.requeue()
 	if apierrors.IsConflict(err) {
 		// The object changed under the sync; the cache catches up and the
 		// retry resolves it.
 		if logger.V(4).Enabled() {
-			logger.V(4).Info("Conflict; retrying", "key", key, "triggers", info.triggers, "err", err, "after", delay, "attempt", attempt)
+			logger.V(4).Info("Conflict; retrying", "key", key, "triggers", s.triggers, "err", err, "after", delay, "attempt", attempt)
 		}
 	} else {
-		logger.Error(err, "Sync failed; retrying", "key", key, "triggers", info.triggers, "duration", took, "after", delay, "attempt", attempt)
+		logger.Error(err, "Sync failed; retrying", "key", key, "triggers", s.triggers, "duration", took, "after", delay, "attempt", attempt)
 	}
 }
 
-// retryState is the retry of one sync of key, decided at most once: by
-// RetryDelay during the sync, or after a failed sync.
-type retryState struct {
-	loop *Loop
-	key  string
+// Sync is one sync of one key, as the loop hands it to its SyncFunc: the
+// key, why it runs (Triggers), and the loop's part in it that the sync
+// drives: the retry of a failure (Retry), the waits on hooks that give up
+// its turn (WhileWaiting), its object found gone (Gone). A Sync not made
+// by a Loop (nil, or &Sync{Key: key}) is a sync outside any loop (a
+// one-off sync): it has no triggers and no retry, and its waits just run.
+type Sync[K comparable] struct {
+	// Key is the key synced.
+	Key K
 
-	mu      sync.Mutex
+	loop *Loop[K]
+	// triggers are why the key was queued since its last sync, first
+	// first; dropped counts those beyond MaxTriggers.
+	triggers []trigger.Trigger
+	dropped  int
+	wait     waitState
+
+	mu   sync.Mutex
+	gone bool
+	// The retry, decided at most once: by Retry during the sync, or after
+	// a failed sync.
 	decided bool
 	delay   time.Duration
 	attempt int
 }
 
-type retryStateKey struct{}
+// inLoop reports whether a Loop made s.
+func (s *Sync[K]) inLoop() bool { return s != nil && s.loop != nil }
 
-// decide returns the delay before key is retried, the rate limiter's
-// (capped at Options.MaxRetryDelay), and how many times in a row key has
-// now failed (1 for its first failure). The limiter counts the failure
-// once, however many times decide is called; the queue's Forget, on the
-// next success, resets that count.
-func (r *retryState) decide() (time.Duration, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.decided {
-		limiter := r.loop.opts.RateLimiter
-		r.delay = limiter.When(r.key)
-		if limit := r.loop.opts.MaxRetryDelay; limit > 0 {
-			r.delay = min(r.delay, limit)
+// decide returns the delay before the key is retried, the rate limiter's
+// (capped at Options.MaxRetryDelay), and how many times in a row the key
+// has now failed (1 for its first failure). The limiter counts the
+// failure once, however many times decide is called; the queue's Forget,
+// on the next success, resets that count.
+func (s *Sync[K]) decide() (time.Duration, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.decided {
+		limiter := s.loop.opts.RateLimiter
+		s.delay = limiter.When(s.Key)
+		if limit := s.loop.opts.MaxRetryDelay; limit > 0 {
+			s.delay = min(s.delay, limit)
 		}
-		r.attempt = limiter.NumRequeues(r.key)
-		r.decided = true
+		s.attempt = limiter.NumRequeues(s.Key)
+		s.decided = true
 	}
-	return r.delay, r.attempt
+	return s.delay, s.attempt
 }
 
-// requeue queues key again after decide's delay (AddRateLimited with the
-// delay known), for a retry, and returns the delay and attempt.
-func (r *retryState) requeue() (time.Duration, int) {
-	delay, attempt := r.decide()
-	r.loop.AddAfterFor(r.key, delay, trigger.Trigger{Cause: trigger.CauseRetry})
+// requeue queues the key again after decide's delay (AddRateLimited with
+// the delay known), for a retry, and returns the delay and attempt.
+func (s *Sync[K]) requeue() (time.Duration, int) {
+	delay, attempt := s.decide()
+	s.loop.AddAfterFor(s.Key, delay, trigger.Trigger{Cause: trigger.CauseRetry})
 	return delay, attempt
 }
 
-// RetryDelay returns, from within a SyncFunc called by a Loop (ctx is the
-// one it got), how long after a failure with err the loop retries the key:
-// the delay a hook asked for with 429 Retry-After, else the backoff's next
-// delay, the one the loop's log line of the failure then gives too. It
-// counts a failure of the key, so call it only for a sync about to return
-// err. ok is false outside a Loop's sync.
-func RetryDelay(ctx context.Context, err error) (delay time.Duration, ok bool) {
-	delay, _, ok = Retry(ctx, err)
+// RetryDelay returns how long after a failure with err the loop retries
+// the key: the delay a hook asked for with 429 Retry-After, else the
+// backoff's next delay, the one the loop's log line of the failure then
+// gives too. It counts a failure of the key, so call it only for a sync
+// about to return err. ok is false outside a Loop's sync.
+func (s *Sync[K]) RetryDelay(err error) (delay time.Duration, ok bool) {
+	delay, _, ok = s.Retry(err)
 	return delay, ok
 }
 
@@ -427,15 +440,14 @@ func RetryDelay(ctx context.Context, err error) (delay time.Duration, ok bool) {
 // its attempt is one more than the failures counted before it. Like
 // RetryDelay, it counts a failure of the key (once per sync, however often
 // either is called), so call it only for a sync about to return err.
-func Retry(ctx context.Context, err error) (delay time.Duration, attempt int, ok bool) {
-	r, ok := ctx.Value(retryStateKey{}).(*retryState)
-	if !ok {
+func (s *Sync[K]) Retry(err error) (delay time.Duration, attempt int, ok bool) {
+	if !s.inLoop() {
 		return 0, 0, false
 	}
 	if delay, ok := retryAfter(err); ok {
-		return delay, r.loop.opts.RateLimiter.NumRequeues(r.key) + 1, true
+		return delay, s.loop.opts.RateLimiter.NumRequeues(s.Key) + 1, true
 	}
-	delay, attempt = r.decide()
+	delay, attempt = s.decide()
 	return delay, attempt, true
 }
 
@@ -465,25 +477,27 @@ func retryAfter(err error) (time.Duration, bool) {
 	return 0, false
 }
 
-// WhileWaiting runs wait, which waits on something outside the process (a
-// hook's answer), from within a SyncFunc called by a Loop (ctx is the one
-// it got, or derived from it): while wait runs, the sync gives up its turn
-// to run (Options.Active), so another can start; when wait returns, the
-// sync waits for a turn, ahead of any sync not yet started. Nested or
+// A Waiter marks the waits of a sync on something outside the process;
+// *Sync is one.
+type Waiter interface {
+	WhileWaiting(wait func())
+}
+
+// WhileWaiting runs wait, which waits on something outside the process
+// (a hook's answer): while wait runs, the sync gives up its turn to run
+// (Options.Active), so another can start; when wait returns, the sync
+// waits for a turn, ahead of any sync not yet started. Nested or
 // concurrent calls in one sync give up one turn. Outside a Loop's sync,
 // WhileWaiting just calls wait.
-func WhileWaiting(ctx context.Context, wait func()) {
-	s, ok := ctx.Value(waitStateKey{}).(*waitState)
-	if !ok {
+func (s *Sync[K]) WhileWaiting(wait func()) {
+	if !s.inLoop() {
 		wait()
 		return
 	}
-	s.enter()
-	defer s.exit()
+	s.wait.enter()
+	defer s.wait.exit()
 	wait()
 }
-
-type waitStateKey struct{}
 
 // waitState is one sync's waits: it holds its turn while none runs.
 type waitState struct {

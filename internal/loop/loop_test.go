@@ -26,7 +26,7 @@ type script struct {
 	calls   []time.Time
 }
 
-func (s *script) sync(context.Context, string) (time.Duration, error) {
+func (s *script) sync(context.Context, *loop.Sync[string]) (time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, time.Now())
@@ -62,7 +62,7 @@ func (s *script) waitCalls(t *testing.T, n int, timeout time.Duration) []time.Ti
 
 // start runs a loop of one worker with a logger whose entries the test
 // reads; it stops when the test ends.
-func start(t *testing.T, opts loop.Options, sync loop.SyncFunc) (*loop.Loop, ktesting.Buffer) {
+func start(t *testing.T, opts loop.Options[string], sync loop.SyncFunc[string]) (*loop.Loop[string], ktesting.Buffer) {
 	t.Helper()
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true), ktesting.Verbosity(4)))
 	opts.Name = t.Name()
@@ -113,7 +113,7 @@ var errHook = errors.New("hook unreachable")
 func TestFailedSyncIsRetriedAfterTheLoggedDelay(t *testing.T) {
 	s := &script{results: []error{errHook, errHook, errHook}}
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 10*time.Second)
-	l, logs := start(t, loop.Options{RateLimiter: limiter}, s.sync)
+	l, logs := start(t, loop.Options[string]{RateLimiter: limiter}, s.sync)
 	l.AddFor("ns/a", changed)
 	calls := s.waitCalls(t, 4, 10*time.Second)
 
@@ -141,7 +141,7 @@ func TestFailedSyncIsRetriedAfterTheLoggedDelay(t *testing.T) {
 func TestMaxRetryDelayCapsTheBackoff(t *testing.T) {
 	s := &script{results: []error{errHook}}
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Hour, time.Hour)
-	l, logs := start(t, loop.Options{RateLimiter: limiter, MaxRetryDelay: 50 * time.Millisecond}, s.sync)
+	l, logs := start(t, loop.Options[string]{RateLimiter: limiter, MaxRetryDelay: 50 * time.Millisecond}, s.sync)
 	l.AddFor("ns/a", changed)
 	s.waitCalls(t, 2, 10*time.Second)
 	got := retries(logs, "Sync failed; retrying")
@@ -155,7 +155,7 @@ func TestMaxRetryDelayCapsTheBackoff(t *testing.T) {
 func TestSuccessResetsTheBackoff(t *testing.T) {
 	s := &script{results: []error{errHook, errHook, nil, errHook}}
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](20*time.Millisecond, 10*time.Second)
-	l, logs := start(t, loop.Options{RateLimiter: limiter}, s.sync)
+	l, logs := start(t, loop.Options[string]{RateLimiter: limiter}, s.sync)
 	l.AddFor("ns/a", changed)
 	s.waitCalls(t, 3, 10*time.Second)
 	l.AddFor("ns/a", changed) // a change of the object after the success, which fails
@@ -174,7 +174,7 @@ func TestSuccessResetsTheBackoff(t *testing.T) {
 func TestWaitingIsRetriedWithBackoff(t *testing.T) {
 	s := &script{results: []error{loop.ErrWaiting, loop.ErrWaiting}}
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](30*time.Millisecond, 10*time.Second)
-	l, logs := start(t, loop.Options{RateLimiter: limiter}, s.sync)
+	l, logs := start(t, loop.Options[string]{RateLimiter: limiter}, s.sync)
 	l.AddFor("a", changed)
 	s.waitCalls(t, 3, 10*time.Second)
 	got := retries(logs, "Waiting; retrying")
@@ -198,7 +198,7 @@ func TestNewRateLimiter(t *testing.T) {
 		{max: 5 * time.Second, first: 250 * time.Millisecond, last: 5 * time.Second},
 		{max: 100 * time.Millisecond, first: 100 * time.Millisecond, last: 100 * time.Millisecond},
 	} {
-		limiter := loop.NewRateLimiter(tc.max)
+		limiter := loop.NewRateLimiter[string](tc.max)
 		first := limiter.When("k")
 		if second := limiter.When("k"); tc.first < tc.max && second != 2*first {
 			t.Errorf("max %v: second delay %v, want twice the first %v", tc.max, second, first)
@@ -227,8 +227,8 @@ func TestRetryDelayInsideTheSync(t *testing.T) {
 	tooMany := &hookclient.StatusError{Code: http.StatusTooManyRequests, RetryAfter: 40 * time.Millisecond}
 	errs := []error{errHook, errHook, tooMany}
 	calls := &script{}
-	syncFunc := func(ctx context.Context, key string) (time.Duration, error) {
-		_, _ = calls.sync(ctx, key)
+	syncFunc := func(ctx context.Context, sync *loop.Sync[string]) (time.Duration, error) {
+		_, _ = calls.sync(ctx, sync)
 		mu.Lock()
 		defer mu.Unlock()
 		if len(errs) == 0 {
@@ -236,19 +236,19 @@ func TestRetryDelayInsideTheSync(t *testing.T) {
 		}
 		err := errs[0]
 		errs = errs[1:]
-		delay, ok := loop.RetryDelay(ctx, err)
+		delay, ok := sync.RetryDelay(err)
 		if !ok {
 			t.Errorf("RetryDelay: no delay inside a sync")
 		}
 		// Asking twice counts one failure.
-		if again, _ := loop.RetryDelay(ctx, err); again != delay {
+		if again, _ := sync.RetryDelay(err); again != delay {
 			t.Errorf("RetryDelay said %v, then %v", delay, again)
 		}
 		told = append(told, delay)
 		return 0, err
 	}
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](30*time.Millisecond, 10*time.Second)
-	l, logs := start(t, loop.Options{RateLimiter: limiter}, syncFunc)
+	l, logs := start(t, loop.Options[string]{RateLimiter: limiter}, syncFunc)
 	l.AddFor("ns/a", changed)
 	calls.waitCalls(t, 4, 10*time.Second)
 
@@ -268,7 +268,7 @@ func TestRetryDelayInsideTheSync(t *testing.T) {
 	if len(got) != 2 || got[0].after != told[0] || got[1].after != told[1] || got[1].attempt != 2 {
 		t.Errorf("logged %+v, want the delays RetryDelay gave, %v then %v", got, told[0], told[1])
 	}
-	if _, ok := loop.RetryDelay(context.Background(), errHook); ok {
+	if _, ok := (*loop.Sync[string])(nil).RetryDelay(errHook); ok {
 		t.Errorf("RetryDelay outside a loop's sync gave a delay")
 	}
 }
@@ -283,8 +283,8 @@ func TestRetryAttemptInsideTheSync(t *testing.T) {
 	tooMany := &hookclient.StatusError{Code: http.StatusTooManyRequests, RetryAfter: 20 * time.Millisecond}
 	errs := []error{errHook, errHook, tooMany, nil, errHook}
 	calls := &script{}
-	syncFunc := func(ctx context.Context, key string) (time.Duration, error) {
-		_, _ = calls.sync(ctx, key)
+	syncFunc := func(ctx context.Context, sync *loop.Sync[string]) (time.Duration, error) {
+		_, _ = calls.sync(ctx, sync)
 		mu.Lock()
 		defer mu.Unlock()
 		if len(errs) == 0 {
@@ -295,7 +295,7 @@ func TestRetryAttemptInsideTheSync(t *testing.T) {
 		if err == nil {
 			return 10 * time.Millisecond, nil
 		}
-		delay, attempt, ok := loop.Retry(ctx, err)
+		delay, attempt, ok := sync.Retry(err)
 		if !ok || delay <= 0 {
 			t.Errorf("Retry: delay %v, ok %v inside a sync", delay, ok)
 		}
@@ -303,7 +303,7 @@ func TestRetryAttemptInsideTheSync(t *testing.T) {
 		return 0, err
 	}
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 10*time.Second)
-	l, _ := start(t, loop.Options{RateLimiter: limiter}, syncFunc)
+	l, _ := start(t, loop.Options[string]{RateLimiter: limiter}, syncFunc)
 	l.AddFor("ns/a", changed)
 	calls.waitCalls(t, 6, 10*time.Second)
 	mu.Lock()
@@ -311,7 +311,7 @@ func TestRetryAttemptInsideTheSync(t *testing.T) {
 	if want := []int{1, 2, 3, 1}; !slices.Equal(attempts, want) {
 		t.Errorf("attempts %v, want %v", attempts, want)
 	}
-	if _, _, ok := loop.Retry(context.Background(), errHook); ok {
+	if _, _, ok := (*loop.Sync[string])(nil).Retry(errHook); ok {
 		t.Errorf("Retry outside a loop's sync gave a delay")
 	}
 }
@@ -325,7 +325,7 @@ func TestTooManyRequestsWaitsForRetryAfter(t *testing.T) {
 	tooMany := &hookclient.StatusError{Code: http.StatusTooManyRequests, RetryAfter: retryAfter}
 	s := &script{results: []error{tooMany, errHook}}
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 10*time.Second)
-	l, logs := start(t, loop.Options{RateLimiter: limiter, MaxRetryDelay: 50 * time.Millisecond}, s.sync)
+	l, logs := start(t, loop.Options[string]{RateLimiter: limiter, MaxRetryDelay: 50 * time.Millisecond}, s.sync)
 	l.AddFor("ns/a", changed)
 	calls := s.waitCalls(t, 3, 10*time.Second)
 	if gap := calls[1].Sub(calls[0]); gap < retryAfter {
@@ -349,7 +349,7 @@ func TestDocumentedBackoff(t *testing.T) {
 	if loop.MaxRetryDelay != 2*time.Minute {
 		t.Errorf("MaxRetryDelay = %v, documented as 2m", loop.MaxRetryDelay)
 	}
-	limiter := loop.DefaultRateLimiter()
+	limiter := loop.DefaultRateLimiter[string]()
 	want := 250 * time.Millisecond
 	for i := range 20 {
 		if got := limiter.When("k"); got != want {
@@ -360,7 +360,7 @@ func TestDocumentedBackoff(t *testing.T) {
 
 	// A loop built without a RateLimiter uses it.
 	s := &script{results: []error{errHook, errHook}}
-	l, logs := start(t, loop.Options{}, s.sync)
+	l, logs := start(t, loop.Options[string]{}, s.sync)
 	l.AddFor("ns/a", changed)
 	calls := s.waitCalls(t, 3, 10*time.Second)
 	got := retries(logs, "Sync failed; retrying")
@@ -385,7 +385,7 @@ func TestWorkersBoundsSyncsInFlight(t *testing.T) {
 		done              int
 	)
 	release := make(chan struct{})
-	l := loop.New(loop.Options{Name: t.Name(), Workers: workers}, func(ctx context.Context, key string) (time.Duration, error) {
+	l := loop.New(loop.Options[string]{Name: t.Name(), Workers: workers}, func(ctx context.Context, sync *loop.Sync[string]) (time.Duration, error) {
 		mu.Lock()
 		inFlight++
 		maxSeen = max(maxSeen, inFlight)
@@ -455,13 +455,13 @@ func TestWaitingSyncsGiveUpTheirTurn(t *testing.T) {
 			maxRunning = running
 		}
 	}
-	l := loop.New(loop.Options{Name: t.Name(), Workers: keys, Active: 1}, func(ctx context.Context, key string) (time.Duration, error) {
+	l := loop.New(loop.Options[string]{Name: t.Name(), Workers: keys, Active: 1}, func(ctx context.Context, sync *loop.Sync[string]) (time.Duration, error) {
 		step(&running, 1)
 		step(&running, -1)
 		// A hook that keeps the sync waiting longer than for its turn
 		// (free): the window opens by one.
-		loop.WhileWaiting(ctx, func() { time.Sleep(20 * time.Millisecond) })
-		loop.WhileWaiting(ctx, func() {
+		sync.WhileWaiting(func() { time.Sleep(20 * time.Millisecond) })
+		sync.WhileWaiting(func() {
 			step(&waiting, 1)
 			<-release
 			step(&waiting, -1)

@@ -18,7 +18,7 @@ import (
 func TestStopCancelsSyncs(t *testing.T) {
 	entered := make(chan struct{})
 	cause := make(chan error, 1)
-	l, logs := start(t, loop.Options{StopGracePeriod: time.Minute}, func(ctx context.Context, key string) (time.Duration, error) {
+	l, logs := start(t, loop.Options[string]{StopGracePeriod: time.Minute}, func(ctx context.Context, sync *loop.Sync[string]) (time.Duration, error) {
 		close(entered)
 		<-ctx.Done()
 		cause <- context.Cause(ctx)
@@ -45,7 +45,7 @@ func TestStopAbandonsSyncsAfterTheGracePeriod(t *testing.T) {
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	l, logs := start(t, loop.Options{StopGracePeriod: 300 * time.Millisecond}, func(ctx context.Context, key string) (time.Duration, error) {
+	l, logs := start(t, loop.Options[string]{StopGracePeriod: 300 * time.Millisecond}, func(ctx context.Context, sync *loop.Sync[string]) (time.Duration, error) {
 		close(entered)
 		<-release
 		return 0, nil
@@ -93,7 +93,7 @@ func queueGauges(t *testing.T, name string) map[string]float64 {
 func TestStopDeletesTheQueuesWorkInProgressGauges(t *testing.T) {
 	metrics.Register()
 	entered := make(chan struct{})
-	l, _ := start(t, loop.Options{StopGracePeriod: time.Minute}, func(ctx context.Context, key string) (time.Duration, error) {
+	l, _ := start(t, loop.Options[string]{StopGracePeriod: time.Minute}, func(ctx context.Context, sync *loop.Sync[string]) (time.Duration, error) {
 		close(entered)
 		<-ctx.Done()
 		return 0, ctx.Err()

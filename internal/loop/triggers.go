@@ -1,7 +1,6 @@
 package loop
 
 import (
-	"context"
 	"slices"
 	"sync"
 	"time"
@@ -11,7 +10,7 @@ import (
 
 // MaxTriggers bounds the triggers a key gathers while it waits for its
 // sync (distinct ones; a trigger queued again while pending counts once).
-// Those beyond it are counted (TriggersDroppedOf), not kept: a key whose
+// Those beyond it are counted (Sync.TriggersDropped), not kept: a key whose
 // children all change at once would otherwise hold one per child.
 const MaxTriggers = 8
 
@@ -19,9 +18,9 @@ const MaxTriggers = 8
 // trigger queued with a delay (AddAfterFor) is kept with the time it is
 // due and counts only from then on, so that a sync that runs earlier for
 // another cause does not take it: the sync at its time does.
-type pending struct {
+type pending[K comparable] struct {
 	mu   sync.Mutex
-	keys map[string]*keyTriggers
+	keys map[K]*keyTriggers
 }
 
 type keyTriggers struct {
@@ -38,11 +37,11 @@ type dueTrigger struct {
 }
 
 // add records t for key, due at due.
-func (p *pending) add(key string, t trigger.Trigger, due time.Time) {
+func (p *pending[K]) add(key K, t trigger.Trigger, due time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.keys == nil {
-		p.keys = map[string]*keyTriggers{}
+		p.keys = map[K]*keyTriggers{}
 	}
 	k := p.keys[key]
 	if k == nil {
@@ -109,7 +108,7 @@ func (k *keyTriggers) evictFor(due, now time.Time) bool {
 // take removes and returns the triggers of key due by now, first first,
 // with the count of those dropped, and the time the first one left is due
 // (zero when none is left).
-func (p *pending) take(key string, now time.Time) (taken []trigger.Trigger, dropped int, next time.Time) {
+func (p *pending[K]) take(key K, now time.Time) (taken []trigger.Trigger, dropped int, next time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := p.keys[key]
@@ -136,7 +135,7 @@ func (p *pending) take(key string, now time.Time) (taken []trigger.Trigger, drop
 
 // forgetDelayed drops the triggers of key not due by now: the retries and
 // resyncs of an object found gone.
-func (p *pending) forgetDelayed(key string, now time.Time) {
+func (p *pending[K]) forgetDelayed(key K, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := p.keys[key]
@@ -155,7 +154,7 @@ func (p *pending) forgetDelayed(key string, now time.Time) {
 
 // nextDelayed returns when the first trigger of key not due by now is
 // due, leaving out trigger.CauseRetry ones unless retries; zero when none is.
-func (p *pending) nextDelayed(key string, now time.Time, retries bool) time.Time {
+func (p *pending[K]) nextDelayed(key K, now time.Time, retries bool) time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := p.keys[key]
@@ -170,23 +169,21 @@ func (p *pending) nextDelayed(key string, now time.Time, retries bool) time.Time
 	return time.Time{}
 }
 
-// NextDelayed returns, from within a SyncFunc called by a Loop (ctx is
-// the one it got), when the first trigger queued for its key with a delay
-// (AddAfterFor) and not yet due is due: a later sync of the key that no
-// new event causes. trigger.CauseRetry triggers are left out unless retries (a
-// successful sync drops them). Zero when none is pending, and outside a
-// Loop's sync.
-func NextDelayed(ctx context.Context, retries bool) time.Time {
-	r, ok := ctx.Value(retryStateKey{}).(*retryState)
-	if !ok {
+// NextDelayed returns when the first trigger queued for the key with a
+// delay (AddAfterFor) and not yet due is due: a later sync of the key that
+// no new event causes. trigger.CauseRetry triggers are left out unless
+// retries (a successful sync drops them). Zero when none is pending, and
+// outside a Loop's sync.
+func (s *Sync[K]) NextDelayed(retries bool) time.Time {
+	if !s.inLoop() {
 		return time.Time{}
 	}
-	return r.loop.pending.nextDelayed(r.key, time.Now(), retries)
+	return s.loop.pending.nextDelayed(s.Key, time.Now(), retries)
 }
 
 // forgetRetries drops the trigger.CauseRetry triggers of key: after a successful
 // sync, the retries of an earlier failure.
-func (p *pending) forgetRetries(key string) {
+func (p *pending[K]) forgetRetries(key K) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := p.keys[key]
@@ -200,14 +197,14 @@ func (p *pending) forgetRetries(key string) {
 }
 
 // AddFor queues key now, for t.
-func (l *Loop) AddFor(key string, t trigger.Trigger) {
+func (l *Loop[K]) AddFor(key K, t trigger.Trigger) {
 	l.pending.add(key, t, time.Now())
 	l.queue.Add(key)
 }
 
 // AddAfterFor queues key after delay, for t, which counts as a trigger of
 // key's syncs only from then on.
-func (l *Loop) AddAfterFor(key string, delay time.Duration, t trigger.Trigger) {
+func (l *Loop[K]) AddAfterFor(key K, delay time.Duration, t trigger.Trigger) {
 	if delay <= 0 {
 		l.AddFor(key, t)
 		return
@@ -216,49 +213,39 @@ func (l *Loop) AddAfterFor(key string, delay time.Duration, t trigger.Trigger) {
 	l.queue.AddAfter(key, delay)
 }
 
-type syncInfoKey struct{}
-
-// syncInfo is what a sync is told of why it runs, and tells the loop.
-type syncInfo struct {
-	triggers []trigger.Trigger
-	dropped  int
-	mu       sync.Mutex
-	gone     bool
-}
-
-// TriggersOf returns, from within a SyncFunc called by a Loop (ctx is the
-// one it got, or derived from it), the triggers of the sync: why its key
-// was queued since its last sync, first first; nil outside a Loop's sync.
-func TriggersOf(ctx context.Context) []trigger.Trigger {
-	if s, ok := ctx.Value(syncInfoKey{}).(*syncInfo); ok {
-		return s.triggers
+// Triggers returns the triggers of the sync: why its key was queued since
+// its last sync, first first; nil outside a Loop's sync.
+func (s *Sync[K]) Triggers() []trigger.Trigger {
+	if s == nil {
+		return nil
 	}
-	return nil
+	return s.triggers
 }
 
-// TriggersDroppedOf returns how many more distinct triggers the sync had
-// beyond MaxTriggers, which TriggersOf does not list.
-func TriggersDroppedOf(ctx context.Context) int {
-	if s, ok := ctx.Value(syncInfoKey{}).(*syncInfo); ok {
-		return s.dropped
+// TriggersDropped returns how many more distinct triggers the sync had
+// beyond MaxTriggers, which Triggers does not list.
+func (s *Sync[K]) TriggersDropped() int {
+	if s == nil {
+		return 0
 	}
-	return 0
+	return s.dropped
 }
 
-// Gone tells the loop, from within a SyncFunc called by a Loop, that the
-// sync found its object gone: the triggers queued with a delay for it
-// (retries, resyncs) are dropped, and the syncs they would cause, finding
-// no trigger, do not run. A trigger queued since the sync began (the
-// object created again) is kept.
-func Gone(ctx context.Context) {
-	if s, ok := ctx.Value(syncInfoKey{}).(*syncInfo); ok {
-		s.mu.Lock()
-		s.gone = true
-		s.mu.Unlock()
+// Gone tells the loop that the sync found its object gone: the triggers
+// queued with a delay for it (retries, resyncs) are dropped, and the
+// syncs they would cause, finding no trigger, do not run. A trigger
+// queued since the sync began (the object created again) is kept. Outside
+// a Loop's sync it does nothing.
+func (s *Sync[K]) Gone() {
+	if !s.inLoop() {
+		return
 	}
+	s.mu.Lock()
+	s.gone = true
+	s.mu.Unlock()
 }
 
-func (s *syncInfo) isGone() bool {
+func (s *Sync[K]) isGone() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.gone

@@ -37,10 +37,10 @@ type result struct {
 	err   error
 }
 
-func (r *recorder) sync(ctx context.Context, _ string) (time.Duration, error) {
+func (r *recorder) sync(_ context.Context, s *loop.Sync[string]) (time.Duration, error) {
 	r.mu.Lock()
-	r.triggers = append(r.triggers, loop.TriggersOf(ctx))
-	r.dropped = append(r.dropped, loop.TriggersDroppedOf(ctx))
+	r.triggers = append(r.triggers, s.Triggers())
+	r.dropped = append(r.dropped, s.TriggersDropped())
 	call := len(r.triggers)
 	var res result
 	if len(r.results) > 0 {
@@ -52,7 +52,7 @@ func (r *recorder) sync(ctx context.Context, _ string) (time.Duration, error) {
 		<-block
 	}
 	if gone != nil && gone(call) {
-		loop.Gone(ctx)
+		s.Gone()
 	}
 	return res.after, res.err
 }
@@ -72,7 +72,7 @@ func (r *recorder) waitSyncs(t *testing.T, n int) [][]trigger.Trigger {
 
 // newLoop returns a loop of one worker, not started; it stops when the
 // test ends.
-func newLoop(t *testing.T, opts loop.Options, sync loop.SyncFunc) *loop.Loop {
+func newLoop(t *testing.T, opts loop.Options[string], sync loop.SyncFunc[string]) *loop.Loop[string] {
 	opts.Name = t.Name()
 	opts.Workers = 1
 	if opts.RateLimiter == nil {
@@ -83,7 +83,7 @@ func newLoop(t *testing.T, opts loop.Options, sync loop.SyncFunc) *loop.Loop {
 	return l
 }
 
-func run(t *testing.T, l *loop.Loop) ktesting.Buffer {
+func run(t *testing.T, l *loop.Loop[string]) ktesting.Buffer {
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true), ktesting.Verbosity(4)))
 	l.Start(klog.NewContext(context.Background(), logger))
 	return logger.GetSink().(ktesting.Underlier).GetBuffer()
@@ -97,7 +97,7 @@ func dependent(name string) trigger.Trigger {
 // waits are handed to its one sync, first first, each distinct one once.
 func TestTriggersGatheredWhileAKeyWaits(t *testing.T) {
 	r := &recorder{}
-	l := newLoop(t, loop.Options{}, r.sync)
+	l := newLoop(t, loop.Options[string]{}, r.sync)
 	spec := trigger.Trigger{Cause: trigger.CauseObject, Object: "pets/ns/a", Generation: 2}
 	l.AddFor("ns/a", spec)
 	l.AddFor("ns/a", dependent("c1"))
@@ -124,7 +124,7 @@ func TestTriggersGatheredWhileAKeyWaits(t *testing.T) {
 // counts the others.
 func TestTriggersAreBounded(t *testing.T) {
 	r := &recorder{}
-	l := newLoop(t, loop.Options{}, r.sync)
+	l := newLoop(t, loop.Options[string]{}, r.sync)
 	var want []trigger.Trigger
 	for i := range loop.MaxTriggers + 3 {
 		d := dependent(fmt.Sprint("c", i))
@@ -150,7 +150,7 @@ func TestTriggersAreBounded(t *testing.T) {
 // is synced belongs to the sync that follows, not the running one.
 func TestTriggersQueuedDuringASyncAreTheNext(t *testing.T) {
 	r := &recorder{block: make(chan struct{})}
-	l := newLoop(t, loop.Options{}, r.sync)
+	l := newLoop(t, loop.Options[string]{}, r.sync)
 	run(t, l)
 	l.AddFor("ns/a", changed)
 	r.waitSyncs(t, 1)
@@ -167,7 +167,7 @@ func TestTriggersQueuedDuringASyncAreTheNext(t *testing.T) {
 // its time.
 func TestDelayedTriggerCountsWhenDue(t *testing.T) {
 	r := &recorder{}
-	l := newLoop(t, loop.Options{}, r.sync)
+	l := newLoop(t, loop.Options[string]{}, r.sync)
 	resyncAfter := trigger.Trigger{Cause: trigger.CauseResyncAfter}
 	l.AddAfterFor("ns/a", 300*time.Millisecond, resyncAfter)
 	l.AddFor("ns/a", changed)
@@ -183,7 +183,7 @@ func TestDelayedTriggerCountsWhenDue(t *testing.T) {
 // sync.
 func TestDelayedTriggerNotLostBehindASoonerOne(t *testing.T) {
 	r := &recorder{}
-	l := newLoop(t, loop.Options{}, r.sync)
+	l := newLoop(t, loop.Options[string]{}, r.sync)
 	run(t, l)
 	l.AddAfterFor("ns/a", 50*time.Millisecond, trigger.Trigger{Cause: trigger.CauseRetry})
 	l.AddAfterFor("ns/a", 300*time.Millisecond, trigger.Trigger{Cause: trigger.CauseResyncAfter})
@@ -198,7 +198,7 @@ func TestDelayedTriggerNotLostBehindASoonerOne(t *testing.T) {
 func TestLoopQueuesItsOwnCauses(t *testing.T) {
 	tooMany := &hookclient.StatusError{Code: http.StatusTooManyRequests, RetryAfter: 20 * time.Millisecond}
 	r := &recorder{results: []result{{err: errHook}, {err: loop.ErrWaiting}, {err: tooMany}, {after: 20 * time.Millisecond}}}
-	l := newLoop(t, loop.Options{}, r.sync)
+	l := newLoop(t, loop.Options[string]{}, r.sync)
 	run(t, l)
 	l.AddFor("ns/a", changed)
 	got := r.waitSyncs(t, 5)
@@ -221,7 +221,7 @@ func TestGoneDropsDelayedTriggers(t *testing.T) {
 		results: []result{{after: delay}},
 		gone:    func(call int) bool { return call == 2 },
 	}
-	l := newLoop(t, loop.Options{}, r.sync)
+	l := newLoop(t, loop.Options[string]{}, r.sync)
 	run(t, l)
 	l.AddFor("ns/a", changed) // 1: asks for a resync after delay
 	r.waitSyncs(t, 1)
@@ -242,7 +242,7 @@ func TestGoneDropsDelayedTriggers(t *testing.T) {
 // failure's error line name the triggers.
 func TestSyncsAreLoggedWithTheirTriggers(t *testing.T) {
 	r := &recorder{results: []result{{err: errHook}}}
-	l := newLoop(t, loop.Options{}, r.sync)
+	l := newLoop(t, loop.Options[string]{}, r.sync)
 	logs := run(t, l)
 	l.AddFor("ns/a", changed)
 	r.waitSyncs(t, 2)
@@ -288,7 +288,7 @@ func TestTriggerString(t *testing.T) {
 // after it or before: else the sync, finding no trigger due, is skipped.
 func TestBoundKeepsADueTrigger(t *testing.T) {
 	r := &recorder{}
-	l := newLoop(t, loop.Options{}, r.sync)
+	l := newLoop(t, loop.Options[string]{}, r.sync)
 	// ns/a: the due trigger first, then more delayed ones than fit.
 	l.AddFor("ns/a", changed)
 	for i := range loop.MaxTriggers {
@@ -313,7 +313,7 @@ func TestBoundKeepsADueTrigger(t *testing.T) {
 // "retry" follows the success.
 func TestSuccessDropsPendingRetries(t *testing.T) {
 	r := &recorder{results: []result{{err: errHook}}}
-	l := newLoop(t, loop.Options{
+	l := newLoop(t, loop.Options[string]{
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](400*time.Millisecond, time.Second),
 	}, r.sync)
 	run(t, l)

@@ -84,7 +84,7 @@ var kinds = []*kind{
 func (m *Manager) build(ctx context.Context, k *kind, obj *unstructured.Unstructured) (runner, error) {
 	opts := engine.Options{Client: m.client, Objects: m.objects, Resources: m.resources, Informers: m.informers,
 		Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged(k.name, obj),
-		RateLimiter: loop.NewRateLimiter(m.opts.MaxRetryDelay), MaxRelatedObjects: m.opts.MaxRelatedObjects,
+		RateLimiter: loop.NewRateLimiter[engine.Key](m.opts.MaxRetryDelay), MaxRelatedObjects: m.opts.MaxRelatedObjects,
 		StopGracePeriod: m.opts.StopGracePeriod, History: m.history, SyncedCondition: m.opts.SyncedCondition,
 		Record: m.opts.Record, RecordAll: m.opts.RecordAll,
 		ApplyStrategy: m.opts.ApplyStrategy, RefuseApplyConflicts: m.opts.RefuseApplyConflicts,

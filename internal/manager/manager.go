@@ -154,7 +154,7 @@ type Manager struct {
 	hooks     *hookclient.Client
 	recorder  record.EventRecorder
 	events    record.EventBroadcaster
-	loop      *loop.Loop
+	loop      *loop.Loop[string]
 	kinds     []*kind
 	// credentials watches the Secrets and ConfigMaps hooks use.
 	credentials *hookcreds.WatchingCredentialSource
@@ -271,13 +271,13 @@ func (m *Manager) run(ctx context.Context) error {
 	if err := m.resources.Start(ctx); err != nil {
 		return fmt.Errorf("first discovery: %w", err)
 	}
-	m.loop = loop.New(loop.Options{
+	m.loop = loop.New(loop.Options[string]{
 		Name:            "metactl-manager",
 		Workers:         4,
 		RateLimiter:     workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 		MaxRetryDelay:   m.opts.MaxRetryDelay,
 		StopGracePeriod: m.opts.StopGracePeriod,
-	}, m.reconcile)
+	}, func(ctx context.Context, s *loop.Sync[string]) (time.Duration, error) { return m.reconcile(ctx, s.Key) })
 	stopCRDWatch, err := m.refreshDiscoveryOnCRDChanges(ctx)
 	if err != nil {
 		return err

@@ -36,10 +36,10 @@ func TestFailingStatusIsThrottled(t *testing.T) {
 	} {
 		now := base.Add(step.at)
 		for _, key := range step.fail {
-			current.Failed(key, errors.New("hook failed"))
+			current.Failed(engine.Key{Name: key}, errors.New("hook failed"))
 		}
 		for _, key := range step.succeed {
-			current.Succeeded(key)
+			current.Succeeded(engine.Key{Name: key})
 		}
 		if got := f.wait(now); got != step.waitBeforeChange {
 			t.Errorf("%s: wait %v, want %v", step.name, got, step.waitBeforeChange)

@@ -64,7 +64,7 @@ var (
 		Help: "Recorded hook calls dropped, the oldest first, to keep within --record-max-calls (per controller) or --record-max-bytes (all together).",
 	})
 	// UnsettledSyncs counts syncs whose hook still asked for writes after
-	// the most calls one sync makes (see controller.MaxRounds).
+	// the most calls one sync makes (see engine.MaxRounds).
 	UnsettledSyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "metactl_syncs_unsettled_total",
 		Help: "Syncs whose hook did not reach a fixed point (an answer asking for no write) within the calls one sync makes; the object is retried with backoff.",

@@ -393,11 +393,11 @@ func (p *Planner) controllers(ctx context.Context, obj *unstructured.Unstructure
 			if err != nil {
 				continue // not at the controller's version: not this controller's
 			}
-			res, _, ok := k.KeyOf(at)
+			key, ok := k.KeyOf(at)
 			if !ok {
 				continue
 			}
-			if res.Selects == nil || res.Selects(at) || slices.Contains(at.GetFinalizers(), k.Finalizer()) {
+			if res := key.Resource; res.Selects == nil || res.Selects(at) || slices.Contains(at.GetFinalizers(), k.Finalizer()) {
 				out = append(out, managing{ctrl: c, at: at})
 			}
 		}
@@ -507,7 +507,7 @@ func (p *Planner) planOne(ctx context.Context, ctrlObj, obj *unstructured.Unstru
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", refOf(ctrlObj), err)
 	}
-	if _, _, ok := k.KeyOf(obj); !ok {
+	if _, ok := k.KeyOf(obj); !ok {
 		return nil, fmt.Errorf("%s does not sync %s objects", refOf(ctrlObj), obj.GroupVersionKind())
 	}
 	if err := p.startCaches(ctx, k); err != nil {

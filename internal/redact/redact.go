@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
 // IsSecret reports whether obj (a decoded JSON object) is a core Secret:
@@ -26,8 +28,9 @@ func IsSecret(obj map[string]any) bool {
 	return obj["apiVersion"] == "v1" && obj["kind"] == "Secret"
 }
 
-// Redacted replaces each value of a Secret's data.
-const Redacted = "<redacted>"
+// Redacted replaces each value of a Secret's data, as it replaces the
+// credentials of a URL (v1alpha1.Redacted).
+const Redacted = v1alpha1.Redacted
 
 // JSON returns a JSON document with every Secret's data redacted. A
 // document that does not parse is not returned at all, only its size: it
@@ -146,48 +149,9 @@ func isURLEnd(c byte) bool {
 // URL returns s, a URL, without what may be credentials: its user
 // information is replaced by Redacted, and the value of each query
 // parameter too (the names stay). A string that does not parse as a URL is
-// returned whole only when it has neither '@' nor '?'.
-func URL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		if strings.ContainsAny(s, "@?") {
-			return "<invalid URL, not shown: it may hold credentials>"
-		}
-		return s
-	}
-	if u.User == nil && u.RawQuery == "" {
-		return s
-	}
-	var b strings.Builder
-	if u.Scheme != "" {
-		b.WriteString(u.Scheme + ":")
-	}
-	if u.Host != "" || u.User != nil {
-		b.WriteString("//")
-	}
-	if u.User != nil {
-		b.WriteString(Redacted + "@")
-	}
-	b.WriteString(u.Host)
-	b.WriteString(u.EscapedPath())
-	if u.RawQuery != "" {
-		b.WriteString("?")
-		for i, param := range strings.Split(u.RawQuery, "&") {
-			if i > 0 {
-				b.WriteString("&")
-			}
-			name, _, hasValue := strings.Cut(param, "=")
-			b.WriteString(name)
-			if hasValue {
-				b.WriteString("=" + Redacted)
-			}
-		}
-	}
-	if u.Fragment != "" {
-		b.WriteString("#" + u.EscapedFragment())
-	}
-	return b.String()
-}
+// returned whole only when it has neither '@' nor '?'. The rule is the
+// API's (v1alpha1.RedactURL), whose validation errors show webhook URLs so.
+func URL(s string) string { return v1alpha1.RedactURL(s) }
 
 // ParseURL parses s, a URL as URL returns it. Its redacted user
 // information ("//<redacted>@"), which url.Parse refuses, is parsed as the

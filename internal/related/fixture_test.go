@@ -29,7 +29,7 @@ import (
 // fixture is a Resolver of one controller against the test's API server,
 // whose customize hook answers rules, and the parent keys it enqueued.
 type fixture struct {
-	resolver *related.Resolver
+	resolver *related.Resolver[string]
 	// version is the version of the hook that receives the objects.
 	version  v1alpha1.HookVersion
 	mu       sync.Mutex
@@ -48,7 +48,7 @@ func (f *fixture) setRules(rules ...map[string]any) { f.rules.Store(&rules) }
 
 // newFixtureOptions is newFixture with the Resolver's Resources,
 // Informers, MaxObjects and MayRead taken from opts.
-func newFixtureOptions(t *testing.T, opts related.Options, customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
+func newFixtureOptions(t *testing.T, opts related.Options[string], customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
 	t.Helper()
 	f := &fixture{version: syncVersion}
 	f.setRules(rules...)
@@ -59,7 +59,7 @@ func newFixtureOptions(t *testing.T, opts related.Options, customizeVersion *v1a
 	t.Cleanup(server.Close)
 	f.informers = opts.Informers
 	customize := &v1alpha1.Hook{Version: customizeVersion, Webhook: &v1alpha1.Webhook{URL: ptr.To(server.URL + "/customize")}}
-	f.resolver = related.New(related.Options{
+	f.resolver = related.New(related.Options[string]{
 		Object:     &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController", "metadata": map[string]any{"name": "test"}}},
 		Customize:  customize,
 		Hooks:      &engine.HookCaller{Hooks: hookclient.NewClient(hookclient.Options{}), Controller: "test"},
@@ -104,7 +104,7 @@ func (f *fixture) relatedKeys(t *testing.T, parent *unstructured.Unstructured) [
 	if ns := parent.GetNamespace(); ns != "" {
 		key = ns + "/" + key
 	}
-	got, err := f.resolver.Related(ctx, key, parent, parent.GetNamespace() != "", f.version)
+	got, err := f.resolver.Related(ctx, nil, key, parent, parent.GetNamespace() != "", f.version)
 	if err != nil {
 		t.Fatalf("Related: %v", err)
 	}

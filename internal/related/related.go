@@ -27,13 +27,14 @@ var namespacesResource = schema.GroupVersionResource{Version: "v1", Resource: "n
 // Caller calls a controller's hooks. The controller's own caller (see
 // engine.HookCaller), so that the customize hook's calls count as the
 // sync hook's do: in metrics, and in the credential errors the controller
-// object reports.
+// object reports. The call is a wait of w, the sync's: other syncs run
+// meanwhile (nil: none to tell).
 type Caller interface {
-	Call(ctx context.Context, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error
+	Call(ctx context.Context, w loop.Waiter, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error
 }
 
-// Options configure a Resolver.
-type Options struct {
+// Options configure a Resolver of parents queued as keys of type K.
+type Options[K comparable] struct {
 	// Object is the controller object as the user wrote it; hooks get it.
 	Object *unstructured.Unstructured
 	// Customize is the customize hook. Its own version sets the namespace
@@ -45,7 +46,7 @@ type Options struct {
 	Informers *informer.Factory
 	// Enqueue asks for a sync of a parent, by its queue key, for a
 	// related object's change (trigger.CauseRelated).
-	Enqueue func(key string, t trigger.Trigger)
+	Enqueue func(key K, t trigger.Trigger)
 	// MaxObjects is the most related objects the rules may select for
 	// one parent; more fails its sync. Default: DefaultMaxObjects.
 	MaxObjects int
@@ -60,7 +61,7 @@ type Options struct {
 // mayRead asks Options.MayRead about what rl reads: its resource, in its
 // namespace or every one, and, for a rule that selects namespaces by
 // label, the namespaces (listed and watched to match their labels).
-func (r *Resolver) mayRead(ctx context.Context, rl *rule) error {
+func (r *Resolver[K]) mayRead(ctx context.Context, rl *rule) error {
 	if err := r.opts.MayRead(ctx, rl.res, rl.namespace); err != nil {
 		return err
 	}
@@ -79,12 +80,12 @@ func (r *Resolver) mayRead(ctx context.Context, rl *rule) error {
 const DefaultMaxObjects = v1alpha1.MaxAnswerObjects
 
 // Resolver serves one controller's customize hook.
-type Resolver struct {
-	opts Options
+type Resolver[K comparable] struct {
+	opts Options[K]
 
 	mu        sync.Mutex
-	answers   map[string]answer                                  // customize answers by queue key
-	declared  map[schema.GroupVersionResource]map[string][]*rule // index: resource → parent key → rules
+	answers   map[K]answer                                  // customize answers by queue key
+	declared  map[schema.GroupVersionResource]map[K][]*rule // index: resource → parent key → rules
 	informers map[schema.GroupVersionResource]*informer.Informer
 	// nsSelectors counts the declared rules that select namespaces by
 	// label: while there are any, the namespaces informer is kept.
@@ -111,14 +112,14 @@ type rule struct {
 
 // New returns a Resolver; it starts informers as rules need them, and
 // releases each once no rule of any parent uses it.
-func New(opts Options) *Resolver {
+func New[K comparable](opts Options[K]) *Resolver[K] {
 	if opts.MaxObjects <= 0 {
 		opts.MaxObjects = DefaultMaxObjects
 	}
-	return &Resolver{
+	return &Resolver[K]{
 		opts:      opts,
-		answers:   map[string]answer{},
-		declared:  map[schema.GroupVersionResource]map[string][]*rule{},
+		answers:   map[K]answer{},
+		declared:  map[schema.GroupVersionResource]map[K][]*rule{},
 		informers: map[schema.GroupVersionResource]*informer.Informer{},
 	}
 }
@@ -126,9 +127,11 @@ func New(opts Options) *Resolver {
 // Related returns the objects the customize hook declares for parent (whose
 // queue key is key), keyed like children in a request of a hook of version
 // (the sync or the finalize hook, whichever receives them), and records the
-// declarations so that changes to those objects re-sync the parent.
-func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured.Unstructured, parentNamespaced bool, version v1alpha1.HookVersion) (hooks.ObjectMap, error) {
-	declarations, err := r.declarations(ctx, key, parent)
+// declarations so that changes to those objects re-sync the parent. Its
+// waits, on the hook and on new informers' caches, are waits of w, the
+// sync's (loop.Waiter; nil: none to tell).
+func (r *Resolver[K]) Related(ctx context.Context, w loop.Waiter, key K, parent *unstructured.Unstructured, parentNamespaced bool, version v1alpha1.HookVersion) (hooks.ObjectMap, error) {
+	declarations, err := r.declarations(ctx, w, key, parent)
 	if err != nil {
 		return nil, err
 	}
@@ -149,9 +152,14 @@ func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured
 	// A resource declared for the first time has a new informer: wait for
 	// its first list, so that the hook never sees a partial set; but not
 	// forever (a resource metactl may not list never syncs).
-	// The wait is a loop.WhileWaiting: other syncs run meanwhile.
+	// The wait is one of w: other syncs run meanwhile.
 	var waitErr error
-	loop.WhileWaiting(ctx, func() { waitErr = r.waitForCaches(ctx, rules) })
+	wait := func() { waitErr = r.waitForCaches(ctx, rules) }
+	if w == nil {
+		wait()
+	} else {
+		w.WhileWaiting(wait)
+	}
 	if waitErr != nil {
 		return nil, waitErr
 	}
@@ -189,7 +197,7 @@ func (r *Resolver) Related(ctx context.Context, key string, parent *unstructured
 
 // Forget drops what is known of a parent that is gone, and releases the
 // informers only its rules used.
-func (r *Resolver) Forget(key string) {
+func (r *Resolver[K]) Forget(key K) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.answers, key)
@@ -198,7 +206,7 @@ func (r *Resolver) Forget(key string) {
 }
 
 // Informers returns the resources whose informers the Resolver holds.
-func (r *Resolver) Informers() []schema.GroupVersionResource {
+func (r *Resolver[K]) Informers() []schema.GroupVersionResource {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]schema.GroupVersionResource, 0, len(r.informers))
@@ -209,7 +217,7 @@ func (r *Resolver) Informers() []schema.GroupVersionResource {
 }
 
 // Close releases the informers the Resolver started.
-func (r *Resolver) Close() {
+func (r *Resolver[K]) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
@@ -221,7 +229,7 @@ func (r *Resolver) Close() {
 
 // declarations returns the customize answer for parent, from the cache when
 // the parent's UID and generation have not changed.
-func (r *Resolver) declarations(ctx context.Context, key string, parent *unstructured.Unstructured) ([]v1alpha1.RelatedResourceRule, error) {
+func (r *Resolver[K]) declarations(ctx context.Context, w loop.Waiter, key K, parent *unstructured.Unstructured) ([]v1alpha1.RelatedResourceRule, error) {
 	r.mu.Lock()
 	cached, ok := r.answers[key]
 	r.mu.Unlock()
@@ -230,7 +238,7 @@ func (r *Resolver) declarations(ctx context.Context, key string, parent *unstruc
 	}
 	response := &hooks.CustomizeResponse{}
 	request := &hooks.CustomizeRequest{Controller: r.opts.Object, Parent: parent}
-	if err := r.opts.Hooks.Call(ctx, "customize", r.opts.Customize, request, response); err != nil {
+	if err := r.opts.Hooks.Call(ctx, w, "customize", r.opts.Customize, request, response); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
@@ -240,7 +248,7 @@ func (r *Resolver) declarations(ctx context.Context, key string, parent *unstruc
 }
 
 // resolve checks a declaration against discovery and the namespace rules.
-func (r *Resolver) resolve(ctx context.Context, d v1alpha1.RelatedResourceRule, parent *unstructured.Unstructured, parentNamespaced bool) (*rule, error) {
+func (r *Resolver[K]) resolve(ctx context.Context, d v1alpha1.RelatedResourceRule, parent *unstructured.Unstructured, parentNamespaced bool) (*rule, error) {
 	res, err := r.opts.Resources.Get(ctx, d.APIVersion, d.Resource)
 	if err != nil {
 		return nil, err
@@ -285,7 +293,7 @@ func Namespace(d v1alpha1.RelatedResourceRule, parentNamespace string, parentNam
 
 // customizeVersion is the customize hook's own version, which sets the
 // namespace rules of its answers.
-func (r *Resolver) customizeVersion() v1alpha1.HookVersion {
+func (r *Resolver[K]) customizeVersion() v1alpha1.HookVersion {
 	if r.opts.Customize == nil || r.opts.Customize.Version == nil {
 		return v1alpha1.HookVersionV1
 	}
@@ -294,7 +302,7 @@ func (r *Resolver) customizeVersion() v1alpha1.HookVersion {
 
 // register replaces the declarations of parent key in the index, starts
 // the informers they need and releases those no rule uses any more.
-func (r *Resolver) register(key string, rules []*rule) {
+func (r *Resolver[K]) register(key K, rules []*rule) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.unregisterLocked(key)
@@ -302,7 +310,7 @@ func (r *Resolver) register(key string, rules []*rule) {
 	for _, rl := range rules {
 		gvr := rl.res.GroupVersionResource()
 		if r.declared[gvr] == nil {
-			r.declared[gvr] = map[string][]*rule{}
+			r.declared[gvr] = map[K][]*rule{}
 		}
 		r.declared[gvr][key] = append(r.declared[gvr][key], rl)
 		r.ensureInformerLocked(gvr)
@@ -314,7 +322,7 @@ func (r *Resolver) register(key string, rules []*rule) {
 }
 
 // unregisterLocked drops the declarations of parent key from the index.
-func (r *Resolver) unregisterLocked(key string) {
+func (r *Resolver[K]) unregisterLocked(key K) {
 	for gvr, byParent := range r.declared {
 		for _, rl := range byParent[key] {
 			if rl.namespaces != nil {
@@ -331,7 +339,7 @@ func (r *Resolver) unregisterLocked(key string) {
 // releaseUnusedLocked releases the informers of resources that no rule
 // declares, keeping that of namespaces while a rule selects namespaces by
 // label. A parent whose rules need one again starts it again.
-func (r *Resolver) releaseUnusedLocked() {
+func (r *Resolver[K]) releaseUnusedLocked() {
 	for gvr, inf := range r.informers {
 		if _, used := r.declared[gvr]; used || (gvr == namespacesResource && r.nsSelectors > 0) {
 			continue
@@ -341,7 +349,7 @@ func (r *Resolver) releaseUnusedLocked() {
 	}
 }
 
-func (r *Resolver) ensureInformerLocked(gvr schema.GroupVersionResource) *informer.Informer {
+func (r *Resolver[K]) ensureInformerLocked(gvr schema.GroupVersionResource) *informer.Informer {
 	if inf, ok := r.informers[gvr]; ok || r.closed {
 		return inf
 	}
@@ -370,14 +378,14 @@ func (r *Resolver) ensureInformerLocked(gvr schema.GroupVersionResource) *inform
 	return inf
 }
 
-func (r *Resolver) informerFor(gvr schema.GroupVersionResource) *informer.Informer {
+func (r *Resolver[K]) informerFor(gvr schema.GroupVersionResource) *informer.Informer {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.ensureInformerLocked(gvr)
 }
 
 // selectObjects returns the cached objects a rule selects, undecoded.
-func (r *Resolver) selectObjects(rl *rule, inf *informer.Informer) []*informer.Object {
+func (r *Resolver[K]) selectObjects(rl *rule, inf *informer.Informer) []*informer.Object {
 	if inf == nil {
 		return nil
 	}
@@ -401,7 +409,7 @@ func (r *Resolver) selectObjects(rl *rule, inf *informer.Informer) []*informer.O
 }
 
 // matches reports whether a rule selects obj.
-func (r *Resolver) matches(rl *rule, obj metav1.Object) bool {
+func (r *Resolver[K]) matches(rl *rule, obj metav1.Object) bool {
 	if len(rl.names) > 0 && !slices.Contains(rl.names, obj.GetName()) {
 		return false
 	}
@@ -429,7 +437,7 @@ func (r *Resolver) matches(rl *rule, obj metav1.Object) bool {
 
 // objectChanged re-syncs, once each, the parents whose declarations select
 // any of objs (an update's old and new versions).
-func (r *Resolver) objectChanged(gvr schema.GroupVersionResource, objs ...any) {
+func (r *Resolver[K]) objectChanged(gvr schema.GroupVersionResource, objs ...any) {
 	var changed []*informer.Object
 	for _, obj := range objs {
 		if o := informer.ObjectOf(obj); o != nil {
@@ -441,7 +449,7 @@ func (r *Resolver) objectChanged(gvr schema.GroupVersionResource, objs ...any) {
 	}
 	r.mu.Lock()
 	byParent := r.declared[gvr]
-	snapshot := make(map[string][]*rule, len(byParent))
+	snapshot := make(map[K][]*rule, len(byParent))
 	for key, rules := range byParent {
 		snapshot[key] = rules
 	}
@@ -472,7 +480,7 @@ func relatedTrigger(gvr schema.GroupVersionResource, objs ...any) trigger.Trigge
 	return t
 }
 
-func (r *Resolver) selectsAny(rules []*rule, objs []*informer.Object) bool {
+func (r *Resolver[K]) selectsAny(rules []*rule, objs []*informer.Object) bool {
 	for _, rl := range rules {
 		for _, o := range objs {
 			if r.matches(rl, o) {
@@ -485,9 +493,9 @@ func (r *Resolver) selectsAny(rules []*rule, objs []*informer.Object) bool {
 
 // namespaceChanged re-syncs parents with namespace selectors when a
 // namespace's labels change (it may enter or leave their selection).
-func (r *Resolver) namespaceChanged(gvr schema.GroupVersionResource, objs ...any) {
+func (r *Resolver[K]) namespaceChanged(gvr schema.GroupVersionResource, objs ...any) {
 	r.mu.Lock()
-	var keys []string
+	var keys []K
 	for _, byParent := range r.declared {
 		for key, rules := range byParent {
 			for _, rl := range rules {
@@ -510,7 +518,7 @@ func (r *Resolver) namespaceChanged(gvr schema.GroupVersionResource, objs ...any
 
 // waitForCaches waits, up to 30 seconds, until the informers of rules
 // (and of namespaces, for rules that select namespaces) have listed.
-func (r *Resolver) waitForCaches(ctx context.Context, rules []*rule) error {
+func (r *Resolver[K]) waitForCaches(ctx context.Context, rules []*rule) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for _, rl := range rules {

@@ -38,12 +38,12 @@ func newFixture(t *testing.T, customizeVersion *v1alpha1.HookVersion, syncVersio
 // default).
 func newFixtureWith(t *testing.T, maxObjects int, customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
 	t.Helper()
-	return newFixtureOptions(t, envOptions(t, related.Options{MaxObjects: maxObjects}), customizeVersion, syncVersion, rules...)
+	return newFixtureOptions(t, envOptions(t, related.Options[string]{MaxObjects: maxObjects}), customizeVersion, syncVersion, rules...)
 }
 
 // envOptions returns opts with Resources and Informers of the test's
 // API server.
-func envOptions(t *testing.T, opts related.Options) related.Options {
+func envOptions(t *testing.T, opts related.Options[string]) related.Options[string] {
 	t.Helper()
 	resources := discovery.NewResourceMap(env.Kube.Discovery(), discovery.Options{})
 	if err := resources.Refresh(context.Background()); err != nil {
@@ -169,7 +169,7 @@ func TestNamespaceSelectorAsksToReadNamespaces(t *testing.T) {
 		mu    sync.Mutex
 		asked []string
 	)
-	f := newFixtureOptions(t, envOptions(t, related.Options{MayRead: func(_ context.Context, res *discovery.Resource, namespace string) error {
+	f := newFixtureOptions(t, envOptions(t, related.Options[string]{MayRead: func(_ context.Context, res *discovery.Resource, namespace string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		asked = append(asked, res.Name+" in "+strconv.Quote(namespace))
@@ -181,7 +181,7 @@ func TestNamespaceSelectorAsksToReadNamespaces(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	parent := parentIn(ns)
-	_, err := f.resolver.Related(ctx, ns+"/"+parent.GetName(), parent, true, f.version)
+	_, err := f.resolver.Related(ctx, nil, ns+"/"+parent.GetName(), parent, true, f.version)
 	if !errors.Is(err, refused) {
 		t.Errorf("Related: got %v, want the refusal to read namespaces", err)
 	}

@@ -69,7 +69,7 @@ func TestRelatedRules(t *testing.T) {
 		{"cluster-scoped parent, v2: one namespace", v2, v1alpha1.HookVersionV1, "", byLabels(map[string]any{"namespace": "b"}), []string{"b/y"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixtureOptions(t, related.Options{
+			f := newFixtureOptions(t, related.Options[string]{
 				Resources: inmemory.Resources(t, &metav1.APIResourceList{GroupVersion: "v1", APIResources: []metav1.APIResource{
 					{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: []string{"list", "watch"}},
 					{Name: "namespaces", Kind: "Namespace", Verbs: []string{"list", "watch"}},

@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/rbac"
@@ -24,10 +23,13 @@ type Options = engine.Options
 // InvalidSpecError reports a controller object whose spec is invalid.
 type InvalidSpecError = engine.InvalidSpecError
 
-// Controller runs one CompositeController: the engine.Engine runs it,
-// and Controller is its engine.Kind.
+// Controller runs one CompositeController: its engine runs it, and
+// Controller is the engine's engine.Controller. What runs it (the manager,
+// metactl plan, tests) uses the engine's engine.Runner.
 type Controller struct {
-	*engine.Engine
+	engine.Runner
+	// eng is the engine that runs the controller (and is its Runner).
+	eng *engine.Engine
 
 	name string
 	// object is the CompositeController as the user wrote it; hooks receive it.
@@ -38,7 +40,7 @@ type Controller struct {
 
 	parent *discovery.Resource
 	// parents is the parent resource as the engine syncs it.
-	parents  *engine.Synced
+	parents  *engine.Watched
 	children *children.Declared
 	// selectors are the parents' child selectors, for orphans' events.
 	selectors selectorCache
@@ -65,7 +67,7 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 	if c.parent, err = opts.Resources.Get(ctx, pr.APIVersion, pr.Resource); err != nil {
 		return nil, fmt.Errorf("spec.parentResource: %w", err)
 	}
-	c.parents = &engine.Synced{Resource: c.parent, IgnoreStatusChanges: c.ignoreStatusChanges(), Noun: "parent"}
+	c.parents = &engine.Watched{Resource: c.parent, IgnoreStatusChanges: c.ignoreStatusChanges(), Noun: "parent"}
 	if pr.LabelSelector != nil {
 		selector, err := metav1.LabelSelectorAsSelector(pr.LabelSelector)
 		if err != nil {
@@ -96,13 +98,14 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		}
 	}
 	c.children = children.NewDeclared(declared)
-	c.Engine = engine.NewEngine(engine.Config{
+	c.eng = engine.NewEngine(engine.Config{
 		Kind: "CompositeController", Resource: v1alpha1.CompositeControllerResource, Object: c.object,
 		Hooks: cc.Spec.Hooks.Hooks, Finalizer: finalizerPrefix + cc.Name,
 		List: "children", Annotation: engine.AbsentChildrenAnnotation,
 		ResyncPeriodSeconds: cc.Spec.ResyncPeriodSeconds,
 		Log:                 []any{"parent", c.parent.GroupVersionResource(), "children", len(c.children.Resources)},
 	}, opts, c)
+	c.Runner = c.eng
 	return c, nil
 }
 
@@ -115,7 +118,7 @@ func (c *Controller) Rolling() bool {
 // Access is the Engine's, and, for rolling child resources, what the
 // controller does with ControllerRevisions in its parents' namespaces.
 func (c *Controller) Access() []rbac.Access {
-	access := c.Engine.Access()
+	access := c.eng.Access()
 	if c.Rolling() {
 		revisions := &discovery.Resource{
 			APIVersion: v1alpha1.ControllerRevisionResource.GroupVersion().String(),
@@ -127,17 +130,17 @@ func (c *Controller) Access() []rbac.Access {
 }
 
 // Watch acquires the informers of parents, children and, for rolling
-// child resources, ControllerRevisions (engine.Kind).
+// child resources, ControllerRevisions (engine.Controller).
 func (c *Controller) Watch(w *engine.Watches) error {
 	var err error
 	forget := func(parent metav1.Object) { c.forgetSelector(parent.GetUID()) }
-	if c.parents.Informer, err = w.Watch(c.parent.GroupVersionResource(), c.ObjectHandler(parentKey, nil, c.ignoreStatusChanges(), forget)); err != nil {
+	if c.parents.Informer, err = w.Watch(c.parent.GroupVersionResource(), c.eng.ObjectHandler(c.parentKey, nil, c.ignoreStatusChanges(), forget)); err != nil {
 		return err
 	}
 	owners := engine.Owners{Keys: c.ownerKeys, Orphan: c.enqueueCandidates}
 	for _, child := range c.children.Resources {
 		owners.Resource = child.GroupVersionResource().GroupResource().String()
-		if child.Informer, err = w.Watch(child.GroupVersionResource(), c.DependentHandler(owners)); err != nil {
+		if child.Informer, err = w.Watch(child.GroupVersionResource(), c.eng.DependentHandler(owners)); err != nil {
 			return err
 		}
 	}
@@ -149,35 +152,31 @@ func (c *Controller) Watch(w *engine.Watches) error {
 	return nil
 }
 
-// Keys returns the key of every parent in the cache (engine.Kind).
-func (c *Controller) Keys() []string {
-	var keys []string
+// Keys returns the key of every parent in the cache (engine.Controller).
+func (c *Controller) Keys() []engine.Key {
+	var keys []engine.Key
 	for _, parent := range c.parents.Informer.ListMeta("", nil) {
-		keys = append(keys, parentKey(parent))
+		keys = append(keys, c.parentKey(parent))
 	}
 	return keys
 }
 
-// Synced returns the parent resource (engine.Kind).
-func (c *Controller) Synced() []*engine.Synced { return []*engine.Synced{c.parents} }
-
-// Locate names the parent queued as key (engine.Kind).
-func (c *Controller) Locate(key string) (*engine.Synced, string, string, bool) {
-	namespace, name, err := cache.SplitMetaNamespaceKey(key)
-	return c.parents, namespace, name, err == nil
-}
+// Resources returns the parent resource (engine.Controller).
+func (c *Controller) Resources() []*engine.Watched { return []*engine.Watched{c.parents} }
 
 // KeyOf returns the parent resource and obj's queue key when obj is a
 // parent (engine.Keyer).
-func (c *Controller) KeyOf(obj *unstructured.Unstructured) (*engine.Synced, string, bool) {
+func (c *Controller) KeyOf(obj *unstructured.Unstructured) (engine.Key, bool) {
 	if obj.GetAPIVersion() != c.parent.APIVersion || obj.GetKind() != c.parent.Kind {
-		return nil, "", false
+		return engine.Key{}, false
 	}
-	return c.parents, parentKey(obj), true
+	return c.parentKey(obj), true
 }
 
-// Dependents returns the child resources (engine.Kind).
+// Dependents returns the child resources (engine.Controller).
 func (c *Controller) Dependents() *children.Declared { return c.children }
 
 // parentKey is a parent's queue key.
-func parentKey(parent metav1.Object) string { return children.Key(parent) }
+func (c *Controller) parentKey(parent metav1.Object) engine.Key {
+	return engine.KeyOf(c.parents, parent)
+}

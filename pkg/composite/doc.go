@@ -5,13 +5,14 @@
 // The engine, engine.Engine, runs it: queue and workers, the finalizer
 // decision, the hook rounds until a fixed point, the status write and
 // failure reporting are its (see internal/engine for the path of one
-// event). Controller is the engine's engine.Kind and supplies what is
+// event). Controller is the engine's engine.Controller and supplies what is
 // a CompositeController's own:
 //
 //	controller.go  New: the spec checked and resolved, the parent resource
-//	               (engine.Synced) with its label selector; Watch:
+//	               (engine.Watched) with its label selector; Watch:
 //	               informers of parents, children and ControllerRevisions;
-//	               Locate: a queue key is the parent's namespace/name
+//	               a queue key (engine.Key, parentKey) is the parent
+//	               resource and the parent's namespace and name
 //	handlers.go    a child's event → its owner's key (ownerKeys), or, for
 //	               an orphan, the parents whose selector matches it
 //	               (enqueueCandidates)

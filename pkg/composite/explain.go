@@ -13,11 +13,13 @@ import (
 var _ engine.Explainer = (*Controller)(nil)
 
 // Key returns a parent's queue key (engine.Explainer).
-func (c *Controller) Key(_ *engine.Synced, parent metav1.Object) string { return parentKey(parent) }
+func (c *Controller) Key(_ *engine.Watched, parent metav1.Object) engine.Key {
+	return c.parentKey(parent)
+}
 
 // Selector describes spec.parentResource.labelSelector
 // (engine.Explainer).
-func (c *Controller) Selector(*engine.Synced) string {
+func (c *Controller) Selector(*engine.Watched) string {
 	if ls := c.cc.Spec.ParentResource.LabelSelector; ls != nil {
 		return "spec.parentResource.labelSelector " + metav1.FormatLabelSelector(ls)
 	}

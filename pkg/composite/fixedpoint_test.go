@@ -130,14 +130,14 @@ type countingLimiter struct {
 	when   atomic.Int64
 }
 
-func (l *countingLimiter) When(string) time.Duration {
+func (l *countingLimiter) When(engine.Key) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	i := int(l.when.Add(1)) - 1
 	return l.delays[min(i, len(l.delays)-1)]
 }
-func (l *countingLimiter) Forget(string)          {}
-func (l *countingLimiter) NumRequeues(string) int { return int(l.when.Load()) }
+func (l *countingLimiter) Forget(engine.Key)          {}
+func (l *countingLimiter) NumRequeues(engine.Key) int { return int(l.when.Load()) }
 
 // TestUnsettledHookGoesThroughTheRateLimiter: a hook that never settles (a
 // counter in status) is called engine.MaxRounds times in a sync, its

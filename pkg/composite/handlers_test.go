@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/inmemory"
 )
 
@@ -72,7 +73,7 @@ func TestOrphanEventsConcernTheParentsThatMayAdoptThem(t *testing.T) {
 				cached = clusterThings
 			}
 			c.parents.Informer = inmemory.Informer(t, tc.resource, cached...)
-			got := c.candidateParents(tc.orphan)
+			got := keyStrings(c.candidateParents(tc.orphan))
 			slices.Sort(got)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("parents %q, want %q", got, tc.want)
@@ -101,8 +102,18 @@ func TestChildEventsConcernTheirParent(t *testing.T) {
 		{"an unreadable apiVersion", ruleThings, metav1.OwnerReference{APIVersion: "a/b/c", Kind: "Thing", Name: "p"}, nil},
 	} {
 		c := ruleController(t, tc.resource, "InPlace", nil)
-		if got := c.ownerKeys(child, &tc.ref); !slices.Equal(got, tc.want) {
+		if got := keyStrings(c.ownerKeys(child, &tc.ref)); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: keys %q, want %q", tc.name, got, tc.want)
 		}
 	}
+}
+
+// keyStrings returns keys as the work queue's log and the sync history
+// show them.
+func keyStrings(keys []engine.Key) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, k.String())
+	}
+	return out
 }

@@ -232,7 +232,7 @@ func (c *Controller) rollOut(parent *unstructured.Unstructured, revisions []*rev
 			owners[ch.res][ch.key] = latest
 		case owner != latest:
 			if have := observed[ch.res][ch.key]; have != nil {
-				if changed, err := c.ChildDiffers(have, latest.wants[ch.res][ch.key]); err == nil && !changed {
+				if changed, err := c.eng.ChildDiffers(have, latest.wants[ch.res][ch.key]); err == nil && !changed {
 					moveToLatest(ch)
 				}
 			}
@@ -273,7 +273,7 @@ func (c *Controller) latestReady(parent *unstructured.Unstructured, latest *revi
 			if have == nil {
 				return fmt.Errorf("missing child %s %s", res.Kind, name)
 			}
-			changed, err := c.ChildDiffers(have, want)
+			changed, err := c.eng.ChildDiffers(have, want)
 			if err != nil {
 				return fmt.Errorf("can't check if child %s %s is updated: %w", res.Kind, name, err)
 			}

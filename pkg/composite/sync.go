@@ -17,7 +17,7 @@ import (
 )
 
 // Observe returns the parent's children: the owned ones, and the orphans
-// it adopts (engine.Kind). With rolling child resources, the sync
+// it adopts (engine.Controller). With rolling child resources, the sync
 // runs rollingSync's steps, the finalize hook's too (as metacontroller
 // does while the parent has its finalizer), unless the garbage collector
 // holds the children.

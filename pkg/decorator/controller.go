@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
+	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,10 +29,13 @@ const finalizerPrefix = "metacontroller.io/decoratorcontroller-"
 // Options are what a Controller needs from the process around it.
 type Options = engine.Options
 
-// Controller runs one DecoratorController: the engine.Engine runs it,
-// and Controller is its engine.Kind.
+// Controller runs one DecoratorController: its engine runs it, and
+// Controller is the engine's engine.Controller. What runs it (the manager,
+// metactl plan, tests) uses the engine's engine.Runner.
 type Controller struct {
-	*engine.Engine
+	engine.Runner
+	// eng is the engine that runs the controller (and is its Runner).
+	eng *engine.Engine
 
 	name string
 	// object is the DecoratorController as the user wrote it; hooks get it.
@@ -48,7 +51,7 @@ type Controller struct {
 // Its IgnoreStatusChanges is true when every rule of the resource ignores
 // status-only changes, this controller's own status writes included.
 type watchedResource struct {
-	*engine.Synced
+	*engine.Watched
 	rules []selector
 }
 
@@ -92,7 +95,8 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		key := res.APIVersion + "/" + res.Name
 		w := byResource[key]
 		if w == nil {
-			w = &watchedResource{Synced: &engine.Synced{Resource: res, IgnoreStatusChanges: true, Noun: "object", RealStatus: true}}
+			w = &watchedResource{Watched: &engine.Watched{Resource: res, IgnoreStatusChanges: true, Noun: "object", RealStatus: true,
+				KeyPrefix: strconv.Itoa(len(c.watched)) + "|"}}
 			w.Selects = w.selects
 			byResource[key] = w
 			c.watched = append(c.watched, w)
@@ -113,13 +117,14 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		}
 	}
 	c.attachments = children.NewDeclared(declared)
-	c.Engine = engine.NewEngine(engine.Config{
+	c.eng = engine.NewEngine(engine.Config{
 		Kind: "DecoratorController", Resource: v1alpha1.DecoratorControllerResource, Object: c.object,
 		Hooks: *dc.Spec.Hooks, Finalizer: finalizerPrefix + dc.Name,
 		List: "attachments", Annotation: engine.AbsentAttachmentsAnnotation, Noun: "attachment",
-		ResyncPeriodSeconds: dc.Spec.ResyncPeriodSeconds, Describe: c.describeKey,
+		ResyncPeriodSeconds: dc.Spec.ResyncPeriodSeconds, Describe: describeKey,
 		Log: []any{"resources", len(c.watched), "attachments", len(c.attachments.Resources)},
 	}, opts, c)
+	c.Runner = c.eng
 	return c, nil
 }
 
@@ -174,22 +179,22 @@ func matchAnnotations(sel v1alpha1.AnnotationSelector, annotations labels.Labels
 }
 
 // Watch acquires the informers of the watched resources and of the
-// attachments (engine.Kind).
+// attachments (engine.Controller).
 func (c *Controller) Watch(w *engine.Watches) error {
 	var err error
-	for i, res := range c.watched {
+	for _, res := range c.watched {
 		concerns := func(obj metav1.Object) bool {
 			return res.selects(obj) || finalizer.Has(obj, finalizerPrefix+c.name)
 		}
-		key := func(obj metav1.Object) string { return objectKey(i, obj) }
-		if res.Informer, err = w.Watch(res.GroupVersionResource(), c.ObjectHandler(key, concerns, res.IgnoreStatusChanges, nil)); err != nil {
+		key := func(obj metav1.Object) engine.Key { return engine.KeyOf(res.Watched, obj) }
+		if res.Informer, err = w.Watch(res.GroupVersionResource(), c.eng.ObjectHandler(key, concerns, res.IgnoreStatusChanges, nil)); err != nil {
 			return err
 		}
 	}
 	owners := engine.Owners{Keys: c.ownerKeys}
 	for _, res := range c.attachments.Resources {
 		owners.Resource = res.GroupVersionResource().GroupResource().String()
-		if res.Informer, err = w.Watch(res.GroupVersionResource(), c.DependentHandler(owners)); err != nil {
+		if res.Informer, err = w.Watch(res.GroupVersionResource(), c.eng.DependentHandler(owners)); err != nil {
 			return err
 		}
 	}
@@ -197,74 +202,42 @@ func (c *Controller) Watch(w *engine.Watches) error {
 }
 
 // Keys returns the key of every object of the watched resources in the
-// cache (engine.Kind).
-func (c *Controller) Keys() []string {
-	var keys []string
-	for i, w := range c.watched {
+// cache (engine.Controller).
+func (c *Controller) Keys() []engine.Key {
+	var keys []engine.Key
+	for _, w := range c.watched {
 		for _, obj := range w.Informer.ListMeta("", nil) {
-			keys = append(keys, objectKey(i, obj))
+			keys = append(keys, engine.KeyOf(w.Watched, obj))
 		}
 	}
 	return keys
 }
 
-// Synced returns the watched resources (engine.Kind).
-func (c *Controller) Synced() []*engine.Synced {
-	out := make([]*engine.Synced, len(c.watched))
+// Resources returns the watched resources (engine.Controller).
+func (c *Controller) Resources() []*engine.Watched {
+	out := make([]*engine.Watched, len(c.watched))
 	for i, w := range c.watched {
-		out[i] = w.Synced
+		out[i] = w.Watched
 	}
 	return out
 }
 
-// Locate names the object queued as key (engine.Kind).
-func (c *Controller) Locate(key string) (*engine.Synced, string, string, bool) {
-	index, namespace, name, err := splitKey(key)
-	if err != nil || index >= len(c.watched) {
-		return nil, "", "", false
-	}
-	return c.watched[index].Synced, namespace, name, true
-}
-
 // KeyOf returns obj's watched resource and queue key
 // (engine.Keyer).
-func (c *Controller) KeyOf(obj *unstructured.Unstructured) (*engine.Synced, string, bool) {
-	for i, w := range c.watched {
+func (c *Controller) KeyOf(obj *unstructured.Unstructured) (engine.Key, bool) {
+	for _, w := range c.watched {
 		if obj.GetAPIVersion() == w.APIVersion && obj.GetKind() == w.Kind {
-			return w.Synced, objectKey(i, obj), true
+			return engine.KeyOf(w.Watched, obj), true
 		}
 	}
-	return nil, "", false
+	return engine.Key{}, false
 }
 
-// Dependents returns the attachment resources (engine.Kind).
+// Dependents returns the attachment resources (engine.Controller).
 func (c *Controller) Dependents() *children.Declared { return c.attachments }
-
-// objectKey names a decorated object in the queue: the index of its
-// watched resource, then namespace/name.
-func objectKey(resource int, obj metav1.Object) string {
-	return fmt.Sprintf("%d|%s", resource, children.Key(obj))
-}
 
 // describeKey names the object queued as key by its resource and
 // namespace/name ("configmaps default/a"), for the controller's status.
-func (c *Controller) describeKey(key string) string {
-	index, _, _, err := splitKey(key)
-	if err != nil || index >= len(c.watched) {
-		return key
-	}
-	_, rest, _ := strings.Cut(key, "|")
-	return c.watched[index].Name + " " + rest
-}
-
-func splitKey(key string) (resource int, namespace, name string, err error) {
-	idx, rest, ok := strings.Cut(key, "|")
-	if !ok {
-		return 0, "", "", fmt.Errorf("bad key %q", key)
-	}
-	if _, err := fmt.Sscanf(idx, "%d", &resource); err != nil {
-		return 0, "", "", fmt.Errorf("bad key %q", key)
-	}
-	namespace, name, err = cache.SplitMetaNamespaceKey(rest)
-	return resource, namespace, name, err
+func describeKey(key engine.Key) string {
+	return key.Resource.Name + " " + cache.ObjectName{Namespace: key.Namespace, Name: key.Name}.String()
 }

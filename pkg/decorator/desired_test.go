@@ -107,9 +107,9 @@ func TestAttachmentEventsEnqueueTheirObject(t *testing.T) {
 		want        []string
 	}{
 		{"of a ConfigMap", ours, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "a"},
-			[]string{objectKey(0, &metav1.ObjectMeta{Namespace: "ns", Name: "a"})}},
+			[]string{"0|ns/a"}},
 		{"of a cluster-scoped object, whatever the attachment's namespace", ours, metav1.OwnerReference{APIVersion: "test.metactl.io/v2", Kind: "ClusterThing", Name: "a"},
-			[]string{objectKey(1, &metav1.ObjectMeta{Name: "a"})}},
+			[]string{"1|a"}},
 		{"another decorator's", map[string]string{AttachmentAnnotation: "other"}, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "a"}, nil},
 		{"without the annotation", nil, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "a"}, nil},
 		{"a kind not decorated", ours, metav1.OwnerReference{APIVersion: "v1", Kind: "Service", Name: "a"}, nil},
@@ -117,7 +117,11 @@ func TestAttachmentEventsEnqueueTheirObject(t *testing.T) {
 		{"an unreadable apiVersion", ours, metav1.OwnerReference{APIVersion: "a/b/c", Kind: "ConfigMap", Name: "a"}, nil},
 	} {
 		attachment := inmemory.Object("v1", "Secret", "ns", "s", nil, tc.annotations)
-		if got := c.ownerKeys(attachment, &tc.ref); !slices.Equal(got, tc.want) {
+		var got []string
+		for _, key := range c.ownerKeys(attachment, &tc.ref) {
+			got = append(got, key.String())
+		}
+		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: keys %q, want %q", tc.name, got, tc.want)
 		}
 	}

@@ -4,14 +4,14 @@
 //
 // The engine, engine.Engine, runs it as it runs a CompositeController
 // (see internal/engine for the path of one event); Controller is its
-// engine.Kind and supplies what is a DecoratorController's own:
+// engine.Controller and supplies what is a DecoratorController's own:
 //
 //	controller.go  New: the spec checked and resolved, the watched
-//	               resources (engine.Synced) and their selectors;
+//	               resources (engine.Watched) and their selectors;
 //	               Watch: informers of the watched resources (objects
 //	               selected or carrying the finalizer concern it) and of
-//	               the attachments; Locate: queue keys name the watched
-//	               resource and the object
+//	               the attachments; a queue key (engine.Key) names the
+//	               watched resource and the object
 //	handlers.go    an attachment's event → its owner's key, when the
 //	               attachment carries metacontroller.k8s.io/
 //	               decorator-controller: <name>

@@ -15,13 +15,13 @@ import (
 var _ engine.Explainer = (*Controller)(nil)
 
 // Key returns a decorated object's queue key (engine.Explainer).
-func (c *Controller) Key(res *engine.Synced, obj metav1.Object) string {
-	return objectKey(c.index(res), obj)
+func (c *Controller) Key(res *engine.Watched, obj metav1.Object) engine.Key {
+	return engine.KeyOf(res, obj)
 }
 
 // Selector describes the rules of the resource's spec.resources entries
 // (engine.Explainer).
-func (c *Controller) Selector(res *engine.Synced) string {
+func (c *Controller) Selector(res *engine.Watched) string {
 	i := c.index(res)
 	if i < 0 {
 		return ""
@@ -60,6 +60,6 @@ func (c *Controller) ExplainDependents(obj *unstructured.Unstructured) ([]explai
 }
 
 // index is res's position in c.watched, -1 when it is none of them.
-func (c *Controller) index(res *engine.Synced) int {
-	return slices.IndexFunc(c.watched, func(w *watchedResource) bool { return w.Synced == res })
+func (c *Controller) index(res *engine.Watched) int {
+	return slices.IndexFunc(c.watched, func(w *watchedResource) bool { return w.Watched == res })
 }

@@ -4,6 +4,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 )
 
@@ -15,8 +16,8 @@ func (c *Controller) isAttachment(obj metav1.Object) bool {
 
 // ownerKeys returns the keys of the decorated objects an attachment's
 // controller reference names, when the attachment is this controller's;
-// see controller.Owners.
-func (c *Controller) ownerKeys(attachment metav1.Object, ref *metav1.OwnerReference) []string {
+// see engine.Owners.
+func (c *Controller) ownerKeys(attachment metav1.Object, ref *metav1.OwnerReference) []engine.Key {
 	if !c.isAttachment(attachment) {
 		return nil // another decorator's, or a child of another kind of owner
 	}
@@ -24,8 +25,8 @@ func (c *Controller) ownerKeys(attachment metav1.Object, ref *metav1.OwnerRefere
 	if err != nil {
 		return nil
 	}
-	var keys []string
-	for i, w := range c.watched {
+	var keys []engine.Key
+	for _, w := range c.watched {
 		gvk := w.GroupVersionKind()
 		if gvk.Kind != ref.Kind || gvk.Group != refGV.Group {
 			continue
@@ -34,7 +35,7 @@ func (c *Controller) ownerKeys(attachment metav1.Object, ref *metav1.OwnerRefere
 		if w.Namespaced {
 			namespace = attachment.GetNamespace()
 		}
-		keys = append(keys, objectKey(i, &metav1.ObjectMeta{Namespace: namespace, Name: ref.Name}))
+		keys = append(keys, engine.Key{Resource: w.Watched, Namespace: namespace, Name: ref.Name})
 	}
 	return keys
 }

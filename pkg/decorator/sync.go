@@ -14,7 +14,7 @@ import (
 )
 
 // Observe returns the object's attachments: ours, by owner UID and
-// annotation; attachments are never adopted (engine.Kind).
+// annotation; attachments are never adopted (engine.Controller).
 func (c *Controller) Observe(_ context.Context, t *engine.Target) (engine.Sync, map[*children.Resource]children.Set, error) {
 	ref := ownership.ControllerRef(t.Object, t.Resource.GroupVersionKind())
 	return &objectSync{c: c, obj: t.Object, ref: ref}, c.observedAttachments(t.Object), nil

@@ -26,6 +26,6 @@
 //
 // A key's Begin and End must not overlap another Begin of the same key,
 // which a work queue ensures by handing a key to one worker at a time. Keys
-// are opaque strings (a controller's queue keys). Echoes is safe for
-// concurrent use.
+// are opaque values of any comparable type (a controller's queue keys).
+// Echoes is safe for concurrent use.
 package echo

@@ -33,18 +33,18 @@ const sweepEvery = 1024
 // A write is expected for the key whose sync made it: an object version
 // (UID and resourceVersion) counts as an echo at most once, and only for
 // an event queued for that key. The package doc states the guarantees.
-// Echoes is safe for concurrent use.
-type Echoes struct {
+// Keys are of the controller's type K. Echoes is safe for concurrent use.
+type Echoes[K comparable] struct {
 	mu       sync.Mutex
-	expected map[types.UID]map[string]expectation
-	inflight map[string][]heldEvent
+	expected map[types.UID]map[string]expectation[K]
+	inflight map[K][]heldEvent
 	writes   int
 }
 
 // expectation is a written version's expected echo: the key whose sync
 // wrote it, and when.
-type expectation struct {
-	key string
+type expectation[K comparable] struct {
+	key K
 	at  time.Time
 }
 
@@ -58,12 +58,12 @@ type heldEvent struct {
 }
 
 // New returns an empty Echoes.
-func New() *Echoes {
-	return &Echoes{expected: map[types.UID]map[string]expectation{}, inflight: map[string][]heldEvent{}}
+func New[K comparable]() *Echoes[K] {
+	return &Echoes[K]{expected: map[types.UID]map[string]expectation[K]{}, inflight: map[K][]heldEvent{}}
 }
 
 // Begin marks key as being synced: events for it are held until End.
-func (e *Echoes) Begin(key string) {
+func (e *Echoes[K]) Begin(key K) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.inflight[key] = nil
@@ -73,7 +73,7 @@ func (e *Echoes) Begin(key string) {
 // meanwhile that need another sync (they were not echoes of writes
 // recorded by Expect), in the order they came; none when every one was
 // an echo.
-func (e *Echoes) End(key string) (resync []trigger.Trigger) {
+func (e *Echoes[K]) End(key K) (resync []trigger.Trigger) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	held := e.inflight[key]
@@ -92,13 +92,13 @@ func (e *Echoes) End(key string) (resync []trigger.Trigger) {
 // which it consumes, and false
 // while key is being synced, when it holds the event (and t) for End to
 // judge; true otherwise.
-func (e *Echoes) ShouldEnqueue(key string, obj metav1.Object, t trigger.Trigger) bool {
+func (e *Echoes[K]) ShouldEnqueue(key K, obj metav1.Object, t trigger.Trigger) bool {
 	return e.ShouldEnqueueFunc(key, obj, func() trigger.Trigger { return t })
 }
 
 // ShouldEnqueueFunc is ShouldEnqueue with the trigger built by trigger,
 // called only when the event is held: an echo costs no trigger.
-func (e *Echoes) ShouldEnqueueFunc(key string, obj metav1.Object, trigger func() trigger.Trigger) bool {
+func (e *Echoes[K]) ShouldEnqueueFunc(key K, obj metav1.Object, trigger func() trigger.Trigger) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if held, ok := e.inflight[key]; ok {
@@ -116,7 +116,7 @@ func (e *Echoes) ShouldEnqueueFunc(key string, obj metav1.Object, trigger func()
 // expected echo for key: the same event queued for another key (an object
 // watched by two of the controller's handlers, as a child that is also of
 // the parent resource) is no echo there, and leaves this one expected.
-func (e *Echoes) Expect(key string, obj metav1.Object) {
+func (e *Echoes[K]) Expect(key K, obj metav1.Object) {
 	if obj == nil || obj.GetUID() == "" || obj.GetResourceVersion() == "" {
 		return
 	}
@@ -125,10 +125,10 @@ func (e *Echoes) Expect(key string, obj metav1.Object) {
 	defer e.mu.Unlock()
 	versions := e.expected[obj.GetUID()]
 	if versions == nil {
-		versions = map[string]expectation{}
+		versions = map[string]expectation[K]{}
 		e.expected[obj.GetUID()] = versions
 	}
-	versions[obj.GetResourceVersion()] = expectation{key: key, at: now}
+	versions[obj.GetResourceVersion()] = expectation[K]{key: key, at: now}
 	if e.writes++; e.writes%sweepEvery == 0 {
 		e.expireLocked(now)
 	}
@@ -136,7 +136,7 @@ func (e *Echoes) Expect(key string, obj metav1.Object) {
 
 // isEchoLocked reports whether the version uid/rv is one the sync of key
 // wrote and was expecting, and forgets it. e.mu must be held.
-func (e *Echoes) isEchoLocked(key string, uid types.UID, rv string) bool {
+func (e *Echoes[K]) isEchoLocked(key K, uid types.UID, rv string) bool {
 	versions, ok := e.expected[uid]
 	if !ok {
 		return false
@@ -154,7 +154,7 @@ func (e *Echoes) isEchoLocked(key string, uid types.UID, rv string) bool {
 
 // Forget drops what is expected of the object with uid, e.g. when it is
 // deleted.
-func (e *Echoes) Forget(uid types.UID) {
+func (e *Echoes[K]) Forget(uid types.UID) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.expected, uid)
@@ -162,7 +162,7 @@ func (e *Echoes) Forget(uid types.UID) {
 
 // expireLocked forgets the expected echoes older than echoTTL. e.mu must be
 // held.
-func (e *Echoes) expireLocked(now time.Time) {
+func (e *Echoes[K]) expireLocked(now time.Time) {
 	for uid, versions := range e.expected {
 		for rv, want := range versions {
 			if now.Sub(want.at) > echoTTL {

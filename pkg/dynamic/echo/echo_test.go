@@ -20,7 +20,7 @@ func version(uid, rv string) metav1.Object {
 // not enqueued, once; another version of the same object, an object never
 // written, and a delete are.
 func TestEchoIsFilteredOnce(t *testing.T) {
-	e := New()
+	e := New[string]()
 	e.Expect("ns/a", version("u1", "5"))
 	if e.ShouldEnqueue("ns/a", version("u1", "5"), trigger.Trigger{}) {
 		t.Error("the echo of a write was enqueued")
@@ -49,7 +49,7 @@ func TestEchoIsFilteredOnce(t *testing.T) {
 // TestExpectIgnoresIncompleteObjects: a write result without UID or
 // resourceVersion (a dry run, say) is not remembered.
 func TestExpectIgnoresIncompleteObjects(t *testing.T) {
-	e := New()
+	e := New[string]()
 	e.Expect("ns/a", nil)
 	e.Expect("ns/a", version("", "5"))
 	e.Expect("ns/a", version("u1", ""))
@@ -81,7 +81,7 @@ func TestEventsDuringASyncAreJudgedAtEnd(t *testing.T) {
 		{name: "the same echo twice", held: []metav1.Object{version("u1", "5"), version("u1", "5")}, writes: []metav1.Object{version("u1", "5")}, resync: []int{1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := New()
+			e := New[string]()
 			e.Begin("ns/a")
 			triggerOf := func(i int) trigger.Trigger {
 				return trigger.Trigger{Cause: trigger.CauseDependent, Object: fmt.Sprint("configmaps/ns/c", i)}
@@ -128,7 +128,7 @@ func TestEventsDuringASyncAreJudgedAtEnd(t *testing.T) {
 // handler as its own key, or an orphan queued for each candidate parent)
 // is enqueued there, and leaves the echo expected for its own key.
 func TestEchoIsOfTheKeyThatWrote(t *testing.T) {
-	e := New()
+	e := New[string]()
 	e.Expect("ns/parent", version("child", "5"))
 	if !e.ShouldEnqueue("ns/child", version("child", "5"), trigger.Trigger{}) {
 		t.Error("the echo of ns/parent's write was taken for one of ns/child's")
@@ -153,7 +153,7 @@ func TestEchoIsOfTheKeyThatWrote(t *testing.T) {
 // TestForgetDropsExpectedEchoes: once an object is forgotten (deleted), a
 // version of it that was expected is no longer an echo.
 func TestForgetDropsExpectedEchoes(t *testing.T) {
-	e := New()
+	e := New[string]()
 	e.Expect("ns/a", version("u1", "5"))
 	e.Expect("ns/b", version("u2", "5"))
 	e.Forget("u1")
@@ -171,12 +171,12 @@ func TestForgetDropsExpectedEchoes(t *testing.T) {
 // TestEchoesExpire: an echo that never came (the informer re-listed past
 // it) is no echo after echoTTL, and is dropped from memory by later writes.
 func TestEchoesExpire(t *testing.T) {
-	e := New()
+	e := New[string]()
 	e.Expect("ns/a", version("old", "5"))
 	e.Expect("ns/a", version("stale", "1"))
 	e.mu.Lock()
-	e.expected["old"]["5"] = expectation{key: "ns/a", at: time.Now().Add(-echoTTL - time.Second)}
-	e.expected["stale"]["1"] = expectation{key: "ns/a", at: time.Now().Add(-echoTTL - time.Second)}
+	e.expected["old"]["5"] = expectation[string]{key: "ns/a", at: time.Now().Add(-echoTTL - time.Second)}
+	e.expected["stale"]["1"] = expectation[string]{key: "ns/a", at: time.Now().Add(-echoTTL - time.Second)}
 	e.mu.Unlock()
 	if !e.ShouldEnqueue("ns/a", version("old", "5"), trigger.Trigger{}) {
 		t.Error("an expected echo older than echoTTL was still taken for an echo")
@@ -198,7 +198,7 @@ func TestEchoesExpire(t *testing.T) {
 }
 
 // expectedObjects returns the number of objects with expected echoes.
-func expectedObjects(e *Echoes) int {
+func expectedObjects(e *Echoes[string]) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return len(e.expected)

@@ -6,7 +6,12 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// warningsKey is the context key of WithWarnings' handler.
+// warningsKey is the context key of WithWarnings' handler: the one value
+// of a write that the Client's write methods take from the context rather
+// than a parameter, so that a caller that wants a write's warnings
+// (children.Writer) gets them without every other caller passing a nil
+// handler. withWarnings moves it onto the request, where client-go wants
+// a handler (rest.Request.WarningHandlerWithContext).
 type warningsKey struct{}
 
 // WithWarnings returns a context under which the Client's writes

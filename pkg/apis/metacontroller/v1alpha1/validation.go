@@ -12,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"github.com/metactl/metactl/internal/redact"
 )
 
 // ValidateCompositeController returns every problem of cc's spec, or an
@@ -238,7 +236,7 @@ func validateWebhook(w *Webhook, path *field.Path, ec *endpointConfigsInUse) fie
 		// The url wins: service and path are ignored.
 		// The message shows the URL without its credentials: it reaches
 		// the log, an Event and the Ready condition.
-		shown := redact.URL(*w.URL)
+		shown := RedactURL(*w.URL)
 		u, err := url.Parse(*w.URL)
 		switch {
 		case err != nil:

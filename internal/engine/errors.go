@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/hooks"
+)
+
+// The engine's error types, and what tells them apart (syncReason reads a
+// sync's error into a reason of reasons.go).
+
+// invalidAnswerError marks an answer of a hook that metactl's checks
+// refused: nothing of it was applied. Its message is its cause's.
+type invalidAnswerError struct{ Err error }
+
+func (e *invalidAnswerError) Error() string { return e.Err.Error() }
+func (e *invalidAnswerError) Unwrap() error { return e.Err }
+
+// InvalidAnswer marks err, a refusal of a hook's answer, as an
+// *invalidAnswerError; nil stays nil.
+func InvalidAnswer(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &invalidAnswerError{Err: err}
+}
+
+// writeError marks the failure of a write to the API server by a sync.
+// Its message is its cause's.
+type writeError struct{ Err error }
+
+func (e *writeError) Error() string { return e.Err.Error() }
+func (e *writeError) Unwrap() error { return e.Err }
+
+// WriteFailed marks err, the failure of a write, as a *writeError; nil
+// stays nil.
+func WriteFailed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &writeError{Err: err}
+}
+
+// refusedAnswerError is returned for an answer without its list of
+// children (attachments) while the object has some, unless the controller
+// reads a missing list as an empty one.
+type refusedAnswerError struct {
+	// Hook is the hook's name; List, Resource and Annotation as in
+	// Answers.
+	Hook, List, Resource, Annotation string
+	// Observed is how many children (attachments) the object has.
+	Observed int
+	// Unknown are the answer's unknown keys.
+	Unknown []hooks.UnknownField
+	// Invalid is the annotation's value when it is neither
+	// AbsentListRefuse nor AbsentListEmpty.
+	Invalid *string
+}
+
+func (e *refusedAnswerError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s hook answer refused: it has no %q list", e.Hook, e.List)
+	if len(e.Unknown) > 0 {
+		keys := make([]string, len(e.Unknown))
+		for i, f := range e.Unknown {
+			keys[i] = f.String()
+		}
+		fmt.Fprintf(&b, " (it has %s)", strings.Join(keys, ", "))
+	}
+	fmt.Fprintf(&b, ", and reading that as an empty list would delete all its %s (%d); the answer was not applied. "+
+		"A hook that means to delete them all answers %q: []. "+
+		"To read a missing %q as an empty list, as metacontroller does, annotate the %s with %s=%s",
+		e.List, e.Observed, e.List, e.List, e.Resource, e.Annotation, AbsentListEmpty)
+	if e.Invalid != nil {
+		fmt.Fprintf(&b, " (its value %s is not one of %q, %q)", strconv.Quote(*e.Invalid), AbsentListRefuse, AbsentListEmpty)
+	}
+	return b.String()
+}
+
+// isRefusedAnswer reports whether err is, or wraps, a *refusedAnswerError.
+func isRefusedAnswer(err error) bool {
+	var r *refusedAnswerError
+	return errors.As(err, &r)
+}
+
+// InvalidSpecError reports a controller object whose spec is invalid.
+type InvalidSpecError struct{ Errs field.ErrorList }
+
+func (e *InvalidSpecError) Error() string { return e.Errs.ToAggregate().Error() }
+
+// statusTooLargeError reports a status the hook answered for an object
+// whose status is kept in StatusAnnotation that exceeds
+// MaxStatusAnnotationBytes as JSON. The annotation keeps the status it had.
+type statusTooLargeError struct {
+	Size, Max int
+}
+
+func (e *statusTooLargeError) Error() string {
+	return fmt.Sprintf("the status the hook answered is %d bytes as JSON, more than the %d bytes the %s annotation holds; the object keeps its previous status",
+		e.Size, e.Max, StatusAnnotation)
+}
+
+// errNotSettled is returned by a sync whose hook was still asking for
+// writes after MaxRounds calls. It wraps loop.ErrWaiting: the object is
+// synced again with backoff, and the failure is reported once by Unsettled,
+// not as a SyncError on every retry.
+var errNotSettled = fmt.Errorf("the hook did not reach a fixed point in %d calls: %w", MaxRounds, loop.ErrWaiting)
+
+// IsNotSettled reports whether err is errNotSettled.
+func IsNotSettled(err error) bool { return errors.Is(err, errNotSettled) }
+
+// onlyConflicts reports whether err is a conflict (the retry resolves it)
+// and nothing else: unlike apierrors.IsConflict, an error that joins a
+// conflict with another failure (errors.Join) is not, so that the other
+// failure is reported.
+func onlyConflicts(err error) bool {
+	if err == nil {
+		return false
+	}
+	if st, ok := err.(apierrors.APIStatus); ok {
+		return st.Status().Reason == metav1.StatusReasonConflict
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		errs := u.Unwrap()
+		for _, e := range errs {
+			if !onlyConflicts(e) {
+				return false
+			}
+		}
+		return len(errs) > 0
+	case interface{ Unwrap() error }:
+		return onlyConflicts(u.Unwrap())
+	}
+	return false
+}
