@@ -108,9 +108,10 @@ type Options struct {
 	// object's last syncs (why each ran, its hook calls and writes, its
 	// outcome), all controllers together, that Manager.History serves
 	// (metactl explain): past it, the objects synced longest ago are
-	// dropped, those whose newest sync succeeded first. Zero means history.DefaultMaxBytes (4 MiB); negative
-	// records nothing (no record is allocated per sync). metactl run sets
-	// it from --history-max-bytes, whose 0 disables it.
+	// dropped, those whose newest sync succeeded first. Zero (or
+	// negative) records nothing (no record is allocated per sync), as
+	// --history-max-bytes=0 does; DefaultHistoryMaxBytes (4 MiB) is the
+	// default of metactl run, which sets it from --history-max-bytes.
 	HistoryMaxBytes int64
 	// AccountReviewTTL is how long an answer about a controller's
 	// ServiceAccount holds, RBAC not being watched: a running controller
@@ -178,6 +179,11 @@ type Manager struct {
 	accounts   map[rbac.ServiceAccount]*accountClients
 }
 
+// DefaultHistoryMaxBytes is the budget of the record of syncs
+// (Options.HistoryMaxBytes) that metactl run keeps unless told otherwise
+// (--history-max-bytes): history.DefaultMaxBytes, 4 MiB.
+const DefaultHistoryMaxBytes = history.DefaultMaxBytes
+
 // New returns a Manager; nothing runs until Run.
 func New(opts Options) (*Manager, error) {
 	if opts.Config == nil {
@@ -220,7 +226,7 @@ func New(opts Options) (*Manager, error) {
 		startFailures: map[string]*startFailure{},
 		accounts:      map[rbac.ServiceAccount]*accountClients{},
 	}
-	if opts.HistoryMaxBytes >= 0 {
+	if opts.HistoryMaxBytes > 0 {
 		m.history = history.NewStore(history.StoreOptions{MaxBytes: opts.HistoryMaxBytes})
 	}
 	for _, k := range kinds {
