@@ -39,7 +39,9 @@ type Options struct {
 	// Workers is the most objects each controller syncs at once; 0 means
 	// loop.DefaultWorkers.
 	Workers int
-	// DiscoveryInterval is the period of discovery refreshes.
+	// DiscoveryInterval is the period of discovery refreshes; 0 means
+	// the discovery package's default (30s), also metactl run's
+	// (--discovery-interval).
 	DiscoveryInterval time.Duration
 	// CacheResync is the informers' resync period; 0 disables it.
 	CacheResync time.Duration
