@@ -183,12 +183,13 @@ func controlPlaneAssets(ctx context.Context, say func(string, ...any), assets st
 // The hook calls of controllers annotated hookrecord.Annotation
 // "true" are recorded in memory, for `metactl record fetch`, as under
 // metactl run; with --record-dir, every controller's (but those
-// annotated "false"), also written there.
+// annotated "false"), also written there. The record of syncs that
+// metactl explain shows is kept within metactl run's default budget.
 func newManager(cp *controlplane.ControlPlane, f *devFlags) (*manager.Manager, *hookrecord.Recorder, error) {
 	recorder := hookrecord.NewRecorder(hookrecord.RecorderOptions{Dir: f.recordDir})
 	m, err := manager.New(manager.Options{Config: cp.Config, Workers: f.workers, DiscoveryInterval: 2 * time.Second, MaxRetryDelay: 5 * time.Second,
 		CredentialNamespaces: []string{credentials.AllNamespaces}, AllowInsecureCredentials: true,
-		Record: recorder, RecordAll: f.recordDir != ""})
+		HistoryMaxBytes: manager.DefaultHistoryMaxBytes, Record: recorder, RecordAll: f.recordDir != ""})
 	if err != nil {
 		return nil, nil, err
 	}

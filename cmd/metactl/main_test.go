@@ -193,7 +193,7 @@ func TestCredentialNamespacesFlag(t *testing.T) {
 
 // TestNoRecordWithoutExplain: the record of syncs is kept only for
 // explain: --explain=false, like --history-max-bytes=0, records nothing
-// (a negative manager.Options.HistoryMaxBytes).
+// (manager.Options.HistoryMaxBytes 0), and a negative flag likewise.
 func TestNoRecordWithoutExplain(t *testing.T) {
 	for _, tc := range []struct {
 		flag    int64
@@ -201,8 +201,9 @@ func TestNoRecordWithoutExplain(t *testing.T) {
 		want    int64
 	}{
 		{8 << 20, true, 8 << 20},
-		{8 << 20, false, -1},
-		{0, true, -1},
+		{8 << 20, false, 0},
+		{0, true, 0},
+		{-1, true, 0},
 	} {
 		if got := historyMaxBytes(tc.flag, tc.explain); got != tc.want {
 			t.Errorf("--history-max-bytes=%d --explain=%v: HistoryMaxBytes %d, want %d", tc.flag, tc.explain, got, tc.want)

@@ -23,7 +23,6 @@ import (
 
 	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/explain"
-	"github.com/metactl/metactl/internal/history"
 	"github.com/metactl/metactl/internal/hookrecord"
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/manager"
@@ -127,7 +126,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.DurationVar(&f.leaderElection.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "pace of acquire and renew attempts")
 	fs.DurationVar(&f.maxRetryDelay, "max-retry-delay", loop.MaxRetryDelay, "longest wait before a failing sync is retried; the backoff doubles from 250ms up to it")
 	fs.DurationVar(&f.stopGracePeriod, "stop-grace-period", loop.DefaultStopGracePeriod, "longest wait for a stopping controller's cancelled syncs; those still running are abandoned")
-	fs.Int64Var(&f.historyMaxBytes, "history-max-bytes", history.DefaultMaxBytes, "memory budget of the record of syncs metactl explain shows, all controllers; 0 disables it")
+	fs.Int64Var(&f.historyMaxBytes, "history-max-bytes", manager.DefaultHistoryMaxBytes, "memory budget of the record of syncs metactl explain shows, all controllers; 0 disables it")
 	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", hookclient.DefaultMaxResponseBytes, "largest hook response accepted")
 	fs.Int64Var(&f.responseBudget, "hook-response-budget-bytes", hookclient.DefaultResponseBudgetBytes, "most bytes of hook responses held in memory at once, all controllers (docs/cli.md)")
 	fs.Int64Var(&f.decodedBudget, "hook-decoded-budget-bytes", hookclient.DefaultDecodedBudgetBytes, "most memory of the objects decoded from hook responses at once, all controllers (docs/cli.md)")
@@ -452,12 +451,12 @@ func inClusterNamespace() string {
 }
 
 // historyMaxBytes maps --history-max-bytes to manager.Options: its 0
-// disables the record, and so does --explain=false, for explain is the
-// record's only reader (the Synced condition is written from each sync's
-// result, not from the record).
+// disables the record, as the option's does, and so does --explain=false,
+// for explain is the record's only reader (the Synced condition is
+// written from each sync's result, not from the record).
 func historyMaxBytes(flag int64, explain bool) int64 {
 	if flag <= 0 || !explain {
-		return -1
+		return 0
 	}
 	return flag
 }

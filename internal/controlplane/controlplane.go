@@ -98,31 +98,69 @@ type ControlPlane struct {
 // LogToKlog).
 func Start(opts Options) (_ *ControlPlane, err error) {
 	LogToKlog()
-	if opts.AssetsDir == "" {
-		if opts.AssetsDir, err = AssetsDir(); err != nil {
-			return nil, err
-		}
-	} else {
-		// A folder given may hold only what this control plane runs (a
-		// benchmark's on a machine without the build, test/bench).
-		need := startBinaries
-		if opts.GarbageCollector || opts.Cluster {
-			need = append(slices.Clone(need), "kube-controller-manager")
-		}
-		if err := checkAssets(opts.AssetsDir, "--assets", need); err != nil {
-			return nil, err
-		}
-	}
-	if opts.Cluster {
-		if err := checkAssets(opts.AssetsDir, "the assets folder", clusterBinaries); err != nil {
-			return nil, err
-		}
+	if opts.AssetsDir, err = checkedAssetsDir(opts); err != nil {
+		return nil, err
 	}
 	crds, err := manifests.CRDs()
 	if err != nil {
 		return nil, err
 	}
-	cp := &ControlPlane{AssetsDir: opts.AssetsDir, Dir: opts.Dir}
+	cp, err := newControlPlane(opts.AssetsDir, opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = cp.Stop()
+		}
+	}()
+	cp.env = newEnvironment(opts, append(crds, opts.ExtraCRDs...), cp.WorkDir)
+	if err = prepareEnvironment(cp.env, cp.WorkDir, opts.AssetsDir, opts.TieToThisProcess); err != nil {
+		return nil, err
+	}
+	if err = cp.startAPIServer(); err != nil {
+		return nil, err
+	}
+	if err = cp.startControllers(opts.Cluster, opts.GarbageCollector); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// checkedAssetsDir is the folder of the binaries opts' control plane
+// runs, opts.AssetsDir or by default AssetsDir(), once checked to hold
+// them.
+func checkedAssetsDir(opts Options) (dir string, err error) {
+	if opts.AssetsDir == "" {
+		if dir, err = AssetsDir(); err != nil {
+			return "", err
+		}
+	} else {
+		// A folder given may hold only what this control plane runs (a
+		// benchmark's on a machine without the build, test/bench).
+		dir = opts.AssetsDir
+		need := startBinaries
+		if opts.GarbageCollector || opts.Cluster {
+			need = append(slices.Clone(need), "kube-controller-manager")
+		}
+		if err := checkAssets(dir, "--assets", need); err != nil {
+			return "", err
+		}
+	}
+	if opts.Cluster {
+		if err := checkAssets(dir, "the assets folder", clusterBinaries); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// newControlPlane returns a control plane, not started, running the
+// binaries of assetsDir, with a new WorkDir and its Dir (default WorkDir)
+// made. On error it leaves no folder it made.
+func newControlPlane(assetsDir, dir string) (*ControlPlane, error) {
+	cp := &ControlPlane{AssetsDir: assetsDir, Dir: dir}
+	var err error
 	if cp.WorkDir, err = newWorkDir(); err != nil {
 		return nil, err
 	}
@@ -132,15 +170,16 @@ func Start(opts Options) (_ *ControlPlane, err error) {
 		_ = os.RemoveAll(cp.WorkDir)
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			_ = cp.Stop()
-		}
-	}()
+	return cp, nil
+}
 
-	cp.env = &envtest.Environment{
+// newEnvironment configures envtest to run the etcd and kube-apiserver of
+// opts, installing crds and opts.ExtraCRDPaths, their data and
+// certificates in workDir.
+func newEnvironment(opts Options, crds []*apiextensionsv1.CustomResourceDefinition, workDir string) *envtest.Environment {
+	env := &envtest.Environment{
 		BinaryAssetsDirectory:    opts.AssetsDir,
-		CRDs:                     append(crds, opts.ExtraCRDs...),
+		CRDs:                     crds,
 		CRDDirectoryPaths:        opts.ExtraCRDPaths,
 		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: 2 * time.Minute,
@@ -148,49 +187,65 @@ func Start(opts Options) (_ *ControlPlane, err error) {
 	}
 	// Inside WorkDir rather than envtest's own temporary folders, so that
 	// one removal cleans everything, also after an owner that died.
-	cp.env.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(cp.WorkDir, "etcd")}
-	apiServer := cp.env.ControlPlane.GetAPIServer()
-	apiServer.CertDir = filepath.Join(cp.WorkDir, "apiserver")
-	if err = os.MkdirAll(apiServer.CertDir, 0o700); err != nil {
-		return nil, err
-	}
+	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(workDir, "etcd")}
+	apiServer := env.ControlPlane.GetAPIServer()
+	apiServer.CertDir = filepath.Join(workDir, "apiserver")
 	apiServer.Configure().Set("bind-address", "127.0.0.1")
 	for k, v := range opts.APIServerFlags {
 		apiServer.Configure().Set(k, v)
 	}
-	if opts.TieToThisProcess {
-		paths, err := prepareStandIns(filepath.Join(cp.WorkDir, "bin"), opts.AssetsDir)
-		if err != nil {
-			return nil, err
-		}
-		cp.env.ControlPlane.Etcd.Path = paths["etcd"]
-		apiServer.Path = paths["kube-apiserver"]
+	return env
+}
+
+// prepareEnvironment makes the certificates' folder of env and, to tie
+// etcd and kube-apiserver to this process, has env run stand-ins of the
+// binaries of assetsDir, in workDir.
+func prepareEnvironment(env *envtest.Environment, workDir, assetsDir string, tieToThisProcess bool) error {
+	apiServer := env.ControlPlane.GetAPIServer()
+	if err := os.MkdirAll(apiServer.CertDir, 0o700); err != nil {
+		return err
 	}
+	if !tieToThisProcess {
+		return nil
+	}
+	paths, err := prepareStandIns(filepath.Join(workDir, "bin"), assetsDir)
+	if err != nil {
+		return err
+	}
+	env.ControlPlane.Etcd.Path = paths["etcd"]
+	apiServer.Path = paths["kube-apiserver"]
+	return nil
+}
+
+// startAPIServer starts etcd and kube-apiserver, installs the CRDs and
+// writes the kubeconfig of cp.Config in cp.Dir.
+func (cp *ControlPlane) startAPIServer() (err error) {
 	onSpawnerThread(func() { cp.Config, err = cp.env.Start() })
 	if err != nil {
-		return nil, fmt.Errorf("starting etcd and kube-apiserver from %s: %w", opts.AssetsDir, err)
+		return fmt.Errorf("starting etcd and kube-apiserver from %s: %w", cp.AssetsDir, err)
 	}
 	// envtest makes serving certificates for webhooks in a temporary folder
 	// of its own, unasked; metactl runs no webhook in the API server.
 	// Removed now, the folder cannot outlive a process killed later.
 	if err = os.RemoveAll(cp.env.WebhookInstallOptions.LocalServingCertDir); err != nil {
-		return nil, err
+		return err
 	}
 	cp.KubeconfigPath = filepath.Join(cp.Dir, "kubeconfig")
-	if err = os.WriteFile(cp.KubeconfigPath, cp.env.KubeConfig, 0o600); err != nil {
-		return nil, err
-	}
+	return os.WriteFile(cp.KubeconfigPath, cp.env.KubeConfig, 0o600)
+}
+
+// startControllers starts, past the API server, what makes it a cluster
+// (startCluster) or only the garbage collector and namespace controllers
+// of kube-controller-manager; neither when both are false.
+func (cp *ControlPlane) startControllers(cluster, garbageCollector bool) error {
 	switch {
-	case opts.Cluster:
-		err = cp.startCluster()
-	case opts.GarbageCollector:
-		err = cp.startProcess("kube-controller-manager", append(controllerManagerFlags(cp.KubeconfigPath),
+	case cluster:
+		return cp.startCluster()
+	case garbageCollector:
+		return cp.startProcess("kube-controller-manager", append(controllerManagerFlags(cp.KubeconfigPath),
 			"--controllers=garbagecollector,namespace,clusterrole-aggregation")...)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return cp, nil
+	return nil
 }
 
 // controllerManagerFlags are kube-controller-manager's flags but for the

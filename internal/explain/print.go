@@ -68,79 +68,109 @@ func noController(a *Answer) string {
 	}
 }
 
+// printController prints, with p, controller c's part of the answer: its
+// state, its rollout, its recent syncs and its dependents.
 func printController(p func(string, ...any), c Controller, now time.Time) {
 	p("Controller:\t%s %s (%s)", c.Kind, c.Name, c.Role)
 	p("State:\t%s", stateLine(c.State, now))
 	if !c.State.SyncingSince.IsZero() {
 		p("\tsyncing now, for %s", describeDuration(now.Sub(c.State.SyncingSince)))
 	}
-	if r := c.Rollout; r != nil {
-		line := "Updated=" + r.Status
-		if r.Reason != "" {
-			line += " " + r.Reason
-		}
-		if r.Message != "" {
-			line += ": " + r.Message
-		}
-		p("Rollout:\t%s", line)
+	if c.Rollout != nil {
+		p("Rollout:\t%s", rolloutLine(c.Rollout))
 	}
 	p("")
-	if len(c.Syncs) == 0 {
-		p("Recent syncs:\tnone recorded (since metactl started, or evicted)")
-	} else {
-		p("Recent syncs (newest first):")
-		// Aligned by hand: the lines of each sync's calls and writes
-		// between its rows would end a tabwriter's column block.
-		rows := [][4]string{{"TIME", "TRIGGERS", "DURATION", "OUTCOME"}}
-		for _, s := range c.Syncs {
-			rows = append(rows, [4]string{s.Start.UTC().Format(time.TimeOnly), escape(triggers(s.Triggers)), describeDuration(s.Duration), escape(outcome(s.Outcome))})
-		}
-		var width [3]int
-		for _, r := range rows {
-			for i := range width {
-				width[i] = max(width[i], len(r[i]))
-			}
-		}
-		row := func(r [4]string) string {
-			return strings.TrimRight(fmt.Sprintf("  %-*s  %-*s  %-*s  %s", width[0], r[0], width[1], r[1], width[2], r[2], r[3]), " ")
-		}
-		p("%s", row(rows[0]))
-		for i, s := range c.Syncs {
-			p("%s", row(rows[i+1]))
-			for _, call := range s.Calls {
-				line := fmt.Sprintf("    hook %s: %s in %s", call.Hook, call.Result, describeDuration(call.Duration))
-				// The error that ended the sync is in its row already.
-				if call.Error != "" && !strings.Contains(s.Outcome.Error, call.Error) {
-					line += ": " + call.Error
-				}
-				p("%s", line)
-			}
-			for _, wr := range s.Writes {
-				line := fmt.Sprintf("    %s %s %s", wr.Verb, wr.Target, wr.Object)
-				if wr.Error != "" {
-					line += ": " + wr.Error
-				}
-				p("%s", line)
-			}
-		}
-	}
+	printSyncs(p, c.Syncs)
 	p("")
 	noun := "Children"
 	if c.Role == RoleDecorated {
 		noun = "Attachments"
 	}
-	if len(c.Dependents) == 0 {
+	printDependents(p, noun, c.Dependents)
+}
+
+// rolloutLine is the one-line summary of r: "Updated=STATUS REASON:
+// MESSAGE", without the reason or message when empty.
+func rolloutLine(r *Rollout) string {
+	line := "Updated=" + r.Status
+	if r.Reason != "" {
+		line += " " + r.Reason
+	}
+	if r.Message != "" {
+		line += ": " + r.Message
+	}
+	return line
+}
+
+// printSyncs prints, with p, the table of syncs (newest first), each row
+// followed by the sync's hook calls and writes.
+func printSyncs(p func(string, ...any), syncs []*history.Sync) {
+	if len(syncs) == 0 {
+		p("Recent syncs:\tnone recorded (since metactl started, or evicted)")
+		return
+	}
+	p("Recent syncs (newest first):")
+	// Aligned by hand: the lines of each sync's calls and writes
+	// between its rows would end a tabwriter's column block.
+	rows := [][4]string{{"TIME", "TRIGGERS", "DURATION", "OUTCOME"}}
+	for _, s := range syncs {
+		rows = append(rows, [4]string{s.Start.UTC().Format(time.TimeOnly), escape(triggers(s.Triggers)), describeDuration(s.Duration), escape(outcome(s.Outcome))})
+	}
+	var width [3]int
+	for _, r := range rows {
+		for i := range width {
+			width[i] = max(width[i], len(r[i]))
+		}
+	}
+	p("%s", syncRow(rows[0], width))
+	for i, s := range syncs {
+		p("%s", syncRow(rows[i+1], width))
+		printSyncDetail(p, s)
+	}
+}
+
+// syncRow is the line of a row of the table of syncs, its first three
+// columns padded to width.
+func syncRow(r [4]string, width [3]int) string {
+	return strings.TrimRight(fmt.Sprintf("  %-*s  %-*s  %-*s  %s", width[0], r[0], width[1], r[1], width[2], r[2], r[3]), " ")
+}
+
+// printSyncDetail prints, with p, the hook calls and the writes of s, a
+// line each.
+func printSyncDetail(p func(string, ...any), s *history.Sync) {
+	for _, call := range s.Calls {
+		line := fmt.Sprintf("    hook %s: %s in %s", call.Hook, call.Result, describeDuration(call.Duration))
+		// The error that ended the sync is in its row already.
+		if call.Error != "" && !strings.Contains(s.Outcome.Error, call.Error) {
+			line += ": " + call.Error
+		}
+		p("%s", line)
+	}
+	for _, wr := range s.Writes {
+		line := fmt.Sprintf("    %s %s %s", wr.Verb, wr.Target, wr.Object)
+		if wr.Error != "" {
+			line += ": " + wr.Error
+		}
+		p("%s", line)
+	}
+}
+
+// printDependents prints, with p, the table of dependents under noun
+// ("Children", "Attachments"), with a column of revisions when any has
+// one.
+func printDependents(p func(string, ...any), noun string, dependents []Dependent) {
+	if len(dependents) == 0 {
 		p("%s:\tnone", noun)
 		return
 	}
 	p("%s:", noun)
-	revisions := slices.ContainsFunc(c.Dependents, func(d Dependent) bool { return d.Revision != "" })
+	revisions := slices.ContainsFunc(dependents, func(d Dependent) bool { return d.Revision != "" })
 	if revisions {
 		p("  RESOURCE\tNAME\tSTATE\tREVISION")
 	} else {
 		p("  RESOURCE\tNAME\tSTATE")
 	}
-	for _, d := range c.Dependents {
+	for _, d := range dependents {
 		name := d.Name
 		if d.Namespace != "" {
 			name = d.Namespace + "/" + d.Name

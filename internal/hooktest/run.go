@@ -43,52 +43,77 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) err
 	if err != nil {
 		return &SetupError{Err: fmt.Errorf("no sync request can be built for the parent, as metactl could not sync it: %w", err)}
 	}
-	// Related objects: none without a customize hook (as the engine
-	// sends them); with one, the resources it declares, empty and with an
-	// object each.
-	related, present := hooks.ObjectMap{}, hooks.ObjectMap(nil)
-	if t.customize != nil {
-		related, present = t.customizeRequests(ctx, parent)
-		if related == nil {
-			related = hooks.ObjectMap{}
-		}
-	}
-	relatedWord := ""
-	roundsRelated := related
-	if present != nil {
-		roundsRelated = present
-		relatedWord = ", a related object per related resource"
-	}
+	related := t.relatedObjects(ctx, parent)
 	empty := observedSet{}
 	for _, res := range t.kind.Dependents().Resources {
 		empty[res] = children.Set{}
 	}
-	if t.customize != nil {
-		q := &Request{Hook: "sync", Name: "related-empty", Description: "the parent without status, no children, no related objects (an empty entry per related resource)"}
-		if present != nil {
-			t.send(ctx, q, sync, "sync", t.sync, parent, empty, related, false)
-		} else {
-			q.Skipped = "the customize hook's answer could not be used"
-			t.report.Requests = append(t.report.Requests, *q)
-		}
-	}
+	t.sendRelatedEmpty(ctx, sync, parent, empty, related)
+	seen, observed, failed := t.syncRounds(ctx, sync, parent, empty, related)
+	t.sendChildDeleting(ctx, sync, seen, observed, related.rounds, failed)
+	t.finalizeRequests(ctx, seen, observed, empty, related.rounds)
+	return nil
+}
 
-	// The rounds of one sync, as the reconciler plays them: the hook is
-	// given its own children, as written, and the status it asked for,
-	// until it asks for no change.
-	seen, observed := parent, empty
-	settled, failed := false, false
-	var last []jsondiff.Change
+// relatedSets are the related objects the sync requests carry.
+type relatedSets struct {
+	// empty is none without a customize hook (as the engine sends them);
+	// with one, an empty entry per related resource it declares.
+	empty hooks.ObjectMap
+	// rounds is what the rounds of a sync carry: with a usable answer of
+	// the customize hook, a related object per related resource; else
+	// empty.
+	rounds hooks.ObjectMap
+	// usable tells whether the customize hook's answer could be used.
+	usable bool
+}
+
+// relatedObjects calls the customize hook, if any, with parent and
+// returns the related objects of the sync requests.
+func (t *tester) relatedObjects(ctx context.Context, parent *unstructured.Unstructured) relatedSets {
+	if t.customize == nil {
+		return relatedSets{empty: hooks.ObjectMap{}, rounds: hooks.ObjectMap{}}
+	}
+	empty, present := t.customizeRequests(ctx, parent)
+	if empty == nil {
+		empty = hooks.ObjectMap{}
+	}
+	if present == nil {
+		return relatedSets{empty: empty, rounds: empty}
+	}
+	return relatedSets{empty: empty, rounds: present, usable: true}
+}
+
+// sendRelatedEmpty sends, with a customize hook, the sync request of
+// parent with no children (empty) and an empty entry per related
+// resource; skipped when the customize hook's answer could not be used.
+func (t *tester) sendRelatedEmpty(ctx context.Context, sync engine.Sync, parent *unstructured.Unstructured, empty observedSet, related relatedSets) {
+	if t.customize == nil {
+		return
+	}
+	q := &Request{Hook: "sync", Name: "related-empty", Description: "the parent without status, no children, no related objects (an empty entry per related resource)"}
+	if !related.usable {
+		q.Skipped = "the customize hook's answer could not be used"
+		t.report.Requests = append(t.report.Requests, *q)
+		return
+	}
+	t.send(ctx, q, sync, "sync", t.sync, parent, empty, related.empty, false)
+}
+
+// syncRounds plays the rounds of one sync of parent, from the children
+// observed, as the reconciler plays them: the hook is given its own
+// children, as written, and the status it asked for, until it asks for
+// no change. It returns the parent and children of the last round, and
+// whether a request failed.
+func (t *tester) syncRounds(ctx context.Context, sync engine.Sync, parent *unstructured.Unstructured, observed observedSet, related relatedSets) (
+	*unstructured.Unstructured, observedSet, bool) {
+	seen := parent
+	var changes []jsondiff.Change
 	for round := 1; round <= engine.MaxRounds; round++ {
-		q := &Request{Hook: "sync", Name: "no-children", Description: "the parent without status, no children (an empty entry per resource)" + relatedWord}
-		if round > 1 {
-			q.Name = fmt.Sprintf("own-children-%d", round-1)
-			q.Description = "its own children and status, as metactl hands them back"
-		}
-		a := t.send(ctx, q, sync, "sync", t.sync, seen, observed, roundsRelated, false)
+		q := roundRequest(round, related.usable)
+		a := t.send(ctx, q, sync, "sync", t.sync, seen, observed, related.rounds, false)
 		if a == nil {
-			failed = true
-			break
+			return seen, observed, true
 		}
 		next, metadataChanged, statusChanged := engine.AsAnswered(seen, &a.answer)
 		nextObserved, wrote, childChanges, err := t.write(observed, a.desired, round)
@@ -97,40 +122,63 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) err
 			// nothing of the answer.
 			t.report.add(Error, CheckInvalidChildren, "sync", q.Name, err.Error(), nil)
 			t.report.Requests[len(t.report.Requests)-1].OK = false
-			failed = true
-			break
+			return seen, observed, true
 		}
 		if !wrote && !metadataChanged && (!statusChanged || t.parentRes.IgnoreStatusChanges) {
-			settled = true
-			break
+			return seen, observed, false
 		}
-		last = childChanges
-		last = append(last, prefixed(".status", jsondiff.Diff(seen.Object["status"], next.Object["status"]))...)
-		last = append(last, prefixed(".metadata.labels", jsondiff.Diff(anyMap(seen.GetLabels()), anyMap(next.GetLabels())))...)
-		last = append(last, prefixed(".metadata.annotations", jsondiff.Diff(anyMap(seen.GetAnnotations()), anyMap(next.GetAnnotations())))...)
+		changes = append(childChanges, parentChanges(seen, next)...)
 		seen, observed = next, nextObserved
 	}
-	if !settled && !failed {
-		// The last request sent is the last round's.
-		q := &t.report.Requests[len(t.report.Requests)-1]
-		t.report.add(Warning, CheckNotFixedPoint, "sync", q.Name,
-			fmt.Sprintf("still asking for changes after %d calls, each given what the last one asked for (metactl syncs such a parent again and again, with backoff)", engine.MaxRounds), last)
-		q.OK = false
-	}
+	// The last request sent is the last round's.
+	q := &t.report.Requests[len(t.report.Requests)-1]
+	t.report.add(Warning, CheckNotFixedPoint, "sync", q.Name,
+		fmt.Sprintf("still asking for changes after %d calls, each given what the last one asked for (metactl syncs such a parent again and again, with backoff)", engine.MaxRounds), changes)
+	q.OK = false
+	return seen, observed, false
+}
 
-	// A child being deleted.
+// roundRequest is the request of a round of a sync (from 1), with a
+// related object per related resource when relatedObjects.
+func roundRequest(round int, relatedObjects bool) *Request {
+	if round > 1 {
+		return &Request{Hook: "sync", Name: fmt.Sprintf("own-children-%d", round-1), Description: "its own children and status, as metactl hands them back"}
+	}
+	q := &Request{Hook: "sync", Name: "no-children", Description: "the parent without status, no children (an empty entry per resource)"}
+	if relatedObjects {
+		q.Description += ", a related object per related resource"
+	}
+	return q
+}
+
+// parentChanges are the changes of the parent's status, labels and
+// annotations from seen to next.
+func parentChanges(seen, next *unstructured.Unstructured) []jsondiff.Change {
+	changes := prefixed(".status", jsondiff.Diff(seen.Object["status"], next.Object["status"]))
+	changes = append(changes, prefixed(".metadata.labels", jsondiff.Diff(anyMap(seen.GetLabels()), anyMap(next.GetLabels())))...)
+	return append(changes, prefixed(".metadata.annotations", jsondiff.Diff(anyMap(seen.GetAnnotations()), anyMap(next.GetAnnotations())))...)
+}
+
+// sendChildDeleting sends the sync request of seen with its own children
+// (observed), one being deleted; skipped when it has none or an earlier
+// request failed.
+func (t *tester) sendChildDeleting(ctx context.Context, sync engine.Sync, seen *unstructured.Unstructured, observed observedSet, related hooks.ObjectMap, failed bool) {
 	q := &Request{Hook: "sync", Name: "child-deleting", Description: "its own children, one being deleted (deletionTimestamp set)"}
 	if deleting, ok := withDeleting(observed); ok && !failed {
-		t.send(ctx, q, sync, "sync", t.sync, seen, deleting, roundsRelated, false)
-	} else {
-		q.Skipped = "no children to delete: the hook asked for none, or an earlier request failed"
-		t.report.Requests = append(t.report.Requests, *q)
+		t.send(ctx, q, sync, "sync", t.sync, seen, deleting, related, false)
+		return
 	}
+	q.Skipped = "no children to delete: the hook asked for none, or an earlier request failed"
+	t.report.Requests = append(t.report.Requests, *q)
+}
 
-	// The finalize hook.
+// finalizeRequests sends the finalize hook, if any, seen being deleted:
+// with its own children (observed), if any, and with none (empty), which
+// must be answered finalized.
+func (t *tester) finalizeRequests(ctx context.Context, seen *unstructured.Unstructured, observed, empty observedSet, related hooks.ObjectMap) {
 	if t.finalize == nil {
 		t.report.Requests = append(t.report.Requests, Request{Hook: "finalize", Name: "finalizing", Description: "finalizing: true", Skipped: "the controller has no finalize hook"})
-		return nil
+		return
 	}
 	deleted := seen.DeepCopy()
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC))
@@ -139,20 +187,19 @@ func (t *tester) run(ctx context.Context, parent *unstructured.Unstructured) err
 	fsync, err := t.kind.Offline(deleted)
 	if err != nil {
 		t.report.Requests = append(t.report.Requests, Request{Hook: "finalize", Name: "finalizing", Description: "finalizing: true", Skipped: err.Error()})
-		return nil
+		return
 	}
 	// Keyed for the finalize hook's version, as the engine keys them.
-	finalizeRelated := roundsRelated.Rekeyed(*t.finalize.Version, t.parentRes.Namespaced)
+	finalizeRelated := related.Rekeyed(*t.finalize.Version, t.parentRes.Namespaced)
 	if engine.Count(observed) > 0 {
 		q := &Request{Hook: "finalize", Name: "finalizing-children", Description: "finalizing: true, the parent being deleted, its own children"}
 		t.send(ctx, q, fsync, "finalize", t.finalize, deleted, observed, finalizeRelated, true)
 	}
-	q = &Request{Hook: "finalize", Name: "finalizing-no-children", Description: "finalizing: true, the parent being deleted, no children left"}
+	q := &Request{Hook: "finalize", Name: "finalizing-no-children", Description: "finalizing: true, the parent being deleted, no children left"}
 	if a := t.send(ctx, q, fsync, "finalize", t.finalize, deleted, empty, finalizeRelated, true); a != nil && !a.answer.Finalized {
 		t.report.add(Error, CheckNotFinalized, "finalize", q.Name, "finalizing with no children left, the answer does not have \"finalized\": true", nil)
 		t.report.Requests[len(t.report.Requests)-1].OK = false
 	}
-	return nil
 }
 
 // send sends the request the reconciler's sync makes of seen, observed

@@ -55,12 +55,14 @@ func TestExplainLeaderAndStandby(t *testing.T) {
 			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 200 * time.Millisecond}
 	}
 	req := explain.Request{Group: gvr.Group, Version: "v1", Resource: gvr.Resource, Namespace: ns, Name: "g1"}
-	leader := serveExplain(t, manager.Options{Config: env.Config, Workers: 2, DiscoveryInterval: 500 * time.Millisecond, LeaderElection: election("leader")})
+	leader := serveExplain(t, manager.Options{Config: env.Config, Workers: 2, DiscoveryInterval: 500 * time.Millisecond, LeaderElection: election("leader"),
+		HistoryMaxBytes: manager.DefaultHistoryMaxBytes})
 	testenv.Eventually(t, 30*time.Second, "the first manager leads", func(ctx context.Context) (bool, error) {
 		a, err := explain.Fetch(ctx, http.DefaultClient, leader, req)
 		return err == nil && a.Process.Leading, err
 	})
-	standby := serveExplain(t, manager.Options{Config: env.Config, Workers: 2, DiscoveryInterval: 500 * time.Millisecond, LeaderElection: election("standby")})
+	standby := serveExplain(t, manager.Options{Config: env.Config, Workers: 2, DiscoveryInterval: 500 * time.Millisecond, LeaderElection: election("standby"),
+		HistoryMaxBytes: manager.DefaultHistoryMaxBytes})
 
 	h := newHook(t, "explained")
 	cc := compositeController("explain-gadgets", h.URL)

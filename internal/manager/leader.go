@@ -43,6 +43,24 @@ var ErrLeadershipLost = errors.New("lost the leader lease")
 // at most the stop grace period) and only then
 // releases the Lease, so the next leader never overlaps with it.
 func (m *Manager) runElected(ctx context.Context, le *LeaderElection) error {
+	setElectionDefaults(le)
+	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(le.Namespace, le.Name), "identity", le.Identity)
+	m.standby.Store(true)
+	// The controllers run with runCtx: losing the Lease cancels their
+	// syncs at once, even when Run's caller does not exit.
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	term := newLeadership()
+	elector, err := m.newElector(le, m.leaderCallbacks(runCtx, logger, term))
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	release := runElector(ctx, elector)
+	return awaitElectionEnd(ctx, term, release, stopRun, logger)
+}
+
+// setElectionDefaults gives le's unset fields their defaults.
+func setElectionDefaults(le *LeaderElection) {
 	if le.Identity == "" {
 		host, _ := os.Hostname()
 		le.Identity = host + "_" + uuid.NewString()
@@ -56,20 +74,49 @@ func (m *Manager) runElected(ctx context.Context, le *LeaderElection) error {
 	if le.RetryPeriod <= 0 {
 		le.RetryPeriod = 2 * time.Second
 	}
-	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(le.Namespace, le.Name), "identity", le.Identity)
+}
 
-	var (
-		leading  atomic.Bool
-		lost     = make(chan struct{})
-		lostOnce sync.Once
-		done     = make(chan error, 1)
-	)
-	m.standby.Store(true)
-	// The controllers run with runCtx: losing the Lease cancels their
-	// syncs at once, even when Run's caller does not exit.
-	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+// leadership is what the leader election's callbacks tell runElected.
+type leadership struct {
+	// leading is set once this replica got the Lease.
+	leading atomic.Bool
+	// lost is closed once it lost it (or never got it and stopped
+	// trying).
+	lost     chan struct{}
+	lostOnce sync.Once
+	// done receives the controllers' Run error once they stop.
+	done chan error
+}
+
+func newLeadership() *leadership {
+	return &leadership{lost: make(chan struct{}), done: make(chan error, 1)}
+}
+
+// leaderCallbacks run the controllers with runCtx once this replica
+// leads, and tell term when it does and when it stops leading.
+func (m *Manager) leaderCallbacks(runCtx context.Context, logger klog.Logger, term *leadership) leaderelection.LeaderCallbacks {
+	return leaderelection.LeaderCallbacks{
+		OnStartedLeading: func(context.Context) {
+			logger.Info("Became the leader")
+			metrics.Leader.Set(1)
+			m.standby.Store(false)
+			term.leading.Store(true)
+			go func() { term.done <- m.run(runCtx) }()
+		},
+		OnStoppedLeading: func() {
+			metrics.Leader.Set(0)
+			// Explain answers "not leading" from now until the
+			// process exits.
+			m.standby.Store(true)
+			term.lostOnce.Do(func() { close(term.lost) })
+		},
+	}
+}
+
+// newElector returns the elector of le's Lease, which releases it when
+// its context ends.
+func (m *Manager) newElector(le *LeaderElection, callbacks leaderelection.LeaderCallbacks) (*leaderelection.LeaderElector, error) {
+	return leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
 			Client:     m.coordination,
@@ -80,54 +127,47 @@ func (m *Manager) runElected(ctx context.Context, le *LeaderElection) error {
 		RetryPeriod:     le.RetryPeriod,
 		ReleaseOnCancel: true,
 		Name:            "metactl",
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(context.Context) {
-				logger.Info("Became the leader")
-				metrics.Leader.Set(1)
-				m.standby.Store(false)
-				leading.Store(true)
-				go func() { done <- m.run(runCtx) }()
-			},
-			OnStoppedLeading: func() {
-				metrics.Leader.Set(0)
-				// Explain answers "not leading" from now until the
-				// process exits.
-				m.standby.Store(true)
-				lostOnce.Do(func() { close(lost) })
-			},
-		},
+		Callbacks:       callbacks,
 	})
-	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
-	}
+}
+
+// runElector runs elector, not stopped by ctx's end but by the returned
+// release, which returns once the Lease is released.
+func runElector(ctx context.Context, elector *leaderelection.LeaderElector) (release func()) {
 	electorCtx, stopElector := context.WithCancel(context.WithoutCancel(ctx))
 	electorDone := make(chan struct{})
 	go func() {
 		defer close(electorDone)
 		elector.Run(electorCtx)
 	}()
-	stop := func() {
+	return func() {
 		stopElector()
 		<-electorDone // the Lease is released
 	}
+}
 
+// awaitElectionEnd waits for ctx's end, the loss of the Lease or the
+// controllers' end (term), and returns runElected's error: on ctx's end
+// the controllers stop before the Lease is released; on its loss they
+// are cancelled (stopRun) and not waited for.
+func awaitElectionEnd(ctx context.Context, term *leadership, release func(), stopRun context.CancelFunc, logger klog.Logger) error {
 	select {
 	case <-ctx.Done():
 		var err error
-		if leading.Load() {
-			err = <-done // controllers stopped, in-flight syncs ended or abandoned
+		if term.leading.Load() {
+			err = <-term.done // controllers stopped, in-flight syncs ended or abandoned
 		}
-		stop()
+		release()
 		return err
-	case <-lost:
+	case <-term.lost:
 		if ctx.Err() != nil {
 			return nil
 		}
 		logger.Info("Lost the leader lease; stopping at once")
 		stopRun()
 		return ErrLeadershipLost
-	case err := <-done:
-		stop()
+	case err := <-term.done:
+		release()
 		return err
 	}
 }

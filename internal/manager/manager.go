@@ -40,7 +40,9 @@ type Options struct {
 	// Workers is the most objects each controller syncs at once; 0 means
 	// loop.DefaultWorkers.
 	Workers int
-	// DiscoveryInterval is the period of discovery refreshes.
+	// DiscoveryInterval is the period of discovery refreshes; 0 means
+	// the discovery package's default (30s), also metactl run's
+	// (--discovery-interval).
 	DiscoveryInterval time.Duration
 	// CacheResync is the informers' resync period; 0 disables it.
 	CacheResync time.Duration
@@ -109,9 +111,10 @@ type Options struct {
 	// object's last syncs (why each ran, its hook calls and writes, its
 	// outcome), all controllers together, that Manager.History serves
 	// (metactl explain): past it, the objects synced longest ago are
-	// dropped, those whose newest sync succeeded first. Zero means history.DefaultMaxBytes (4 MiB); negative
-	// records nothing (no record is allocated per sync). metactl run sets
-	// it from --history-max-bytes, whose 0 disables it.
+	// dropped, those whose newest sync succeeded first. Zero (or
+	// negative) records nothing (no record is allocated per sync), as
+	// --history-max-bytes=0 does; DefaultHistoryMaxBytes (4 MiB) is the
+	// default of metactl run, which sets it from --history-max-bytes.
 	HistoryMaxBytes int64
 	// AccountReviewTTL is how long an answer about a controller's
 	// ServiceAccount holds, RBAC not being watched: a running controller
@@ -179,6 +182,11 @@ type Manager struct {
 	accounts   map[rbac.ServiceAccount]*accountClients
 }
 
+// DefaultHistoryMaxBytes is the budget of the record of syncs
+// (Options.HistoryMaxBytes) that metactl run keeps unless told otherwise
+// (--history-max-bytes): history.DefaultMaxBytes, 4 MiB.
+const DefaultHistoryMaxBytes = history.DefaultMaxBytes
+
 // New returns a Manager; nothing runs until Run.
 func New(opts Options) (*Manager, error) {
 	if opts.Config == nil {
@@ -221,7 +229,7 @@ func New(opts Options) (*Manager, error) {
 		startFailures: map[string]*startFailure{},
 		accounts:      map[rbac.ServiceAccount]*accountClients{},
 	}
-	if opts.HistoryMaxBytes >= 0 {
+	if opts.HistoryMaxBytes > 0 {
 		m.history = history.NewStore(history.StoreOptions{MaxBytes: opts.HistoryMaxBytes})
 	}
 	for _, k := range kinds {

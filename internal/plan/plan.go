@@ -496,6 +496,9 @@ func (p *Planner) objectFor(ctx context.Context, ctrl, obj *unstructured.Unstruc
 	return obj, nil
 }
 
+// planOne plans one sync of obj by the controller ctrlObj, as a dry
+// run: its hook calls, Events, writes, and the changes to obj and its
+// children.
 func (p *Planner) planOne(ctx context.Context, ctrlObj, obj *unstructured.Unstructured) (*ControllerPlan, error) {
 	ctrlObj, err := p.overrideHooks(ctrlObj)
 	if err != nil {
@@ -503,16 +506,9 @@ func (p *Planner) planOne(ctx context.Context, ctrlObj, obj *unstructured.Unstru
 	}
 	calls := &callCounter{calls: map[string]int{}}
 	events := &eventCollector{}
-	k, err := p.build(ctx, ctrlObj, calls, events)
+	k, err := p.startController(ctx, ctrlObj, obj, calls, events)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", refOf(ctrlObj), err)
-	}
-	if _, ok := k.KeyOf(obj); !ok {
-		return nil, fmt.Errorf("%s does not sync %s objects", refOf(ctrlObj), obj.GroupVersionKind())
-	}
-	if err := p.startCaches(ctx, k); err != nil {
-		k.Stop()
-		return nil, fmt.Errorf("%s: %w", refOf(ctrlObj), err)
+		return nil, err
 	}
 	p.dry.ForgetDeletes()
 	mark := p.dry.Mark()
@@ -527,6 +523,44 @@ func (p *Planner) planOne(ctx context.Context, ctrlObj, obj *unstructured.Unstru
 	if t == nil {
 		return nil, syncErr
 	}
+	setOutcome(cp, ctrlObj, obj, t, syncErr)
+	cp.Children = childrenOf(k.Dependents().Resources, t, obj, cp.Writes)
+	cp.Object = objectChanges(obj, t)
+	redactWrites(cp.Writes)
+	if cp.Error == "" && stopsAtRollingWrite(k, cp.Writes, obj) {
+		cp.Rolling, cp.Settled = true, false
+	}
+	// A hook that does not settle asks for changes, even when its last
+	// answer leaves the objects as they are.
+	cp.Changed = len(cp.Object) > 0 || (!cp.Settled && cp.Error == "")
+	for _, c := range cp.Children {
+		cp.Changed = cp.Changed || c.Action != Unchanged
+	}
+	withEmptyLists(cp)
+	return cp, nil
+}
+
+// startController builds the controller ctrlObj, its hook calls counted
+// in calls and its Events collected in events, and starts its caches;
+// an error when it does not sync objects of obj's kind.
+func (p *Planner) startController(ctx context.Context, ctrlObj, obj *unstructured.Unstructured, calls *callCounter, events *eventCollector) (kindController, error) {
+	k, err := p.build(ctx, ctrlObj, calls, events)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", refOf(ctrlObj), err)
+	}
+	if _, ok := k.KeyOf(obj); !ok {
+		return nil, fmt.Errorf("%s does not sync %s objects", refOf(ctrlObj), obj.GroupVersionKind())
+	}
+	if err := p.startCaches(ctx, k); err != nil {
+		k.Stop()
+		return nil, fmt.Errorf("%s: %w", refOf(ctrlObj), err)
+	}
+	return k, nil
+}
+
+// setOutcome sets in cp whether the sync t of obj by ctrlObj, which
+// returned syncErr, selected obj or finalized it, settled, or failed.
+func setOutcome(cp *ControllerPlan, ctrlObj, obj *unstructured.Unstructured, t *engine.Target, syncErr error) {
 	cp.Selected, cp.Finalizing = t.Selected, t.Finalizing
 	switch {
 	case syncErr == nil:
@@ -538,40 +572,52 @@ func (p *Planner) planOne(ctx context.Context, ctrlObj, obj *unstructured.Unstru
 	if !t.Selected && !t.Finalizing {
 		cp.Error = fmt.Sprintf("%s does not select %s (its selectors do not match), and the object does not carry its finalizer: it would not be synced", refOf(ctrlObj), refOf(obj))
 	}
-	cp.Children = childrenOf(k.Dependents().Resources, t, obj, cp.Writes)
+}
+
+// objectChanges are the changes of obj's own fields that the sync t
+// makes.
+func objectChanges(obj *unstructured.Unstructured, t *engine.Target) []jsondiff.Change {
 	after := t.Object
 	if engine.StatusInAnnotation(t.Resource) {
 		// t.Object carries the hook's status, which goes into an
 		// annotation: the object's real status stays as it is.
 		after = engine.WithStatus(t.Object, obj.Object["status"])
 	}
-	cp.Object = diff(ownFields(obj), ownFields(after))
-	for i := range cp.Writes {
-		cp.Writes[i].Request = redactJSON(cp.Writes[i].Request)
-		cp.Writes[i].Response = redactJSON(cp.Writes[i].Response)
+	return diff(ownFields(obj), ownFields(after))
+}
+
+// redactWrites redacts the requests and responses of writes in place.
+func redactWrites(writes []Write) {
+	for i := range writes {
+		writes[i].Request = redactJSON(writes[i].Request)
+		writes[i].Response = redactJSON(writes[i].Response)
 	}
+}
+
+// stopsAtRollingWrite tells whether metactl run's sync of obj by k would
+// end before the dry run's did: at a rolling update's first write of a
+// child or revision (the next revision is the next sync's). The dry
+// run's writes are not seen as writes by the reconciler (the API server
+// keeps the resourceVersion), so its rounds went on: the fixed point was
+// not checked as run would reach it.
+func stopsAtRollingWrite(k kindController, writes []Write, obj *unstructured.Unstructured) bool {
 	// Only a CompositeController moves children one revision at a time
 	// (a DecoratorController's rolling methods are not rolling).
 	rolling, _ := k.(interface{ Rolling() bool })
-	if rolling != nil && rolling.Rolling() && cp.Error == "" {
-		// metactl run's sync ends at a rolling update's first write of a
-		// child or revision (the next revision is the next sync's); the
-		// dry run's writes are not seen as writes by the reconciler (the
-		// API server keeps the resourceVersion), so its rounds went on:
-		// the fixed point was not checked as run would reach it.
-		for _, w := range cp.Writes {
-			if w.Resource == "controllerrevisions" || isChildWrite(k.Dependents().Resources, w, obj) {
-				cp.Rolling, cp.Settled = true, false
-				break
-			}
+	if rolling == nil || !rolling.Rolling() {
+		return false
+	}
+	for _, w := range writes {
+		if w.Resource == "controllerrevisions" || isChildWrite(k.Dependents().Resources, w, obj) {
+			return true
 		}
 	}
-	// A hook that does not settle asks for changes, even when its last
-	// answer leaves the objects as they are.
-	cp.Changed = len(cp.Object) > 0 || (!cp.Settled && cp.Error == "")
-	for _, c := range cp.Children {
-		cp.Changed = cp.Changed || c.Action != Unchanged
-	}
+	return false
+}
+
+// withEmptyLists gives cp's lists that are nil an empty value, so that
+// they are written as [], not null.
+func withEmptyLists(cp *ControllerPlan) {
 	if cp.Children == nil {
 		cp.Children = []*Child{}
 	}
@@ -584,7 +630,6 @@ func (p *Planner) planOne(ctx context.Context, ctrlObj, obj *unstructured.Unstru
 	if cp.Object == nil {
 		cp.Object = []jsondiff.Change{}
 	}
-	return cp, nil
 }
 
 // startCaches starts k's caches, waiting at most Options.CacheTimeout,
