@@ -30,24 +30,32 @@ type CompositeSyncRequest struct {
 }
 
 func (r *CompositeSyncRequest) encodeRequest(e *encoder) error {
+	return encodeSyncRequest(e, r.Controller, "parent", r.Parent, "children", r.Children, r.Related, r.Finalizing)
+}
+
+// encodeSyncRequest encodes the body of a sync or finalize call of
+// either kind: the controller, the object synced (under objectField), its
+// observed dependents (under dependentsField), the related objects and
+// whether it is finalizing, in that order.
+func encodeSyncRequest(e *encoder, controller *unstructured.Unstructured, objectField string, object *unstructured.Unstructured, dependentsField string, dependents, related ObjectMap, finalizing bool) error {
 	e.field("controller", true)
-	if err := e.object(r.Controller); err != nil {
+	if err := e.object(controller); err != nil {
 		return err
 	}
-	e.field("parent", false)
-	if err := e.object(r.Parent); err != nil {
+	e.field(objectField, false)
+	if err := e.object(object); err != nil {
 		return err
 	}
-	e.field("children", false)
-	if err := e.objectMap(r.Children); err != nil {
+	e.field(dependentsField, false)
+	if err := e.objectMap(dependents); err != nil {
 		return err
 	}
 	e.field("related", false)
-	if err := e.objectMap(r.Related); err != nil {
+	if err := e.objectMap(related); err != nil {
 		return err
 	}
 	e.field("finalizing", false)
-	e.bool(r.Finalizing)
+	e.bool(finalizing)
 	e.buf.WriteByte('}')
 	return nil
 }
@@ -98,26 +106,7 @@ type DecoratorSyncRequest struct {
 }
 
 func (r *DecoratorSyncRequest) encodeRequest(e *encoder) error {
-	e.field("controller", true)
-	if err := e.object(r.Controller); err != nil {
-		return err
-	}
-	e.field("object", false)
-	if err := e.object(r.Object); err != nil {
-		return err
-	}
-	e.field("attachments", false)
-	if err := e.objectMap(r.Attachments); err != nil {
-		return err
-	}
-	e.field("related", false)
-	if err := e.objectMap(r.Related); err != nil {
-		return err
-	}
-	e.field("finalizing", false)
-	e.bool(r.Finalizing)
-	e.buf.WriteByte('}')
-	return nil
+	return encodeSyncRequest(e, r.Controller, "object", r.Object, "attachments", r.Attachments, r.Related, r.Finalizing)
 }
 
 // DecoratorSyncResponse is the answer of a DecoratorController's sync or
