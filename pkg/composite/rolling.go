@@ -33,20 +33,9 @@ import (
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
-// ConditionUpdated is the parent condition that reports a rolling update.
+// ConditionUpdated is the parent condition that reports a rolling update;
+// its reasons are in reasons.go.
 const ConditionUpdated = "Updated"
-
-// Reasons of the Updated condition, as metacontroller writes them.
-const (
-	// ReasonOnLatestRevision: every child is on the latest revision.
-	ReasonOnLatestRevision = "OnLatestRevision"
-	// ReasonRolloutProgressing: a child moves to the latest revision in
-	// this sync.
-	ReasonRolloutProgressing = "RolloutProgressing"
-	// ReasonRolloutWaiting: a child on the latest revision is missing, not
-	// updated yet, or fails its status checks.
-	ReasonRolloutWaiting = "RolloutWaiting"
-)
 
 // Labels of a ControllerRevision that name its parent's resource, so that
 // revisions of different parent resources never select each other.

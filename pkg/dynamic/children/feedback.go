@@ -19,17 +19,6 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 )
 
-// Event reasons of what a Writer reports on the parent.
-const (
-	// ReasonChildWriteWarning is a Warning Event: the API server returned
-	// warnings (an unknown field it dropped, a deprecated API, ...) on a
-	// write of a child.
-	ReasonChildWriteWarning = "ChildWriteWarning"
-	// ReasonChildNotUpdated is a Normal Event: a child differs from what
-	// the hook asks, and its update strategy (OnDelete) keeps it as it is.
-	ReasonChildNotUpdated = "ChildNotUpdated"
-)
-
 // What a Writer remembers of what it reported: a report is not repeated
 // for reportTTL (an API server keeps an Event for an hour by default: a
 // problem still there after that is reported again), and at most
