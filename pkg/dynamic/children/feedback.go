@@ -87,13 +87,12 @@ func childName(parent, obj *unstructured.Unstructured) string {
 	return Key(obj)
 }
 
-// collectWarnings returns a context under which the writes of
-// objectclient.Client hand the API server's warnings to the returned
-// function's result: call it once the write returned.
-func collectWarnings(ctx context.Context) (context.Context, func() []string) {
+// collectWarnings returns the option of one objectclient.Client write
+// that hands the API server's warnings to the returned function's result:
+// call it once the write returned.
+func collectWarnings() (objectclient.WriteOption, func() []string) {
 	var warnings []string
-	ctx = objectclient.WithWarnings(ctx, func(text string) { warnings = append(warnings, text) })
-	return ctx, func() []string { return warnings }
+	return objectclient.Warnings(func(text string) { warnings = append(warnings, text) }), func() []string { return warnings }
 }
 
 // reportWarnings reports the warnings the API server returned on a write
