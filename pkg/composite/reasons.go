@@ -1,7 +1,8 @@
 package composite
 
 // Reasons of the parent's Updated condition (ConditionUpdated) under a
-// rolling update strategy, as metacontroller writes them (rollOut).
+// rolling update strategy, as metacontroller writes them (moveOne, the
+// last step of rollOut).
 const (
 	// ReasonOnLatestRevision: every child is on the latest revision
 	// (status True).
