@@ -78,8 +78,55 @@ func (e *Engine) sync(ctx context.Context, s *loop.Sync[Key]) (after time.Durati
 // in the work queue's sync s (SyncOnce's own, outside the queue): the
 // reconcile itself, shared by sync and SyncOnce.
 func (e *Engine) syncTarget(ctx context.Context, s *loop.Sync[Key], t *Target) (after time.Duration, err error) {
-	key := s.Key
-	t.Key, t.queued = key, s
+	ctx = e.prepareTarget(ctx, s, t)
+	// The metactl.io/Synced condition, when the controller writes it.
+	synced := e.synced.begin(t.Key, t)
+	defer func() { synced.finish(ctx, t, err) }()
+	if done, err := e.decideFinalizer(ctx, t); done || err != nil {
+		if done {
+			e.unsettled.Settled(t.Key)
+		}
+		return 0, err
+	}
+	t.Manage = !finalizer.HeldByGarbageCollector(t.Object)
+
+	// 2. What the object observes.
+	ks, observed, err := e.controller.Observe(ctx, t)
+	if err != nil {
+		return 0, e.syncFailed(ctx, t, err)
+	}
+	t.Observed = observed
+
+	// 3. Related objects, for the round.
+	r, err := e.newRound(ctx, t, ks)
+	if err != nil {
+		return 0, e.syncFailed(ctx, t, err)
+	}
+
+	// 4. The rounds.
+	out := e.rounds(ctx, r)
+	if out.answer == nil {
+		return 0, e.syncFailed(ctx, t, out.err)
+	}
+	e.recordHookEvents(ctx, t.Object, &out.events)
+
+	// 5 and 6. What the last answers ask of the object itself.
+	if err := e.writeAnswered(ctx, t, synced, out); err != nil {
+		return 0, e.syncFailed(ctx, t, err)
+	}
+
+	// 7. Again with backoff when the hook did not settle; a later sync
+	// when it asked for one.
+	return e.unsettled.finish(t.Object, t.Key, out.settled, out.resyncAfterSeconds, e.resyncAfter)
+}
+
+// prepareTarget readies t, the object queued as s.Key, for its sync in s:
+// its key and queue sync set, the returned context's logger naming it and
+// recording its hook calls when the controller records; for a built-in
+// object whose status is in an annotation, t.Object shows that status as
+// its own (statusView).
+func (e *Engine) prepareTarget(ctx context.Context, s *loop.Sync[Key], t *Target) context.Context {
+	t.Key, t.queued = s.Key, s
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues(t.Resource.Noun, klog.KObj(t.Object), "kind", t.Resource.Kind))
 	ctx = e.withRecording(ctx, t)
 	if StatusInAnnotation(t.Resource) {
@@ -94,72 +141,51 @@ func (e *Engine) syncTarget(ctx context.Context, s *loop.Sync[Key], t *Target) (
 			klog.FromContext(ctx).Info("Ignoring the stored status", "err", err)
 		}
 	}
-	// The metactl.io/Synced condition, when the controller writes it.
-	synced := e.synced.begin(key, t)
-	defer func() { synced.finish(ctx, t, err) }()
-	if done, err := e.decideFinalizer(ctx, t); done || err != nil {
-		if done {
-			e.unsettled.Settled(key)
-		}
-		return 0, err
-	}
-	t.Manage = !finalizer.HeldByGarbageCollector(t.Object)
+	return ctx
+}
 
-	// 2. What the object observes.
-	ks, observed, err := e.controller.Observe(ctx, t)
-	if err != nil {
-		return 0, e.syncFailed(ctx, t, err)
-	}
-	t.Observed = observed
-
-	// 3. Related objects, when a customize hook declares them, keyed for
-	// the hook the rounds call.
-	r := &Round{e: e, t: t, sync: ks, observed: observed, related: hooks.ObjectMap{}, hookName: "sync", hook: e.cfg.Hooks.Sync}
+// newRound returns the first round of t's sync ks: the sync hook's, or
+// the finalize hook's while t is finalizing, with t's related objects,
+// keyed for the hook, when a customize hook declares them.
+func (e *Engine) newRound(ctx context.Context, t *Target, ks Sync) (*Round, error) {
+	r := &Round{e: e, t: t, sync: ks, observed: t.Observed, related: hooks.ObjectMap{}, hookName: "sync", hook: e.cfg.Hooks.Sync}
 	if t.Finalizing {
 		r.hookName, r.hook = "finalize", e.cfg.Hooks.Finalize
 	}
 	if e.related != nil {
-		if r.related, err = e.related.Related(ctx, t.queued, key, t.forHook(t.Object), t.Resource.Namespaced, *r.hook.Version); err != nil {
-			return 0, e.syncFailed(ctx, t, fmt.Errorf("related objects: %w", err))
+		var err error
+		if r.related, err = e.related.Related(ctx, t.queued, t.Key, t.forHook(t.Object), t.Resource.Namespaced, *r.hook.Version); err != nil {
+			return nil, fmt.Errorf("related objects: %w", err)
 		}
 	}
+	return r, nil
+}
 
-	// 4. The rounds.
-	out := e.rounds(ctx, r)
-	if out.answer == nil {
-		return 0, e.syncFailed(ctx, t, out.err)
-	}
-	e.recordHookEvents(ctx, t.Object, &out.events)
+// writeAnswered writes to t's object what the rounds' last answers (out)
+// ask of it, even when some dependents failed: labels and annotations,
+// then status, with the metactl.io/Synced condition synced reports; then,
+// once the finalize hook is done and all else succeeded, the finalizer
+// comes off. It returns the rounds' error and those of the writes, joined.
+func (e *Engine) writeAnswered(ctx context.Context, t *Target, synced *syncedReport, out roundsResult) error {
 	var errs []error
 	if out.err != nil {
 		errs = append(errs, out.err)
 	}
-
-	// 5. Labels and annotations, then status, as the answers left them,
-	// even when some dependents failed.
 	if err := e.patchMetadata(ctx, t, out.seen); err != nil {
 		errs = append(errs, err)
 	}
 	if out.status != nil {
-		out.status = synced.answered(ctx, t, out.status, errs, out.settled)
-		if err := e.writeStatus(ctx, t, out.status, out.statusSeen); err != nil {
+		status := synced.answered(ctx, t, out.status, errs, out.settled)
+		if err := e.writeStatus(ctx, t, status, out.statusSeen); err != nil {
 			errs = append(errs, err)
 		}
 	}
-
-	// 6. The finalizer, once the finalize hook is done.
 	if t.Finalizing && out.answer.Finalized && len(errs) == 0 {
 		if err := e.setFinalizer(ctx, t, false); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return 0, e.syncFailed(ctx, t, err)
-	}
-
-	// 7. Again with backoff when the hook did not settle; a later sync
-	// when it asked for one.
-	return e.unsettled.finish(t.Object, key, out.settled, out.resyncAfterSeconds, e.resyncAfter)
+	return errors.Join(errs...)
 }
 
 // decideFinalizer makes the finalizer decision: an object being deleted or

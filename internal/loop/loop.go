@@ -282,8 +282,19 @@ func (l *Loop[K]) processNextWorkItem(ctx context.Context, key K) {
 		// Stopped: a key still queued is dropped.
 		return
 	}
-	logger := klog.FromContext(ctx)
 	start := time.Now()
+	s := l.takeSync(ctx, key, start)
+	if s == nil {
+		return
+	}
+	requeueAfter, took, err := l.runSync(ctx, s, start)
+	l.handleResult(ctx, s, requeueAfter, took, err)
+}
+
+// takeSync returns the sync of key starting at start, with the triggers
+// pending for it; nil when none is. A delayed trigger not yet due stays
+// pending, and the key is queued again for it.
+func (l *Loop[K]) takeSync(ctx context.Context, key K, start time.Time) *Sync[K] {
 	s := &Sync[K]{Key: key, loop: l}
 	var next time.Time
 	s.triggers, s.dropped, next = l.pending.take(key, start)
@@ -301,9 +312,17 @@ func (l *Loop[K]) processNextWorkItem(ctx context.Context, key K) {
 		// for a delayed trigger merged into an identical one due sooner
 		// (pending.add keeps the earliest), which a sync took already:
 		// nothing to do.
-		logger.V(5).Info("No trigger pending; sync skipped", "key", key)
-		return
+		klog.FromContext(ctx).V(5).Info("No trigger pending; sync skipped", "key", key)
+		return nil
 	}
+	return s
+}
+
+// runSync runs the sync function for s, started at start, with the key
+// in flight meanwhile, and observes how long it took (took). The delayed
+// triggers of an object the sync found gone are forgotten.
+func (l *Loop[K]) runSync(ctx context.Context, s *Sync[K], start time.Time) (requeueAfter, took time.Duration, err error) {
+	key := s.Key
 	l.inFlightMu.Lock()
 	l.inFlight[key] = start
 	l.inFlightMu.Unlock()
@@ -314,42 +333,65 @@ func (l *Loop[K]) processNextWorkItem(ctx context.Context, key K) {
 	}()
 
 	s.wait = waitState{gate: l.active, window: l.slots}
-	requeueAfter, err := l.sync(ctx, s)
-	took := time.Since(start)
+	requeueAfter, err = l.sync(ctx, s)
+	took = time.Since(start)
 	metrics.SyncDuration.WithLabelValues(l.opts.Name).Observe(took.Seconds())
 	if s.isGone() {
 		l.pending.forgetDelayed(key, time.Now())
 	}
-	// The first trigger labels the sync's count, so that the counts over
-	// triggers add up to the syncs.
-	first := string(s.triggers[0].Cause)
-	if err != nil && ctx.Err() != nil {
+	return requeueAfter, took, err
+}
+
+// handleResult counts and logs the end of s, which took took, and queues
+// its key again as its result asks: after requeueAfter when it succeeded,
+// with its retry when it waits or failed; not when Stop cancelled it.
+func (l *Loop[K]) handleResult(ctx context.Context, s *Sync[K], requeueAfter, took time.Duration, err error) {
+	logger := klog.FromContext(ctx)
+	key := s.Key
+	switch {
+	case err != nil && ctx.Err() != nil:
 		// Cancelled by Stop: not a failure of the object, and not retried.
 		logger.V(2).Info("Sync cancelled", "key", key, "triggers", s.triggers, "cause", context.Cause(ctx), "err", err)
-		return
-	}
-	switch {
 	case err == nil:
-		metrics.Syncs.WithLabelValues(l.opts.Name, "success", first).Inc()
-		if logger.V(4).Enabled() {
-			logger.V(4).Info("Synced", "key", key, "triggers", s.triggers, "duration", took, "result", "success")
-		}
-		l.queue.Forget(key)
-		// A retry still pending from an earlier failure is not needed
-		// any more; the queue's wake-up for it finds no trigger.
-		l.pending.forgetRetries(key)
-		if requeueAfter > 0 && !s.isGone() {
-			l.AddAfterFor(key, requeueAfter, trigger.Trigger{Cause: trigger.CauseResyncAfter})
-		}
-		return
+		l.succeeded(ctx, s, requeueAfter, took)
 	case errors.Is(err, ErrWaiting):
 		delay, attempt := s.requeue()
 		if logger.V(4).Enabled() {
 			logger.V(4).Info("Waiting; retrying", "key", key, "triggers", s.triggers, "duration", took, "after", delay, "attempt", attempt)
 		}
-		return
+	default:
+		l.failed(ctx, s, took, err)
 	}
-	metrics.Syncs.WithLabelValues(l.opts.Name, "error", first).Inc()
+}
+
+// firstCause is the cause of s's first trigger, which labels the sync's
+// count, so that the counts over triggers add up to the syncs.
+func (s *Sync[K]) firstCause() string { return string(s.triggers[0].Cause) }
+
+// succeeded counts s, which took took and succeeded, forgets its key's
+// retries, and queues the key again after requeueAfter when that is set.
+func (l *Loop[K]) succeeded(ctx context.Context, s *Sync[K], requeueAfter, took time.Duration) {
+	key := s.Key
+	metrics.Syncs.WithLabelValues(l.opts.Name, "success", s.firstCause()).Inc()
+	if logger := klog.FromContext(ctx); logger.V(4).Enabled() {
+		logger.V(4).Info("Synced", "key", key, "triggers", s.triggers, "duration", took, "result", "success")
+	}
+	l.queue.Forget(key)
+	// A retry still pending from an earlier failure is not needed
+	// any more; the queue's wake-up for it finds no trigger.
+	l.pending.forgetRetries(key)
+	if requeueAfter > 0 && !s.isGone() {
+		l.AddAfterFor(key, requeueAfter, trigger.Trigger{Cause: trigger.CauseResyncAfter})
+	}
+}
+
+// failed counts s, which took took and failed with err, logs it, and
+// queues its key again: when the hook asked (Retry-After), else with
+// backoff.
+func (l *Loop[K]) failed(ctx context.Context, s *Sync[K], took time.Duration, err error) {
+	logger := klog.FromContext(ctx)
+	key := s.Key
+	metrics.Syncs.WithLabelValues(l.opts.Name, "error", s.firstCause()).Inc()
 	if delay, ok := retryAfter(err); ok {
 		logger.V(2).Info("Hook asked to retry later", "key", key, "triggers", s.triggers, "duration", took, "after", delay)
 		l.AddAfterFor(key, delay, trigger.Trigger{Cause: trigger.CauseRetry})

@@ -21,14 +21,6 @@ import (
 // DefaultCleanupTimeout is Options.CleanupTimeout's default.
 const DefaultCleanupTimeout = time.Minute
 
-// ReasonCleanupFailed is the Ready condition's reason, and the Event's,
-// while removing a deleted controller's finalizer from its parents fails;
-// ReasonCleanupAbandoned is the Event's when the manager gives up.
-const (
-	ReasonCleanupFailed    = "CleanupFailed"
-	ReasonCleanupAbandoned = "CleanupAbandoned"
-)
-
 // CleanupFinalizer is put on a CompositeController or DecoratorController
 // that has a finalize hook, so that deleting it waits until metactl has
 // removed the controller's finalizer from every object it manages.

@@ -60,10 +60,6 @@ type runningController struct {
 // DefaultStartTimeout is the default of Options.StartTimeout.
 const DefaultStartTimeout = 2 * time.Minute
 
-// ReasonStartFailed is the Ready condition's reason when a controller did
-// not start: its caches did not sync within Options.StartTimeout.
-const ReasonStartFailed = "StartFailed"
-
 // startFailure is the failed start-ups in a row of one version of a
 // controller object (its UID, generation and account), and when it may
 // start again.
@@ -261,7 +257,7 @@ func (m *Manager) reconcileRunning(ctx context.Context, k *kind, key string, obj
 		current.announced = true
 		m.forgetStartFailures(key)
 		m.setHookTimeouts(obj.GetName(), current, hookWebhooks(k, obj))
-		m.recorder.Eventf(obj, corev1.EventTypeNormal, "Started", "started generation %d", obj.GetGeneration())
+		m.recorder.Eventf(obj, corev1.EventTypeNormal, ReasonStarted, "started generation %d", obj.GetGeneration())
 	}
 	next, refused, err := m.recheckAccount(ctx, current)
 	if err != nil {
@@ -297,9 +293,9 @@ func (m *Manager) stopChanged(ctx context.Context, k *kind, key, name string, ob
 	m.stopRunning(k, key, current)
 	if exists && !deleting {
 		if current.uid == obj.GetUID() && current.generation == obj.GetGeneration() {
-			m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start it again: annotation %s changed", current.generation, changedAnnotation(current.annotations, obj))
+			m.recorder.Eventf(obj, corev1.EventTypeNormal, ReasonStopped, "stopped generation %d to start it again: annotation %s changed", current.generation, changedAnnotation(current.annotations, obj))
 		} else {
-			m.recorder.Eventf(obj, corev1.EventTypeNormal, "Stopped", "stopped generation %d to start generation %d", current.generation, obj.GetGeneration())
+			m.recorder.Eventf(obj, corev1.EventTypeNormal, ReasonStopped, "stopped generation %d to start generation %d", current.generation, obj.GetGeneration())
 		}
 	}
 	return nil

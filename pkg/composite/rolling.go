@@ -33,20 +33,9 @@ import (
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
-// ConditionUpdated is the parent condition that reports a rolling update.
+// ConditionUpdated is the parent condition that reports a rolling update;
+// its reasons are in reasons.go.
 const ConditionUpdated = "Updated"
-
-// Reasons of the Updated condition, as metacontroller writes them.
-const (
-	// ReasonOnLatestRevision: every child is on the latest revision.
-	ReasonOnLatestRevision = "OnLatestRevision"
-	// ReasonRolloutProgressing: a child moves to the latest revision in
-	// this sync.
-	ReasonRolloutProgressing = "RolloutProgressing"
-	// ReasonRolloutWaiting: a child on the latest revision is missing, not
-	// updated yet, or fails its status checks.
-	ReasonRolloutWaiting = "RolloutWaiting"
-)
 
 // Labels of a ControllerRevision that name its parent's resource, so that
 // revisions of different parent resources never select each other.
@@ -158,28 +147,53 @@ func (c *Controller) rollingSync(ctx context.Context, r *engine.Round, parent *u
 	return &response, revisionsWritten || childrenWritten, err
 }
 
+// revisionOwners is the revision each rolling child belongs to, by its
+// resource and key.
+type revisionOwners map[*children.Resource]map[string]*revision
+
+// rollingChild is a rolling child of the latest answer: its resource, its
+// name and its key.
+type rollingChild struct {
+	res  *children.Resource
+	name string
+	key  string
+}
+
 // rollOut decides which revision each rolling child belongs to, moving at
 // most one child to the latest revision, and returns the owners and the
 // Updated condition. It edits the revisions' children lists as
 // metacontroller does, so that both record the same state:
 //   - A revision keeps a group of names only while the latest revision
 //     wants one of them, and no earlier revision (the latest first) claims
-//     it; a kept group is kept as it is.
+//     it; a kept group is kept as it is (claimByRevision).
 //   - The latest takes the children it wants that no revision claims, and
-//     those whose update would change nothing.
+//     those whose update would change nothing (takeUnchanged).
 //   - The first child of the latest answer not on the latest revision then
 //     moves to it, unless a child on the latest revision is missing, not
-//     updated or failing its status checks.
-func (c *Controller) rollOut(parent *unstructured.Unstructured, revisions []*revision, observed map[*children.Resource]children.Set) (map[*children.Resource]map[string]*revision, map[string]any) {
+//     updated or failing its status checks (moveOne).
+func (c *Controller) rollOut(parent *unstructured.Unstructured, revisions []*revision, observed map[*children.Resource]children.Set) (revisionOwners, map[string]any) {
+	owners := c.claimByRevision(parent, revisions)
+	ordered := c.rollingChildren(parent, revisions[0])
+	c.takeUnchanged(owners, revisions, ordered, observed)
+	return owners, c.moveOne(parent, owners, revisions, ordered, observed)
+}
+
+// childKey is the key of the child name of parent.
+func childKey(parent *unstructured.Unstructured, name string) string {
+	return children.Key(&metav1.ObjectMeta{Namespace: parent.GetNamespace(), Name: name})
+}
+
+// claimByRevision returns the owner of each rolling child that a revision
+// claims, the latest (revisions[0]) first, each child still wanted by the
+// latest revision belonging to the first revision that lists it. A
+// revision keeps in its children list only the groups in which it claims
+// a child.
+func (c *Controller) claimByRevision(parent *unstructured.Unstructured, revisions []*revision) revisionOwners {
 	latest := revisions[0]
-	owners := make(map[*children.Resource]map[string]*revision, len(c.children.Resources))
+	owners := make(revisionOwners, len(c.children.Resources))
 	for _, res := range c.children.Resources {
 		owners[res] = map[string]*revision{}
 	}
-	key := func(name string) string {
-		return children.Key(&metav1.ObjectMeta{Namespace: parent.GetNamespace(), Name: name})
-	}
-
 	for _, rev := range revisions {
 		var kept []v1alpha1.ControllerRevisionChildren
 		for _, group := range rev.children {
@@ -189,7 +203,7 @@ func (c *Controller) rollOut(parent *unstructured.Unstructured, revisions []*rev
 			}
 			claims := false
 			for _, name := range group.Names {
-				k := key(name)
+				k := childKey(parent, name)
 				if _, wanted := latest.wants[res][k]; !wanted {
 					continue // being deleted: the claim lapses
 				}
@@ -205,26 +219,27 @@ func (c *Controller) rollOut(parent *unstructured.Unstructured, revisions []*rev
 		}
 		rev.children = kept
 	}
+	return owners
+}
 
-	// The rolling children of the latest answer, in its order.
-	type child struct {
-		res  *children.Resource
-		name string
-		key  string
-	}
-	var ordered []child
+// rollingChildren returns the rolling children of the latest revision's
+// answer, in its order.
+func (c *Controller) rollingChildren(parent *unstructured.Unstructured, latest *revision) []rollingChild {
+	var ordered []rollingChild
 	for _, obj := range latest.answer.Children {
 		if res := c.children.ForObject(obj); res != nil && res.Method.IsRolling() {
-			ordered = append(ordered, child{res, obj.GetName(), key(obj.GetName())})
+			ordered = append(ordered, rollingChild{res, obj.GetName(), childKey(parent, obj.GetName())})
 		}
 	}
-	moveToLatest := func(ch child) {
-		for _, rev := range revisions[1:] {
-			rev.remove(ch.res, ch.name)
-		}
-		latest.add(ch.res, ch.name)
-		owners[ch.res][ch.key] = latest
-	}
+	return ordered
+}
+
+// takeUnchanged gives the latest revision (revisions[0]) the children of
+// ordered that no revision claims, and those on an older revision whose
+// update to the latest answer would change nothing (observed has them as
+// the latest wants them).
+func (c *Controller) takeUnchanged(owners revisionOwners, revisions []*revision, ordered []rollingChild, observed map[*children.Resource]children.Set) {
+	latest := revisions[0]
 	for _, ch := range ordered {
 		switch owner := owners[ch.res][ch.key]; {
 		case owner == nil:
@@ -233,23 +248,39 @@ func (c *Controller) rollOut(parent *unstructured.Unstructured, revisions []*rev
 		case owner != latest:
 			if have := observed[ch.res][ch.key]; have != nil {
 				if changed, err := c.eng.ChildDiffers(have, latest.wants[ch.res][ch.key]); err == nil && !changed {
-					moveToLatest(ch)
+					moveToLatest(owners, revisions, ch)
 				}
 			}
 		}
 	}
+}
 
+// moveOne moves the first child of ordered not on the latest revision
+// (revisions[0]) to it, unless a child already on it is not ready
+// (latestReady), and returns the Updated condition that results.
+func (c *Controller) moveOne(parent *unstructured.Unstructured, owners revisionOwners, revisions []*revision, ordered []rollingChild, observed map[*children.Resource]children.Set) map[string]any {
+	latest := revisions[0]
 	for _, ch := range ordered {
 		if owners[ch.res][ch.key] == latest {
 			continue
 		}
 		if err := c.latestReady(parent, latest, observed); err != nil {
-			return owners, condition("False", ReasonRolloutWaiting, err.Error())
+			return condition("False", ReasonRolloutWaiting, err.Error())
 		}
-		moveToLatest(ch)
-		return owners, condition("False", ReasonRolloutProgressing, fmt.Sprintf("updating %s %s", ch.res.Kind, ch.name))
+		moveToLatest(owners, revisions, ch)
+		return condition("False", ReasonRolloutProgressing, fmt.Sprintf("updating %s %s", ch.res.Kind, ch.name))
 	}
-	return owners, condition("True", ReasonOnLatestRevision, "latest ControllerRevision: "+latest.name)
+	return condition("True", ReasonOnLatestRevision, "latest ControllerRevision: "+latest.name)
+}
+
+// moveToLatest moves ch from the older revisions' children lists to the
+// latest's (revisions[0]), its owner.
+func moveToLatest(owners revisionOwners, revisions []*revision, ch rollingChild) {
+	for _, rev := range revisions[1:] {
+		rev.remove(ch.res, ch.name)
+	}
+	revisions[0].add(ch.res, ch.name)
+	owners[ch.res][ch.key] = revisions[0]
 }
 
 // latestReady returns why the rollout cannot go on, or nil: a child the
@@ -264,7 +295,7 @@ func (c *Controller) latestReady(parent *unstructured.Unstructured, latest *revi
 			continue
 		}
 		for _, name := range group.Names {
-			k := children.Key(&metav1.ObjectMeta{Namespace: parent.GetNamespace(), Name: name})
+			k := childKey(parent, name)
 			want, wanted := latest.wants[res][k]
 			if !wanted {
 				continue // being deleted

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -233,20 +232,6 @@ func hasKey(body []byte, key string) bool {
 	_, ok := top[key]
 	return ok
 }
-
-// strictError lists the problems strict mode found (unknown or duplicate
-// fields).
-type strictError []error
-
-func (e strictError) Error() string {
-	msgs := make([]string, len(e))
-	for i, err := range e {
-		msgs[i] = err.Error()
-	}
-	return "strict mode: " + strings.Join(msgs, "; ")
-}
-
-func (e strictError) Unwrap() []error { return e }
 
 // statusObject checks that a decoded status is null or an object.
 func statusObject(v any) (map[string]any, error) {

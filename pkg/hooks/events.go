@@ -60,15 +60,6 @@ func CheckEvents(list *[]any) ([]Event, error) {
 	return events, nil
 }
 
-// EventsError is CheckEvents' refusal of an answer's events. Its message
-// is its cause's. Decoding returns it inside a *ResponseError, but a sync
-// reports it as an invalid answer (metactl's checks refused it), not as a
-// failed hook.
-type EventsError struct{ Err error }
-
-func (e *EventsError) Error() string { return e.Err.Error() }
-func (e *EventsError) Unwrap() error { return e.Err }
-
 func checkEvents(list *[]any) ([]Event, error) {
 	if list == nil || len(*list) == 0 {
 		return nil, nil

@@ -17,7 +17,7 @@ import (
 
 // TestRESTClientDeleteAndWarnings deletes through objectclient.Client with
 // a UID precondition, as children are deleted, and checks that a write
-// under objectclient.WithWarnings gets the API server's own warning for an
+// with objectclient.Warnings gets the API server's own warning for an
 // unknown field, which kube-apiserver sends for a request that does not
 // ask for strict field validation.
 func TestRESTClientDeleteAndWarnings(t *testing.T) {
@@ -26,8 +26,8 @@ func TestRESTClientDeleteAndWarnings(t *testing.T) {
 
 	name := "delete-" + rand.String(6)
 	var warnings []string
-	wctx := objectclient.WithWarnings(ctx, func(text string) { warnings = append(warnings, text) })
-	created, err := c.Create(wctx, configMaps, "default", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"`+name+`"},"dat":{"k":"v"}}`))
+	warn := objectclient.Warnings(func(text string) { warnings = append(warnings, text) })
+	created, err := c.Create(ctx, configMaps, "default", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"`+name+`"},"dat":{"k":"v"}}`), warn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -318,8 +318,8 @@ func (w *Writer) create(ctx context.Context, parent *unstructured.Unstructured, 
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s %s: %w", res.Kind, key, err)
 	}
-	writeCtx, warnings := collectWarnings(ctx)
-	created, err := w.Objects.Create(writeCtx, res.GroupVersionResource(), obj.GetNamespace(), body)
+	warn, warnings := collectWarnings()
+	created, err := w.Objects.Create(ctx, res.GroupVersionResource(), obj.GetNamespace(), body, warn)
 	w.wrote(ctx, "create", "child", objectName(res, obj), err)
 	w.reportWarnings(ctx, parent, res, "create", obj, warnings())
 	if apierrors.IsAlreadyExists(err) {
@@ -342,8 +342,8 @@ func (w *Writer) update(ctx context.Context, parent *unstructured.Unstructured, 
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s %s: %w", res.Kind, key, err)
 	}
-	writeCtx, warnings := collectWarnings(ctx)
-	updated, err := w.Objects.Update(writeCtx, res.GroupVersionResource(), merged.GetNamespace(), merged.GetName(), body)
+	warn, warnings := collectWarnings()
+	updated, err := w.Objects.Update(ctx, res.GroupVersionResource(), merged.GetNamespace(), merged.GetName(), body, warn)
 	w.wrote(ctx, "update", "child", objectName(res, merged), err)
 	w.reportWarnings(ctx, parent, res, "update", merged, warnings())
 	if err != nil {
@@ -370,11 +370,11 @@ func decodeWritten(res *Resource, key string, obj *informer.Object) (*unstructur
 // gracefully): the next call sees it as metacontroller's next sync would,
 // with its deletionTimestamp; nil when it is gone.
 func (w *Writer) delete(ctx context.Context, parent *unstructured.Unstructured, res *Resource, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	writeCtx, warnings := collectWarnings(ctx)
-	left, err := w.Objects.Delete(writeCtx, res.GroupVersionResource(), obj.GetNamespace(), obj.GetName(), metav1.DeleteOptions{
+	warn, warnings := collectWarnings()
+	left, err := w.Objects.Delete(ctx, res.GroupVersionResource(), obj.GetNamespace(), obj.GetName(), metav1.DeleteOptions{
 		Preconditions:     &metav1.Preconditions{UID: ptr.To(obj.GetUID())},
 		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
-	})
+	}, warn)
 	w.wrote(ctx, "delete", "child", objectName(res, obj), err)
 	w.reportWarnings(ctx, parent, res, "delete", obj, warnings())
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {

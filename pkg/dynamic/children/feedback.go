@@ -19,17 +19,6 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 )
 
-// Event reasons of what a Writer reports on the parent.
-const (
-	// ReasonChildWriteWarning is a Warning Event: the API server returned
-	// warnings (an unknown field it dropped, a deprecated API, ...) on a
-	// write of a child.
-	ReasonChildWriteWarning = "ChildWriteWarning"
-	// ReasonChildNotUpdated is a Normal Event: a child differs from what
-	// the hook asks, and its update strategy (OnDelete) keeps it as it is.
-	ReasonChildNotUpdated = "ChildNotUpdated"
-)
-
 // What a Writer remembers of what it reported: a report is not repeated
 // for reportTTL (an API server keeps an Event for an hour by default: a
 // problem still there after that is reported again), and at most
@@ -98,13 +87,12 @@ func childName(parent, obj *unstructured.Unstructured) string {
 	return Key(obj)
 }
 
-// collectWarnings returns a context under which the writes of
-// objectclient.Client hand the API server's warnings to the returned
-// function's result: call it once the write returned.
-func collectWarnings(ctx context.Context) (context.Context, func() []string) {
+// collectWarnings returns the option of one objectclient.Client write
+// that hands the API server's warnings to the returned function's result:
+// call it once the write returned.
+func collectWarnings() (objectclient.WriteOption, func() []string) {
 	var warnings []string
-	ctx = objectclient.WithWarnings(ctx, func(text string) { warnings = append(warnings, text) })
-	return ctx, func() []string { return warnings }
+	return objectclient.Warnings(func(text string) { warnings = append(warnings, text) }), func() []string { return warnings }
 }
 
 // reportWarnings reports the warnings the API server returned on a write

@@ -155,8 +155,8 @@ func (w *Writer) apply(ctx context.Context, parent *unstructured.Unstructured, r
 			logger.Info("Child apply", "kind", res.Kind, "child", key, "fieldManager", w.ServerSide.FieldManager, "patch", string(b))
 		}
 	}
-	writeCtx, warnings := collectWarnings(ctx)
-	applied, err := w.Objects.Apply(writeCtx, res.GroupVersionResource(), config.GetNamespace(), config.GetName(), body, w.ServerSide.FieldManager, w.ServerSide.Force)
+	warn, warnings := collectWarnings()
+	applied, err := w.Objects.Apply(ctx, res.GroupVersionResource(), config.GetNamespace(), config.GetName(), body, w.ServerSide.FieldManager, w.ServerSide.Force, warn)
 	w.wrote(ctx, "patch", "child", objectName(res, config), err)
 	w.reportWarnings(ctx, parent, res, "apply", config, warnings())
 	if apierrors.IsConflict(err) && !w.ServerSide.Force {

@@ -73,18 +73,22 @@ func (c *Client) ListerWatcher(gvr schema.GroupVersionResource) cache.ListerWatc
 // Create creates an object of gvr in namespace ("" when cluster-scoped)
 // from its JSON, and returns it as the server stored it. Errors from the
 // server are *errors.StatusError, as from client-go's clients.
-func (c *Client) Create(ctx context.Context, gvr schema.GroupVersionResource, namespace string, body []byte) (*informer.Object, error) {
-	return c.write(ctx, c.client.Post().AbsPath(objectPath(gvr, namespace, "")...), body, runtime.ContentTypeJSON)
+func (c *Client) Create(ctx context.Context, gvr schema.GroupVersionResource, namespace string, body []byte, opts ...WriteOption) (*informer.Object, error) {
+	req := c.client.Post().AbsPath(objectPath(gvr, namespace, "")...)
+	return c.write(ctx, writeOptionsOf(opts).apply(req), body, runtime.ContentTypeJSON)
 }
 
 // Update replaces the object name of gvr in namespace with body, and returns
 // it as the server stored it.
-func (c *Client) Update(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, body []byte) (*informer.Object, error) {
-	return c.write(ctx, c.client.Put().AbsPath(objectPath(gvr, namespace, name)...), body, runtime.ContentTypeJSON)
+func (c *Client) Update(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, body []byte, opts ...WriteOption) (*informer.Object, error) {
+	req := c.client.Put().AbsPath(objectPath(gvr, namespace, name)...)
+	return c.write(ctx, writeOptionsOf(opts).apply(req), body, runtime.ContentTypeJSON)
 }
 
 // Patch patches the object name of gvr in namespace, or its subresource
-// (status, say), and returns it as the server stored it.
+// (status, say), and returns it as the server stored it. It takes no
+// WriteOption (its variadic parameter is the subresource): its warnings
+// go to the rest.Config's warning handler.
 func (c *Client) Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte, subresources ...string) (*informer.Object, error) {
 	path := append(objectPath(gvr, namespace, name), subresources...)
 	return c.write(ctx, c.client.Patch(pt).AbsPath(path...), data, string(pt))
@@ -112,16 +116,17 @@ func (c *Client) GetMetadata(ctx context.Context, gvr schema.GroupVersionResourc
 // it does not exist, and returns it as the server stored it. force takes
 // the fields other managers own; without it, such an apply fails with a
 // conflict (apierrors.IsConflict) that names them.
-func (c *Client) Apply(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, body []byte, fieldManager string, force bool) (*informer.Object, error) {
+func (c *Client) Apply(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, body []byte, fieldManager string, force bool, opts ...WriteOption) (*informer.Object, error) {
 	req := c.client.Patch(types.ApplyPatchType).AbsPath(objectPath(gvr, namespace, name)...).Param("fieldManager", fieldManager)
 	if force {
 		req = req.Param("force", "true")
 	}
-	return c.write(ctx, req, body, string(types.ApplyPatchType))
+	return c.write(ctx, writeOptionsOf(opts).apply(req), body, string(types.ApplyPatchType))
 }
 
-// Delete deletes the object name of gvr in namespace with opts. Errors from
-// the server are *errors.StatusError.
+// Delete deletes the object name of gvr in namespace with opts, the API's
+// delete options (wopts are the write's own). Errors from the server are
+// *errors.StatusError.
 //
 // It returns the object when it is still there: kube-apiserver answers a
 // delete that waits (the object has finalizers, or is deleted gracefully
@@ -129,7 +134,7 @@ func (c *Client) Apply(ctx context.Context, gvr schema.GroupVersionResource, nam
 // when the object is gone: the server then answers with a Status, or,
 // for the resources that return the deleted object (custom resources),
 // with the object as it was, without a deletionTimestamp.
-func (c *Client) Delete(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions) (*informer.Object, error) {
+func (c *Client) Delete(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions, wopts ...WriteOption) (*informer.Object, error) {
 	// The client's codec encodes nothing: the options are encoded here,
 	// as client-go's dynamic client sends them.
 	opts.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "DeleteOptions"}
@@ -138,7 +143,7 @@ func (c *Client) Delete(ctx context.Context, gvr schema.GroupVersionResource, na
 		return nil, fmt.Errorf("encoding the delete options: %w", err)
 	}
 	req := c.client.Delete().AbsPath(objectPath(gvr, namespace, name)...)
-	data, err = body(withWarnings(ctx, req).SetHeader("Content-Type", runtime.ContentTypeJSON).Body(data).Do(ctx))
+	data, err = body(writeOptionsOf(wopts).apply(req).SetHeader("Content-Type", runtime.ContentTypeJSON).Body(data).Do(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +171,7 @@ func remaining(data []byte) (*informer.Object, error) {
 }
 
 func (c *Client) write(ctx context.Context, req *rest.Request, data []byte, contentType string) (*informer.Object, error) {
-	data, err := body(withWarnings(ctx, req).SetHeader("Content-Type", contentType).Body(data).Do(ctx))
+	data, err := body(req.SetHeader("Content-Type", contentType).Body(data).Do(ctx))
 	if err != nil {
 		return nil, err
 	}

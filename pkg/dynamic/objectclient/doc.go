@@ -18,9 +18,10 @@
 //   - A write's body is sent as the caller gives it, with the content type
 //     of its kind (JSON, or the patch type); the only body the Client
 //     encodes is Delete's options.
-//   - Under WithWarnings, the API server's warnings about a write go to the
-//     given handler, during that write's call; other requests' warnings go
-//     to the rest.Config's warning handler (client-go's default when it has
+//   - With the Warnings option, the API server's warnings about a write
+//     (Create, Update, Apply, Delete) go to the given handler, during that
+//     write's call; other requests' warnings, and Patch's, go to the
+//     rest.Config's warning handler (client-go's default when it has
 //     none).
 //   - Requests go through the given http.Client, and are limited by the
 //     rest.Config's RateLimiter or, when it has none, by a token bucket of

@@ -6,22 +6,41 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// warningsKey is the context key of WithWarnings' handler: the one value
-// of a write that the Client's write methods take from the context rather
-// than a parameter, so that a caller that wants a write's warnings
-// (children.Writer) gets them without every other caller passing a nil
-// handler. withWarnings moves it onto the request, where client-go wants
-// a handler (rest.Request.WarningHandlerWithContext).
-type warningsKey struct{}
+// WriteOption is an option of one write: Create, Update, Apply or Delete.
+type WriteOption func(*writeOptions)
 
-// WithWarnings returns a context under which the Client's writes
-// (Create, Update, Patch, Delete) hand each warning the API server returns
-// (an unknown or duplicate field, a deprecated API, ...) to handle, instead
-// of logging it as client-go does by default. It attributes a warning to
-// the write that caused it: the handler is called during that write's
-// call, before it returns. Other requests are unaffected.
-func WithWarnings(ctx context.Context, handle func(text string)) context.Context {
-	return context.WithValue(ctx, warningsKey{}, warningFunc(handle))
+// writeOptions are the options of one write.
+type writeOptions struct {
+	// warnings, when set, is handed the write's warnings.
+	warnings warningFunc
+}
+
+// Warnings returns a WriteOption under which the write hands each warning
+// the API server returns (an unknown or duplicate field, a deprecated API,
+// ...) to handle, instead of logging it as client-go does by default. It
+// attributes a warning to the write that caused it: the handler is called
+// during that write's call, before it returns. The handler is set on the
+// write's own rest.Request (rest.Request.WarningHandlerWithContext), so
+// no other request is affected.
+func Warnings(handle func(text string)) WriteOption {
+	return func(o *writeOptions) { o.warnings = warningFunc(handle) }
+}
+
+// writeOptionsOf returns the options opts set.
+func writeOptionsOf(opts []WriteOption) writeOptions {
+	var o writeOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// apply sets, on req, what o asks: its warning handler.
+func (o writeOptions) apply(req *rest.Request) *rest.Request {
+	if o.warnings != nil {
+		return req.WarningHandlerWithContext(o.warnings)
+	}
+	return req
 }
 
 // warningFunc is a rest.WarningHandlerWithContext that hands the text of
@@ -34,12 +53,4 @@ func (f warningFunc) HandleWarningHeaderWithContext(_ context.Context, code int,
 	if code == 299 && text != "" {
 		f(text)
 	}
-}
-
-// withWarnings sets, on a request made under WithWarnings, its handler.
-func withWarnings(ctx context.Context, req *rest.Request) *rest.Request {
-	if h, ok := ctx.Value(warningsKey{}).(warningFunc); ok {
-		return req.WarningHandlerWithContext(h)
-	}
-	return req
 }

@@ -14,10 +14,10 @@ import (
 
 var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
-// A write made under WithWarnings hands the response's warnings to its
-// handler, and only that write: the warnings of two concurrent writes are
-// not mixed up.
-func TestWithWarningsAttributesWarningsToTheWrite(t *testing.T) {
+// A write given the Warnings option hands the response's warnings to its
+// handler, and only that write: the warnings of concurrent writes are not
+// mixed up.
+func TestWarningsAttributesWarningsToTheWrite(t *testing.T) {
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Warning", `299 - "unknown field \"`+r.URL.Path+`\""`)
 		w.Header().Add("Warning", `199 - "not an API server warning"`)
@@ -32,24 +32,24 @@ func TestWithWarningsAttributesWarningsToTheWrite(t *testing.T) {
 
 	type write struct {
 		name string
-		do   func(ctx context.Context) error
+		do   func(opt WriteOption) error
 		want string
 	}
 	writes := []write{
-		{"create", func(ctx context.Context) error {
-			_, err := c.Create(ctx, configMapsGVR, "ns", []byte(`{}`))
+		{"create", func(opt WriteOption) error {
+			_, err := c.Create(context.Background(), configMapsGVR, "ns", []byte(`{}`), opt)
 			return err
 		}, `unknown field "/api/v1/namespaces/ns/configmaps"`},
-		{"update", func(ctx context.Context) error {
-			_, err := c.Update(ctx, configMapsGVR, "ns", "a", []byte(`{}`))
+		{"update", func(opt WriteOption) error {
+			_, err := c.Update(context.Background(), configMapsGVR, "ns", "a", []byte(`{}`), opt)
 			return err
 		}, `unknown field "/api/v1/namespaces/ns/configmaps/a"`},
-		{"patch", func(ctx context.Context) error {
-			_, err := c.Patch(ctx, configMapsGVR, "ns", "b", "application/merge-patch+json", []byte(`{}`))
+		{"apply", func(opt WriteOption) error {
+			_, err := c.Apply(context.Background(), configMapsGVR, "ns", "b", []byte(`{}`), "test", false, opt)
 			return err
 		}, `unknown field "/api/v1/namespaces/ns/configmaps/b"`},
-		{"delete", func(ctx context.Context) error {
-			_, err := c.Delete(ctx, configMapsGVR, "ns", "c", metav1.DeleteOptions{})
+		{"delete", func(opt WriteOption) error {
+			_, err := c.Delete(context.Background(), configMapsGVR, "ns", "c", metav1.DeleteOptions{}, opt)
 			return err
 		}, `unknown field "/api/v1/namespaces/ns/configmaps/c"`},
 	}
@@ -57,8 +57,7 @@ func TestWithWarningsAttributesWarningsToTheWrite(t *testing.T) {
 	done := make(chan error)
 	for i, w := range writes {
 		go func() {
-			ctx := WithWarnings(context.Background(), func(text string) { got[i] = append(got[i], text) })
-			done <- w.do(ctx)
+			done <- w.do(Warnings(func(text string) { got[i] = append(got[i], text) }))
 		}()
 	}
 	for range writes {

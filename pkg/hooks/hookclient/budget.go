@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -231,38 +230,6 @@ func (b *room) notifyLocked() {
 		b.freed = make(chan struct{})
 	}
 }
-
-// BudgetError is returned by Call when the hook answered but its answer
-// found no room in the budget of all hook answers
-// (Options.ResponseBudgetBytes) within the hook's timeout: other answers,
-// of any controller, held it. The hook is not at fault; the caller retries
-// with backoff like any failed call.
-type BudgetError struct {
-	Controller string
-	Hook       string
-	URL        string // redacted
-	// Need is the bytes the answer waited for; Budget the budget's size.
-	Need, Budget int64
-	// Timeout is the hook's timeout, which ended the wait.
-	Timeout time.Duration
-	// Flag is the flag that sets the budget: --hook-response-budget-bytes
-	// (the answers' bytes, the default when empty) or
-	// --hook-decoded-budget-bytes (their decoded objects).
-	Flag string
-	// Err is the context's error.
-	Err error
-}
-
-func (e *BudgetError) Error() string {
-	if e.Flag == "--hook-decoded-budget-bytes" {
-		return fmt.Sprintf("%s: no room for the answer's %d bytes, decoded, within the hook timeout of %s: decoded hook answers of all controllers together may take at most %d bytes at once (%s)",
-			hookCall{e.Controller, e.Hook, e.URL}.prefix(), e.Need, e.Timeout, e.Budget, e.Flag)
-	}
-	return fmt.Sprintf("%s: no room for the answer's %d bytes within the hook timeout of %s: hook answers of all controllers together may hold at most %d bytes at once (--hook-response-budget-bytes)",
-		hookCall{e.Controller, e.Hook, e.URL}.prefix(), e.Need, e.Timeout, e.Budget)
-}
-
-func (e *BudgetError) Unwrap() error { return e.Err }
 
 // maxPooledBuffer is the largest answer buffer kept for reuse, so that one
 // huge answer does not pin its memory for the life of the process.

@@ -594,14 +594,6 @@ func (c *Client) decode(cs *callState, body []byte) error {
 	return nil
 }
 
-// CallError is an error of a TransportResolver or RequestPreparer that
-// names the call it failed (*credentials.CredentialError is one): Call
-// returns, wrapped, what ForCall gives for the call's controller and hook.
-type CallError interface {
-	error
-	ForCall(controller, hook string) error
-}
-
 // setupError reports an error of choosing the HTTP client or preparing the
 // request. A CallError gets the call's controller and hook.
 func setupError(call hookCall, phase string, err error) error {

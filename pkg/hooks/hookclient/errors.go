@@ -225,3 +225,43 @@ func parseRetryAfter(value string, now time.Time) time.Duration {
 	}
 	return min(d, MaxRetryAfter)
 }
+
+// BudgetError is returned by Call when the hook answered but its answer
+// found no room in the budget of all hook answers
+// (Options.ResponseBudgetBytes) within the hook's timeout: other answers,
+// of any controller, held it. The hook is not at fault; the caller retries
+// with backoff like any failed call.
+type BudgetError struct {
+	Controller string
+	Hook       string
+	URL        string // redacted
+	// Need is the bytes the answer waited for; Budget the budget's size.
+	Need, Budget int64
+	// Timeout is the hook's timeout, which ended the wait.
+	Timeout time.Duration
+	// Flag is the flag that sets the budget: --hook-response-budget-bytes
+	// (the answers' bytes, the default when empty) or
+	// --hook-decoded-budget-bytes (their decoded objects).
+	Flag string
+	// Err is the context's error.
+	Err error
+}
+
+func (e *BudgetError) Error() string {
+	if e.Flag == "--hook-decoded-budget-bytes" {
+		return fmt.Sprintf("%s: no room for the answer's %d bytes, decoded, within the hook timeout of %s: decoded hook answers of all controllers together may take at most %d bytes at once (%s)",
+			hookCall{e.Controller, e.Hook, e.URL}.prefix(), e.Need, e.Timeout, e.Budget, e.Flag)
+	}
+	return fmt.Sprintf("%s: no room for the answer's %d bytes within the hook timeout of %s: hook answers of all controllers together may hold at most %d bytes at once (--hook-response-budget-bytes)",
+		hookCall{e.Controller, e.Hook, e.URL}.prefix(), e.Need, e.Timeout, e.Budget)
+}
+
+func (e *BudgetError) Unwrap() error { return e.Err }
+
+// CallError is an error of a TransportResolver or RequestPreparer that
+// names the call it failed (*credentials.CredentialError is one): Call
+// returns, wrapped, what ForCall gives for the call's controller and hook.
+type CallError interface {
+	error
+	ForCall(controller, hook string) error
+}

@@ -398,30 +398,14 @@ type ControllerStatus struct {
 	FailingObjects int32 `json:"failingObjects,omitempty"`
 }
 
-// Condition types and reasons on CompositeController and DecoratorController.
+// Condition types on CompositeController and DecoratorController; their
+// reasons are in reasons.go.
 const (
+	// ConditionReady is true while the controller runs.
 	ConditionReady = "Ready"
 	// ConditionSynced is false while the last sync of some of the
 	// controller's objects failed.
 	ConditionSynced = "Synced"
-
-	ReasonRunning         = "Running"
-	ReasonInvalidSpec     = "InvalidSpec"
-	ReasonUnknownResource = "UnknownResource"
-	ReasonHookAuthError   = "HookAuthError"
-	ReasonForbidden       = "Forbidden"
-	// Reasons of the Synced condition.
-	ReasonSyncErrors = "SyncErrors"
-	ReasonAllSynced  = "AllSynced"
-)
-
-// Reasons of the Ready condition of a controller whose hooks' credentials
-// metactl refuses to use (ours): a Secret or ConfigMap in a namespace
-// metactl does not allow (--credential-namespaces), or credentials for a
-// hook called over plain http (--allow-insecure-credentials).
-const (
-	ReasonCredentialNotAllowed = "CredentialNotAllowed"
-	ReasonInsecureCredentials  = "InsecureCredentials"
 )
 
 // CompositeControllerList is a list of CompositeControllers.
