@@ -98,6 +98,7 @@ func ruleResources(t *testing.T) *discovery.ResourceMap {
 		}},
 		&metav1.APIResourceList{GroupVersion: "test.metactl.io/v1", APIResources: []metav1.APIResource{
 			{Name: "things", Kind: "Thing", Namespaced: true},
+			{Name: "things/status", Kind: "Thing", Namespaced: true},
 			{Name: "clusterthings", Kind: "ClusterThing"},
 		}})
 }

@@ -1,0 +1,280 @@
+package composite
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/inmemory"
+	"github.com/metactl/metactl/internal/ruletest"
+	"github.com/metactl/metactl/pkg/dynamic/status"
+)
+
+// The fast tests of whole syncs (no API server): the Engine syncs one
+// parent (SyncOnce) of a CompositeController built by New, whose hook is
+// in-process and whose writes go to internal/inmemory's store
+// (ruletest.Cluster). Their twins against kube-apiserver are the tagged
+// tests of this package (composite_test.go and others).
+
+// syncCluster starts (StartCaches) the controller of a CompositeController
+// of things and their configmaps (InPlace), whose sync hook is h, then
+// edit, on a cluster holding objs; the controller stops when the test
+// ends.
+func syncCluster(t *testing.T, h *ruletest.Hook, edit func(spec map[string]any), annotations map[string]string, objs ...*unstructured.Unstructured) (*Controller, *ruletest.Cluster) {
+	t.Helper()
+	cluster := ruletest.NewCluster(ruleResources(t), []schema.GroupVersionResource{ruleThings}, objs...)
+	cc := ruleCompositeController(ruleThings, "InPlace", func(spec map[string]any) {
+		spec["hooks"] = map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": h.URL + "/sync", "timeout": "5s"}}}
+		if edit != nil {
+			edit(spec)
+		}
+	})
+	cc.SetAnnotations(annotations)
+	c, err := New(t.Context(), cc, cluster.Options)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := c.StartCaches(t.Context()); err != nil {
+		t.Fatalf("StartCaches: %v", err)
+	}
+	t.Cleanup(c.Stop)
+	return c, cluster
+}
+
+// syncParent is the parent ns/p: a Thing whose spec.selector selects
+// parent=p, with status {"old": true}.
+func syncParent(finalizers ...string) *unstructured.Unstructured {
+	p := inmemory.Object("test.metactl.io/v1", "Thing", "ns", "p", nil, nil)
+	p.SetGeneration(3)
+	p.SetFinalizers(finalizers)
+	p.Object["spec"] = map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"parent": "p"}}}
+	p.Object["status"] = map[string]any{"old": true}
+	return p
+}
+
+// syncChild is a ConfigMap ns/<name> labelled parent=p with data.v=value,
+// a child of owner (nil: an orphan).
+func syncChild(name, value string, owner *unstructured.Unstructured) *unstructured.Unstructured {
+	cm := inmemory.Object("v1", "ConfigMap", "ns", name, map[string]string{"parent": "p"}, nil)
+	cm.Object["data"] = map[string]any{"v": value}
+	if owner != nil {
+		cm.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(),
+			Name: owner.GetName(), UID: owner.GetUID(), Controller: new(true), BlockOwnerDeletion: new(true)}})
+	}
+	return cm
+}
+
+// answerChild is a child in a hook's answer: ConfigMap <name> with data.v.
+func answerChild(name, value string) map[string]any {
+	return map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "labels": map[string]any{"parent": "p"}}, "data": map[string]any{"v": value}}
+}
+
+// stored returns the object of gvr ns/name in the cluster's store, nil
+// when there is none.
+func stored(c *ruletest.Cluster, gvr schema.GroupVersionResource, name string) *unstructured.Unstructured {
+	obj, _ := c.Objects.Get(gvr, "ns", name)
+	return obj
+}
+
+// controlledBy reports whether obj's controller is the object of uid.
+func controlledBy(obj *unstructured.Unstructured, uid types.UID) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == uid
+}
+
+// TestSyncWritesChildrenAndStatus: one sync makes the parent's children
+// what the hook answers (a new one created, owned by the parent; a
+// changed one updated; one no longer answered deleted) and writes the
+// status it answers, with observedGeneration, through the status
+// subresource; the hook is given the parent and its children.
+func TestSyncWritesChildrenAndStatus(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(req map[string]any) any {
+		observed, _ := req["children"].(map[string]any)["ConfigMap.v1"].(map[string]any)
+		return map[string]any{"status": map[string]any{"observed": len(observed)},
+			"children": []any{answerChild("keep", "new"), answerChild("add", "a")}}
+	})
+	c, cluster := syncCluster(t, h, nil, nil, parent, syncChild("keep", "old", parent), syncChild("drop", "x", parent))
+	if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	if got := h.Requests()[0]["parent"].(map[string]any)["metadata"].(map[string]any)["name"]; got != "p" {
+		t.Errorf("the hook was given parent %v, want p", got)
+	}
+	add := stored(cluster, ruleConfigMaps, "add")
+	switch {
+	case add == nil:
+		t.Fatalf("child add was not created; writes %v", cluster.Writes())
+	case !controlledBy(add, parent.GetUID()):
+		t.Errorf("child add has owners %v, want the parent as controller", add.GetOwnerReferences())
+	}
+	if keep := stored(cluster, ruleConfigMaps, "keep"); keep == nil || keep.Object["data"].(map[string]any)["v"] != "new" {
+		t.Errorf("child keep is %v, want data.v updated to new", keep)
+	}
+	if drop := stored(cluster, ruleConfigMaps, "drop"); drop != nil {
+		t.Errorf("child drop is still there; writes %v", cluster.Writes())
+	}
+	got := stored(cluster, ruleThings, "p")
+	want := map[string]any{"observed": int64(2), "observedGeneration": int64(3)}
+	if have, _ := got.Object["status"].(map[string]any); !status.Equal(have, want) {
+		t.Errorf("parent status %v, want %v", have, want)
+	}
+	if !slices.Contains(cluster.Writes(), "patch things/status ns/p") {
+		t.Errorf("writes %v, want the status written through its subresource", cluster.Writes())
+	}
+}
+
+// TestRefusedAnswerWritesNothing: an answer whose children the sync
+// refuses (a kind that is not a child resource) fails the sync and
+// writes nothing: neither the children it does declare nor the status.
+func TestRefusedAnswerWritesNothing(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(map[string]any) any {
+		return map[string]any{"status": map[string]any{"n": 1}, "children": []any{
+			answerChild("fine", "v"),
+			map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "s"}},
+		}}
+	})
+	c, cluster := syncCluster(t, h, nil, nil, parent)
+	_, err := c.SyncOnce(t.Context(), parent)
+	if err == nil || !strings.Contains(err.Error(), "Secret") {
+		t.Errorf("SyncOnce: %v, want the refusal of the Secret", err)
+	}
+	if w := cluster.Writes(); len(w) > 0 {
+		t.Errorf("a refused answer wrote %v", w)
+	}
+}
+
+// TestHookFailureLeavesChildrenAndStatus: a sync whose hook fails writes
+// neither children nor status; with the Synced condition on, that
+// condition alone is written (False, its reason HookFailed or the like,
+// the status the hook answered before kept), and a SyncError Event is
+// recorded on the parent.
+func TestHookFailureLeavesChildrenAndStatus(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(map[string]any) any { return ruletest.HTTPError(500) })
+	c, cluster := syncCluster(t, h, nil, map[string]string{engine.SyncedConditionAnnotation: "true"},
+		parent, syncChild("keep", "old", parent))
+	if _, err := c.SyncOnce(t.Context(), parent); err == nil {
+		t.Fatal("SyncOnce of a failing hook did not fail")
+	}
+	for _, w := range cluster.Writes() {
+		if !strings.HasPrefix(w, "patch things/status ns/p") {
+			t.Errorf("a failed hook call wrote %s", w)
+		}
+	}
+	if keep := stored(cluster, ruleConfigMaps, "keep"); keep == nil || keep.GetResourceVersion() != "1" {
+		t.Errorf("child keep is %v, want it untouched", keep)
+	}
+	status, _ := stored(cluster, ruleThings, "p").Object["status"].(map[string]any)
+	if status["old"] != true {
+		t.Errorf("status %v lost what the hook answered before", status)
+	}
+	conditions, _ := status["conditions"].([]any)
+	if len(conditions) != 1 || conditions[0].(map[string]any)["type"] != engine.SyncedConditionType ||
+		conditions[0].(map[string]any)["status"] != "False" {
+		t.Errorf("conditions %v, want %s False", conditions, engine.SyncedConditionType)
+	}
+	if events := cluster.Events(); !slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, engine.ReasonSyncError) }) {
+		t.Errorf("events %v, want a %s", events, engine.ReasonSyncError)
+	}
+}
+
+// TestFinalizeHookFlow: with a finalize hook, a live parent gets the
+// controller's finalizer at its sync; a parent being deleted is given to
+// the finalize hook (finalizing: true), keeps the finalizer while the
+// hook answers finalized: false, and is gone once it answers true (the
+// finalizer removed, nothing else holds it).
+func TestFinalizeHookFlow(t *testing.T) {
+	finalizer := finalizerPrefix + "rules"
+	withFinalize := func(h *ruletest.Hook) func(spec map[string]any) {
+		return func(spec map[string]any) {
+			spec["hooks"].(map[string]any)["finalize"] = map[string]any{"webhook": map[string]any{"url": h.URL + "/finalize", "timeout": "5s"}}
+		}
+	}
+	t.Run("a live parent gets the finalizer", func(t *testing.T) {
+		parent := syncParent()
+		h := ruletest.NewHook(t, func(map[string]any) any { return map[string]any{"children": []any{}} })
+		c, cluster := syncCluster(t, h, withFinalize(h), nil, parent)
+		if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+			t.Fatalf("SyncOnce: %v", err)
+		}
+		if got := stored(cluster, ruleThings, "p").GetFinalizers(); !slices.Contains(got, finalizer) {
+			t.Errorf("finalizers %v, want %s", got, finalizer)
+		}
+	})
+	for _, finalized := range []bool{false, true} {
+		name := map[bool]string{false: "not finalized: the finalizer stays", true: "finalized: the parent is gone"}[finalized]
+		t.Run(name, func(t *testing.T) {
+			parent := syncParent(finalizer)
+			h := ruletest.NewHook(t, func(req map[string]any) any {
+				return map[string]any{"children": []any{}, "finalized": req["finalizing"] == true && finalized}
+			})
+			c, cluster := syncCluster(t, h, withFinalize(h), nil, parent)
+			// Deleted in the store; the cache's copy is the one before.
+			if _, err := cluster.Objects.Delete(t.Context(), ruleThings, "ns", "p", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			deleting := stored(cluster, ruleThings, "p")
+			if _, err := c.SyncOnce(t.Context(), deleting); err != nil {
+				t.Fatalf("SyncOnce: %v", err)
+			}
+			requests := h.Requests()
+			if len(requests) == 0 || requests[0]["finalizing"] != true {
+				t.Fatalf("requests %v, want the finalize hook called with finalizing", requests)
+			}
+			got := stored(cluster, ruleThings, "p")
+			if finalized && got != nil {
+				t.Errorf("the parent is still there, finalizers %v", got.GetFinalizers())
+			}
+			if !finalized && (got == nil || !slices.Contains(got.GetFinalizers(), finalizer)) {
+				t.Errorf("the parent lost its finalizer: %v", got)
+			}
+		})
+	}
+}
+
+// TestSyncAdoptsAndReleasesOrphans: a sync adopts the orphans its
+// parent's selector matches (each gets the parent as controller, and is
+// a child the hook is given) and releases the children that stopped
+// matching (their owner reference removed, the child left in place).
+func TestSyncAdoptsAndReleasesOrphans(t *testing.T) {
+	parent := syncParent()
+	orphan := syncChild("orphan", "o", nil)
+	strayed := syncChild("strayed", "s", parent)
+	strayed.SetLabels(map[string]string{"parent": "someone-else"})
+	other := syncChild("other", "x", nil)
+	other.SetLabels(map[string]string{"parent": "q"})
+	h := ruletest.NewHook(t, func(req map[string]any) any {
+		observed, _ := req["children"].(map[string]any)["ConfigMap.v1"].(map[string]any)
+		var answer []any
+		for key := range observed {
+			answer = append(answer, answerChild(key, "o"))
+		}
+		return map[string]any{"children": answer}
+	})
+	c, cluster := syncCluster(t, h, nil, nil, parent, orphan, strayed, other)
+	if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	observed := h.Requests()[0]["children"].(map[string]any)["ConfigMap.v1"].(map[string]any)
+	if _, ok := observed["orphan"]; !ok || len(observed) != 1 {
+		t.Errorf("the hook was given children %v, want the adopted orphan alone", observed)
+	}
+	if got := stored(cluster, ruleConfigMaps, "orphan"); got == nil || !controlledBy(got, parent.GetUID()) {
+		t.Errorf("orphan %v was not adopted", got)
+	}
+	if got := stored(cluster, ruleConfigMaps, "strayed"); got == nil || len(got.GetOwnerReferences()) != 0 {
+		t.Errorf("strayed %v was not released", got)
+	}
+	if got := stored(cluster, ruleConfigMaps, "other"); got == nil || len(got.GetOwnerReferences()) != 0 {
+		t.Errorf("other, of another selector, is %v: adopted or deleted", got)
+	}
+}
