@@ -23,13 +23,16 @@ import (
 // tests of this package (composite_test.go and others).
 
 // syncCluster starts (StartCaches) the controller of a CompositeController
-// of things and their configmaps (InPlace), whose sync hook is h, then
-// edit, on a cluster holding objs; the controller stops when the test
-// ends.
-func syncCluster(t *testing.T, h *ruletest.Hook, edit func(spec map[string]any), annotations map[string]string, objs ...*unstructured.Unstructured) (*Controller, *ruletest.Cluster) {
+// of parents of parent (things: nil) and their configmaps (InPlace), whose
+// sync hook is h, then edit, on a cluster holding objs; the controller
+// stops when the test ends.
+func syncCluster(t *testing.T, h *ruletest.Hook, parent *schema.GroupVersionResource, edit func(spec map[string]any), annotations map[string]string, objs ...*unstructured.Unstructured) (*Controller, *ruletest.Cluster) {
 	t.Helper()
+	if parent == nil {
+		parent = &ruleThings
+	}
 	cluster := ruletest.NewCluster(ruleResources(t), []schema.GroupVersionResource{ruleThings}, objs...)
-	cc := ruleCompositeController(ruleThings, "InPlace", func(spec map[string]any) {
+	cc := ruleCompositeController(*parent, "InPlace", func(spec map[string]any) {
 		spec["hooks"] = map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": h.URL + "/sync", "timeout": "5s"}}}
 		if edit != nil {
 			edit(spec)
@@ -101,7 +104,7 @@ func TestSyncWritesChildrenAndStatus(t *testing.T) {
 		return map[string]any{"status": map[string]any{"observed": len(observed)},
 			"children": []any{answerChild("keep", "new"), answerChild("add", "a")}}
 	})
-	c, cluster := syncCluster(t, h, nil, nil, parent, syncChild("keep", "old", parent), syncChild("drop", "x", parent))
+	c, cluster := syncCluster(t, h, nil, nil, nil, parent, syncChild("keep", "old", parent), syncChild("drop", "x", parent))
 	if _, err := c.SyncOnce(t.Context(), parent); err != nil {
 		t.Fatalf("SyncOnce: %v", err)
 	}
@@ -142,7 +145,7 @@ func TestRefusedAnswerWritesNothing(t *testing.T) {
 			map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "s"}},
 		}}
 	})
-	c, cluster := syncCluster(t, h, nil, nil, parent)
+	c, cluster := syncCluster(t, h, nil, nil, nil, parent)
 	_, err := c.SyncOnce(t.Context(), parent)
 	if err == nil || !strings.Contains(err.Error(), "Secret") {
 		t.Errorf("SyncOnce: %v, want the refusal of the Secret", err)
@@ -160,7 +163,7 @@ func TestRefusedAnswerWritesNothing(t *testing.T) {
 func TestHookFailureLeavesChildrenAndStatus(t *testing.T) {
 	parent := syncParent()
 	h := ruletest.NewHook(t, func(map[string]any) any { return ruletest.HTTPError(500) })
-	c, cluster := syncCluster(t, h, nil, map[string]string{engine.SyncedConditionAnnotation: "true"},
+	c, cluster := syncCluster(t, h, nil, nil, map[string]string{engine.SyncedConditionAnnotation: "true"},
 		parent, syncChild("keep", "old", parent))
 	if _, err := c.SyncOnce(t.Context(), parent); err == nil {
 		t.Fatal("SyncOnce of a failing hook did not fail")
@@ -202,7 +205,7 @@ func TestFinalizeHookFlow(t *testing.T) {
 	t.Run("a live parent gets the finalizer", func(t *testing.T) {
 		parent := syncParent()
 		h := ruletest.NewHook(t, func(map[string]any) any { return map[string]any{"children": []any{}} })
-		c, cluster := syncCluster(t, h, withFinalize(h), nil, parent)
+		c, cluster := syncCluster(t, h, nil, withFinalize(h), nil, parent)
 		if _, err := c.SyncOnce(t.Context(), parent); err != nil {
 			t.Fatalf("SyncOnce: %v", err)
 		}
@@ -217,7 +220,7 @@ func TestFinalizeHookFlow(t *testing.T) {
 			h := ruletest.NewHook(t, func(req map[string]any) any {
 				return map[string]any{"children": []any{}, "finalized": req["finalizing"] == true && finalized}
 			})
-			c, cluster := syncCluster(t, h, withFinalize(h), nil, parent)
+			c, cluster := syncCluster(t, h, nil, withFinalize(h), nil, parent)
 			// Deleted in the store; the cache's copy is the one before.
 			if _, err := cluster.Objects.Delete(t.Context(), ruleThings, "ns", "p", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
@@ -260,7 +263,7 @@ func TestSyncAdoptsAndReleasesOrphans(t *testing.T) {
 		}
 		return map[string]any{"children": answer}
 	})
-	c, cluster := syncCluster(t, h, nil, nil, parent, orphan, strayed, other)
+	c, cluster := syncCluster(t, h, nil, nil, nil, parent, orphan, strayed, other)
 	if _, err := c.SyncOnce(t.Context(), parent); err != nil {
 		t.Fatalf("SyncOnce: %v", err)
 	}
@@ -276,5 +279,209 @@ func TestSyncAdoptsAndReleasesOrphans(t *testing.T) {
 	}
 	if got := stored(cluster, ruleConfigMaps, "other"); got == nil || len(got.GetOwnerReferences()) != 0 {
 		t.Errorf("other, of another selector, is %v: adopted or deleted", got)
+	}
+}
+
+// withMethod sets the update method of the configmaps.
+func withMethod(method string) func(spec map[string]any) {
+	return func(spec map[string]any) {
+		spec["childResources"].([]any)[0].(map[string]any)["updateStrategy"] = map[string]any{"method": method}
+	}
+}
+
+// answerKeepAndAdd answers children keep (data.v new) and add.
+func answerKeepAndAdd(map[string]any) any {
+	return map[string]any{"children": []any{answerChild("keep", "new"), answerChild("add", "a")}}
+}
+
+// TestOnDeleteLeavesChangedChildren: with OnDelete, a child that differs
+// from the answer is left as it is, while a missing one is created.
+func TestOnDeleteLeavesChangedChildren(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, answerKeepAndAdd)
+	c, cluster := syncCluster(t, h, nil, withMethod("OnDelete"), nil, parent, syncChild("keep", "old", parent))
+	if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	if keep := stored(cluster, ruleConfigMaps, "keep"); keep == nil || keep.GetResourceVersion() != "1" {
+		t.Errorf("child keep is %v, want it untouched", keep)
+	}
+	if stored(cluster, ruleConfigMaps, "add") == nil {
+		t.Errorf("child add was not created; writes %v", cluster.Writes())
+	}
+}
+
+// TestRecreateDeletesAChangedChild: with Recreate, a child that differs
+// from the answer is deleted (a later sync creates it anew), not updated.
+func TestRecreateDeletesAChangedChild(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, answerKeepAndAdd)
+	c, cluster := syncCluster(t, h, nil, withMethod("Recreate"), nil, parent, syncChild("keep", "old", parent))
+	if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	if keep := stored(cluster, ruleConfigMaps, "keep"); keep != nil && keep.GetUID() == "uid-ns/keep" {
+		t.Errorf("child keep is %v, want it deleted; writes %v", keep, cluster.Writes())
+	}
+	if slices.Contains(cluster.Writes(), "update configmaps ns/keep") {
+		t.Errorf("writes %v: keep was updated", cluster.Writes())
+	}
+}
+
+// TestAnswerWithoutChildrenListIsRefused: an answer with no "children"
+// list is refused (it would delete every child): nothing is written,
+// and the SyncError says how to ask for that.
+func TestAnswerWithoutChildrenListIsRefused(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(map[string]any) any { return map[string]any{"status": map[string]any{"n": 1}} })
+	c, cluster := syncCluster(t, h, nil, nil, nil, parent, syncChild("keep", "old", parent))
+	if _, err := c.SyncOnce(t.Context(), parent); err == nil || !strings.Contains(err.Error(), `no "children" list`) {
+		t.Errorf("SyncOnce: %v, want the refusal of an answer without children", err)
+	}
+	if w := cluster.Writes(); len(w) > 0 {
+		t.Errorf("a refused answer wrote %v", w)
+	}
+}
+
+// TestSameStatusIsNotWritten: a status the parent already has (numbers
+// compared by value) is not written again.
+func TestSameStatusIsNotWritten(t *testing.T) {
+	parent := syncParent()
+	parent.Object["status"] = map[string]any{"n": int64(1), "observedGeneration": int64(3)}
+	h := ruletest.NewHook(t, func(map[string]any) any {
+		return map[string]any{"children": []any{}, "status": map[string]any{"n": 1.0}}
+	})
+	c, cluster := syncCluster(t, h, nil, nil, nil, parent)
+	if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	if w := cluster.Writes(); len(w) > 0 {
+		t.Errorf("an unchanged status was written: %v", w)
+	}
+}
+
+// TestStatusWithoutSubresource: a parent whose resource has no status
+// subresource gets its status by a patch of the object itself.
+func TestStatusWithoutSubresource(t *testing.T) {
+	parent := inmemory.Object("test.metactl.io/v1", "PlainThing", "ns", "p", nil, nil)
+	parent.Object["spec"] = map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"parent": "p"}}}
+	h := ruletest.NewHook(t, func(map[string]any) any {
+		return map[string]any{"children": []any{}, "status": map[string]any{"ok": true}}
+	})
+	c, cluster := syncCluster(t, h, &rulePlainThings, nil, nil, parent)
+	if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	got, _ := cluster.Objects.Get(rulePlainThings, "ns", "p")
+	if got == nil || got.Object["status"] == nil || got.Object["status"].(map[string]any)["ok"] != true {
+		t.Errorf("parent %v, want status.ok", got)
+	}
+	if w := cluster.Writes(); !slices.Equal(w, []string{"patch plainthings ns/p"}) {
+		t.Errorf("writes %v, want one patch of the object", w)
+	}
+}
+
+// TestConfigMapParentKeepsStatusInAnnotation: a built-in parent (a
+// ConfigMap, no status) keeps the hook's status in StatusAnnotation.
+func TestConfigMapParentKeepsStatusInAnnotation(t *testing.T) {
+	parent := inmemory.Object("v1", "ConfigMap", "ns", "p", nil, nil)
+	h := ruletest.NewHook(t, func(map[string]any) any {
+		return map[string]any{"children": []any{}, "status": map[string]any{"step": "two"}}
+	})
+	c, cluster := syncCluster(t, h, &ruleConfigMaps, func(spec map[string]any) {
+		spec["generateSelector"] = true
+		spec["childResources"] = []any{map[string]any{"apiVersion": "v1", "resource": "secrets"}}
+	}, nil, parent)
+	if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	got := stored(cluster, ruleConfigMaps, "p")
+	if a := got.GetAnnotations()[engine.StatusAnnotation]; !strings.Contains(a, `"step":"two"`) {
+		t.Errorf("annotation %s = %q, want the status", engine.StatusAnnotation, a)
+	}
+	if got.Object["status"] != nil {
+		t.Errorf("the ConfigMap got a .status: %v", got.Object["status"])
+	}
+}
+
+// TestGeneratedSelectorLabelsChildren: with generateSelector, a child
+// gets the controller-uid label of its parent.
+func TestGeneratedSelectorLabelsChildren(t *testing.T) {
+	parent := syncParent()
+	parent.Object["spec"] = map[string]any{}
+	h := ruletest.NewHook(t, func(map[string]any) any {
+		return map[string]any{"children": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c"}}}}
+	})
+	c, cluster := syncCluster(t, h, nil, func(spec map[string]any) { spec["generateSelector"] = true }, nil, parent)
+	if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	if child := stored(cluster, ruleConfigMaps, "c"); child == nil || child.GetLabels()[ControllerUIDLabel] != string(parent.GetUID()) {
+		t.Errorf("child %v, want label %s=%s", child, ControllerUIDLabel, parent.GetUID())
+	}
+}
+
+// TestChildInAnotherNamespaceIsRefused: a child the hook puts in
+// another namespace than its namespaced parent's refuses the answer
+// whole: nothing is written.
+func TestChildInAnotherNamespaceIsRefused(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(map[string]any) any {
+		forged := answerChild("forged", "x")
+		forged["metadata"].(map[string]any)["namespace"] = "other"
+		return map[string]any{"children": []any{answerChild("fine", "v"), forged}}
+	})
+	c, cluster := syncCluster(t, h, nil, nil, nil, parent)
+	if _, err := c.SyncOnce(t.Context(), parent); err == nil || !strings.Contains(err.Error(), "namespace") {
+		t.Errorf("SyncOnce: %v, want the refusal of the namespace", err)
+	}
+	if w := cluster.Writes(); len(w) > 0 {
+		t.Errorf("a refused answer wrote %v", w)
+	}
+}
+
+// TestAnswerEventsAreRecorded: the Events an answer asks for are
+// recorded on the parent (no type: Normal), once per sync although the
+// rounds call the hook more than once.
+func TestAnswerEventsAreRecorded(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(req map[string]any) any {
+		observed, _ := req["children"].(map[string]any)["ConfigMap.v1"].(map[string]any)
+		return map[string]any{"children": []any{answerChild("c", "v")}, "status": map[string]any{"n": len(observed)},
+			"events": []any{
+				map[string]any{"type": "Warning", "reason": "BackupFailed", "message": "disk full"},
+				map[string]any{"reason": "Called", "message": "hello"},
+			}}
+	})
+	c, cluster := syncCluster(t, h, nil, nil, nil, parent)
+	if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	if len(h.Requests()) < 2 {
+		t.Fatalf("%d hook calls, want the rounds to call it again after the child's write", len(h.Requests()))
+	}
+	events := cluster.Events()
+	want := []string{"Warning BackupFailed disk full", "Normal Called hello"}
+	if !slices.Equal(events, want) {
+		t.Errorf("events %q, want %q", events, want)
+	}
+}
+
+// TestSyncedConditionAfterASync: with the Synced condition on, a
+// successful sync writes it True along with the hook's status.
+func TestSyncedConditionAfterASync(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(map[string]any) any {
+		return map[string]any{"children": []any{}, "status": map[string]any{"mine": "yes"}}
+	})
+	c, cluster := syncCluster(t, h, nil, nil, map[string]string{engine.SyncedConditionAnnotation: "true"}, parent)
+	if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	status, _ := stored(cluster, ruleThings, "p").Object["status"].(map[string]any)
+	conditions, _ := status["conditions"].([]any)
+	if status["mine"] != "yes" || len(conditions) != 1 || conditions[0].(map[string]any)["type"] != engine.SyncedConditionType ||
+		conditions[0].(map[string]any)["status"] != "True" {
+		t.Errorf("status %v, want the hook's and %s True", status, engine.SyncedConditionType)
 	}
 }
