@@ -229,9 +229,8 @@ func TestFinalizeHookFlow(t *testing.T) {
 			if _, err := c.SyncOnce(t.Context(), deleting); err != nil {
 				t.Fatalf("SyncOnce: %v", err)
 			}
-			requests := h.Requests()
-			if len(requests) == 0 || requests[0]["finalizing"] != true {
-				t.Fatalf("requests %v, want the finalize hook called with finalizing", requests)
+			if r := h.Requests(); len(r) == 0 || r[0]["finalizing"] != true {
+				t.Fatalf("%d hook calls, none the finalize hook's with finalizing", len(r))
 			}
 			got := stored(cluster, ruleThings, "p")
 			if finalized && got != nil {
