@@ -192,14 +192,15 @@ func (o *Objects) nextRV() string {
 	return strconv.Itoa(o.rv)
 }
 
-func (o *Objects) create(gvr schema.GroupVersionResource, namespace string, body []byte) (obj *unstructured.Unstructured, err error) {
+func (o *Objects) create(gvr schema.GroupVersionResource, namespace string, body []byte) (_ *unstructured.Unstructured, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	obj = &unstructured.Unstructured{}
+	obj := &unstructured.Unstructured{}
 	if err := obj.UnmarshalJSON(body); err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("decoding a %s: %v", gvr.Resource, err))
 	}
-	defer func() { o.record("create", gvr, "", namespace, obj.GetName(), err) }()
+	name := obj.GetName()
+	defer func() { o.record("create", gvr, "", namespace, name, err) }()
 	if obj.GetNamespace() == "" {
 		obj.SetNamespace(namespace)
 	}
