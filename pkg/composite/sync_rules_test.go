@@ -1,9 +1,11 @@
 package composite
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -482,5 +484,158 @@ func TestSyncedConditionAfterASync(t *testing.T) {
 	if status["mine"] != "yes" || len(conditions) != 1 || conditions[0].(map[string]any)["type"] != engine.SyncedConditionType ||
 		conditions[0].(map[string]any)["status"] != "True" {
 		t.Errorf("status %v, want the hook's and %s True", status, engine.SyncedConditionType)
+	}
+}
+
+// hasEvent reports whether events has one of reason.
+func hasEvent(events []string, reason string) bool {
+	return slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, " "+reason+" ") })
+}
+
+// TestInvalidEventRefusesTheWholeAnswer: an answer with an Event of an
+// invalid type is refused whole: no child, no status, none of its
+// Events; the sync fails with what is wrong.
+func TestInvalidEventRefusesTheWholeAnswer(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(map[string]any) any {
+		return map[string]any{"children": []any{answerChild("c", "v")}, "status": map[string]any{"n": 1},
+			"events": []any{map[string]any{"reason": "Fine"}, map[string]any{"type": "Warn", "reason": "Broken"}}}
+	})
+	c, cluster := syncCluster(t, h, nil, nil, nil, parent)
+	if _, err := c.SyncOnce(t.Context(), parent); err == nil || !strings.Contains(err.Error(), `events[1].type "Warn": must be Normal or Warning`) {
+		t.Errorf("SyncOnce: %v, want the refusal of the event", err)
+	}
+	if w := cluster.Writes(); len(w) > 0 {
+		t.Errorf("a refused answer wrote %v", w)
+	}
+	if events := cluster.Events(); hasEvent(events, "Fine") {
+		t.Errorf("events %v: the refused answer's Event was recorded", events)
+	}
+}
+
+// TestConditionTimesKeptUntilTheStatusChanges: a condition the hook answers
+// without lastTransitionTime keeps the time the parent's condition of its
+// type has while its status stays, gets now when its status changes (or
+// it is new), and gets the parent's generation as observedGeneration
+// unless the hook gives one.
+func TestConditionTimesKeptUntilTheStatusChanges(t *testing.T) {
+	const old = "2020-01-01T00:00:00Z"
+	for _, ready := range []string{"True", "False"} {
+		t.Run("Ready "+ready, func(t *testing.T) {
+			parent := syncParent()
+			parent.Object["status"] = map[string]any{"conditions": []any{
+				map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": old}}}
+			h := ruletest.NewHook(t, func(map[string]any) any {
+				return map[string]any{"children": []any{}, "status": map[string]any{"conditions": []any{
+					map[string]any{"type": "Ready", "status": ready, "reason": "Checked"},
+					map[string]any{"type": "Custom", "status": "True", "observedGeneration": 7},
+				}}}
+			})
+			c, cluster := syncCluster(t, h, nil, nil, nil, parent)
+			before := time.Now().UTC().Truncate(time.Second)
+			if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+				t.Fatalf("SyncOnce: %v", err)
+			}
+			conditions := map[string]map[string]any{}
+			st, _ := stored(cluster, ruleThings, "p").Object["status"].(map[string]any)
+			for _, c := range st["conditions"].([]any) {
+				conditions[c.(map[string]any)["type"].(string)] = c.(map[string]any)
+			}
+			r := conditions["Ready"]
+			at, err := time.Parse(time.RFC3339, fmt.Sprint(r["lastTransitionTime"]))
+			switch {
+			case r["reason"] != "Checked" || r["observedGeneration"] != int64(3):
+				t.Errorf("Ready = %v, want the hook's reason and observedGeneration 3", r)
+			case ready == "True" && r["lastTransitionTime"] != old:
+				t.Errorf("Ready = %v, want the time it had (%s)", r, old)
+			case ready == "False" && (err != nil || at.Before(before)):
+				t.Errorf("Ready = %v after it flipped, want lastTransitionTime now", r)
+			}
+			if cu := conditions["Custom"]; cu["observedGeneration"] != int64(7) || cu["lastTransitionTime"] == nil {
+				t.Errorf("Custom = %v, want the hook's observedGeneration 7 and a lastTransitionTime", cu)
+			}
+		})
+	}
+}
+
+// TestFinalizeHookSeesChildrenBeingDeleted: while a finalize hook's
+// children are deleted but held by their finalizers, the next round gives
+// them to the hook with their deletionTimestamp, and the parent keeps its
+// finalizer as long as the hook does not answer finalized.
+func TestFinalizeHookSeesChildrenBeingDeleted(t *testing.T) {
+	finalizer := finalizerPrefix + "rules"
+	parent := syncParent(finalizer)
+	child := syncChild("held", "v", parent)
+	child.SetFinalizers([]string{"example.com/hold"})
+	h := ruletest.NewHook(t, func(req map[string]any) any {
+		observed, _ := req["children"].(map[string]any)["ConfigMap.v1"].(map[string]any)
+		return map[string]any{"children": []any{}, "finalized": len(observed) == 0}
+	})
+	c, cluster := syncCluster(t, h, nil, func(spec map[string]any) {
+		spec["hooks"].(map[string]any)["finalize"] = map[string]any{"webhook": map[string]any{"url": h.URL + "/finalize", "timeout": "5s"}}
+	}, nil, parent, child)
+	if _, err := cluster.Objects.Delete(t.Context(), ruleThings, "ns", "p", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SyncOnce(t.Context(), stored(cluster, ruleThings, "p")); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	seen := false
+	for _, req := range h.Requests() {
+		held, _ := req["children"].(map[string]any)["ConfigMap.v1"].(map[string]any)["held"].(map[string]any)
+		if held == nil {
+			t.Fatal("a finalize call saw no children while its ConfigMap was still there")
+		}
+		seen = seen || held["metadata"].(map[string]any)["deletionTimestamp"] != nil
+	}
+	if !seen {
+		t.Errorf("no finalize call saw the child being deleted; writes %v", cluster.Writes())
+	}
+	if p := stored(cluster, ruleThings, "p"); p == nil || !slices.Contains(p.GetFinalizers(), finalizer) {
+		t.Errorf("the parent is %v: gone or without its finalizer while its child is being deleted", p)
+	}
+}
+
+// TestSelectorByAbsenceOnlyFailsTheSync: a parent whose selector matches
+// by the absence of labels only fails its sync before any hook call; the
+// orphans it would match are left alone.
+func TestSelectorByAbsenceOnlyFailsTheSync(t *testing.T) {
+	parent := syncParent()
+	parent.Object["spec"] = map[string]any{"selector": map[string]any{"matchExpressions": []any{
+		map[string]any{"key": "nope", "operator": "DoesNotExist"}}}}
+	h := ruletest.NewHook(t, func(map[string]any) any { return map[string]any{"children": []any{}} })
+	c, cluster := syncCluster(t, h, nil, nil, nil, parent, syncChild("orphan", "o", nil))
+	if _, err := c.SyncOnce(t.Context(), parent); err == nil || !strings.Contains(err.Error(), "absence of labels only") {
+		t.Errorf("SyncOnce: %v, want the refusal of the selector", err)
+	}
+	if n := len(h.Requests()); n != 0 {
+		t.Errorf("the hook was called %d times", n)
+	}
+	if w := cluster.Writes(); len(w) > 0 {
+		t.Errorf("the sync wrote %v", w)
+	}
+}
+
+// TestStatusAnnotationTooLargeIsRefused: a built-in parent's status that
+// would not fit StatusAnnotation fails the sync and leaves the annotation
+// as it was; the answer's children are written.
+func TestStatusAnnotationTooLargeIsRefused(t *testing.T) {
+	parent := inmemory.Object("v1", "ConfigMap", "ns", "p", nil, map[string]string{engine.StatusAnnotation: `{"size":"small"}`})
+	h := ruletest.NewHook(t, func(map[string]any) any {
+		return map[string]any{"status": map[string]any{"blob": strings.Repeat("x", engine.MaxStatusAnnotationBytes)},
+			"children": []any{map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "s"}}}}
+	})
+	c, cluster := syncCluster(t, h, &ruleConfigMaps, func(spec map[string]any) {
+		spec["generateSelector"] = true
+		spec["childResources"] = []any{map[string]any{"apiVersion": "v1", "resource": "secrets"}}
+	}, nil, parent)
+	if _, err := c.SyncOnce(t.Context(), parent); err == nil || !strings.Contains(err.Error(), "more than the 65536 bytes") {
+		t.Errorf("SyncOnce: %v, want the refusal of the status's size", err)
+	}
+	if a := stored(cluster, ruleConfigMaps, "p").GetAnnotations()[engine.StatusAnnotation]; a != `{"size":"small"}` {
+		t.Errorf("annotation %s = %.40q, want the previous status kept", engine.StatusAnnotation, a)
+	}
+	if s, _ := cluster.Objects.Get(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, "ns", "s"); s == nil {
+		t.Errorf("the answer's child was not written; writes %v", cluster.Writes())
 	}
 }
