@@ -30,10 +30,16 @@ import (
 // stops when the test ends.
 func syncCluster(t *testing.T, h *ruletest.Hook, parent *schema.GroupVersionResource, edit func(spec map[string]any), annotations map[string]string, objs ...*unstructured.Unstructured) (*Controller, *ruletest.Cluster) {
 	t.Helper()
+	cluster := ruletest.NewCluster(ruleResources(t), []schema.GroupVersionResource{ruleThings}, objs...)
+	return startSync(t, cluster, h, parent, edit, annotations), cluster
+}
+
+// startSync is syncCluster on a cluster already made.
+func startSync(t *testing.T, cluster *ruletest.Cluster, h *ruletest.Hook, parent *schema.GroupVersionResource, edit func(spec map[string]any), annotations map[string]string) *Controller {
+	t.Helper()
 	if parent == nil {
 		parent = &ruleThings
 	}
-	cluster := ruletest.NewCluster(ruleResources(t), []schema.GroupVersionResource{ruleThings}, objs...)
 	cc := ruleCompositeController(*parent, "InPlace", func(spec map[string]any) {
 		spec["hooks"] = map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": h.URL + "/sync", "timeout": "5s"}}}
 		if edit != nil {
@@ -49,7 +55,7 @@ func syncCluster(t *testing.T, h *ruletest.Hook, parent *schema.GroupVersionReso
 		t.Fatalf("StartCaches: %v", err)
 	}
 	t.Cleanup(c.Stop)
-	return c, cluster
+	return c
 }
 
 // syncParent is the parent ns/p: a Thing whose spec.selector selects
@@ -637,5 +643,85 @@ func TestStatusAnnotationTooLargeIsRefused(t *testing.T) {
 	}
 	if s, _ := cluster.Objects.Get(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, "ns", "s"); s == nil {
 		t.Errorf("the answer's child was not written; writes %v", cluster.Writes())
+	}
+}
+
+// withCustomize adds a customize hook at customize.
+func withCustomize(customize *ruletest.Hook) func(spec map[string]any) {
+	return func(spec map[string]any) {
+		spec["hooks"].(map[string]any)["customize"] = map[string]any{"webhook": map[string]any{"url": customize.URL + "/customize", "timeout": "5s"}}
+	}
+}
+
+// feedsOf is the customize hook's answer: the ConfigMaps labelled
+// feeds=<parent's name>.
+func feedsOf(req map[string]any) any {
+	name := req["parent"].(map[string]any)["metadata"].(map[string]any)["name"]
+	return map[string]any{"relatedResources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps",
+		"labelSelector": map[string]any{"matchLabels": map[string]any{"feeds": name}}}}}
+}
+
+// feed is the ConfigMap ns/<name> labelled feeds=<parent>.
+func feed(name, parent string) *unstructured.Unstructured {
+	return inmemory.Object("v1", "ConfigMap", "ns", name, map[string]string{"feeds": parent}, nil)
+}
+
+// TestRelatedObjectsAreGivenToTheSyncHook: the objects the customize
+// hook's rules select (a label selector) are given to the sync hook, in
+// "related", and no others.
+func TestRelatedObjectsAreGivenToTheSyncHook(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(map[string]any) any { return map[string]any{"children": []any{}} })
+	customize := ruletest.NewHook(t, feedsOf)
+	c, _ := syncCluster(t, h, nil, withCustomize(customize), nil, parent, feed("feed-1", "p"), feed("other", "q"))
+	if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	related, _ := h.Requests()[0]["related"].(map[string]any)["ConfigMap.v1"].(map[string]any)
+	if _, ok := related["feed-1"]; !ok || len(related) != 1 {
+		t.Errorf("related %v, want feed-1 alone", related)
+	}
+}
+
+// TestInvalidCustomizeAnswerWritesNothing: a customize answer whose rule
+// is invalid (names with a label selector) fails the sync before the sync
+// hook: nothing is written.
+func TestInvalidCustomizeAnswerWritesNothing(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(map[string]any) any { return map[string]any{"children": []any{}, "status": map[string]any{"n": 1}} })
+	customize := ruletest.NewHook(t, func(map[string]any) any {
+		return map[string]any{"relatedResources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps",
+			"names": []any{"x"}, "labelSelector": map[string]any{"matchLabels": map[string]any{"a": "b"}}}}}
+	})
+	c, cluster := syncCluster(t, h, nil, withCustomize(customize), nil, parent)
+	if _, err := c.SyncOnce(t.Context(), parent); err == nil || !strings.Contains(err.Error(), "names cannot be combined") {
+		t.Errorf("SyncOnce: %v, want the refusal of the customize answer", err)
+	}
+	if n := len(h.Requests()); n != 0 {
+		t.Errorf("the sync hook was called %d times", n)
+	}
+	if w := cluster.Writes(); len(w) > 0 {
+		t.Errorf("the sync wrote %v", w)
+	}
+}
+
+// TestTooManyRelatedObjectsFailsTheSync: rules that select more related
+// objects than Options.MaxRelatedObjects fail the sync, naming the rule,
+// the count and the flag, before the sync hook.
+func TestTooManyRelatedObjectsFailsTheSync(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(map[string]any) any { return map[string]any{"children": []any{}} })
+	customize := ruletest.NewHook(t, feedsOf)
+	cluster := ruletest.NewCluster(ruleResources(t), []schema.GroupVersionResource{ruleThings},
+		parent, feed("feed-1", "p"), feed("feed-2", "p"), feed("feed-3", "p"))
+	cluster.Options.MaxRelatedObjects = 2
+	c := startSync(t, cluster, h, nil, withCustomize(customize), nil)
+	_, err := c.SyncOnce(t.Context(), parent)
+	want := "relatedResources[0] (configmaps): the rules select 3 related objects up to this one, more than the limit of 2 per parent (--max-related-objects)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("SyncOnce: %v, want %q", err, want)
+	}
+	if n := len(h.Requests()); n != 0 {
+		t.Errorf("the sync hook was called %d times", n)
 	}
 }
