@@ -67,13 +67,18 @@ type Write struct {
 	Failed                             bool
 }
 
-// String is the write as a test reports it: "patch things/status ns/p".
+// String is the write as a test reports it: "patch things/status ns/p"
+// ("... p" for a cluster-scoped object).
 func (w Write) String() string {
 	res := w.Resource.Resource
 	if w.Subresource != "" {
 		res += "/" + w.Subresource
 	}
-	s := w.Verb + " " + res + " " + w.Namespace + "/" + w.Name
+	name := w.Name
+	if w.Namespace != "" {
+		name = w.Namespace + "/" + w.Name
+	}
+	s := w.Verb + " " + res + " " + name
 	if w.Failed {
 		s += " (failed)"
 	}
