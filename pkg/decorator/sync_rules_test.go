@@ -1,6 +1,8 @@
 package decorator
 
 import (
+	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -30,15 +32,11 @@ var (
 const decoratorFinalizer = "metacontroller.io/decoratorcontroller-rules"
 
 // syncDecorator starts (StartCaches) the DecoratorController "rules",
-// whose sync hook is h (and finalize hook too, with finalize), on a
-// cluster holding objs; it stops when the test ends.
-func syncDecorator(t *testing.T, h *ruletest.Hook, finalize bool, objs ...*unstructured.Unstructured) (*Controller, *ruletest.Cluster) {
+// whose sync hook is h, then edit applied to its object, on a cluster
+// holding objs; it stops when the test ends.
+func syncDecorator(t *testing.T, h *ruletest.Hook, edit func(dc *unstructured.Unstructured), objs ...*unstructured.Unstructured) (*Controller, *ruletest.Cluster) {
 	t.Helper()
 	cluster := ruletest.NewCluster(ruleServed(t), nil, objs...)
-	hooks := map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": h.URL + "/sync", "timeout": "5s"}}}
-	if finalize {
-		hooks["finalize"] = map[string]any{"webhook": map[string]any{"url": h.URL + "/finalize", "timeout": "5s"}}
-	}
 	dc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "DecoratorController",
 		"metadata": map[string]any{"name": "rules", "uid": "dc-uid", "generation": int64(1)},
@@ -46,9 +44,12 @@ func syncDecorator(t *testing.T, h *ruletest.Hook, finalize bool, objs ...*unstr
 			"resources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps",
 				"labelSelector": map[string]any{"matchLabels": map[string]any{"decorate": "yes"}}}},
 			"attachments": []any{map[string]any{"apiVersion": "v1", "resource": "secrets", "updateStrategy": map[string]any{"method": "InPlace"}}},
-			"hooks":       hooks,
+			"hooks":       map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": h.URL + "/sync", "timeout": "5s"}}},
 		},
 	}}
+	if edit != nil {
+		edit(dc)
+	}
 	c, err := New(t.Context(), dc, cluster.Options)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -58,6 +59,22 @@ func syncDecorator(t *testing.T, h *ruletest.Hook, finalize bool, objs ...*unstr
 	}
 	t.Cleanup(c.Stop)
 	return c, cluster
+}
+
+// withFinalize adds a finalize hook at h.
+func withFinalize(h *ruletest.Hook) func(dc *unstructured.Unstructured) {
+	return func(dc *unstructured.Unstructured) {
+		dc.Object["spec"].(map[string]any)["hooks"].(map[string]any)["finalize"] = map[string]any{"webhook": map[string]any{"url": h.URL + "/finalize", "timeout": "5s"}}
+	}
+}
+
+// decorating makes the decorator's resources those of apiVersion and
+// resource labelled decorate=yes.
+func decorating(apiVersion, resource string) func(dc *unstructured.Unstructured) {
+	return func(dc *unstructured.Unstructured) {
+		dc.Object["spec"].(map[string]any)["resources"] = []any{map[string]any{"apiVersion": apiVersion, "resource": resource,
+			"labelSelector": map[string]any{"matchLabels": map[string]any{"decorate": "yes"}}}}
+	}
 }
 
 // decorated is the ConfigMap ns/<name>, labelled decorate=yes (selected)
@@ -91,7 +108,7 @@ func TestDecoratorWritesLabelsAnnotationsAndAttachments(t *testing.T) {
 		return map[string]any{"labels": map[string]any{"decorated": "yes"}, "annotations": map[string]any{"note": nil},
 			"attachments": []any{answerSecret("new")}}
 	})
-	c, cluster := syncDecorator(t, h, false, obj, attachment("stale", obj))
+	c, cluster := syncDecorator(t, h, nil, obj, attachment("stale", obj))
 	if _, err := c.SyncOnce(t.Context(), obj); err != nil {
 		t.Fatalf("SyncOnce: %v", err)
 	}
@@ -124,7 +141,7 @@ func TestDecoratorFinalizesAnObjectThatStopsMatching(t *testing.T) {
 	h := ruletest.NewHook(t, func(req map[string]any) any {
 		return map[string]any{"labels": map[string]any{"synced": nil}, "finalized": req["finalizing"] == true}
 	})
-	c, cluster := syncDecorator(t, h, true, obj)
+	c, cluster := syncDecorator(t, h, withFinalize(h), obj)
 	if _, err := c.SyncOnce(t.Context(), obj); err != nil {
 		t.Fatalf("SyncOnce: %v", err)
 	}
@@ -145,7 +162,7 @@ func TestDecoratorCleanupRemovesEveryFinalizer(t *testing.T) {
 	objs := []*unstructured.Unstructured{
 		decorated("a", decoratorFinalizer), decorated("b", decoratorFinalizer, "other/keep"), decorated("c"),
 	}
-	c, cluster := syncDecorator(t, h, true, objs...)
+	c, cluster := syncDecorator(t, h, withFinalize(h), objs...)
 	if err := c.Cleanup(t.Context()); err != nil {
 		t.Fatalf("Cleanup: %v", err)
 	}
@@ -170,7 +187,7 @@ func TestDecoratorRefusedAnswerChangesNothing(t *testing.T) {
 		forged["metadata"].(map[string]any)["namespace"] = "default"
 		return map[string]any{"labels": map[string]any{"v": "bad"}, "attachments": []any{answerSecret("fine"), forged}}
 	})
-	c, cluster := syncDecorator(t, h, false, obj, attachment("kept", obj))
+	c, cluster := syncDecorator(t, h, nil, obj, attachment("kept", obj))
 	if _, err := c.SyncOnce(t.Context(), obj); err == nil || !strings.Contains(err.Error(), "namespace") {
 		t.Errorf("SyncOnce: %v, want the refusal of the namespace", err)
 	}
@@ -191,7 +208,7 @@ func TestDecoratorLaterFailingCallKeepsTheFirstAnswer(t *testing.T) {
 		}
 		return map[string]any{"labels": map[string]any{"answer": "first"}, "attachments": []any{answerSecret("s")}}
 	})
-	c, cluster := syncDecorator(t, h, false, obj)
+	c, cluster := syncDecorator(t, h, nil, obj)
 	if _, err := c.SyncOnce(t.Context(), obj); err == nil {
 		t.Error("SyncOnce succeeded, but the second call failed")
 	}
@@ -203,5 +220,124 @@ func TestDecoratorLaterFailingCallKeepsTheFirstAnswer(t *testing.T) {
 	}
 	if events := cluster.Events(); !slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, engine.ReasonSyncError) }) {
 		t.Errorf("events %v, want a %s", events, engine.ReasonSyncError)
+	}
+}
+
+// hasEvent reports whether events has one of reason.
+func hasEvent(events []string, reason string) bool {
+	return slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, " "+reason+" ") })
+}
+
+// TestDecoratorAnswerWithoutAttachmentsIsRefused: an answer without an
+// "attachments" list (a typo) is refused, as it would delete every
+// attachment: nothing is written, and its unknown key is reported.
+func TestDecoratorAnswerWithoutAttachmentsIsRefused(t *testing.T) {
+	obj := decorated("target")
+	h := ruletest.NewHook(t, func(map[string]any) any {
+		return map[string]any{"labels": map[string]any{"decorated": "changed"}, "attachment": []any{answerSecret("s")}}
+	})
+	c, cluster := syncDecorator(t, h, nil, obj, attachment("kept", obj))
+	if _, err := c.SyncOnce(t.Context(), obj); err == nil || !strings.Contains(err.Error(), `no "attachments" list (it has "attachment" (did you mean "attachments"?))`) {
+		t.Errorf("SyncOnce: %v, want the refusal of an answer without attachments", err)
+	}
+	if w := cluster.Writes(); len(w) > 0 {
+		t.Errorf("a refused answer wrote %v", w)
+	}
+	if events := cluster.Events(); !hasEvent(events, engine.ReasonUnknownAnswerField) {
+		t.Errorf("events %v, want a %s", events, engine.ReasonUnknownAnswerField)
+	}
+}
+
+// TestDecoratorOfABuiltInObjectKeepsItsStatus: a decorated built-in
+// object (a Service) keeps the hook's status in StatusAnnotation; its
+// own .status is untouched and is what the hook is given.
+func TestDecoratorOfABuiltInObjectKeepsItsStatus(t *testing.T) {
+	svc := inmemory.Object("v1", "Service", "ns", "web", map[string]string{"decorate": "yes"}, nil)
+	svc.Object["status"] = map[string]any{"loadBalancer": map[string]any{"ingress": []any{map[string]any{"ip": "10.0.0.1"}}}}
+	h := ruletest.NewHook(t, func(req map[string]any) any {
+		given, _ := req["object"].(map[string]any)
+		return map[string]any{"status": map[string]any{"given": given["status"]}}
+	})
+	c, cluster := syncDecorator(t, h, decorating("v1", "services"), svc)
+	if _, err := c.SyncOnce(t.Context(), svc); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	got, _ := cluster.Objects.Get(schema.GroupVersionResource{Version: "v1", Resource: "services"}, "ns", "web")
+	if a := got.GetAnnotations()[engine.StatusAnnotation]; a != `{"given":{"loadBalancer":{"ingress":[{"ip":"10.0.0.1"}]}}}` {
+		t.Errorf("annotation %s = %q, want the hook's status, of the Service's own status as given", engine.StatusAnnotation, a)
+	}
+	if !reflect.DeepEqual(got.Object["status"], svc.Object["status"]) {
+		t.Errorf("the Service's own status is %v, want it untouched", got.Object["status"])
+	}
+}
+
+// TestDecoratorNullStatusWritesNoStatus: an answer whose status is null
+// leaves the object's status as it is (its labels are still written).
+func TestDecoratorNullStatusWritesNoStatus(t *testing.T) {
+	thing := inmemory.Object("test.metactl.io/v1", "ClusterThing", "", "t", map[string]string{"decorate": "yes"}, nil)
+	thing.Object["status"] = map[string]any{"by": "other"}
+	h := ruletest.NewHook(t, func(map[string]any) any {
+		return map[string]any{"labels": map[string]any{"labelled": "yes"}, "status": nil}
+	})
+	c, cluster := syncDecorator(t, h, decorating("test.metactl.io/v1", "clusterthings"), thing)
+	if _, err := c.SyncOnce(t.Context(), thing); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	got, _ := cluster.Objects.Get(schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "clusterthings"}, "", "t")
+	if got.GetLabels()["labelled"] != "yes" || !reflect.DeepEqual(got.Object["status"], map[string]any{"by": "other"}) {
+		t.Errorf("object %v, want it labelled, its status kept", got)
+	}
+	if w := cluster.Writes(); len(w) != 1 {
+		t.Errorf("writes %v, want the labels' patch alone", w)
+	}
+}
+
+// TestDecoratorSyncedConditionShowsHookFailure: with the Synced
+// condition on, a sync whose hook fails writes it False, reason
+// HookFailed, its message naming the error. (A sync outside the work
+// queue, as SyncOnce's, has no attempt to name: the tagged twin checks
+// that part.)
+func TestDecoratorSyncedConditionShowsHookFailure(t *testing.T) {
+	thing := inmemory.Object("test.metactl.io/v1", "ClusterThing", "", "t", map[string]string{"decorate": "yes"}, nil)
+	h := ruletest.NewHook(t, func(map[string]any) any { return ruletest.HTTPError(500) })
+	c, cluster := syncDecorator(t, h, func(dc *unstructured.Unstructured) {
+		decorating("test.metactl.io/v1", "clusterthings")(dc)
+		dc.SetAnnotations(map[string]string{engine.SyncedConditionAnnotation: "true"})
+	}, thing)
+	if _, err := c.SyncOnce(t.Context(), thing); err == nil {
+		t.Fatal("SyncOnce of a failing hook did not fail")
+	}
+	got, _ := cluster.Objects.Get(schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "clusterthings"}, "", "t")
+	conditions, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+	if len(conditions) != 1 {
+		t.Fatalf("conditions %v, want %s alone", conditions, engine.SyncedConditionType)
+	}
+	cond := conditions[0].(map[string]any)
+	if cond["type"] != engine.SyncedConditionType || cond["status"] != "False" || cond["reason"] != engine.ReasonHookFailed ||
+		!strings.Contains(fmt.Sprint(cond["message"]), "HTTP 500") {
+		t.Errorf("condition %v, want %s False %s naming the error", cond, engine.SyncedConditionType, engine.ReasonHookFailed)
+	}
+}
+
+// TestDecoratorClusterScopedAttachmentIsRefused: a cluster-scoped
+// attachment of a namespaced object refuses the answer whole (the garbage
+// collector would ignore its owner reference): nothing is written.
+func TestDecoratorClusterScopedAttachmentIsRefused(t *testing.T) {
+	obj := decorated("target")
+	h := ruletest.NewHook(t, func(map[string]any) any {
+		return map[string]any{"attachments": []any{answerSecret("ok"),
+			map[string]any{"apiVersion": "test.metactl.io/v1", "kind": "ClusterThing", "metadata": map[string]any{"name": "c"}}}}
+	})
+	c, cluster := syncDecorator(t, h, func(dc *unstructured.Unstructured) {
+		dc.Object["spec"].(map[string]any)["attachments"] = []any{
+			map[string]any{"apiVersion": "v1", "resource": "secrets"},
+			map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "clusterthings"},
+		}
+	}, obj)
+	if _, err := c.SyncOnce(t.Context(), obj); err == nil || !strings.Contains(err.Error(), "cannot be owned by a namespaced object") {
+		t.Errorf("SyncOnce: %v, want the refusal of the cluster-scoped attachment", err)
+	}
+	if w := cluster.Writes(); len(w) > 0 {
+		t.Errorf("a refused answer wrote %v", w)
 	}
 }
