@@ -2,11 +2,14 @@ package composite
 
 import (
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -723,5 +726,64 @@ func TestTooManyRelatedObjectsFailsTheSync(t *testing.T) {
 	}
 	if n := len(h.Requests()); n != 0 {
 		t.Errorf("the sync hook was called %d times", n)
+	}
+}
+
+// TestChildrenKeyedByHookVersion: the hook is given its children keyed
+// by name (v1) or namespace/name (v2), for a namespaced parent.
+func TestChildrenKeyedByHookVersion(t *testing.T) {
+	for version, want := range map[string]string{"v1": "keep", "v2": "ns/keep"} {
+		t.Run(version, func(t *testing.T) {
+			parent := syncParent()
+			h := ruletest.NewHook(t, func(map[string]any) any { return map[string]any{"children": []any{answerChild("keep", "old")}} })
+			c, _ := syncCluster(t, h, nil, func(spec map[string]any) {
+				spec["hooks"].(map[string]any)["sync"].(map[string]any)["version"] = version
+			}, nil, parent, syncChild("keep", "old", parent))
+			if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+				t.Fatalf("SyncOnce: %v", err)
+			}
+			observed, _ := h.Requests()[0]["children"].(map[string]any)["ConfigMap.v1"].(map[string]any)
+			if _, ok := observed[want]; !ok || len(observed) != 1 {
+				t.Errorf("%s hook given children %v, want key %q", version, slices.Collect(maps.Keys(observed)), want)
+			}
+		})
+	}
+}
+
+// TestReplacedParentsStatusIsNotWritten: a sync of a parent that was
+// deleted and created again under its name meanwhile (the cache still
+// has the old one) does not write the old one's status over the new
+// one: the write's UID precondition fails it, a conflict.
+func TestReplacedParentsStatusIsNotWritten(t *testing.T) {
+	old := syncParent()
+	replacement := syncParent()
+	replacement.SetUID("uid-of-the-replacement")
+	replacement.Object["status"] = map[string]any{"mine": "new"}
+	h := ruletest.NewHook(t, func(map[string]any) any {
+		return map[string]any{"children": []any{}, "status": map[string]any{"mine": "old"}}
+	})
+	c, cluster := syncCluster(t, h, nil, nil, nil, replacement)
+	_, err := c.SyncOnce(t.Context(), old)
+	if !apierrors.IsConflict(err) {
+		t.Errorf("SyncOnce: %v, want a conflict", err)
+	}
+	if st := stored(cluster, ruleThings, "p").Object["status"]; !reflect.DeepEqual(st, map[string]any{"mine": "new"}) {
+		t.Errorf("the replacement's status is %v, want it kept", st)
+	}
+}
+
+// TestAbsentChildrenAnnotationEmpty: with the controller's
+// AbsentChildrenAnnotation "empty", an answer without a children list
+// means no children, as in metacontroller: they are deleted.
+func TestAbsentChildrenAnnotationEmpty(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(map[string]any) any { return map[string]any{"status": map[string]any{"n": 0}} })
+	c, cluster := syncCluster(t, h, nil, nil, map[string]string{engine.AbsentChildrenAnnotation: engine.AbsentListEmpty},
+		parent, syncChild("keep", "old", parent))
+	if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	if keep := stored(cluster, ruleConfigMaps, "keep"); keep != nil {
+		t.Errorf("child keep is still there; writes %v", cluster.Writes())
 	}
 }
