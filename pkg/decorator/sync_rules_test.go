@@ -341,3 +341,53 @@ func TestDecoratorClusterScopedAttachmentIsRefused(t *testing.T) {
 		t.Errorf("a refused answer wrote %v", w)
 	}
 }
+
+// TestDecoratorAbsentAttachmentsAnnotationEmpty: with the controller's
+// AbsentAttachmentsAnnotation "empty", an answer without an attachments
+// list means none, as in metacontroller: they are deleted.
+func TestDecoratorAbsentAttachmentsAnnotationEmpty(t *testing.T) {
+	obj := decorated("target")
+	h := ruletest.NewHook(t, func(map[string]any) any { return map[string]any{"labels": map[string]any{"seen": "yes"}} })
+	c, cluster := syncDecorator(t, h, func(dc *unstructured.Unstructured) {
+		dc.SetAnnotations(map[string]string{engine.AbsentAttachmentsAnnotation: engine.AbsentListEmpty})
+	}, obj, attachment("stale", obj))
+	if _, err := c.SyncOnce(t.Context(), obj); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	if stale, _ := cluster.Objects.Get(ruleSecrets, "ns", "stale"); stale != nil {
+		t.Errorf("attachment stale is still there; writes %v", cluster.Writes())
+	}
+}
+
+// TestDecoratorConditionsAndEventsOfOneSync: the conditions a decorator's
+// hook answers get lastTransitionTime and observedGeneration filled, the
+// hook settles on them at its second call, and the Events it asks for
+// are recorded once for the sync (a Warning, and Normal for no type).
+func TestDecoratorConditionsAndEventsOfOneSync(t *testing.T) {
+	thing := inmemory.Object("test.metactl.io/v1", "ClusterThing", "", "t", map[string]string{"decorate": "yes"}, nil)
+	thing.SetGeneration(4)
+	h := ruletest.NewHook(t, func(map[string]any) any {
+		return map[string]any{
+			"status": map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Decorated"}}},
+			"events": []any{
+				map[string]any{"type": "Warning", "reason": "QuotaLow", "message": "90% used"},
+				map[string]any{"reason": "Called", "message": "hello"},
+			},
+		}
+	})
+	c, cluster := syncDecorator(t, h, decorating("test.metactl.io/v1", "clusterthings"), thing)
+	if _, err := c.SyncOnce(t.Context(), thing); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	got, _ := cluster.Objects.Get(schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "clusterthings"}, "", "t")
+	conditions, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+	if len(conditions) != 1 || conditions[0].(map[string]any)["lastTransitionTime"] == nil || conditions[0].(map[string]any)["observedGeneration"] != int64(4) {
+		t.Errorf("conditions %v, want Ready with lastTransitionTime and observedGeneration 4", conditions)
+	}
+	if n := len(h.Requests()); n != 2 {
+		t.Errorf("%d hook calls, want 2 (the conditions, then the same again: the fixed point)", n)
+	}
+	if events, want := cluster.Events(), []string{"Warning QuotaLow 90% used", "Normal Called hello"}; !slices.Equal(events, want) {
+		t.Errorf("events %q, want %q", events, want)
+	}
+}
