@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -127,4 +128,26 @@ func (h *Hook) Requests() []map[string]any {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(h.requests)
+}
+
+// Refused fails t unless err, a sync's error, contains want and the sync
+// wrote nothing.
+func (c *Cluster) Refused(t *testing.T, err error, want string) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("the sync's error is %v, want one containing %q", err, want)
+	}
+	if w := c.Writes(); len(w) > 0 {
+		t.Errorf("a refused sync wrote %v", w)
+	}
+}
+
+// StartCaches starts the caches of r (engine.Runner.StartCaches), for
+// its SyncOnce, and stops it when the test ends.
+func StartCaches(t *testing.T, r engine.Runner) {
+	t.Helper()
+	if err := r.StartCaches(t.Context()); err != nil {
+		t.Fatalf("StartCaches: %v", err)
+	}
+	t.Cleanup(r.Stop)
 }

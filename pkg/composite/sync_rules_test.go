@@ -54,10 +54,7 @@ func startSync(t *testing.T, cluster *ruletest.Cluster, h *ruletest.Hook, parent
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	if err := c.StartCaches(t.Context()); err != nil {
-		t.Fatalf("StartCaches: %v", err)
-	}
-	t.Cleanup(c.Stop)
+	ruletest.StartCaches(t, c)
 	return c
 }
 
@@ -158,12 +155,7 @@ func TestRefusedAnswerWritesNothing(t *testing.T) {
 	})
 	c, cluster := syncCluster(t, h, nil, nil, nil, parent)
 	_, err := c.SyncOnce(t.Context(), parent)
-	if err == nil || !strings.Contains(err.Error(), "Secret") {
-		t.Errorf("SyncOnce: %v, want the refusal of the Secret", err)
-	}
-	if w := cluster.Writes(); len(w) > 0 {
-		t.Errorf("a refused answer wrote %v", w)
-	}
+	cluster.Refused(t, err, "Secret")
 }
 
 // TestHookFailureLeavesChildrenAndStatus: a sync whose hook fails writes
@@ -345,12 +337,8 @@ func TestAnswerWithoutChildrenListIsRefused(t *testing.T) {
 	parent := syncParent()
 	h := ruletest.NewHook(t, func(map[string]any) any { return map[string]any{"status": map[string]any{"n": 1}} })
 	c, cluster := syncCluster(t, h, nil, nil, nil, parent, syncChild("keep", "old", parent))
-	if _, err := c.SyncOnce(t.Context(), parent); err == nil || !strings.Contains(err.Error(), `no "children" list`) {
-		t.Errorf("SyncOnce: %v, want the refusal of an answer without children", err)
-	}
-	if w := cluster.Writes(); len(w) > 0 {
-		t.Errorf("a refused answer wrote %v", w)
-	}
+	_, err := c.SyncOnce(t.Context(), parent)
+	cluster.Refused(t, err, `no "children" list`)
 }
 
 // TestSameStatusIsNotWritten: a status the parent already has (numbers
@@ -442,12 +430,8 @@ func TestChildInAnotherNamespaceIsRefused(t *testing.T) {
 		return map[string]any{"children": []any{answerChild("fine", "v"), forged}}
 	})
 	c, cluster := syncCluster(t, h, nil, nil, nil, parent)
-	if _, err := c.SyncOnce(t.Context(), parent); err == nil || !strings.Contains(err.Error(), "namespace") {
-		t.Errorf("SyncOnce: %v, want the refusal of the namespace", err)
-	}
-	if w := cluster.Writes(); len(w) > 0 {
-		t.Errorf("a refused answer wrote %v", w)
-	}
+	_, err := c.SyncOnce(t.Context(), parent)
+	cluster.Refused(t, err, "namespace")
 }
 
 // TestAnswerEventsAreRecorded: the Events an answer asks for are
@@ -511,12 +495,8 @@ func TestInvalidEventRefusesTheWholeAnswer(t *testing.T) {
 			"events": []any{map[string]any{"reason": "Fine"}, map[string]any{"type": "Warn", "reason": "Broken"}}}
 	})
 	c, cluster := syncCluster(t, h, nil, nil, nil, parent)
-	if _, err := c.SyncOnce(t.Context(), parent); err == nil || !strings.Contains(err.Error(), `events[1].type "Warn": must be Normal or Warning`) {
-		t.Errorf("SyncOnce: %v, want the refusal of the event", err)
-	}
-	if w := cluster.Writes(); len(w) > 0 {
-		t.Errorf("a refused answer wrote %v", w)
-	}
+	_, err := c.SyncOnce(t.Context(), parent)
+	cluster.Refused(t, err, `events[1].type "Warn": must be Normal or Warning`)
 	if events := cluster.Events(); hasEvent(events, "Fine") {
 		t.Errorf("events %v: the refused answer's Event was recorded", events)
 	}
@@ -614,14 +594,10 @@ func TestSelectorByAbsenceOnlyFailsTheSync(t *testing.T) {
 		map[string]any{"key": "nope", "operator": "DoesNotExist"}}}}
 	h := ruletest.NewHook(t, func(map[string]any) any { return map[string]any{"children": []any{}} })
 	c, cluster := syncCluster(t, h, nil, nil, nil, parent, syncChild("orphan", "o", nil))
-	if _, err := c.SyncOnce(t.Context(), parent); err == nil || !strings.Contains(err.Error(), "absence of labels only") {
-		t.Errorf("SyncOnce: %v, want the refusal of the selector", err)
-	}
+	_, err := c.SyncOnce(t.Context(), parent)
+	cluster.Refused(t, err, "absence of labels only")
 	if n := len(h.Requests()); n != 0 {
 		t.Errorf("the hook was called %d times", n)
-	}
-	if w := cluster.Writes(); len(w) > 0 {
-		t.Errorf("the sync wrote %v", w)
 	}
 }
 
@@ -697,14 +673,10 @@ func TestInvalidCustomizeAnswerWritesNothing(t *testing.T) {
 			"names": []any{"x"}, "labelSelector": map[string]any{"matchLabels": map[string]any{"a": "b"}}}}}
 	})
 	c, cluster := syncCluster(t, h, nil, withCustomize(customize), nil, parent)
-	if _, err := c.SyncOnce(t.Context(), parent); err == nil || !strings.Contains(err.Error(), "names cannot be combined") {
-		t.Errorf("SyncOnce: %v, want the refusal of the customize answer", err)
-	}
+	_, err := c.SyncOnce(t.Context(), parent)
+	cluster.Refused(t, err, "names cannot be combined")
 	if n := len(h.Requests()); n != 0 {
 		t.Errorf("the sync hook was called %d times", n)
-	}
-	if w := cluster.Writes(); len(w) > 0 {
-		t.Errorf("the sync wrote %v", w)
 	}
 }
 

@@ -54,10 +54,7 @@ func syncDecorator(t *testing.T, h *ruletest.Hook, edit func(dc *unstructured.Un
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	if err := c.StartCaches(t.Context()); err != nil {
-		t.Fatalf("StartCaches: %v", err)
-	}
-	t.Cleanup(c.Stop)
+	ruletest.StartCaches(t, c)
 	return c, cluster
 }
 
@@ -188,12 +185,8 @@ func TestDecoratorRefusedAnswerChangesNothing(t *testing.T) {
 		return map[string]any{"labels": map[string]any{"v": "bad"}, "attachments": []any{answerSecret("fine"), forged}}
 	})
 	c, cluster := syncDecorator(t, h, nil, obj, attachment("kept", obj))
-	if _, err := c.SyncOnce(t.Context(), obj); err == nil || !strings.Contains(err.Error(), "namespace") {
-		t.Errorf("SyncOnce: %v, want the refusal of the namespace", err)
-	}
-	if w := cluster.Writes(); len(w) > 0 {
-		t.Errorf("a refused answer wrote %v", w)
-	}
+	_, err := c.SyncOnce(t.Context(), obj)
+	cluster.Refused(t, err, "namespace")
 }
 
 // TestDecoratorLaterFailingCallKeepsTheFirstAnswer: the first call's
@@ -237,12 +230,8 @@ func TestDecoratorAnswerWithoutAttachmentsIsRefused(t *testing.T) {
 		return map[string]any{"labels": map[string]any{"decorated": "changed"}, "attachment": []any{answerSecret("s")}}
 	})
 	c, cluster := syncDecorator(t, h, nil, obj, attachment("kept", obj))
-	if _, err := c.SyncOnce(t.Context(), obj); err == nil || !strings.Contains(err.Error(), `no "attachments" list (it has "attachment" (did you mean "attachments"?))`) {
-		t.Errorf("SyncOnce: %v, want the refusal of an answer without attachments", err)
-	}
-	if w := cluster.Writes(); len(w) > 0 {
-		t.Errorf("a refused answer wrote %v", w)
-	}
+	_, err := c.SyncOnce(t.Context(), obj)
+	cluster.Refused(t, err, `no "attachments" list (it has "attachment" (did you mean "attachments"?))`)
 	if events := cluster.Events(); !hasEvent(events, engine.ReasonUnknownAnswerField) {
 		t.Errorf("events %v, want a %s", events, engine.ReasonUnknownAnswerField)
 	}
@@ -334,12 +323,8 @@ func TestDecoratorClusterScopedAttachmentIsRefused(t *testing.T) {
 			map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "clusterthings"},
 		}
 	}, obj)
-	if _, err := c.SyncOnce(t.Context(), obj); err == nil || !strings.Contains(err.Error(), "cannot be owned by a namespaced object") {
-		t.Errorf("SyncOnce: %v, want the refusal of the cluster-scoped attachment", err)
-	}
-	if w := cluster.Writes(); len(w) > 0 {
-		t.Errorf("a refused answer wrote %v", w)
-	}
+	_, err := c.SyncOnce(t.Context(), obj)
+	cluster.Refused(t, err, "cannot be owned by a namespaced object")
 }
 
 // TestDecoratorAbsentAttachmentsAnnotationEmpty: with the controller's
