@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/inmemory"
 	"github.com/metactl/metactl/internal/ruletest"
+	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/status"
 )
 
@@ -757,5 +759,36 @@ func TestAbsentChildrenAnnotationEmpty(t *testing.T) {
 	}
 	if keep := stored(cluster, ruleConfigMaps, "keep"); keep != nil {
 		t.Errorf("child keep is still there; writes %v", cluster.Writes())
+	}
+}
+
+// TestOnDeleteDriftIsReportedOncePerDesiredState: an OnDelete child that
+// differs from what the hook asks is reported on the parent (a Normal
+// ChildNotUpdated Event naming the child and the way out) once, however
+// many syncs ask for the same; another desired state is another report.
+func TestOnDeleteDriftIsReportedOncePerDesiredState(t *testing.T) {
+	parent := syncParent()
+	var value atomic.Value
+	value.Store("two")
+	h := ruletest.NewHook(t, func(map[string]any) any {
+		return map[string]any{"children": []any{answerChild("keep", value.Load().(string))}}
+	})
+	c, cluster := syncCluster(t, h, nil, withMethod("OnDelete"), nil, parent, syncChild("keep", "one", parent))
+	for range 3 {
+		if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+			t.Fatalf("SyncOnce: %v", err)
+		}
+	}
+	events := cluster.Events()
+	if len(events) != 1 || !strings.HasPrefix(events[0], "Normal "+children.ReasonChildNotUpdated+" ") ||
+		!strings.Contains(events[0], "ConfigMap keep") || !strings.Contains(events[0], "updateStrategy: {method: InPlace}") {
+		t.Fatalf("%d events (the first %.120q...), want one Normal %s naming the child and the InPlace way out", len(events), strings.Join(events, "|"), children.ReasonChildNotUpdated)
+	}
+	value.Store("three")
+	if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	if events := cluster.Events(); len(events) != 1 {
+		t.Errorf("after a new desired state: events %q, want one more report", events)
 	}
 }
