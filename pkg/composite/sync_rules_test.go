@@ -792,3 +792,56 @@ func TestOnDeleteDriftIsReportedOncePerDesiredState(t *testing.T) {
 		t.Errorf("after a new desired state: events %q, want one more report", events)
 	}
 }
+
+// TestSyncedConditionReasonsOfOneSync: the Synced condition a failed
+// sync writes names why: an answer refused (InvalidAnswer), a child's
+// write refused by the server, here the update of a child deleted since
+// the cache listed it (WriteFailed; the answer's status is written with
+// it), a hook that does not settle (Waiting). (A conflict would leave the
+// condition as it is: the retry resolves it.)
+func TestSyncedConditionReasonsOfOneSync(t *testing.T) {
+	var n atomic.Int64
+	for _, tc := range []struct {
+		name, reason, message string
+		answer                func(map[string]any) any
+		// status: the hook's status is written along.
+		status bool
+	}{
+		{name: "invalid", reason: engine.ReasonInvalidAnswer, message: "invalid sync hook response", answer: func(map[string]any) any {
+			return map[string]any{"status": map[string]any{"x": 1}, "children": []any{
+				map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "undeclared"}}}}
+		}},
+		{name: "write", reason: engine.ReasonWriteFailed, message: "updating ConfigMap ns/keep", status: true, answer: func(map[string]any) any {
+			return map[string]any{"status": map[string]any{"x": 1}, "children": []any{answerChild("keep", "new")}}
+		}},
+		{name: "waiting", reason: engine.ReasonWaiting, message: "fixed point", answer: func(map[string]any) any {
+			return map[string]any{"status": map[string]any{"n": n.Add(1)}, "children": []any{}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := syncParent()
+			h := ruletest.NewHook(t, tc.answer)
+			c, cluster := syncCluster(t, h, nil, nil, map[string]string{engine.SyncedConditionAnnotation: "true"},
+				parent, syncChild("keep", "old", parent))
+			// Deleted by someone else after the cache listed it.
+			if _, err := cluster.Objects.Delete(t.Context(), ruleConfigMaps, "ns", "keep", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.SyncOnce(t.Context(), parent); err == nil {
+				t.Fatal("SyncOnce succeeded")
+			}
+			st, _ := stored(cluster, ruleThings, "p").Object["status"].(map[string]any)
+			conditions, _ := st["conditions"].([]any)
+			if len(conditions) != 1 {
+				t.Fatalf("status %v, want the Synced condition", st)
+			}
+			cond := conditions[0].(map[string]any)
+			if cond["status"] != "False" || cond["reason"] != tc.reason || !strings.Contains(fmt.Sprint(cond["message"]), tc.message) {
+				t.Errorf("condition %v, want False, %s, a message with %q", cond, tc.reason, tc.message)
+			}
+			if tc.status && st["x"] != int64(1) {
+				t.Errorf("status %v, want the hook's status written with the condition", st)
+			}
+		})
+	}
+}
