@@ -845,3 +845,32 @@ func TestSyncedConditionReasonsOfOneSync(t *testing.T) {
 		})
 	}
 }
+
+// TestCreateOfAParentCostsTheMinimum: the first sync of a parent whose
+// status counts its children calls the hook three times (no children; the
+// three it created; the fixed point, its status as asked) and writes
+// three creates and one status, nothing else.
+func TestCreateOfAParentCostsTheMinimum(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(req map[string]any) any {
+		observed, _ := req["children"].(map[string]any)["ConfigMap.v1"].(map[string]any)
+		return map[string]any{"status": map[string]any{"children": len(observed)},
+			"children": []any{answerChild("a", "1"), answerChild("b", "1"), answerChild("c", "1")}}
+	})
+	c, cluster := syncCluster(t, h, nil, nil, nil, parent)
+	if _, err := c.SyncOnce(t.Context(), parent); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	if n := len(h.Requests()); n != 3 {
+		t.Errorf("%d hook calls, want 3", n)
+	}
+	writes := cluster.Writes()
+	slices.Sort(writes)
+	want := []string{"create configmaps ns/a", "create configmaps ns/b", "create configmaps ns/c", "patch things/status ns/p"}
+	if !slices.Equal(writes, want) {
+		t.Errorf("writes %v, want %v", writes, want)
+	}
+	if st := stored(cluster, ruleThings, "p").Object["status"].(map[string]any); st["children"] != int64(3) {
+		t.Errorf("status %v, want children: 3 at once", st)
+	}
+}
