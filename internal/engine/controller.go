@@ -58,9 +58,9 @@ import (
 
 	"github.com/metactl/metactl/internal/history"
 	"github.com/metactl/metactl/internal/hookrecord"
+	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
-	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
@@ -71,8 +71,9 @@ type Options struct {
 	// Client makes every uncached read and the writes Objects does not.
 	Client dynamic.Interface
 	// Objects creates, updates and deletes children, and patches the
-	// synced objects (finalizers, labels and annotations, status).
-	Objects *objectclient.Client
+	// synced objects (finalizers, labels and annotations, status):
+	// *objectclient.Client, or in tests internal/inmemory's store.
+	Objects children.Objects
 	// Self reads the controller object itself; nil means Client. Set
 	// when Client and Objects act as the controller's ServiceAccount:
 	// the controller object is metactl's to read, not the account's.

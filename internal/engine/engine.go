@@ -25,7 +25,6 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/echo"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
-	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
@@ -166,8 +165,8 @@ func NewEngine(cfg Config, opts Options, kind Controller) *Engine {
 	return e
 }
 
-// restObjects adapts objectclient.Client's Patch to objectWriter.
-type restObjects struct{ client *objectclient.Client }
+// restObjects adapts the Patch of Options.Objects to objectWriter.
+type restObjects struct{ client children.Objects }
 
 func (r restObjects) Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte, subresources ...string) (metav1.Object, error) {
 	patched, err := r.client.Patch(ctx, gvr, namespace, name, pt, data, subresources...)

@@ -25,6 +25,7 @@ var (
 	ruleConfigMaps    = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	ruleThings        = schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "things"}
 	ruleClusterThings = schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "clusterthings"}
+	rulePlainThings   = schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "plainthings"}
 )
 
 // ruleController returns the Controller of a CompositeController whose
@@ -88,7 +89,8 @@ func ruleCompositeController(parent schema.GroupVersionResource, method string, 
 }
 
 // ruleResources is the in-memory discovery of the rule tests: configmaps,
-// secrets, things (namespaced) and clusterthings.
+// secrets, things (namespaced, with a status subresource), plainthings
+// (namespaced, without) and clusterthings.
 func ruleResources(t *testing.T) *discovery.ResourceMap {
 	t.Helper()
 	return inmemory.Resources(t,
@@ -98,6 +100,8 @@ func ruleResources(t *testing.T) *discovery.ResourceMap {
 		}},
 		&metav1.APIResourceList{GroupVersion: "test.metactl.io/v1", APIResources: []metav1.APIResource{
 			{Name: "things", Kind: "Thing", Namespaced: true},
+			{Name: "things/status", Kind: "Thing", Namespaced: true},
+			{Name: "plainthings", Kind: "PlainThing", Namespaced: true},
 			{Name: "clusterthings", Kind: "ClusterThing"},
 		}})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/inmemory"
 	"github.com/metactl/metactl/internal/ruletest"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
 )
 
 // The fast tests of the decorator's rules (no API server) build it with
@@ -42,14 +43,20 @@ func newDecorator(t *testing.T, resources, attachments []any, annotations map[st
 		},
 	}}
 	dc.SetAnnotations(annotations)
-	served := inmemory.Resources(t,
+	return New(t.Context(), dc, Options{Resources: ruleServed(t)})
+}
+
+// ruleServed is the in-memory discovery of the rule tests: configmaps,
+// secrets, services and clusterthings.
+func ruleServed(t *testing.T) *discovery.ResourceMap {
+	t.Helper()
+	return inmemory.Resources(t,
 		&metav1.APIResourceList{GroupVersion: "v1", APIResources: []metav1.APIResource{
 			{Name: "configmaps", Kind: "ConfigMap", Namespaced: true},
 			{Name: "secrets", Kind: "Secret", Namespaced: true},
 			{Name: "services", Kind: "Service", Namespaced: true},
 		}},
 		&metav1.APIResourceList{GroupVersion: "test.metactl.io/v1", APIResources: []metav1.APIResource{{Name: "clusterthings", Kind: "ClusterThing"}}})
-	return New(t.Context(), dc, Options{Resources: served})
 }
 
 // TestDecoratorSelects: which objects a DecoratorController selects, by

@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -42,12 +44,27 @@ type Set map[string]*unstructured.Unstructured
 // namespace/name, or name for a cluster-scoped object.
 func Key(obj metav1.Object) string { return cache.MetaObjectToName(obj).String() }
 
+// Objects is what a Writer writes children through:
+// *objectclient.Client, whose methods these are and whose doc says what
+// each does (errors from the server are *errors.StatusError); or, in tests
+// without an API server, internal/inmemory's store.
+type Objects interface {
+	Create(ctx context.Context, gvr schema.GroupVersionResource, namespace string, body []byte) (*informer.Object, error)
+	Update(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, body []byte) (*informer.Object, error)
+	Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte, subresources ...string) (*informer.Object, error)
+	Delete(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions) (*informer.Object, error)
+	Apply(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, body []byte, fieldManager string, force bool) (*informer.Object, error)
+	GetMetadata(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*metav1.ObjectMeta, error)
+}
+
+var _ Objects = (*objectclient.Client)(nil)
+
 // Writer writes children for one controller.
 type Writer struct {
-	// Objects creates, updates and deletes children; its answers cost a
-	// parse of their metadata where client-go's dynamic client decodes
-	// them whole.
-	Objects *objectclient.Client
+	// Objects creates, updates and deletes children; *objectclient.Client's
+	// answers cost a parse of their metadata where client-go's dynamic
+	// client decodes them whole.
+	Objects Objects
 	// Controller names the controller in logs and in the field manager of
 	// server-side applies.
 	Controller string
