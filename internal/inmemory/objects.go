@@ -24,6 +24,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 )
 
 // Objects is an in-memory store of objects that answers the writes of
@@ -130,12 +131,12 @@ func (o *Objects) Writes() []Write {
 
 // Create stores the object of body, unless one of its name exists
 // (AlreadyExists).
-func (o *Objects) Create(_ context.Context, gvr schema.GroupVersionResource, namespace string, body []byte) (*informer.Object, error) {
+func (o *Objects) Create(_ context.Context, gvr schema.GroupVersionResource, namespace string, body []byte, _ ...objectclient.WriteOption) (*informer.Object, error) {
 	return toObject(o.create(gvr, namespace, body))
 }
 
 // Update replaces the object name with body, on its preconditions.
-func (o *Objects) Update(_ context.Context, gvr schema.GroupVersionResource, namespace, name string, body []byte) (*informer.Object, error) {
+func (o *Objects) Update(_ context.Context, gvr schema.GroupVersionResource, namespace, name string, body []byte, _ ...objectclient.WriteOption) (*informer.Object, error) {
 	return toObject(o.update(gvr, namespace, name, "", body))
 }
 
@@ -147,7 +148,7 @@ func (o *Objects) Patch(_ context.Context, gvr schema.GroupVersionResource, name
 
 // Delete deletes the object name on opts' preconditions; with finalizers
 // it stays, being deleted, and is returned.
-func (o *Objects) Delete(_ context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions) (*informer.Object, error) {
+func (o *Objects) Delete(_ context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions, _ ...objectclient.WriteOption) (*informer.Object, error) {
 	left, err := o.delete(gvr, namespace, name, opts)
 	if left == nil || err != nil {
 		return nil, err
@@ -156,7 +157,7 @@ func (o *Objects) Delete(_ context.Context, gvr schema.GroupVersionResource, nam
 }
 
 // Apply is refused: the store serves no server-side apply.
-func (o *Objects) Apply(_ context.Context, gvr schema.GroupVersionResource, _, _ string, _ []byte, _ string, _ bool) (*informer.Object, error) {
+func (o *Objects) Apply(_ context.Context, gvr schema.GroupVersionResource, _, _ string, _ []byte, _ string, _ bool, _ ...objectclient.WriteOption) (*informer.Object, error) {
 	return nil, apierrors.NewMethodNotSupported(gvr.GroupResource(), "server-side apply (in memory)")
 }
 

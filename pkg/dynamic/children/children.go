@@ -49,11 +49,11 @@ func Key(obj metav1.Object) string { return cache.MetaObjectToName(obj).String()
 // each does (errors from the server are *errors.StatusError); or, in tests
 // without an API server, internal/inmemory's store.
 type Objects interface {
-	Create(ctx context.Context, gvr schema.GroupVersionResource, namespace string, body []byte) (*informer.Object, error)
-	Update(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, body []byte) (*informer.Object, error)
+	Create(ctx context.Context, gvr schema.GroupVersionResource, namespace string, body []byte, opts ...objectclient.WriteOption) (*informer.Object, error)
+	Update(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, body []byte, opts ...objectclient.WriteOption) (*informer.Object, error)
 	Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte, subresources ...string) (*informer.Object, error)
-	Delete(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions) (*informer.Object, error)
-	Apply(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, body []byte, fieldManager string, force bool) (*informer.Object, error)
+	Delete(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions, wopts ...objectclient.WriteOption) (*informer.Object, error)
+	Apply(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, body []byte, fieldManager string, force bool, opts ...objectclient.WriteOption) (*informer.Object, error)
 	GetMetadata(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*metav1.ObjectMeta, error)
 }
 
