@@ -1,0 +1,210 @@
+package composite
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/ruletest"
+)
+
+// More fast twins (no API server) of this package's tagged tests, in the
+// style of sync_rules_test.go; each names the tagged test it mirrors.
+
+// syncOK is c.SyncOnce of the parent as the store has it now, failing t
+// on an error.
+func syncOK(t *testing.T, c *Controller, cluster *ruletest.Cluster) {
+	t.Helper()
+	if _, err := c.SyncOnce(t.Context(), stored(cluster, ruleThings, "p")); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+}
+
+// countWrites is how many of the cluster's writes are want.
+func countWrites(cluster *ruletest.Cluster, want string) int {
+	n := 0
+	for _, w := range cluster.Writes() {
+		if w == want {
+			n++
+		}
+	}
+	return n
+}
+
+// TestEmptyOrNullChildrenListDeletesEveryChild: an answer whose children
+// list is empty, or null, is how a hook asks for no children: the
+// parent's child is deleted and the answer's status written. Twin of
+// TestEmptyChildrenDeletes (answers_test.go).
+func TestEmptyOrNullChildrenListDeletesEveryChild(t *testing.T) {
+	for name, list := range map[string]any{"empty": []any{}, "null": nil} {
+		t.Run(name, func(t *testing.T) {
+			parent := syncParent()
+			h := ruletest.NewHook(t, func(map[string]any) any {
+				return map[string]any{"status": map[string]any{"value": "none"}, "children": list}
+			})
+			c, cluster := syncCluster(t, h, nil, nil, nil, parent, syncChild("keep", "old", parent))
+			syncOK(t, c, cluster)
+			if keep := stored(cluster, ruleConfigMaps, "keep"); keep != nil {
+				t.Errorf("child keep is still there; writes %v", cluster.Writes())
+			}
+			if st, _ := stored(cluster, ruleThings, "p").Object["status"].(map[string]any); st["value"] != "none" {
+				t.Errorf("status %v, want the answer's value: none", st)
+			}
+		})
+	}
+}
+
+// TestLaterRoundWithoutChildrenKeepsTheFirstRound: within one sync, the
+// answer of a later round (the hook given the child the first created)
+// without a children list is refused: the sync fails, the first round's
+// child and status stay. Twin of TestLaterRoundWithoutChildrenIsRefused
+// (answers_test.go).
+func TestLaterRoundWithoutChildrenKeepsTheFirstRound(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(req map[string]any) any {
+		if observed, _ := req["children"].(map[string]any)["ConfigMap.v1"].(map[string]any); len(observed) == 0 {
+			return map[string]any{"status": map[string]any{"phase": "one"}, "children": []any{answerChild("cm", "v")}}
+		}
+		return map[string]any{"status": map[string]any{"phase": "two"}}
+	})
+	c, cluster := syncCluster(t, h, nil, nil, nil, parent)
+	_, err := c.SyncOnce(t.Context(), parent)
+	if err == nil || !strings.Contains(err.Error(), "sync hook answer refused") {
+		t.Errorf("SyncOnce: %v, want the later answer refused", err)
+	}
+	if n := len(h.Requests()); n < 2 {
+		t.Fatalf("%d hook calls, want a second round", n)
+	}
+	if stored(cluster, ruleConfigMaps, "cm") == nil {
+		t.Errorf("the first round's child is gone; writes %v", cluster.Writes())
+	}
+	if st, _ := stored(cluster, ruleThings, "p").Object["status"].(map[string]any); st["phase"] != "one" {
+		t.Errorf("status %v, want the first round's phase: one", st)
+	}
+}
+
+// TestRepeatedChildResourceRunsWithTheLaterMethod: a resource listed
+// twice in childResources runs with the later entry's update method
+// (InPlace after OnDelete: a changed child is updated), and a Warning
+// DuplicateResource Event on the controller says so. Twin of
+// TestRepeatedChildResource (composite_test.go).
+func TestRepeatedChildResourceRunsWithTheLaterMethod(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(map[string]any) any { return map[string]any{"children": []any{answerChild("keep", "b")}} })
+	c, cluster := syncCluster(t, h, nil, func(spec map[string]any) {
+		configMaps := func(method string) map[string]any {
+			return map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": method}}
+		}
+		spec["childResources"] = []any{configMaps("OnDelete"), configMaps("InPlace")}
+	}, nil, parent, syncChild("keep", "a", parent))
+	syncOK(t, c, cluster)
+	if keep := stored(cluster, ruleConfigMaps, "keep"); keep == nil || keep.Object["data"].(map[string]any)["v"] != "b" {
+		t.Errorf("child keep is %v, want it updated in place to b", keep)
+	}
+	events := cluster.Events()
+	if !slices.ContainsFunc(events, func(e string) bool {
+		return strings.HasPrefix(e, "Warning "+engine.ReasonDuplicateResource+" ") &&
+			strings.Contains(e, "spec.childResources[1] lists v1 configmaps again")
+	}) {
+		t.Errorf("events %q, want a Warning %s naming spec.childResources[1]", events, engine.ReasonDuplicateResource)
+	}
+}
+
+// TestHookThatClosesTheConnectionIsReported: a hook that closes the
+// connection without answering fails the sync with an error that says
+// so (did it crash?), naming the hook, and nothing is
+// written. Twin of TestHookCrashIsReported (answers_test.go).
+func TestHookThatClosesTheConnectionIsReported(t *testing.T) {
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The whole request read first: the hook dies after it, not while
+		// the client is still writing it.
+		_, _ = io.Copy(io.Discard, r.Body)
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			_ = conn.Close()
+		}
+	}))
+	t.Cleanup(server.Close)
+	parent := syncParent()
+	c, cluster := syncCluster(t, &ruletest.Hook{URL: server.URL}, nil, nil, nil, parent, syncChild("keep", "old", parent))
+	_, err := c.SyncOnce(t.Context(), parent)
+	cluster.Refused(t, err, "sync hook "+server.URL+"/sync: the hook closed the connection without answering (did it crash?)")
+}
+
+// readyAnswer answers no children and a Ready condition of status, with
+// neither lastTransitionTime nor observedGeneration.
+func readyAnswer(status string) func(map[string]any) any {
+	return func(map[string]any) any {
+		return map[string]any{"children": []any{}, "status": map[string]any{
+			"conditions": []any{map[string]any{"type": "Ready", "status": status, "reason": "Fine"}}}}
+	}
+}
+
+// readyCondition is the parent's Ready condition in obj (a parent, or a
+// hook's request's parent), nil if it has none.
+func readyCondition(obj map[string]any) map[string]any {
+	st, _ := obj["status"].(map[string]any)
+	conditions, _ := st["conditions"].([]any)
+	for _, c := range conditions {
+		if c, _ := c.(map[string]any); c["type"] == "Ready" {
+			return c
+		}
+	}
+	return nil
+}
+
+// TestConditionsWithoutTimesSettleInTwoCalls: conditions answered without
+// lastTransitionTime get it (and observedGeneration) filled; the hook is
+// given them in the next round and the sync settles there: two calls, one
+// status write; a later sync with the same answer writes nothing. Twin of
+// TestConditionsReachAFixedPoint (hookevents_test.go).
+func TestConditionsWithoutTimesSettleInTwoCalls(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, readyAnswer("True"))
+	c, cluster := syncCluster(t, h, nil, nil, nil, parent)
+	syncOK(t, c, cluster)
+	ready := readyCondition(stored(cluster, ruleThings, "p").Object)
+	if ready == nil || ready["lastTransitionTime"] == nil || ready["observedGeneration"] != int64(3) {
+		t.Errorf("Ready = %v: want lastTransitionTime and observedGeneration 3 filled", ready)
+	}
+	requests := h.Requests()
+	if len(requests) != 2 {
+		t.Fatalf("hook calls = %d, want 2 (the conditions, the same again: the fixed point)", len(requests))
+	}
+	if given := readyCondition(requests[1]["parent"].(map[string]any)); given == nil || given["lastTransitionTime"] != ready["lastTransitionTime"] {
+		t.Errorf("the second call was given Ready %v, want the filled one %v", given, ready)
+	}
+	syncOK(t, c, cluster)
+	if n := countWrites(cluster, "patch things/status ns/p"); n != 1 {
+		t.Errorf("status writes = %d after two syncs, want 1; writes %v", n, cluster.Writes())
+	}
+}
+
+// TestConditionsWrittenWithoutTimesCostNoWrite: a parent whose conditions
+// were written without lastTransitionTime and observedGeneration (by
+// metacontroller, say) is not written only to add them when the hook
+// answers the status it has; once the status changes, they are filled.
+// Twin of TestConditionsWithoutTimesCostNoWrite (hookevents_test.go).
+func TestConditionsWrittenWithoutTimesCostNoWrite(t *testing.T) {
+	parent := syncParent()
+	parent.Object["status"] = map[string]any{"observedGeneration": int64(3),
+		"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Fine"}}}
+	var status atomic.Value
+	status.Store("True")
+	h := ruletest.NewHook(t, func(req map[string]any) any { return readyAnswer(status.Load().(string))(req) })
+	c, cluster := syncCluster(t, h, nil, nil, nil, parent)
+	syncOK(t, c, cluster)
+	if w := cluster.Writes(); len(w) != 0 {
+		t.Errorf("writes %v, want none: the hook answered the status the parent has", w)
+	}
+	status.Store("False")
+	syncOK(t, c, cluster)
+	ready := readyCondition(stored(cluster, ruleThings, "p").Object)
+	if ready == nil || ready["status"] != "False" || ready["lastTransitionTime"] == nil || ready["observedGeneration"] != int64(3) {
+		t.Errorf("Ready = %v: want False, lastTransitionTime and observedGeneration filled once the status changed", ready)
+	}
+}
