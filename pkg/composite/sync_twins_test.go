@@ -5,9 +5,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/ruletest"
@@ -206,5 +209,194 @@ func TestConditionsWrittenWithoutTimesCostNoWrite(t *testing.T) {
 	ready := readyCondition(stored(cluster, ruleThings, "p").Object)
 	if ready == nil || ready["status"] != "False" || ready["lastTransitionTime"] == nil || ready["observedGeneration"] != int64(3) {
 		t.Errorf("Ready = %v: want False, lastTransitionTime and observedGeneration filled once the status changed", ready)
+	}
+}
+
+// TestHookActingOnItsOwnStatusConvergesInOneSync: a hook that creates a
+// child until its status says Complete, then asks for none, is given the
+// status it asked for in the next round of the same sync: the child is
+// created and deleted again, and the sync ends settled. Twin of
+// TestHookActingOnItsOwnStatusConverges (fixedpoint_test.go).
+func TestHookActingOnItsOwnStatusConvergesInOneSync(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(req map[string]any) any {
+		if st, _ := req["parent"].(map[string]any)["status"].(map[string]any); st["phase"] == "Complete" {
+			return map[string]any{"children": []any{}, "status": map[string]any{"phase": "Complete"}}
+		}
+		return map[string]any{"children": []any{answerChild("job", "y")}, "status": map[string]any{"phase": "Complete"}}
+	})
+	c, cluster := syncCluster(t, h, nil, nil, nil, parent)
+	syncOK(t, c, cluster)
+	if n := countWrites(cluster, "create configmaps ns/job"); n != 1 {
+		t.Errorf("writes %v, want the child created once", cluster.Writes())
+	}
+	if stored(cluster, ruleConfigMaps, "job") != nil {
+		t.Errorf("the child is still there once the status says Complete; writes %v", cluster.Writes())
+	}
+	if st, _ := stored(cluster, ruleThings, "p").Object["status"].(map[string]any); st["phase"] != "Complete" {
+		t.Errorf("status %v, want phase Complete", st)
+	}
+}
+
+// TestStatusOnlyAnswersSettleInOneSync: a hook whose status depends on its
+// own status (step "" to one to two, then two) is called until it answers
+// what it was given, in one sync: three calls, one status write. Twin of
+// TestStatusOnlyAnswersSettle (fixedpoint_test.go).
+func TestStatusOnlyAnswersSettleInOneSync(t *testing.T) {
+	parent := syncParent()
+	parent.Object["status"] = map[string]any{}
+	h := ruletest.NewHook(t, func(req map[string]any) any {
+		st, _ := req["parent"].(map[string]any)["status"].(map[string]any)
+		step, _ := st["step"].(string)
+		next := map[string]string{"": "one", "one": "two", "two": "two"}[step]
+		return map[string]any{"children": []any{}, "status": map[string]any{"step": next}}
+	})
+	c, cluster := syncCluster(t, h, nil, nil, nil, parent)
+	syncOK(t, c, cluster)
+	if n := len(h.Requests()); n != 3 {
+		t.Errorf("hook calls = %d, want 3 (one, two, and two again: the fixed point)", n)
+	}
+	if w := cluster.Writes(); !slices.Equal(w, []string{"patch things/status ns/p"}) {
+		t.Errorf("writes %v, want one status write (the fixed point's)", w)
+	}
+	if st, _ := stored(cluster, ruleThings, "p").Object["status"].(map[string]any); st["step"] != "two" {
+		t.Errorf("status %v, want step two", st)
+	}
+}
+
+// syncedOf is the Synced condition of the parent in the store, nil when
+// it has none.
+func syncedOf(cluster *ruletest.Cluster) map[string]any {
+	st, _ := stored(cluster, ruleThings, "p").Object["status"].(map[string]any)
+	conditions, _ := st["conditions"].([]any)
+	for _, c := range conditions {
+		if c, _ := c.(map[string]any); c["type"] == engine.SyncedConditionType {
+			return c
+		}
+	}
+	return nil
+}
+
+// TestSyncedConditionIsWrittenOnceForARepeatedFailure: a failing hook
+// makes the parent Synced=False HookFailed, with a message naming the
+// hook and its HTTP status and the condition's times filled; a second
+// sync failing alike does not write it again; a recovered hook makes it
+// True. Twin of TestSyncedConditionShowsFailureAndRecovery (synced_test.go).
+func TestSyncedConditionIsWrittenOnceForARepeatedFailure(t *testing.T) {
+	parent := syncParent()
+	var fail atomic.Bool
+	fail.Store(true)
+	h := ruletest.NewHook(t, func(map[string]any) any {
+		if fail.Load() {
+			return ruletest.HTTPError(500)
+		}
+		return map[string]any{"children": []any{}, "status": map[string]any{"old": true}}
+	})
+	c, cluster := syncCluster(t, h, nil, nil, map[string]string{engine.SyncedConditionAnnotation: "true"}, parent)
+	for range 2 {
+		if _, err := c.SyncOnce(t.Context(), stored(cluster, ruleThings, "p")); err == nil {
+			t.Fatal("SyncOnce of a failing hook succeeded")
+		}
+	}
+	synced := syncedOf(cluster)
+	msg, _ := synced["message"].(string)
+	if synced["status"] != "False" || synced["reason"] != engine.ReasonHookFailed ||
+		!strings.Contains(msg, "sync hook "+h.URL) || !strings.Contains(msg, "HTTP 500") ||
+		synced["lastTransitionTime"] == nil || synced["observedGeneration"] == nil {
+		t.Errorf("Synced = %v, want False %s naming the hook and HTTP 500, its times filled", synced, engine.ReasonHookFailed)
+	}
+	if n := countWrites(cluster, "patch things/status ns/p"); n != 1 {
+		t.Errorf("status written %d times by two syncs failing alike, want 1", n)
+	}
+	fail.Store(false)
+	syncOK(t, c, cluster)
+	if synced := syncedOf(cluster); synced["status"] != "True" {
+		t.Errorf("Synced = %v after the hook recovered, want True", synced)
+	}
+}
+
+// TestSyncedConditionIsOptInWithoutAServer: a failing sync writes the Synced condition
+// only when the controller opts in: not by default, for every controller
+// with Options.SyncedCondition, and not for one annotated "false" even
+// then. Twin of TestSyncedConditionIsOptIn (synced_test.go).
+func TestSyncedConditionIsOptInWithoutAServer(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		annotation map[string]string
+		option     bool
+		want       bool
+	}{
+		{"default", nil, false, false},
+		{"option", nil, true, true},
+		{"option-annotation-false", map[string]string{engine.SyncedConditionAnnotation: "false"}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := syncParent()
+			h := ruletest.NewHook(t, func(map[string]any) any { return ruletest.HTTPError(500) })
+			cluster := ruletest.NewCluster(ruleResources(t), []schema.GroupVersionResource{ruleThings}, parent)
+			cluster.Options.SyncedCondition = tc.option
+			c := startSync(t, cluster, h, nil, nil, tc.annotation)
+			if _, err := c.SyncOnce(t.Context(), parent); err == nil {
+				t.Fatal("SyncOnce of a failing hook succeeded")
+			}
+			if got := syncedOf(cluster) != nil; got != tc.want {
+				t.Errorf("Synced condition present = %v, want %v; writes %v", got, tc.want, cluster.Writes())
+			}
+		})
+	}
+}
+
+// TestSyncedConditionNextToTheHooksOwn: a hook that answers its own
+// conditions keeps them next to Synced (True), and a later sync with the
+// same answer calls it once and writes nothing (no ping-pong between the
+// hook's status and metactl's condition). Twin
+// of TestSyncedConditionWithTheHooksOwnConditions (synced_test.go).
+func TestSyncedConditionNextToTheHooksOwn(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(map[string]any) any {
+		return map[string]any{"children": []any{}, "status": map[string]any{"conditions": []any{
+			map[string]any{"type": "Ready", "status": "True", "reason": "Fine", "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z"}}}}
+	})
+	c, cluster := syncCluster(t, h, nil, nil, map[string]string{engine.SyncedConditionAnnotation: "true"}, parent)
+	syncOK(t, c, cluster)
+	st, _ := stored(cluster, ruleThings, "p").Object["status"].(map[string]any)
+	if list, _ := st["conditions"].([]any); len(list) != 2 || list[0].(map[string]any)["type"] != "Ready" ||
+		syncedOf(cluster)["status"] != "True" {
+		t.Errorf("conditions %v, want Ready then Synced True", st["conditions"])
+	}
+	writes, calls := len(cluster.Writes()), len(h.Requests())
+	syncOK(t, c, cluster)
+	if n := len(h.Requests()) - calls; n != 1 {
+		t.Errorf("hook calls = %d in a second sync of the same answer, want 1", n)
+	}
+	if w := cluster.Writes()[writes:]; len(w) != 0 {
+		t.Errorf("a second sync of the same answer wrote %v", w)
+	}
+}
+
+// TestSyncedConditionNotRewrittenForAVaryingErrorText: a hook whose
+// failures differ in their text at each call (a request id) does not get
+// the condition written again at the next failing sync: a change of the
+// message alone waits SyncedRewriteInterval. Twin of
+// TestSyncedConditionVaryingError (synced_test.go).
+func TestSyncedConditionNotRewrittenForAVaryingErrorText(t *testing.T) {
+	parent := syncParent()
+	var id atomic.Int64
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		http.Error(w, "boom (request "+strconv.FormatInt(id.Add(1), 10)+")", http.StatusInternalServerError)
+	}))
+	t.Cleanup(server.Close)
+	c, cluster := syncCluster(t, &ruletest.Hook{URL: server.URL}, nil, nil, map[string]string{engine.SyncedConditionAnnotation: "true"}, parent)
+	for range 3 {
+		if _, err := c.SyncOnce(t.Context(), stored(cluster, ruleThings, "p")); err == nil {
+			t.Fatal("SyncOnce of a failing hook succeeded")
+		}
+	}
+	if id.Load() < 3 {
+		t.Fatalf("%d hook calls, want one per sync", id.Load())
+	}
+	if n := countWrites(cluster, "patch things/status ns/p"); n != 1 {
+		t.Errorf("status written %d times by three syncs failing with different texts, want 1", n)
 	}
 }
