@@ -37,9 +37,16 @@ const decoratorFinalizer = "metacontroller.io/decoratorcontroller-rules"
 func syncDecorator(t *testing.T, h *ruletest.Hook, edit func(dc *unstructured.Unstructured), objs ...*unstructured.Unstructured) (*Controller, *ruletest.Cluster) {
 	t.Helper()
 	cluster := ruletest.NewCluster(ruleServed(t), nil, objs...)
+	return startDecorator(t, cluster, "rules", h, edit), cluster
+}
+
+// startDecorator is syncDecorator of the DecoratorController name on a
+// cluster already made.
+func startDecorator(t *testing.T, cluster *ruletest.Cluster, name string, h *ruletest.Hook, edit func(dc *unstructured.Unstructured)) *Controller {
+	t.Helper()
 	dc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "DecoratorController",
-		"metadata": map[string]any{"name": "rules", "uid": "dc-uid", "generation": int64(1)},
+		"metadata": map[string]any{"name": name, "uid": "dc-uid-" + name, "generation": int64(1)},
 		"spec": map[string]any{
 			"resources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps",
 				"labelSelector": map[string]any{"matchLabels": map[string]any{"decorate": "yes"}}}},
@@ -55,7 +62,7 @@ func syncDecorator(t *testing.T, h *ruletest.Hook, edit func(dc *unstructured.Un
 		t.Fatalf("New: %v", err)
 	}
 	ruletest.StartCaches(t, c)
-	return c, cluster
+	return c
 }
 
 // withFinalize adds a finalize hook at h.
