@@ -2,6 +2,7 @@ package composite
 
 import (
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -10,9 +11,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/metactl/metactl/internal/engine"
+	"github.com/metactl/metactl/internal/inmemory"
 	"github.com/metactl/metactl/internal/ruletest"
 )
 
@@ -398,5 +401,104 @@ func TestSyncedConditionNotRewrittenForAVaryingErrorText(t *testing.T) {
 	}
 	if n := countWrites(cluster, "patch things/status ns/p"); n != 1 {
 		t.Errorf("status written %d times by three syncs failing with different texts, want 1", n)
+	}
+}
+
+// TestForgedChildInAnotherNamespaceIsLeftAlone: a ConfigMap of another
+// namespace that matches the parent's selector and has a controller
+// reference to its UID is not its child: the hook is not given it, and
+// the sync neither deletes, updates nor releases it. Twin of
+// TestForgedChildInAnotherNamespace (scope_test.go).
+func TestForgedChildInAnotherNamespaceIsLeftAlone(t *testing.T) {
+	parent := syncParent()
+	forged := syncChild("forged", "planted", parent)
+	forged.SetNamespace("other")
+	h := ruletest.NewHook(t, func(map[string]any) any { return map[string]any{"children": []any{answerChild("cm", "v")}} })
+	c, cluster := syncCluster(t, h, nil, nil, nil, parent, forged)
+	syncOK(t, c, cluster)
+	for _, req := range h.Requests() {
+		if observed, _ := req["children"].(map[string]any)["ConfigMap.v1"].(map[string]any); observed["forged"] != nil {
+			t.Errorf("the hook was given the forged ConfigMap as a child")
+		}
+	}
+	if w := cluster.Writes(); slices.ContainsFunc(w, func(w string) bool { return strings.Contains(w, "other/forged") }) {
+		t.Errorf("writes %v touch the forged ConfigMap", w)
+	}
+}
+
+// TestRelatedKeyedForTheHookThatGetsThem: related objects are keyed by
+// the version of the hook given them: a v1 sync hook gets "name", a v2
+// finalize hook of the same controller "namespace/name". Twin of
+// TestRelatedKeyedForTheHookCalled (related_test.go).
+func TestRelatedKeyedForTheHookThatGetsThem(t *testing.T) {
+	finalizer := finalizerPrefix + "rules"
+	parent := syncParent(finalizer)
+	h := ruletest.NewHook(t, func(map[string]any) any { return map[string]any{"children": []any{}} })
+	customize := ruletest.NewHook(t, func(map[string]any) any {
+		return map[string]any{"relatedResources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "names": []any{"source"}}}}
+	})
+	c, cluster := syncCluster(t, h, nil, func(spec map[string]any) {
+		withCustomize(customize)(spec)
+		spec["hooks"].(map[string]any)["finalize"] = map[string]any{"version": "v2", "webhook": map[string]any{"url": h.URL + "/finalize", "timeout": "5s"}}
+	}, nil, parent, inmemory.Object("v1", "ConfigMap", "ns", "source", nil, nil))
+	syncOK(t, c, cluster)
+	if _, err := cluster.Objects.Delete(t.Context(), ruleThings, "ns", "p", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	syncOK(t, c, cluster)
+	keys := map[bool][]string{}
+	for _, req := range h.Requests() {
+		related, _ := req["related"].(map[string]any)["ConfigMap.v1"].(map[string]any)
+		keys[req["finalizing"] == true] = append(keys[req["finalizing"] == true], slices.Sorted(maps.Keys(related))...)
+	}
+	if got := slices.Compact(keys[false]); !slices.Equal(got, []string{"source"}) {
+		t.Errorf("the v1 sync hook got related keys %q, want [source]", got)
+	}
+	if got := slices.Compact(keys[true]); !slices.Equal(got, []string{"ns/source"}) {
+		t.Errorf("the v2 finalize hook got related keys %q, want [ns/source]", got)
+	}
+}
+
+// TestEveryKindOfHookFailureWritesNothing: a hook that is down, answers
+// invalid JSON, or answers a child whose labels are outside
+// the parent's selector fails the sync, saying why, and nothing is
+// written. Twin of TestFailuresChangeNothing (composite_test.go).
+func TestEveryKindOfHookFailureWritesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		serve      http.HandlerFunc
+		answer     func(map[string]any) any
+		down       bool
+	}{
+		{name: "down", want: "connect", down: true},
+		{name: "invalid JSON", want: "JSON", serve: func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			_, _ = w.Write([]byte(`{"children": [`))
+		}},
+		{name: "labels outside the selector", want: "do not match the parent's selector", answer: func(map[string]any) any {
+			child := answerChild("keep", "changed")
+			child["metadata"].(map[string]any)["labels"] = map[string]any{"parent": "nope"}
+			return map[string]any{"children": []any{child}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h *ruletest.Hook
+			switch {
+			case tc.answer != nil:
+				h = ruletest.NewHook(t, tc.answer)
+			default:
+				server := httptest.NewServer(tc.serve)
+				h = &ruletest.Hook{URL: server.URL}
+				if tc.down {
+					server.Close()
+				} else {
+					t.Cleanup(server.Close)
+				}
+			}
+			parent := syncParent()
+			c, cluster := syncCluster(t, h, nil, nil, nil, parent, syncChild("keep", "old", parent))
+			_, err := c.SyncOnce(t.Context(), parent)
+			cluster.Refused(t, err, tc.want)
+		})
 	}
 }
