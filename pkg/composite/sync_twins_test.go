@@ -502,3 +502,21 @@ func TestEveryKindOfHookFailureWritesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncErrorEventNamesTheControllerOnce: the SyncError Event of a
+// failing hook names the controller once, then the hook and its error.
+// Twin of TestSyncErrorSaysWhenItRetries (fixedpoint_test.go; the retry's
+// delay comes from the work queue, which SyncOnce has not).
+func TestSyncErrorEventNamesTheControllerOnce(t *testing.T) {
+	parent := syncParent()
+	h := ruletest.NewHook(t, func(map[string]any) any { return ruletest.HTTPError(500) })
+	c, cluster := syncCluster(t, h, nil, nil, nil, parent)
+	if _, err := c.SyncOnce(t.Context(), parent); err == nil {
+		t.Fatal("SyncOnce of a failing hook succeeded")
+	}
+	events := cluster.Events()
+	want := "Warning " + engine.ReasonSyncError + " compositecontroller rules: sync hook " + h.URL + "/sync: HTTP 500"
+	if len(events) != 1 || !strings.HasPrefix(events[0], want) || strings.Count(events[0], "compositecontroller") != 1 {
+		t.Errorf("events %q, want one starting %q, naming the controller once", events, want)
+	}
+}

@@ -2,6 +2,7 @@ package decorator
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,6 +12,7 @@ import (
 	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/inmemory"
 	"github.com/metactl/metactl/internal/ruletest"
+	"github.com/metactl/metactl/pkg/dynamic/children"
 )
 
 // More fast twins (no API server) of this package's tagged tests, in the
@@ -166,5 +168,25 @@ func TestDecoratorForgedAttachmentInAnotherNamespace(t *testing.T) {
 	}
 	if got, _ := cluster.Objects.Get(ruleSecrets, "ns", "target-secret"); got == nil || metav1.GetControllerOf(got) == nil {
 		t.Errorf("the attachment in the object's namespace is %v, want it created", got)
+	}
+}
+
+// TestDecoratorOnDeleteAttachmentDriftIsReported: an OnDelete attachment
+// that differs from the answer is left as it is and reported on the
+// object, a Normal ChildNotUpdated Event naming it. Twin of the drift
+// part of TestAttachmentWarningsAndOnDeleteDrift (childfeedback_test.go).
+func TestDecoratorOnDeleteAttachmentDriftIsReported(t *testing.T) {
+	obj := decorated("target")
+	h := ruletest.NewHook(t, func(map[string]any) any { return map[string]any{"attachments": []any{answerSecret("kept")}} })
+	c, cluster := syncDecorator(t, h, func(dc *unstructured.Unstructured) {
+		dc.Object["spec"].(map[string]any)["attachments"] = []any{map[string]any{"apiVersion": "v1", "resource": "secrets", "updateStrategy": map[string]any{"method": "OnDelete"}}}
+	}, obj, attachment("kept", obj))
+	syncStored(t, c, cluster, ruleConfigMaps, "ns", "target")
+	if got, _ := cluster.Objects.Get(ruleSecrets, "ns", "kept"); got == nil || got.GetResourceVersion() != "1" {
+		t.Errorf("attachment kept is %v, want it untouched", got)
+	}
+	events := cluster.Events()
+	if len(events) != 1 || !strings.HasPrefix(events[0], "Normal "+children.ReasonChildNotUpdated+" ") || !strings.Contains(events[0], "Secret kept") {
+		t.Errorf("events %q, want one Normal %s naming Secret kept", events, children.ReasonChildNotUpdated)
 	}
 }
