@@ -318,10 +318,11 @@ func TestSyncedConditionIsWrittenOnceForARepeatedFailure(t *testing.T) {
 	}
 }
 
-// TestSyncedConditionIsOptInWithoutAServer: a failing sync writes the Synced condition
-// only when the controller opts in: not by default, for every controller
-// with Options.SyncedCondition, and not for one annotated "false" even
-// then. Twin of TestSyncedConditionIsOptIn (synced_test.go).
+// TestSyncedConditionIsOptInWithoutAServer: a failing sync writes the
+// Synced condition only when the controller opts in: not by default, for
+// every controller with Options.SyncedCondition, and not for one
+// annotated "false" even then. Twin of TestSyncedConditionIsOptIn
+// (synced_test.go).
 func TestSyncedConditionIsOptInWithoutAServer(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
