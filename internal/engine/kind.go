@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,6 +103,11 @@ func (k Key) String() string {
 	}
 	return prefix + k.Namespace + "/" + k.Name
 }
+
+// LogValue is the key in logs written through slog (--log-format=json):
+// its text (String), as klog's text output shows it, instead of the
+// struct, whose resource holds a function that JSON cannot encode.
+func (k Key) LogValue() slog.Value { return slog.StringValue(k.String()) }
 
 // objectCache is how the Engine reads the objects it syncs;
 // *informer.Informer is one.
