@@ -62,7 +62,7 @@ type Config struct {
 
 // hookClient makes the hook calls; *hookclient.Client is one.
 type hookClient interface {
-	Call(ctx context.Context, controller, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error
+	Call(ctx context.Context, controller, name string, hook *v1alpha1.Hook, request any, response hooks.Response, opts hookclient.CallOptions) error
 }
 
 // objectWriter patches the synced objects (finalizers, labels and
@@ -278,11 +278,11 @@ func (e *Engine) SyncOnce(ctx context.Context, obj *unstructured.Unstructured) (
 	if !ok {
 		return nil, fmt.Errorf("%s %s does not sync %s objects", e.kindName, e.name, obj.GroupVersionKind())
 	}
-	ctx, releaseAnswers := hookclient.HoldAnswers(ctx)
-	defer releaseAnswers()
+	hold := hookclient.NewHold()
+	defer hold.Release()
 	res := key.Resource
 	t := &Target{Object: obj.DeepCopy(), Resource: res, Selected: res.Selects == nil || res.Selects(obj)}
-	_, err := e.syncTarget(ctx, &loop.Sync[Key]{Key: key}, t)
+	_, err := e.syncTarget(ctx, &loop.Sync[Key]{Key: key}, hookclient.CallOptions{Hold: hold}, t)
 	return t, err
 }
 

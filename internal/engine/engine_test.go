@@ -25,6 +25,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // The fakes below stand for the cache (fakeController), the hook (fakeHooks),
@@ -133,7 +134,7 @@ type fakeHooks struct {
 	customize func() error
 }
 
-func (h *fakeHooks) Call(_ context.Context, _, name string, _ *v1alpha1.Hook, request any, response hooks.Response) error {
+func (h *fakeHooks) Call(_ context.Context, _, name string, _ *v1alpha1.Hook, request any, response hooks.Response, _ hookclient.CallOptions) error {
 	h.mu.Lock()
 	h.calls = append(h.calls, name)
 	h.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/hooks/credentials"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // HookCaller calls one controller's hooks and remembers whether they last
@@ -31,11 +32,12 @@ type HookCaller struct {
 // waits on the hook. A call whose ctx is cancelled (the
 // controller stops or restarts) ends at once, and so does a call that
 // answered after the cancellation: it returns the cancellation's cause,
-// so that the sync writes nothing of the answer.
-func (h *HookCaller) Call(ctx context.Context, w loop.Waiter, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error {
+// so that the sync writes nothing of the answer. opts are the sync's
+// (Target.calls): its hold of the answers, whether it is a retry.
+func (h *HookCaller) Call(ctx context.Context, w loop.Waiter, name string, hook *v1alpha1.Hook, request any, response hooks.Response, opts hookclient.CallOptions) error {
 	var err error
 	start := time.Now()
-	call := func() { err = h.Hooks.Call(ctx, h.Controller, name, hook, request, response) }
+	call := func() { err = h.Hooks.Call(ctx, h.Controller, name, hook, request, response, opts) }
 	if w == nil {
 		call()
 	} else {

@@ -13,6 +13,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // Controller is what one kind of controller (pkg/composite, pkg/decorator)
@@ -140,6 +141,9 @@ type Target struct {
 	// its failure, its waits on hooks (loop.Sync); for a sync outside the
 	// queue (SyncOnce), one of its own, which does nothing of the queue's.
 	queued *loop.Sync[Key]
+	// calls are the options of the sync's hook calls: the hold of its
+	// answers (until the sync ends) and whether it is a retry.
+	calls hookclient.CallOptions
 
 	// realStatus is the object's own .status (nil: none) when its hook
 	// is given it (Watched.HookGetsRealStatus) while Object is its

@@ -47,9 +47,11 @@ func (e *Engine) sync(ctx context.Context, s *loop.Sync[Key]) (after time.Durati
 	gone := false
 	defer func() { e.endRecord(ctx, s, gone, after, err) }()
 	// The hook's answers count against the budget of answers in memory
-	// until the sync is done writing them.
-	ctx, releaseAnswers := hookclient.HoldAnswers(ctx)
-	defer releaseAnswers()
+	// until the sync is done writing them; the calls of a retry say so in
+	// their spans.
+	hold := hookclient.NewHold()
+	defer hold.Release()
+	calls := hookclient.CallOptions{Hold: hold, Retry: e.retried(ctx, s)}
 	// Events for this object that arrive meanwhile are judged at the end,
 	// once this sync's writes are known: echoes of them need no new sync.
 	e.echoes.Begin(key)
@@ -71,14 +73,16 @@ func (e *Engine) sync(ctx context.Context, s *loop.Sync[Key]) (after time.Durati
 		e.synced.forget(key)
 		return 0, nil
 	}
-	return e.syncTarget(ctx, s, t)
+	return e.syncTarget(ctx, s, calls, t)
 }
 
 // syncTarget is sync from step 1 on, for t, the object queued as s.Key,
 // in the work queue's sync s (SyncOnce's own, outside the queue): the
-// reconcile itself, shared by sync and SyncOnce.
-func (e *Engine) syncTarget(ctx context.Context, s *loop.Sync[Key], t *Target) (after time.Duration, err error) {
+// reconcile itself, shared by sync and SyncOnce. Its hook calls are made
+// with calls (Target.calls).
+func (e *Engine) syncTarget(ctx context.Context, s *loop.Sync[Key], calls hookclient.CallOptions, t *Target) (after time.Duration, err error) {
 	ctx = e.prepareTarget(ctx, s, t)
+	t.calls = calls
 	// The metactl.io/Synced condition, when the controller writes it.
 	synced := e.synced.begin(t.Key, t)
 	defer func() { synced.finish(ctx, t, err) }()
@@ -154,7 +158,7 @@ func (e *Engine) newRound(ctx context.Context, t *Target, ks Sync) (*Round, erro
 	}
 	if e.related != nil {
 		var err error
-		if r.related, err = e.related.Related(ctx, t.queued, t.Key, t.forHook(t.Object), t.Resource.Namespaced, *r.hook.Version); err != nil {
+		if r.related, err = e.related.Related(ctx, t.queued, t.calls, t.Key, t.forHook(t.Object), t.Resource.Namespaced, *r.hook.Version); err != nil {
 			return nil, fmt.Errorf("related objects: %w", err)
 		}
 	}
@@ -301,7 +305,7 @@ func (r *Round) Version() v1alpha1.HookVersion { return *r.hook.Version }
 // is a finalize hook's, read as metacontroller reads it: the object is
 // going away, or the garbage collector holds them.
 func (r *Round) Call(ctx context.Context, request any, response hooks.Response) error {
-	if err := r.e.hooks.Call(ctx, r.t.queued, r.hookName, r.hook, request, response); err != nil {
+	if err := r.e.hooks.Call(ctx, r.t.queued, r.hookName, r.hook, request, response, r.t.calls); err != nil {
 		return err
 	}
 	answer := r.sync.Read(response)

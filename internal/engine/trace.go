@@ -32,17 +32,22 @@ const resultGone = "gone"
 // root span named "sync <kind>/<controller>"; without, only fresh trace
 // and span ids for the hook requests' traceparent, nothing recorded. The
 // hook calls (pkg/hooks/hookclient) and the writes (history.Failed) of the sync are
-// its children. The hook calls of a retry (a trigger of the work queue's
-// sync s) are marked (hookclient.WithRetry).
+// its children; those of a retry are marked so (retried).
 func (e *Engine) beginTrace(ctx context.Context, s *loop.Sync[Key]) context.Context {
 	if e.opts.Tracer == nil {
 		return trace.ContextWithSpanContext(ctx, traceid.New())
 	}
-	ctx, span := e.opts.Tracer.Start(ctx, "sync "+e.kindName+"/"+e.name)
-	if span.IsRecording() && slices.ContainsFunc(s.Triggers(), func(t trigger.Trigger) bool { return t.Cause == trigger.CauseRetry }) {
-		ctx = hookclient.WithRetry(ctx)
-	}
+	ctx, _ = e.opts.Tracer.Start(ctx, "sync "+e.kindName+"/"+e.name)
 	return ctx
+}
+
+// retried reports whether the hook calls of the work queue's sync s, whose
+// span beginTrace started in ctx, are marked as retries
+// (hookclient.CallOptions.Retry): when the span records and s retries (a
+// trigger of s is a retry).
+func (e *Engine) retried(ctx context.Context, s *loop.Sync[Key]) bool {
+	return trace.SpanFromContext(ctx).IsRecording() &&
+		slices.ContainsFunc(s.Triggers(), func(t trigger.Trigger) bool { return t.Cause == trigger.CauseRetry })
 }
 
 // endTrace ends the span of the work queue's sync s that beginTrace

@@ -195,7 +195,7 @@ func TestRecorderKeepsNoSecretInError(t *testing.T) {
 		"metadata": map[string]any{"name": "s", "namespace": "ns"}, "data": map[string]any{"password": encoded}}}
 	url := srv.URL
 	ctx := With(context.Background(), "compositecontroller/c", "ns/s")
-	if err := c.Call(ctx, "c", "sync", &v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &url}}, request, &hooks.CompositeSyncResponse{}); err == nil {
+	if err := c.Call(ctx, "c", "sync", &v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &url}}, request, &hooks.CompositeSyncResponse{}, hookclient.CallOptions{}); err == nil {
 		t.Fatal("a 500 succeeded")
 	}
 	calls, _ := r.Calls("compositecontroller/c")

@@ -367,7 +367,7 @@ type call struct {
 // do calls hook with request, decoding into response.
 func (t *tester) do(ctx context.Context, name string, hook *v1alpha1.Hook, request any, response hooks.Response) call {
 	start := time.Now()
-	err := t.client.Call(ctx, t.name, name, hook, request, response)
+	err := t.client.Call(ctx, t.name, name, hook, request, response, hookclient.CallOptions{})
 	c := call{err: err, d: time.Since(start)}
 	// A hook that answered, even too slowly, was reached.
 	var ue *hookclient.UnreachableError

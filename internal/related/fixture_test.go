@@ -104,7 +104,7 @@ func (f *fixture) relatedKeys(t *testing.T, parent *unstructured.Unstructured) [
 	if ns := parent.GetNamespace(); ns != "" {
 		key = ns + "/" + key
 	}
-	got, err := f.resolver.Related(ctx, nil, key, parent, parent.GetNamespace() != "", f.version)
+	got, err := f.resolver.Related(ctx, nil, hookclient.CallOptions{}, key, parent, parent.GetNamespace() != "", f.version)
 	if err != nil {
 		t.Fatalf("Related: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 var (
@@ -41,7 +42,7 @@ func TestRelatedObjectsAreCapped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	f := newFixtureWith(t, 3, nil, v1alpha1.HookVersionV2, rules...)
-	_, err := f.resolver.Related(ctx, nil, own+"/p", parent, true, f.version)
+	_, err := f.resolver.Related(ctx, nil, hookclient.CallOptions{}, own+"/p", parent, true, f.version)
 	if err == nil {
 		t.Fatal("4 related objects with a limit of 3: no error")
 
@@ -52,7 +53,7 @@ func TestRelatedObjectsAreCapped(t *testing.T) {
 		}
 	}
 	at := newFixtureWith(t, 4, nil, v1alpha1.HookVersionV2, rules...)
-	if _, err := at.resolver.Related(ctx, nil, own+"/p", parent, true, at.version); err != nil {
+	if _, err := at.resolver.Related(ctx, nil, hookclient.CallOptions{}, own+"/p", parent, true, at.version); err != nil {
 		t.Errorf("at the limit: %v", err)
 	}
 }
@@ -94,7 +95,7 @@ func (f *fixture) related(t *testing.T, parent *unstructured.Unstructured) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := f.resolver.Related(ctx, nil, parent.GetNamespace()+"/"+parent.GetName(), parent, true, f.version); err != nil {
+	if _, err := f.resolver.Related(ctx, nil, hookclient.CallOptions{}, parent.GetNamespace()+"/"+parent.GetName(), parent, true, f.version); err != nil {
 		t.Fatalf("Related: %v", err)
 	}
 }

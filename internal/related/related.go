@@ -20,6 +20,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 var namespacesResource = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
@@ -28,9 +29,10 @@ var namespacesResource = schema.GroupVersionResource{Version: "v1", Resource: "n
 // engine.HookCaller), so that the customize hook's calls count as the
 // sync hook's do: in metrics, and in the credential errors the controller
 // object reports. The call is a wait of w, the sync's: other syncs run
-// meanwhile (nil: none to tell).
+// meanwhile (nil: none to tell); opts are the sync's (its hold of the
+// answers, whether it is a retry: hookclient.CallOptions).
 type Caller interface {
-	Call(ctx context.Context, w loop.Waiter, name string, hook *v1alpha1.Hook, request any, response hooks.Response) error
+	Call(ctx context.Context, w loop.Waiter, name string, hook *v1alpha1.Hook, request any, response hooks.Response, opts hookclient.CallOptions) error
 }
 
 // Options configure a Resolver of parents queued as keys of type K.
@@ -129,9 +131,10 @@ func New[K comparable](opts Options[K]) *Resolver[K] {
 // (the sync or the finalize hook, whichever receives them), and records the
 // declarations so that changes to those objects re-sync the parent. Its
 // waits, on the hook and on new informers' caches, are waits of w, the
-// sync's (loop.Waiter; nil: none to tell).
-func (r *Resolver[K]) Related(ctx context.Context, w loop.Waiter, key K, parent *unstructured.Unstructured, parentNamespaced bool, version v1alpha1.HookVersion) (hooks.ObjectMap, error) {
-	declarations, err := r.declarations(ctx, w, key, parent)
+// sync's (loop.Waiter; nil: none to tell). The customize hook is called
+// with opts, the sync's (hookclient.CallOptions).
+func (r *Resolver[K]) Related(ctx context.Context, w loop.Waiter, opts hookclient.CallOptions, key K, parent *unstructured.Unstructured, parentNamespaced bool, version v1alpha1.HookVersion) (hooks.ObjectMap, error) {
+	declarations, err := r.declarations(ctx, w, opts, key, parent)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +232,7 @@ func (r *Resolver[K]) Close() {
 
 // declarations returns the customize answer for parent, from the cache when
 // the parent's UID and generation have not changed.
-func (r *Resolver[K]) declarations(ctx context.Context, w loop.Waiter, key K, parent *unstructured.Unstructured) ([]v1alpha1.RelatedResourceRule, error) {
+func (r *Resolver[K]) declarations(ctx context.Context, w loop.Waiter, opts hookclient.CallOptions, key K, parent *unstructured.Unstructured) ([]v1alpha1.RelatedResourceRule, error) {
 	r.mu.Lock()
 	cached, ok := r.answers[key]
 	r.mu.Unlock()
@@ -238,7 +241,7 @@ func (r *Resolver[K]) declarations(ctx context.Context, w loop.Waiter, key K, pa
 	}
 	response := &hooks.CustomizeResponse{}
 	request := &hooks.CustomizeRequest{Controller: r.opts.Object, Parent: parent}
-	if err := r.opts.Hooks.Call(ctx, w, "customize", r.opts.Customize, request, response); err != nil {
+	if err := r.opts.Hooks.Call(ctx, w, "customize", r.opts.Customize, request, response, opts); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()

@@ -23,6 +23,7 @@ import (
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
@@ -181,7 +182,7 @@ func TestNamespaceSelectorAsksToReadNamespaces(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	parent := parentIn(ns)
-	_, err := f.resolver.Related(ctx, nil, ns+"/"+parent.GetName(), parent, true, f.version)
+	_, err := f.resolver.Related(ctx, nil, hookclient.CallOptions{}, ns+"/"+parent.GetName(), parent, true, f.version)
 	if !errors.Is(err, refused) {
 		t.Errorf("Related: got %v, want the refusal to read namespaces", err)
 	}

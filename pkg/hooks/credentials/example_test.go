@@ -40,7 +40,7 @@ func ExampleNewSecureTransport() {
 		Authorization: &v1alpha1.AuthorizationConfig{Type: v1alpha1.AuthorizationBearer,
 			SecretRef: v1alpha1.KeyReference{Namespace: "hooks", Name: "hook-token"}},
 	}}
-	err := client.Call(context.Background(), "things", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+	err := client.Call(context.Background(), "things", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, hookclient.CallOptions{})
 	var ce *credentials.CredentialError
 	if errors.As(err, &ce) {
 		fmt.Println(ce.Setting, ce.Reference, ce.Reason)

@@ -35,7 +35,7 @@ func TestCredentialHealth(t *testing.T) {
 	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer server.Close()
 	url := server.URL
-	err := hookclient.NewClient(hookclient.Options{}).Call(context.Background(), "c", "sync", &v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &url}}, map[string]any{}, nil)
+	err := hookclient.NewClient(hookclient.Options{}).Call(context.Background(), "c", "sync", &v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &url}}, map[string]any{}, nil, hookclient.CallOptions{})
 	if err == nil {
 		t.Fatal("an unverifiable certificate was accepted")
 	}

@@ -105,7 +105,7 @@ func TestCallDoesNotFollowRedirects(t *testing.T) {
 						w.CABundle = &v1alpha1.CABundleConfig{Inline: new(string(ca.pem))}
 					}
 				})
-				err := c.client.Call(context.Background(), "ctl", "sync", hook, sampleCompositeRequest(v1alpha1.HookVersionV1), &hooks.CompositeSyncResponse{})
+				err := c.client.Call(context.Background(), "ctl", "sync", hook, sampleCompositeRequest(v1alpha1.HookVersionV1), &hooks.CompositeSyncResponse{}, hookclient.CallOptions{})
 				var se *hookclient.StatusError
 				if !errors.As(err, &se) {
 					t.Fatalf("err = %v (%T), want a *StatusError", err, err)

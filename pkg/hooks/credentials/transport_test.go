@@ -177,7 +177,7 @@ func hookWith(url string, configure func(w *v1alpha1.Webhook)) *v1alpha1.Hook {
 }
 
 func call(c *hookclient.Client, hook *v1alpha1.Hook) error {
-	return c.Call(context.Background(), "ctl", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+	return c.Call(context.Background(), "ctl", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, hookclient.CallOptions{})
 }
 
 // eventually polls cond until it holds, failing the test after timeout.

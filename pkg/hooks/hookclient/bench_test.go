@@ -91,7 +91,7 @@ func BenchmarkCallSync(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var resp hooks.CompositeSyncResponse
-			if err := c.Call(ctx, "bench", "sync", hook, req, &resp); err != nil {
+			if err := c.Call(ctx, "bench", "sync", hook, req, &resp, CallOptions{}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -101,7 +101,7 @@ func BenchmarkCallSync(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				var resp hooks.CompositeSyncResponse
-				if err := c.Call(ctx, "bench", "sync", hook, req, &resp); err != nil {
+				if err := c.Call(ctx, "bench", "sync", hook, req, &resp, CallOptions{}); err != nil {
 					b.Error(err)
 					return
 				}

@@ -67,11 +67,16 @@ func stalledAnswer(n int, release <-chan struct{}) http.HandlerFunc {
 }
 
 func callSync(c *Client, ctx context.Context, hook string, timeout time.Duration) error {
+	return callSyncWith(c, ctx, hook, timeout, CallOptions{})
+}
+
+// callSyncWith is callSync with opts.
+func callSyncWith(c *Client, ctx context.Context, hook string, timeout time.Duration, opts CallOptions) error {
 	h := urlHook(hook)
 	if timeout > 0 {
 		h.Webhook.Timeout = &metav1.Duration{Duration: timeout}
 	}
-	return c.Call(ctx, "c", "sync", h, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+	return c.Call(ctx, "c", "sync", h, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, opts)
 }
 
 // TestBudgetAnswerWaitsForRoom: an answer that does not fit beside the
@@ -306,7 +311,7 @@ func TestBudgetReleasedOnEveryPath(t *testing.T) {
 		srv := serve(t, es.handler)
 		c := NewClient(Options{})
 		for range 2 {
-			if err := c.Call(context.Background(), "c", "sync", etagHook(srv.URL, 60), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}); err != nil {
+			if err := c.Call(context.Background(), "c", "sync", etagHook(srv.URL, 60), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			if n := c.ResponseBytesInFlight(); n != 0 {
@@ -376,7 +381,7 @@ func TestBudgetCoversTheAnswersBuffer(t *testing.T) {
 				t.Fatalf("growCap %d, want 0", c.budget.growCap)
 			}
 			resp := &capturingResponse{c: c}
-			if err := c.Call(context.Background(), "c", "sync", urlHook(serve(t, h).URL), &hooks.CompositeSyncRequest{}, resp); err != nil {
+			if err := c.Call(context.Background(), "c", "sync", urlHook(serve(t, h).URL), &hooks.CompositeSyncRequest{}, resp, CallOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			if resp.cap > resp.inFlight {

@@ -112,7 +112,7 @@ type Options struct {
 	// DecodedBudgetBytes bounds the memory the objects decoded from
 	// answers take at once, all calls together, as estimated from each
 	// answer's JSON before it is decoded: from decoding until Call
-	// returns, or, under HoldAnswers, until the caller is done with them.
+	// returns, or, with a Hold (CallOptions), until the caller is done with them.
 	// An answer whose estimate is larger is refused. Default:
 	// DefaultDecodedBudgetBytes.
 	DecodedBudgetBytes int64
@@ -261,8 +261,8 @@ func NewTransport() *http.Transport {
 // eighth is kept for answers of 64 KiB or less), is refused. Before
 // decoding it, the call also takes the answer's estimated decoded size
 // from the decoded budget (Options.DecodedBudgetBytes), waiting for room
-// likewise, and gives it back as it returns; under HoldAnswers, when the
-// next call under the same context begins or the hold is released. An
+// likewise, and gives it back as it returns; with opts.Hold, when the
+// next call with the same Hold begins or the Hold is released. An
 // answer whose estimate exceeds that budget is refused undecoded.
 //
 // Call never follows a redirect: a 3xx answer is a *StatusError naming
@@ -282,7 +282,10 @@ func NewTransport() *http.Transport {
 // the trace has one): with Options.Tracer, that of the call's own span,
 // a child of ctx's; without, ctx's span context, or fresh ids when ctx
 // has none.
-func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1alpha1.Hook, request any, response hooks.Response) (err error) {
+//
+// opts carry what the call shares with its caller's other calls: the Hold
+// of its answer's decoded part, and whether its span marks it as a retry.
+func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1alpha1.Hook, request any, response hooks.Response, opts CallOptions) (err error) {
 	cs := &callState{hookCall: hookCall{Controller: controller, Hook: hookName, URL: "(no URL)"},
 		ctx: ctx, hook: hook, request: request, response: response}
 	cs.tap = c.startTap(ctx, controller, hookName)
@@ -292,10 +295,10 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	if err := cs.address(); err != nil {
 		return err
 	}
-	// The answer the previous call under ctx kept is no longer used: give
-	// back its part of the decoded budget before this call may wait for
-	// room.
-	cs.hold = heldAnswers(ctx)
+	// The answer the previous call with this Hold kept is no longer used:
+	// give back its part of the decoded budget before this call may wait
+	// for room.
+	cs.hold = opts.Hold
 	cs.hold.release()
 	cs.timeout = hooks.Timeout(hook.Webhook)
 	callCtx, cancel := context.WithTimeout(ctx, cs.timeout)
@@ -304,7 +307,7 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	if err := cs.newRequest(); err != nil {
 		return err
 	}
-	cs.ctx, cs.span = c.startSpan(ctx, controller, hookName, cs.URL)
+	cs.ctx, cs.span = c.startSpan(ctx, controller, hookName, cs.URL, opts.Retry)
 	defer func() { cs.span.end(err) }()
 	if err := cs.checkURL(); err != nil {
 		return err
@@ -348,7 +351,7 @@ type callState struct {
 	req          *http.Request
 	request      any
 	response     hooks.Response
-	hold         *answerHold
+	hold         *Hold
 	tap          *tapping
 	span         *callSpan
 	etag         etagLookup
@@ -569,7 +572,7 @@ func (c *Client) decodeAnswer(cs *callState, body []byte) error {
 // decode decodes body into the call's response within the decoded budget:
 // it takes the answer's estimated part (decodedSize) first, waiting for
 // room up to the call's timeout, and gives it back when it returns, or
-// leaves it to the call's hold (HoldAnswers) when the answer is decoded.
+// leaves it to the call's Hold (CallOptions) when the answer is decoded.
 // An answer whose estimate exceeds the whole budget is a *ResponseError;
 // no room within the timeout, a *BudgetError.
 func (c *Client) decode(cs *callState, body []byte) error {

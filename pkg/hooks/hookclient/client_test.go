@@ -96,7 +96,7 @@ func TestCallSendsSpecShape(t *testing.T) {
 
 	var resp hooks.CompositeSyncResponse
 	hook := urlHook(srv.URL + "/sync")
-	if err := NewClient(Options{}).Call(context.Background(), "things", "sync", hook, sampleCompositeRequest(v1alpha1.HookVersionV1), &resp); err != nil {
+	if err := NewClient(Options{}).Call(context.Background(), "things", "sync", hook, sampleCompositeRequest(v1alpha1.HookVersionV1), &resp, CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s := <-got
@@ -139,7 +139,7 @@ func TestCallDecoratorAndCustomizeShapes(t *testing.T) {
 	attachments.EnsureKey("v1", "Service")
 	var dresp hooks.DecoratorSyncResponse
 	err := c.Call(context.Background(), "dec", "sync", urlHook(srv.URL+"/sync"),
-		&hooks.DecoratorSyncRequest{Controller: sampleController(), Object: obj, Attachments: attachments, Finalizing: true}, &dresp)
+		&hooks.DecoratorSyncRequest{Controller: sampleController(), Object: obj, Attachments: attachments, Finalizing: true}, &dresp, CallOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestCallDecoratorAndCustomizeShapes(t *testing.T) {
 
 	var cresp hooks.CustomizeResponse
 	if err := c.Call(context.Background(), "dec", "customize", urlHook(srv.URL+"/customize"),
-		&hooks.CustomizeRequest{Controller: sampleController(), Parent: obj}, &cresp); err != nil {
+		&hooks.CustomizeRequest{Controller: sampleController(), Parent: obj}, &cresp, CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	body = <-bodies
@@ -187,7 +187,7 @@ func TestCallDecodeModeFollowsHookVersion(t *testing.T) {
 		hook.Version = ptr.To(version)
 		hook.Webhook.ResponseUnMarshallMode = mode
 		var resp hooks.CompositeSyncResponse
-		return c.Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &resp)
+		return c.Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &resp, CallOptions{})
 	}
 	if err := call(v1alpha1.HookVersionV1, nil); err != nil {
 		t.Errorf("v1 (loose by default): %v", err)
@@ -210,7 +210,7 @@ func TestCallStatusError(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 		_, _ = io.WriteString(w, "boom: "+long)
 	})
-	err := NewClient(Options{}).Call(context.Background(), "things", "sync", urlHook(srv.URL+"/sync"), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+	err := NewClient(Options{}).Call(context.Background(), "things", "sync", urlHook(srv.URL+"/sync"), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 	var se *StatusError
 	if !errors.As(err, &se) {
 		t.Fatalf("err = %#v, want *StatusError", err)
@@ -238,7 +238,7 @@ func TestCallStatusError(t *testing.T) {
 func TestCallOnlyOKIsSuccess(t *testing.T) {
 	for _, code := range []int{http.StatusCreated, http.StatusNoContent, http.StatusNotModified, http.StatusNotFound} {
 		srv := serve(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(code) })
-		err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+		err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 		var se *StatusError
 		if !errors.As(err, &se) || se.Code != code {
 			t.Errorf("HTTP %d: err = %v, want StatusError", code, err)
@@ -272,7 +272,7 @@ func TestCallRetryAfter(t *testing.T) {
 			})
 			c := NewClient(Options{})
 			c.now = func() time.Time { return now }
-			err := c.Call(context.Background(), "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+			err := c.Call(context.Background(), "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 			var se *StatusError
 			if !errors.As(err, &se) || se.Code != http.StatusTooManyRequests {
 				t.Fatalf("err = %v, want a 429 StatusError", err)
@@ -300,7 +300,7 @@ func TestCallConnectionRefused(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(url+"/sync"), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+	err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(url+"/sync"), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 	var ue *UnreachableError
 	if !errors.As(err, &ue) || !IsUnreachable(err) {
 		t.Fatalf("err = %#v, want *UnreachableError", err)
@@ -318,7 +318,7 @@ func TestCallConnectionRefused(t *testing.T) {
 }
 
 func TestCallDNSFailure(t *testing.T) {
-	err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook("http://does-not-exist.invalid/sync"), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+	err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook("http://does-not-exist.invalid/sync"), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 	if !IsUnreachable(err) {
 		t.Fatalf("err = %v, want UnreachableError", err)
 	}
@@ -363,7 +363,7 @@ func TestCallTimeout(t *testing.T) {
 			var observed []int
 			c := NewClient(Options{Metrics: ObserverFunc(func(_, _ string, code int, _ time.Duration) { observed = append(observed, code) })})
 			start := time.Now()
-			err := c.Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+			err := c.Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 			elapsed := time.Since(start)
 			var ue *UnreachableError
 			if !errors.As(err, &ue) || !ue.Timeout() {
@@ -390,7 +390,7 @@ func TestCallCallerCancellationIsNotUnreachable(t *testing.T) {
 	defer cancel()
 	// The caller gives up while the hook is working on the request.
 	srv := blockingServer(t, func(http.ResponseWriter) { cancel() })
-	err := NewClient(Options{}).Call(ctx, "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+	err := NewClient(Options{}).Call(ctx, "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 	if !errors.Is(err, context.Canceled) || IsUnreachable(err) {
 		t.Fatalf("err = %#v, want context.Canceled and not UnreachableError", err)
 	}
@@ -402,7 +402,7 @@ func TestCallTruncatedBody(t *testing.T) {
 		_, _ = io.WriteString(w, `{"children":[`)
 		// The handler returns: the connection is closed short of 100 bytes.
 	})
-	err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+	err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 	if !IsUnreachable(err) || !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("err = %v, want an UnreachableError wrapping io.ErrUnexpectedEOF", err)
 	}
@@ -419,7 +419,7 @@ func TestCallBodyLimit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := serve(t, tc.handler)
-			err := NewClient(Options{MaxResponseBytes: 1000}).Call(context.Background(), "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+			err := NewClient(Options{MaxResponseBytes: 1000}).Call(context.Background(), "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 			var re *ResponseError
 			if !errors.As(err, &re) || !strings.Contains(err.Error(), "1000 bytes") {
 				t.Fatalf("err = %v, want a ResponseError naming the limit", err)
@@ -428,7 +428,7 @@ func TestCallBodyLimit(t *testing.T) {
 	}
 	// Exactly at the limit is fine.
 	srv := serve(t, answer(big))
-	if err := NewClient(Options{MaxResponseBytes: int64(len(big))}).Call(context.Background(), "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}); err != nil {
+	if err := NewClient(Options{MaxResponseBytes: int64(len(big))}).Call(context.Background(), "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{}); err != nil {
 		t.Errorf("at the limit: %v", err)
 	}
 }
@@ -440,7 +440,7 @@ func TestCallResponseErrors(t *testing.T) {
 		{`{"children":[{"kind":"ConfigMap","metadata":{"name":"a"}}]}`, "children[0]: apiVersion is required"},
 	} {
 		srv := serve(t, answer(tc.body))
-		err := NewClient(Options{}).Call(context.Background(), "things", "finalize", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+		err := NewClient(Options{}).Call(context.Background(), "things", "finalize", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 		var re *ResponseError
 		if !errors.As(err, &re) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "finalize hook") {
 			t.Errorf("%s: err = %v, want a ResponseError containing %q", tc.body, err, tc.want)
@@ -470,7 +470,7 @@ func TestCallServiceURL(t *testing.T) {
 		Service: &v1alpha1.ServiceReference{Name: "svc", Namespace: "hooks", Port: ptr.To[int32](8080), Protocol: ptr.To("HTTP")},
 		Path:    ptr.To("/sync/things"),
 	}}
-	if err := c.Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}); err != nil {
+	if err := c.Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if addr := <-dialed; addr != "svc.hooks:8080" {
@@ -494,7 +494,7 @@ func TestCallURLWinsOverService(t *testing.T) {
 		Service: &v1alpha1.ServiceReference{Name: "svc", Namespace: "nowhere.invalid"},
 		Path:    ptr.To("/by-service"),
 	}}
-	if err := NewClient(Options{}).Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}); err != nil {
+	if err := NewClient(Options{}).Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if p := <-paths; p != "/by-url" {
@@ -512,7 +512,7 @@ func TestCallConfigErrors(t *testing.T) {
 		"unparseable":   urlHook("http://user:s3cret@h:port/sync"),
 		"no url or svc": {Webhook: &v1alpha1.Webhook{}},
 	} {
-		err := c.Call(context.Background(), "ctl", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+		err := c.Call(context.Background(), "ctl", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 		if err == nil {
 			t.Errorf("%s: no error", name)
 			continue
@@ -536,7 +536,7 @@ func TestCallErrorsHideCredentials(t *testing.T) {
 	closed.Close()
 	for _, base := range []string{srv500.URL, closed.URL} {
 		url := strings.Replace(base, "http://", "http://alice:s3cret@", 1) + "/sync?token=t0ken"
-		err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(url), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+		err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(url), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 		if err == nil {
 			t.Fatal("no error")
 		}
@@ -558,7 +558,7 @@ func TestCallTLS(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	// The default client verifies certificates.
-	err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+	err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 	var certErr *tls.CertificateVerificationError
 	if !IsUnreachable(err) || !errors.As(err, &certErr) {
 		t.Fatalf("untrusted certificate: err = %v, want an UnreachableError for the certificate", err)
@@ -572,7 +572,7 @@ func TestCallTLS(t *testing.T) {
 		t.Cleanup(tr.CloseIdleConnections)
 		return &http.Client{Transport: tr}
 	}
-	if err := NewClient(Options{HTTPClient: trusting()}).Call(context.Background(), "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}); err != nil {
+	if err := NewClient(Options{HTTPClient: trusting()}).Call(context.Background(), "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{}); err != nil {
 		t.Fatalf("trusted certificate: %v", err)
 	}
 
@@ -586,7 +586,7 @@ func TestCallTLS(t *testing.T) {
 	tr := NewTransport()
 	tr.TLSClientConfig.RootCAs = pool
 	t.Cleanup(tr.CloseIdleConnections)
-	err = NewClient(Options{HTTPClient: &http.Client{Transport: tr}}).Call(context.Background(), "c", "sync", urlHook(old.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+	err = NewClient(Options{HTTPClient: &http.Client{Transport: tr}}).Call(context.Background(), "c", "sync", urlHook(old.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 	if !IsUnreachable(err) || !strings.Contains(err.Error(), "protocol version") {
 		t.Fatalf("TLS 1.1 server: err = %v, want an UnreachableError for the protocol version", err)
 	}
@@ -636,7 +636,7 @@ func TestCallSeams(t *testing.T) {
 			return nil
 		}),
 	})
-	if err := c.Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}); err != nil {
+	if err := c.Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if gotHook != hook {
@@ -649,11 +649,11 @@ func TestCallSeams(t *testing.T) {
 
 	sentinel := errors.New("secret not found")
 	c = NewClient(Options{Transport: TransportFunc(func(*v1alpha1.Hook) (*http.Client, error) { return nil, sentinel })})
-	if err := c.Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}); !errors.Is(err, sentinel) {
+	if err := c.Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{}); !errors.Is(err, sentinel) {
 		t.Errorf("TransportFor error: %v", err)
 	}
 	c = NewClient(Options{PrepareRequest: RequestPreparerFunc(func(*v1alpha1.Hook, *http.Request) error { return sentinel })})
-	if err := c.Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}); !errors.Is(err, sentinel) {
+	if err := c.Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{}); !errors.Is(err, sentinel) {
 		t.Errorf("PrepareRequest error: %v", err)
 	}
 }
@@ -677,10 +677,10 @@ func TestCallMetrics(t *testing.T) {
 	bad := serve(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
-	_ = c.Call(context.Background(), "a", "sync", urlHook(ok.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
-	_ = c.Call(context.Background(), "b", "finalize", urlHook(bad.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
-	_ = c.Call(context.Background(), "c", "customize", urlHook(closed.URL), &hooks.CustomizeRequest{}, &hooks.CustomizeResponse{})
-	_ = c.Call(context.Background(), "d", "sync", nil, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}) // not sent: not observed
+	_ = c.Call(context.Background(), "a", "sync", urlHook(ok.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
+	_ = c.Call(context.Background(), "b", "finalize", urlHook(bad.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
+	_ = c.Call(context.Background(), "c", "customize", urlHook(closed.URL), &hooks.CustomizeRequest{}, &hooks.CustomizeResponse{}, CallOptions{})
+	_ = c.Call(context.Background(), "d", "sync", nil, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{}) // not sent: not observed
 	want := []obs{{"a", "sync", 200}, {"b", "finalize", 503}, {"c", "customize", 0}}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(obs{})); diff != "" {
 		t.Error(diff)
@@ -705,7 +705,7 @@ func TestCallConcurrent(t *testing.T) {
 				name := fmt.Sprintf("p-%d-%d", i, j)
 				req := &hooks.CompositeSyncRequest{Parent: newObject("v1", "Thing", "ns", name), Children: hooks.NewObjectMap()}
 				var resp hooks.CompositeSyncResponse
-				if err := c.Call(context.Background(), "c", "sync", urlHook(srv.URL), req, &resp); err != nil {
+				if err := c.Call(context.Background(), "c", "sync", urlHook(srv.URL), req, &resp, CallOptions{}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -720,7 +720,7 @@ func TestCallConcurrent(t *testing.T) {
 
 func TestCallNilResponseDiscards(t *testing.T) {
 	srv := serve(t, answer(`whatever`))
-	if err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL), map[string]any{"x": 1}, nil); err != nil {
+	if err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL), map[string]any{"x": 1}, nil, CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -728,7 +728,7 @@ func TestCallNilResponseDiscards(t *testing.T) {
 func TestCallEncodeError(t *testing.T) {
 	srv := serve(t, answer(`{}`))
 	req := &hooks.CompositeSyncRequest{Parent: &unstructured.Unstructured{Object: map[string]any{"bad": func() {}}}}
-	err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL), req, &hooks.CompositeSyncResponse{})
+	err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL), req, &hooks.CompositeSyncResponse{}, CallOptions{})
 	if err == nil || !strings.Contains(err.Error(), "encoding the request") {
 		t.Fatalf("err = %v", err)
 	}
@@ -759,7 +759,7 @@ func TestCallHookClosedConnection(t *testing.T) {
 	}{{"closed", false}, {"reset", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := serve(t, hijackAndClose(t, tc.reset))
-			err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL+"/sync"), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+			err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL+"/sync"), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 			var ue *UnreachableError
 			if !errors.As(err, &ue) || !ue.ClosedByHook() {
 				t.Fatalf("err = %#v, want an UnreachableError closed by the hook", err)
@@ -789,7 +789,7 @@ func TestCallHookClosedConnectionMidBody(t *testing.T) {
 			_ = conn.Close()
 		}
 	})
-	err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+	err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(srv.URL), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 	var ue *UnreachableError
 	if !errors.As(err, &ue) || !ue.ClosedByHook() || !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("err = %v, want an UnreachableError closed by the hook, wrapping io.ErrUnexpectedEOF", err)
@@ -803,7 +803,7 @@ func TestCallConnectionRefusedIsNotClosedByHook(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(url), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+	err := NewClient(Options{}).Call(context.Background(), "c", "sync", urlHook(url), &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 	var ue *UnreachableError
 	if !errors.As(err, &ue) || ue.ClosedByHook() {
 		t.Fatalf("err = %v, want an UnreachableError not closed by the hook", err)

@@ -74,11 +74,11 @@ func decodedSize(body []byte) int64 {
 
 // decodedBudget bounds the estimated memory (decodedSize) of the answers
 // whose decoded objects are in use: from decoding until the call returns,
-// or, for calls under HoldAnswers, until the caller is done with them.
+// or, for calls with a Hold, until the caller is done with them.
 //
 // A call acquires its answer's part while it holds the raw bytes' part of
 // the response budget; it never holds a part of this budget while waiting
-// for either (a hold is given back as the next call under the same context
+// for either (a Hold gives it back as the next call with the same Hold
 // begins), so its holders always go on and release, and a waiter whose
 // part is at most the budget's size is served once they have. A waiter is
 // served as soon as its part is free, not in arrival order.
@@ -124,42 +124,47 @@ func (b *decodedBudget) inUse() int64 {
 	return b.used
 }
 
-// answerHold keeps, for the calls made under one context, the part of the
-// decoded budget the last answer decoded under it took (see HoldAnswers).
-type answerHold struct {
+// CallOptions carry the state a Call shares with the other calls of the
+// same caller (a sync): the zero value shares none.
+type CallOptions struct {
+	// Hold, when set, keeps the part of the decoded budget the call's
+	// answer takes after the call returns (see Hold); nil: the call gives
+	// it back as it returns.
+	Hold *Hold
+	// Retry marks the call as a retry: the sync that makes it runs again
+	// after one that failed or waited. Only its span says so
+	// (metactl.hook.retry).
+	Retry bool
+}
+
+// Hold keeps, for the calls made with it (CallOptions.Hold), the part of
+// the decoded budget (Options.DecodedBudgetBytes) the last answer decoded
+// under it took, after its Call returns, until the next Call with the
+// same Hold begins or Release is called, instead of giving it back as the
+// call returns: the objects decoded from an answer stay live while the
+// caller writes them. internal/engine holds the answers of each sync
+// until the sync ends.
+//
+// A Hold holds at most one answer: a Call with it first gives back what
+// the previous one kept, so that a call waiting for room never holds any.
+// A caller that uses several answers at once (the answers of a rolling
+// update's revisions) is counted for the last one only. Release must be
+// called once the answers are no longer used; calling it again does
+// nothing. The zero value is ready to use.
+type Hold struct {
 	mu sync.Mutex
 	b  *decodedBudget
 	n  int64
 }
 
-type answerHoldKey struct{}
+// NewHold returns an empty Hold.
+func NewHold() *Hold { return &Hold{} }
 
-// HoldAnswers returns a context under which Client.Call keeps the part of
-// the decoded budget (Options.DecodedBudgetBytes) an answer it decoded
-// took, after it returns, until the next Call under that context begins
-// or release is called, instead of giving it back as it returns: the
-// objects decoded from an answer stay live while the caller writes them.
-// internal/engine holds the answers of each sync until the sync ends.
-//
-// A context holds at most one answer: a Call under it first gives back
-// what the previous one kept, so that a call waiting for room never holds
-// any. A caller that uses several answers at once (the answers of a
-// rolling update's revisions) is counted for the last one only. release
-// must be called once the answers are no longer used; calling it again
-// does nothing.
-func HoldAnswers(ctx context.Context) (context.Context, func()) {
-	h := &answerHold{}
-	return context.WithValue(ctx, answerHoldKey{}, h), h.release
-}
-
-// heldAnswers returns the hold of ctx, or nil.
-func heldAnswers(ctx context.Context) *answerHold {
-	h, _ := ctx.Value(answerHoldKey{}).(*answerHold)
-	return h
-}
+// Release gives back what h keeps. A nil h keeps nothing.
+func (h *Hold) Release() { h.release() }
 
 // release gives back what h keeps. A nil h keeps nothing.
-func (h *answerHold) release() {
+func (h *Hold) release() {
 	if h == nil {
 		return
 	}
@@ -172,7 +177,7 @@ func (h *answerHold) release() {
 }
 
 // keep takes over n bytes of b, giving back what h kept before.
-func (h *answerHold) keep(b *decodedBudget, n int64) {
+func (h *Hold) keep(b *decodedBudget, n int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.b != nil {

@@ -58,10 +58,10 @@ func TestDecodedSizeIsAnUpperBound(t *testing.T) {
 	}
 }
 
-// TestHoldAnswersKeepsTheDecodedBudget: an answer's part of the decoded
-// budget is given back as Call returns, or, under HoldAnswers, kept until
-// the next call under the same context or release.
-func TestHoldAnswersKeepsTheDecodedBudget(t *testing.T) {
+// TestHoldKeepsTheDecodedBudget: an answer's part of the decoded budget
+// is given back as Call returns, or, with a Hold (CallOptions.Hold), kept
+// until the next call with the same Hold or Release.
+func TestHoldKeepsTheDecodedBudget(t *testing.T) {
 	body := statusAnswer(200 << 10)
 	want := decodedSize([]byte(body))
 	c := NewClient(Options{})
@@ -72,17 +72,17 @@ func TestHoldAnswersKeepsTheDecodedBudget(t *testing.T) {
 	if n := c.DecodedBytesInUse(); n != 0 {
 		t.Fatalf("without a hold, %d decoded bytes in use after the call", n)
 	}
-	ctx, release := HoldAnswers(context.Background())
+	hold := NewHold()
 	for range 2 {
-		if err := callSync(c, ctx, url, 0); err != nil {
+		if err := callSyncWith(c, context.Background(), url, 0, CallOptions{Hold: hold}); err != nil {
 			t.Fatal(err)
 		}
 		if n := c.DecodedBytesInUse(); n != want {
 			t.Fatalf("under a hold, %d decoded bytes in use after the call, want one answer's %d", n, want)
 		}
 	}
-	release()
-	release()
+	hold.Release()
+	hold.Release()
 	if n := c.DecodedBytesInUse(); n != 0 {
 		t.Errorf("after release, %d decoded bytes in use", n)
 	}
@@ -105,8 +105,8 @@ func TestDecodedBudget(t *testing.T) {
 
 	big := statusAnswer(3 << 20)
 	url := serve(t, answer(big)).URL
-	ctx, release := HoldAnswers(context.Background())
-	if err := callSync(c, ctx, url, 0); err != nil {
+	hold := NewHold()
+	if err := callSyncWith(c, context.Background(), url, 0, CallOptions{Hold: hold}); err != nil {
 		t.Fatal(err)
 	}
 	err = callSync(c, context.Background(), url, 200*time.Millisecond)
@@ -121,7 +121,7 @@ func TestDecodedBudget(t *testing.T) {
 		defer c.decoded.mu.Unlock()
 		return c.decoded.waiters == 1
 	})
-	release()
+	hold.Release()
 	if err := <-done; err != nil {
 		t.Fatalf("once the held answer is released: %v", err)
 	}

@@ -13,7 +13,10 @@ Licensed under the Apache License, Version 2.0.
 // the metrics and the Tap of each call, and the errors that tell the
 // caller what went wrong. Per-webhook transport settings and credentials
 // come from outside, through Options.Transport and Options.PrepareRequest
-// (pkg/hooks/credentials implements both).
+// (pkg/hooks/credentials implements both). What a call shares with its
+// caller's other calls is a parameter of Call, CallOptions: the Hold that
+// keeps the decoded part of a sync's answers until the sync ends, and
+// whether the call is a retry, as its span says.
 //
 // # Errors
 //

@@ -110,7 +110,7 @@ func TestCallEtag(t *testing.T) {
 	req := sampleCompositeRequest(v1alpha1.HookVersionV1)
 
 	var first hooks.CompositeSyncResponse
-	if err := c.Call(ctx, "c", "sync", hook, req, &first); err != nil {
+	if err := c.Call(ctx, "c", "sync", hook, req, &first, CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if inm, code := es.last(); inm != "" || code != http.StatusOK {
@@ -118,7 +118,7 @@ func TestCallEtag(t *testing.T) {
 	}
 
 	var second hooks.CompositeSyncResponse
-	if err := c.Call(ctx, "c", "sync", hook, req, &second); err != nil {
+	if err := c.Call(ctx, "c", "sync", hook, req, &second, CallOptions{}); err != nil {
 		t.Fatalf("304: %v", err)
 	}
 	if inm, code := es.last(); inm == "" || code != http.StatusNotModified {
@@ -135,7 +135,7 @@ func TestCallEtag(t *testing.T) {
 	changed := sampleCompositeRequest(v1alpha1.HookVersionV1)
 	changed.Finalizing = true
 	var third hooks.CompositeSyncResponse
-	if err := c.Call(ctx, "c", "sync", hook, changed, &third); err != nil {
+	if err := c.Call(ctx, "c", "sync", hook, changed, &third, CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if inm, code := es.last(); inm != "" || code != http.StatusOK {
@@ -146,7 +146,7 @@ func TestCallEtag(t *testing.T) {
 	}
 
 	// The same request to another URL is not answered from the cache.
-	if err := c.Call(ctx, "c", "sync", etagHook(srv.URL+"/other", 1), req, &hooks.CompositeSyncResponse{}); err != nil {
+	if err := c.Call(ctx, "c", "sync", etagHook(srv.URL+"/other", 1), req, &hooks.CompositeSyncResponse{}, CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if inm, _ := es.last(); inm != "" {
@@ -155,14 +155,14 @@ func TestCallEtag(t *testing.T) {
 
 	// Within the timeout the entry lives; after it, it is gone.
 	clock.Step(999 * time.Millisecond)
-	if err := c.Call(ctx, "c", "sync", hook, req, &hooks.CompositeSyncResponse{}); err != nil {
+	if err := c.Call(ctx, "c", "sync", hook, req, &hooks.CompositeSyncResponse{}, CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if inm, _ := es.last(); inm == "" {
 		t.Error("entry expired before its timeout")
 	}
 	clock.Step(time.Millisecond)
-	if err := c.Call(ctx, "c", "sync", hook, req, &hooks.CompositeSyncResponse{}); err != nil {
+	if err := c.Call(ctx, "c", "sync", hook, req, &hooks.CompositeSyncResponse{}, CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if inm, code := es.last(); inm != "" || code != http.StatusOK {
@@ -182,11 +182,11 @@ func TestCallEtag412UsesTheCachedAnswer(t *testing.T) {
 	hook := etagHook(srv.URL, 60)
 	req := sampleCompositeRequest(v1alpha1.HookVersionV1)
 	var first, second hooks.CompositeSyncResponse
-	if err := c.Call(context.Background(), "c", "sync", hook, req, &first); err != nil {
+	if err := c.Call(context.Background(), "c", "sync", hook, req, &first, CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := c.Call(context.Background(), "c", "sync", hook, req, &second); err != nil {
+		if err := c.Call(context.Background(), "c", "sync", hook, req, &second, CallOptions{}); err != nil {
 			t.Fatalf("412 to If-None-Match: %v", err)
 		}
 		if inm, code := es.last(); inm == "" || code != http.StatusPreconditionFailed {
@@ -204,7 +204,7 @@ func TestCallEtag412UsesTheCachedAnswer(t *testing.T) {
 	changed := sampleCompositeRequest(v1alpha1.HookVersionV1)
 	changed.Finalizing = true
 	for _, hook := range []*v1alpha1.Hook{urlHook(srv.URL), hook} {
-		err := c.Call(context.Background(), "c", "sync", hook, changed, &hooks.CompositeSyncResponse{})
+		err := c.Call(context.Background(), "c", "sync", hook, changed, &hooks.CompositeSyncResponse{}, CallOptions{})
 		var se *StatusError
 		if !errors.As(err, &se) || se.Code != http.StatusPreconditionFailed {
 			t.Errorf("err = %v, want a StatusError 412", err)
@@ -226,11 +226,11 @@ func TestCallEtagDurationsBelowOneSecond(t *testing.T) {
 		})
 		req := sampleCompositeRequest(v1alpha1.HookVersionV1)
 		req.Parent.Object["spec"] = map[string]any{"seconds": int64(seconds)}
-		if err := c.Call(context.Background(), "c", "sync", hook, req, &hooks.CompositeSyncResponse{}); err != nil {
+		if err := c.Call(context.Background(), "c", "sync", hook, req, &hooks.CompositeSyncResponse{}, CallOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		clock.Step(1000 * time.Hour)
-		if err := c.Call(context.Background(), "c", "sync", hook, req, &hooks.CompositeSyncResponse{}); err != nil {
+		if err := c.Call(context.Background(), "c", "sync", hook, req, &hooks.CompositeSyncResponse{}, CallOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if inm, code := es.last(); inm == "" || code != http.StatusNotModified {
@@ -253,7 +253,7 @@ func TestCallEtagDisabled(t *testing.T) {
 		hookWith(srv.URL, func(w *v1alpha1.Webhook) { w.Etag = &v1alpha1.WebhookEtagConfig{} }),
 	} {
 		for range 2 {
-			if err := c.Call(context.Background(), "c", "sync", hook, req, &hooks.CompositeSyncResponse{}); err != nil {
+			if err := c.Call(context.Background(), "c", "sync", hook, req, &hooks.CompositeSyncResponse{}, CallOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			if inm, _ := es.last(); inm != "" {
@@ -273,7 +273,7 @@ func TestCallEtagUnexpected304(t *testing.T) {
 	c := NewClient(Options{})
 	// Without a cached answer, a 304 is not a success, etag on or off.
 	for _, hook := range []*v1alpha1.Hook{urlHook(srv.URL), etagHook(srv.URL, 60)} {
-		err := c.Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+		err := c.Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 		var se *StatusError
 		if !errors.As(err, &se) || se.Code != http.StatusNotModified {
 			t.Errorf("err = %v, want a StatusError 304", err)
@@ -289,7 +289,7 @@ func TestCallEtagAnswerWithoutETagDropsTheEntry(t *testing.T) {
 	req := sampleCompositeRequest(v1alpha1.HookVersionV1)
 	do := func() (string, int) {
 		t.Helper()
-		if err := c.Call(context.Background(), "c", "sync", hook, req, &hooks.CompositeSyncResponse{}); err != nil {
+		if err := c.Call(context.Background(), "c", "sync", hook, req, &hooks.CompositeSyncResponse{}, CallOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		return es.last()
@@ -323,7 +323,7 @@ func TestCallEtagInvalidAnswerNotCached(t *testing.T) {
 	c := NewClient(Options{})
 	hook := etagHook(srv.URL, 60)
 	for range 2 {
-		err := c.Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{})
+		err := c.Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{})
 		var re *ResponseError
 		if !errors.As(err, &re) {
 			t.Fatalf("err = %v, want a ResponseError", err)
@@ -418,7 +418,7 @@ func TestCallEtagConcurrent(t *testing.T) {
 			for j := range 20 {
 				req := &hooks.CompositeSyncRequest{Parent: newObject("v1", "Thing", "ns", fmt.Sprintf("p-%d", (i+j)%12))}
 				var resp hooks.CompositeSyncResponse
-				if err := c.Call(context.Background(), "c", "sync", hook, req, &resp); err != nil {
+				if err := c.Call(context.Background(), "c", "sync", hook, req, &resp, CallOptions{}); err != nil {
 					t.Error(err)
 					return
 				}

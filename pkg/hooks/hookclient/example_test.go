@@ -52,7 +52,7 @@ func ExampleClient_Call() {
 	client := hookclient.NewClient(hookclient.Options{})
 	var resp hooks.CompositeSyncResponse
 	err := client.Call(context.Background(), "things", "sync", hook,
-		&hooks.CompositeSyncRequest{Parent: parent, Children: children, Related: hooks.NewObjectMap()}, &resp)
+		&hooks.CompositeSyncRequest{Parent: parent, Children: children, Related: hooks.NewObjectMap()}, &resp, hookclient.CallOptions{})
 	if err != nil {
 		fmt.Println("sync failed:", err)
 		return

@@ -58,7 +58,7 @@ func TestStatusErrorHidesEchoedSecrets(t *testing.T) {
 			req.Header.Set("Authorization", "Bearer "+token)
 			return nil
 		})})
-		err := c.Call(context.Background(), "things", "sync", urlHook(srv.URL+"/sync"), request, &hooks.CompositeSyncResponse{})
+		err := c.Call(context.Background(), "things", "sync", urlHook(srv.URL+"/sync"), request, &hooks.CompositeSyncResponse{}, CallOptions{})
 		var se *StatusError
 		if !errors.As(err, &se) {
 			t.Fatalf("%s: err = %v, want *StatusError", name, err)
@@ -126,7 +126,7 @@ func TestStatusErrorHidesURLCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.User = url.UserPassword(user, password)
-	err = NewClient(Options{}).Call(context.Background(), "things", "sync", urlHook(u.String()), sampleCompositeRequest("v1"), &hooks.CompositeSyncResponse{})
+	err = NewClient(Options{}).Call(context.Background(), "things", "sync", urlHook(u.String()), sampleCompositeRequest("v1"), &hooks.CompositeSyncResponse{}, CallOptions{})
 	var se *StatusError
 	if !errors.As(err, &se) {
 		t.Fatalf("err = %v, want *StatusError", err)
@@ -171,7 +171,7 @@ func TestStatusErrorHidesLongAndEscapedSecrets(t *testing.T) {
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = io.WriteString(w, tc.body)
 		})
-		err := NewClient(Options{}).Call(context.Background(), "things", "sync", urlHook(srv.URL+"/sync"), request, &hooks.CompositeSyncResponse{})
+		err := NewClient(Options{}).Call(context.Background(), "things", "sync", urlHook(srv.URL+"/sync"), request, &hooks.CompositeSyncResponse{}, CallOptions{})
 		var se *StatusError
 		if !errors.As(err, &se) {
 			t.Fatalf("%s: err = %v, want *StatusError", name, err)

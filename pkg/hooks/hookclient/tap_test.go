@@ -46,20 +46,20 @@ func TestTapIsGivenTheCallsItRecords(t *testing.T) {
 	recorded := context.WithValue(context.Background(), tapKey{}, true)
 	request := map[string]any{"parent": map[string]any{"kind": "Thing"}}
 
-	if err := c.Call(context.Background(), "ctl", "sync", urlHook(ok.URL), request, &hooks.CompositeSyncResponse{}); err != nil {
+	if err := c.Call(context.Background(), "ctl", "sync", urlHook(ok.URL), request, &hooks.CompositeSyncResponse{}, CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if len(tap.calls) != 0 {
 		t.Fatalf("a call the Tap declined was given to it: %+v", tap.calls[0])
 	}
-	if err := c.Call(recorded, "ctl", "sync", urlHook(ok.URL), request, &hooks.CompositeSyncResponse{}); err != nil {
+	if err := c.Call(recorded, "ctl", "sync", urlHook(ok.URL), request, &hooks.CompositeSyncResponse{}, CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Call(recorded, "ctl", "finalize", urlHook(failing.URL), request, &hooks.CompositeSyncResponse{}); err == nil {
+	if err := c.Call(recorded, "ctl", "finalize", urlHook(failing.URL), request, &hooks.CompositeSyncResponse{}, CallOptions{}); err == nil {
 		t.Fatal("a 500 succeeded")
 	}
 	// Not sent: nothing to record.
-	if err := c.Call(recorded, "ctl", "sync", &v1alpha1.Hook{}, request, &hooks.CompositeSyncResponse{}); err == nil {
+	if err := c.Call(recorded, "ctl", "sync", &v1alpha1.Hook{}, request, &hooks.CompositeSyncResponse{}, CallOptions{}); err == nil {
 		t.Fatal("a hook without webhook succeeded")
 	}
 	if len(tap.calls) != 2 {
@@ -93,7 +93,7 @@ func TestTapErrorScrubbed(t *testing.T) {
 	tap := &recordingTap{}
 	c := NewClient(Options{Tap: tap})
 	recorded := context.WithValue(context.Background(), tapKey{}, true)
-	if err := c.Call(recorded, "ctl", "sync", urlHook(srv.URL), request, &hooks.CompositeSyncResponse{}); err == nil {
+	if err := c.Call(recorded, "ctl", "sync", urlHook(srv.URL), request, &hooks.CompositeSyncResponse{}, CallOptions{}); err == nil {
 		t.Fatal("a 500 succeeded")
 	}
 	if len(tap.calls) != 1 || tap.calls[0].Err == nil || tap.calls[0].Code != 500 {
@@ -126,7 +126,7 @@ func TestTapEtagCachedAnswer(t *testing.T) {
 		hook := etagHook(srv.URL, 60)
 		req := sampleCompositeRequest(v1alpha1.HookVersionV1)
 		for range 2 {
-			if err := c.Call(recorded, "ctl", "sync", hook, req, &hooks.CompositeSyncResponse{}); err != nil {
+			if err := c.Call(recorded, "ctl", "sync", hook, req, &hooks.CompositeSyncResponse{}, CallOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -35,15 +35,6 @@ const (
 // headers.
 var traceContext = propagation.TraceContext{}
 
-type retryKey struct{}
-
-// WithRetry marks the hook calls under ctx as retries: the sync that makes
-// them runs again after one that failed or waited. Their spans say so
-// (metactl.hook.retry).
-func WithRetry(ctx context.Context) context.Context {
-	return context.WithValue(ctx, retryKey{}, true)
-}
-
 // callSpan is the span of one hook call, nil when none is recorded; its
 // methods do nothing on nil.
 type callSpan struct {
@@ -69,8 +60,9 @@ func spanName(hook string) string {
 // startSpan starts the span of a call, a child of ctx's (the sync's),
 // when the Client has a Tracer, and returns ctx carrying it; the span is
 // nil unless it records (an unsampled span still gives the call its own
-// span id). Without a Tracer, ctx is returned as it is.
-func (c *Client) startSpan(ctx context.Context, controller, hook, url string) (context.Context, *callSpan) {
+// span id); retry is its metactl.hook.retry attribute
+// (CallOptions.Retry). Without a Tracer, ctx is returned as it is.
+func (c *Client) startSpan(ctx context.Context, controller, hook, url string, retry bool) (context.Context, *callSpan) {
 	if c.tracer == nil {
 		return ctx, nil
 	}
@@ -78,7 +70,6 @@ func (c *Client) startSpan(ctx context.Context, controller, hook, url string) (c
 	if !span.IsRecording() {
 		return ctx, nil
 	}
-	retry, _ := ctx.Value(retryKey{}).(bool)
 	span.SetAttributes(AttrController.String(controller), AttrHook.String(hook), AttrRetry.Bool(retry),
 		attribute.String("http.request.method", http.MethodPost), AttrURL.String(url))
 	return ctx, &callSpan{span: span}

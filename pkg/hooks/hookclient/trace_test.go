@@ -48,7 +48,7 @@ func TestCallCarriesTraceparentWithoutTracer(t *testing.T) {
 	url, got := traceparentServer(t)
 	c := NewClient(Options{})
 	for range 2 {
-		if err := c.Call(context.Background(), "c", "sync", urlHook(url), sampleCompositeRequest("v1"), nil); err != nil {
+		if err := c.Call(context.Background(), "c", "sync", urlHook(url), sampleCompositeRequest("v1"), nil, CallOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -56,7 +56,7 @@ func TestCallCarriesTraceparentWithoutTracer(t *testing.T) {
 	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
 	state, _ := trace.ParseTraceState("vendor=x")
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, TraceState: state})
-	if err := c.Call(trace.ContextWithSpanContext(context.Background(), sc), "c", "sync", urlHook(url), sampleCompositeRequest("v1"), nil); err != nil {
+	if err := c.Call(trace.ContextWithSpanContext(context.Background(), sc), "c", "sync", urlHook(url), sampleCompositeRequest("v1"), nil, CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	parents, states := got()
@@ -86,11 +86,11 @@ func TestCallSpan(t *testing.T) {
 	tracer := tp.Tracer("test")
 	c := NewClient(Options{Tracer: tracer})
 	ctx, parent := tracer.Start(context.Background(), "sync")
-	if err := c.Call(WithRetry(ctx), "c", "customize", urlHook(url), sampleCompositeRequest("v1"), nil); err != nil {
+	if err := c.Call(ctx, "c", "customize", urlHook(url), sampleCompositeRequest("v1"), nil, CallOptions{Retry: true}); err != nil {
 		t.Fatal(err)
 	}
 	failing := serve(t, func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "no", http.StatusTeapot) })
-	if err := c.Call(ctx, "c", "sync", urlHook(failing.URL), sampleCompositeRequest("v1"), nil); err == nil {
+	if err := c.Call(ctx, "c", "sync", urlHook(failing.URL), sampleCompositeRequest("v1"), nil, CallOptions{}); err == nil {
 		t.Fatal("no error from a 418")
 	}
 	parent.End()
@@ -155,7 +155,7 @@ func BenchmarkCallSyncTraced(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var resp hooks.CompositeSyncResponse
-		if err := c.Call(ctx, "bench", "sync", hook, req, &resp); err != nil {
+		if err := c.Call(ctx, "bench", "sync", hook, req, &resp, CallOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
