@@ -128,15 +128,17 @@ func configMap(name string) *unstructured.Unstructured {
 // fakeHooks answers each call with answer(name, request), counting calls.
 type fakeHooks struct {
 	mu     sync.Mutex
-	calls  []string // hook names
+	calls  []string                 // hook names
+	opts   []hookclient.CallOptions // the calls' options, in order
 	answer func(name string, request *fakeRequest) (*fakeResponse, error)
 	// customize, when set, answers the customize hook.
 	customize func() error
 }
 
-func (h *fakeHooks) Call(_ context.Context, _, name string, _ *v1alpha1.Hook, request any, response hooks.Response, _ hookclient.CallOptions) error {
+func (h *fakeHooks) Call(_ context.Context, _, name string, _ *v1alpha1.Hook, request any, response hooks.Response, opts hookclient.CallOptions) error {
 	h.mu.Lock()
 	h.calls = append(h.calls, name)
+	h.opts = append(h.opts, opts)
 	h.mu.Unlock()
 	if name == "customize" {
 		return h.customize()
@@ -373,6 +375,35 @@ func TestRoundsReachTheFixedPoint(t *testing.T) {
 		t.Errorf("%d hook calls, want 3", n)
 	}
 	f.wrote(t, 1, 1)
+}
+
+// TestSyncCallsShareItsHold: every hook call of a sync is made with the
+// sync's Hold of its answers (hookclient.CallOptions), one per sync; a
+// sync that is no retry and records no span marks none as a retry.
+func TestSyncCallsShareItsHold(t *testing.T) {
+	f := newFixture(t, thing(), false, countChildren)
+	for range 2 {
+		if err := f.sync(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.hooks.mu.Lock()
+	defer f.hooks.mu.Unlock()
+	if len(f.hooks.opts) < 4 {
+		t.Fatalf("%d hook calls, want at least 4", len(f.hooks.opts))
+	}
+	first := f.hooks.opts[0].Hold
+	for i, o := range f.hooks.opts {
+		if o.Hold == nil || o.Retry {
+			t.Errorf("call %d: options %+v, want a Hold and no retry", i, o)
+		}
+		if i < 3 && o.Hold != first {
+			t.Errorf("call %d of the first sync has another Hold", i)
+		}
+		if i >= 3 && o.Hold == first {
+			t.Errorf("call %d of the second sync has the first sync's Hold", i)
+		}
+	}
 }
 
 // TestResyncAfterSecondsOfEveryRound: a resync that an earlier call of
