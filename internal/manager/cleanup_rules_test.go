@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
 )
 
@@ -107,5 +109,40 @@ func TestCleanupIsDoneOncePerObject(t *testing.T) {
 	}
 	if len(rec.Events) != 0 {
 		t.Errorf("%d Events for successful cleanups, want none", len(rec.Events))
+	}
+}
+
+// TestCleanupFailureIsReportedOnce: before the cleanup timeout, a failed
+// cleanup of a controller object that is gone already returns an error to
+// be retried and records one CleanupFailed Warning, which names the kind
+// and the error; failing again records no other; a later success ends the
+// cleanup without another Event. Fast twin of the CleanupFailed Event the
+// integration test TestCleanupGivesUpWhenParentsCannotBeListed waits for.
+func TestCleanupFailureIsReportedOnce(t *testing.T) {
+	m, rec := cleanupManager(Options{CleanupTimeout: time.Hour})
+	m.loop = loop.New(loop.Options[string]{}, func(context.Context, *loop.Sync[string]) (time.Duration, error) { return 0, nil })
+	t.Cleanup(m.loop.Stop)
+	k := kinds[0]
+	failing := errors.New("sprockets is forbidden")
+	for i := range 2 {
+		err := m.cleanup(context.Background(), k, "sprockets", nil, types.UID("u1"), func(context.Context) error { return failing })
+		if !errors.Is(err, failing) {
+			t.Fatalf("failure %d: cleanup = %v, want the failure, to be retried", i+1, err)
+		}
+	}
+	if n := len(rec.Events); n != 1 {
+		t.Fatalf("%d Events after two failures, want 1", n)
+	}
+	e := <-rec.Events
+	for _, want := range []string{"Warning", ReasonCleanupFailed, "retrying until", k.name, "sprockets is forbidden"} {
+		if !strings.Contains(e, want) {
+			t.Errorf("Event %q does not say %q", e, want)
+		}
+	}
+	if err := m.cleanup(context.Background(), k, "sprockets", nil, types.UID("u1"), func(context.Context) error { return nil }); err != nil {
+		t.Errorf("cleanup after the API came back: %v", err)
+	}
+	if n := len(rec.Events); n != 0 {
+		t.Errorf("%d Events after success, want none", n)
 	}
 }
