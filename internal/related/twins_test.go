@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +17,6 @@ import (
 	"github.com/metactl/metactl/internal/inmemory"
 	"github.com/metactl/metactl/internal/related"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
-	"github.com/metactl/metactl/pkg/dynamic/discovery"
 )
 
 // Fast twins of the integration tests of the Resolver: in-memory
@@ -133,28 +130,15 @@ func TestCustomizeAnswerIsKeptPerGenerationInMemory(t *testing.T) {
 // integration test TestNamespaceSelectorAsksToReadNamespaces.
 func TestNamespaceSelectorAsksToReadNamespacesInMemory(t *testing.T) {
 	refused := errors.New("may not list namespaces")
-	var (
-		mu    sync.Mutex
-		asked []string
-	)
-	opts := memOptions(t, related.Options[string]{MayRead: func(_ context.Context, res *discovery.Resource, namespace string) error {
-		mu.Lock()
-		defer mu.Unlock()
-		asked = append(asked, res.Name+" in "+strconv.Quote(namespace))
-		if res.Name == "namespaces" {
-			return refused
-		}
-		return nil
-	}}, inmemory.Object("v1", "Namespace", "", "own", map[string]string{"team": "red"}, nil))
+	mayRead, asked := mayReadRefusing("namespaces", refused)
+	opts := memOptions(t, related.Options[string]{MayRead: mayRead}, inmemory.Object("v1", "Namespace", "", "own", map[string]string{"team": "red"}, nil))
 	f := newFixtureOptions(t, opts, ptr.To(v1alpha1.HookVersionV2), v1alpha1.HookVersionV2, map[string]any{"apiVersion": "v1", "resource": "configmaps",
 		"namespaceSelector": map[string]any{"matchLabels": map[string]any{"team": "red"}}})
 	if err := resolve(t, f, parentIn("own")); !errors.Is(err, refused) {
 		t.Errorf("Related: got %v, want the refusal to read namespaces", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Contains(asked, `namespaces in ""`) {
-		t.Errorf("MayRead asked %q, want namespaces in every namespace among them", asked)
+	if !slices.Contains(asked(), `namespaces in ""`) {
+		t.Errorf("MayRead asked %q, want namespaces in every namespace among them", asked())
 	}
 }
 
