@@ -1,6 +1,8 @@
 package manager
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,16 +33,7 @@ func TestCheckCredentials(t *testing.T) {
 		return map[string]any{"secretRef": map[string]any{"name": "hook-token", "namespace": namespace}}
 	}
 	composite := func(webhook map[string]any) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
-			"metadata": map[string]any{"name": "c"},
-			"spec": map[string]any{
-				"parentResource":   map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "things"},
-				"childResources":   []any{map[string]any{"apiVersion": "v1", "resource": "configmaps"}},
-				"generateSelector": true,
-				"hooks":            map[string]any{"sync": map[string]any{"webhook": webhook}},
-			},
-		}}
+		return compositeWithHooks(map[string]any{"sync": map[string]any{"webhook": webhook}})
 	}
 	decorator := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "DecoratorController",
@@ -92,4 +85,44 @@ func TestCheckCredentials(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCredentialAccessNamesEachCredential: what a controller that acts as
+// a ServiceAccount must be allowed in order to use its hooks' credentials
+// (credentialAccess): get of each Secret and ConfigMap they name, by
+// name, in its namespace, with a ConfigMap CA bundle read as a ConfigMap;
+// an inline caBundle needs nothing. Fast twin of the part of the
+// integration test TestControllersActAsTheirServiceAccounts in which a
+// controller's account may not get another team's hook token.
+func TestCredentialAccessNamesEachCredential(t *testing.T) {
+	cc := compositeWithHooks(map[string]any{
+		"sync": map[string]any{"webhook": map[string]any{"url": "https://hooks.example.com/sync",
+			"caBundle":      map[string]any{"configMapRef": map[string]any{"namespace": "ca", "name": "hook-ca"}},
+			"authorization": map[string]any{"secretRef": map[string]any{"namespace": "team-b", "name": "team-b-token"}}}},
+		"finalize": map[string]any{"webhook": map[string]any{"url": "https://hooks.example.com/finalize",
+			"caBundle": map[string]any{"inline": "PEM"}}},
+	})
+	var got []string
+	for _, a := range credentialAccess(kinds[0], cc) {
+		got = append(got, fmt.Sprintf("%s %s %s/%s", strings.Join(a.Verbs, ","), a.Resource.Name, a.Namespace, a.Name))
+	}
+	want := []string{"get configmaps ca/hook-ca", "get secrets team-b/team-b-token"}
+	if !slices.Equal(got, want) {
+		t.Errorf("credentialAccess = %q, want %q", got, want)
+	}
+}
+
+// compositeWithHooks is a CompositeController object named c, of parent
+// things.test.metactl.io and child ConfigMaps, with hooks.
+func compositeWithHooks(hooks map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
+		"metadata": map[string]any{"name": "c"},
+		"spec": map[string]any{
+			"parentResource":   map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "things"},
+			"childResources":   []any{map[string]any{"apiVersion": "v1", "resource": "configmaps"}},
+			"generateSelector": true,
+			"hooks":            hooks,
+		},
+	}}
 }

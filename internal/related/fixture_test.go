@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/metactl/metactl/internal/related"
 	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
@@ -129,4 +131,28 @@ func want(t *testing.T, what string, got []string, want ...string) {
 	if !slices.Equal(got, want) {
 		t.Errorf("%s: related ConfigMaps %v, want %v", what, got, want)
 	}
+}
+
+// mayReadRefusing is a MayRead that refuses the resource named refused
+// with err, and the questions it was asked, as "resource in \"namespace\"".
+func mayReadRefusing(refused string, err error) (mayRead func(context.Context, *discovery.Resource, string) error, asked func() []string) {
+	var (
+		mu sync.Mutex
+		qs []string
+	)
+	mayRead = func(_ context.Context, res *discovery.Resource, namespace string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		qs = append(qs, res.Name+" in "+strconv.Quote(namespace))
+		if res.Name == refused {
+			return err
+		}
+		return nil
+	}
+	asked = func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(qs)
+	}
+	return mayRead, asked
 }

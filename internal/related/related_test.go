@@ -6,9 +6,7 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -166,19 +164,8 @@ func TestNamespaceSelectorAsksToReadNamespaces(t *testing.T) {
 		"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}},
 		"labelSelector":     map[string]any{"matchLabels": labels}}
 	refused := errors.New("may not list namespaces")
-	var (
-		mu    sync.Mutex
-		asked []string
-	)
-	f := newFixtureOptions(t, envOptions(t, related.Options[string]{MayRead: func(_ context.Context, res *discovery.Resource, namespace string) error {
-		mu.Lock()
-		defer mu.Unlock()
-		asked = append(asked, res.Name+" in "+strconv.Quote(namespace))
-		if res.Name == "namespaces" {
-			return refused
-		}
-		return nil
-	}}), ptr.To(v1alpha1.HookVersionV2), v1alpha1.HookVersionV2, rule)
+	mayRead, asked := mayReadRefusing("namespaces", refused)
+	f := newFixtureOptions(t, envOptions(t, related.Options[string]{MayRead: mayRead}), ptr.To(v1alpha1.HookVersionV2), v1alpha1.HookVersionV2, rule)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	parent := parentIn(ns)
@@ -186,9 +173,7 @@ func TestNamespaceSelectorAsksToReadNamespaces(t *testing.T) {
 	if !errors.Is(err, refused) {
 		t.Errorf("Related: got %v, want the refusal to read namespaces", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Contains(asked, `namespaces in ""`) {
-		t.Errorf("MayRead asked %q, want namespaces in every namespace among them", asked)
+	if !slices.Contains(asked(), `namespaces in ""`) {
+		t.Errorf("MayRead asked %q, want namespaces in every namespace among them", asked())
 	}
 }
