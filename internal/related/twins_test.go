@@ -17,6 +17,7 @@ import (
 	"github.com/metactl/metactl/internal/inmemory"
 	"github.com/metactl/metactl/internal/related"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // Fast twins of the integration tests of the Resolver: in-memory
@@ -57,7 +58,7 @@ func resolve(t *testing.T, f *fixture, parent *unstructured.Unstructured) error 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := f.resolver.Related(ctx, nil, parent.GetNamespace()+"/"+parent.GetName(), parent, true, f.version)
+	_, err := f.resolver.Related(ctx, nil, hookclient.CallOptions{}, parent.GetNamespace()+"/"+parent.GetName(), parent, true, f.version)
 	return err
 }
 
