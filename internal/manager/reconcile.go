@@ -73,7 +73,10 @@ type startFailure struct {
 
 // startRetryDelay is the wait before the next start of a controller whose
 // start-up failed count times in a row: 500ms, doubling, at most
-// Options.MaxRetryDelay (2 minutes by default).
+// Options.MaxRetryDelay (2 minutes by default). It is a function of the
+// count that startFailure keeps per controller version, not a
+// wait.Backoff: a Backoff steps its own state, which would be a second
+// copy of that count to reset with it.
 func (m *Manager) startRetryDelay(count int) time.Duration {
 	limit := m.opts.MaxRetryDelay
 	if limit <= 0 {
