@@ -13,9 +13,9 @@ import (
 	"math"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kjson "sigs.k8s.io/json"
 
+	"github.com/metactl/metactl/internal/hookfixture"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
@@ -28,17 +28,7 @@ func encodeForTest(t testing.TB, request any) []byte {
 	return buf.Bytes()
 }
 
-func sampleController() *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "metacontroller.k8s.io/v1alpha1",
-		"kind":       "CompositeController",
-		"metadata":   map[string]any{"name": "things"},
-		"spec": map[string]any{
-			"parentResource": map[string]any{"apiVersion": "ctl.example.com/v1", "resource": "things"},
-			"hooks":          map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": "http://h/sync"}}},
-		},
-	}}
-}
+var sampleController = hookfixture.Controller
 
 // The hand-written encoding of the request types must be exactly what
 // encoding/json makes of them, HTML escaping and all.

@@ -14,19 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/metactl/metactl/internal/hookfixture"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
-func newObject(apiVersion, kind, namespace, name string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{}}
-	u.SetAPIVersion(apiVersion)
-	u.SetKind(kind)
-	u.SetName(name)
-	if namespace != "" {
-		u.SetNamespace(namespace)
-	}
-	return u
-}
+var newObject = hookfixture.NewObject
 
 func TestGroupVersionKindKey(t *testing.T) {
 	for _, tc := range []struct{ apiVersion, kind, want string }{

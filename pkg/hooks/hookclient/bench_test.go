@@ -9,7 +9,6 @@ package hookclient
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,30 +16,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/metactl/metactl/internal/hookfixture"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
-// benchChild is a ConfigMap of typical size.
-func benchChild(i int) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1",
-		"kind":       "ConfigMap",
-		"metadata": map[string]any{
-			"name":              fmt.Sprintf("child-%d", i),
-			"namespace":         "default",
-			"uid":               fmt.Sprintf("0b6f6c3e-5a4f-4d0e-9c1b-00000000%04d", i),
-			"resourceVersion":   "123456",
-			"creationTimestamp": "2030-01-02T03:04:05Z",
-			"labels":            map[string]any{"app": "demo", "controller-uid": "7d1b0f9e-2c8a-4f6e-8a51-3b9c3a1d2e4f"},
-			"ownerReferences": []any{map[string]any{
-				"apiVersion": "ctl.example.com/v1", "kind": "Thing", "name": "demo",
-				"uid": "7d1b0f9e-2c8a-4f6e-8a51-3b9c3a1d2e4f", "controller": true, "blockOwnerDeletion": true,
-			}},
-		},
-		"data": map[string]any{"config.yaml": "replicas: 3\nimage: example/app:1.2.3\n", "index": int64(i)},
-	}}
-}
+var benchChild = hookfixture.BenchChild
 
 // benchRequest is a sync request with ten observed children.
 func benchRequest() *hooks.CompositeSyncRequest {

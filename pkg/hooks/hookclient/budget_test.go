@@ -19,6 +19,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/metactl/metactl/internal/hookfixture"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/hooks"
 )
@@ -42,11 +43,7 @@ func until(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// statusAnswer is a valid composite answer of exactly n bytes (n >= 20).
-func statusAnswer(n int) string {
-	const head, tail = `{"status":{"x":"`, `"}}`
-	return head + strings.Repeat("a", n-len(head)-len(tail)) + tail
-}
+var statusAnswer = hookfixture.StatusAnswer
 
 // stalledAnswer serves the headers (Content-Length n) and the first byte
 // of an answer, then stalls until release is closed, then sends the rest.

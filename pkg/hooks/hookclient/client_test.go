@@ -29,30 +29,16 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
+	"github.com/metactl/metactl/internal/hookfixture"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
-func urlHook(url string) *v1alpha1.Hook {
-	return &v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: ptr.To(url)}}
-}
+var urlHook = hookfixture.URLHook
 
-// serve starts a hook server answering with handler.
-func serve(t *testing.T, handler http.HandlerFunc) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewServer(handler)
-	t.Cleanup(srv.Close)
-	return srv
-}
+var serve = hookfixture.Serve
 
-// answer returns a handler that replies 200 with body.
-func answer(body string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, body)
-	}
-}
+var answer = hookfixture.Answer
 
 // answerChunked serves body without a Content-Length, in pieces of step
 // bytes, each flushed: an answer whose length the client learns only at
