@@ -194,8 +194,19 @@ func plain(b []byte) bool {
 	return ascii || utf8.Valid(b)
 }
 
-// interned is the interner of every cache.
-var interned = &interner{max: internMaxEntries}
+// stringTable keeps one copy of the strings many cached objects repeat.
+// Its one implementation is interner; it is an interface so that a test
+// can measure unique.Make in its place (BenchmarkRetainedBytesPerObject).
+type stringTable interface {
+	// intern returns the table's copy of s, or s.
+	intern(s string) string
+	// internBytes returns the table's copy of string(b), or a new one.
+	// It does not keep b.
+	internBytes(b []byte) string
+}
+
+// interned is the string table of every cache.
+var interned stringTable = &interner{max: internMaxEntries}
 
 // internMaxEntries bounds the interner: at most this many strings of at
 // most internMax bytes, about 2 MiB.
