@@ -94,7 +94,7 @@ func cachedChildJSON(buf []byte, i int) []byte {
 // "bytes per cached object" counts) and the live heap (live-B/obj) per
 // object, above what they were before. Both include the table's own
 // memory. The variants run interleaved, e.g. -bench RetainedBytes -count 3
-// (issue 30); gc-every-1 takes about 30 s a round.
+// (issue 30); gc-every-1 takes 20 s or more a round on 2 cores.
 func BenchmarkRetainedBytesPerObject(b *testing.B) {
 	tables := []struct {
 		name string
