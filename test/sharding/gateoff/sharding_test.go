@@ -1,0 +1,24 @@
+//go:build integration
+
+package gateoff
+
+import (
+	"testing"
+
+	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/test/sharding/internal/shardtest"
+)
+
+var env *testenv.Environment
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Options{
+		ExtraCRDPaths: []string{shardtest.CRDPath},
+	}, &env)
+}
+
+func TestOneTwoFour(t *testing.T)    { shardtest.OneTwoFour(t, env, shardtest.FilterClient) }
+func TestKill(t *testing.T)          { shardtest.Kill(t, env) }
+func TestRoll(t *testing.T)          { shardtest.Roll(t, env) }
+func TestTwoFourThree(t *testing.T)  { shardtest.TwoFourThree(t, env) }
+func TestClusterScoped(t *testing.T) { shardtest.ClusterScoped(t, env) }
