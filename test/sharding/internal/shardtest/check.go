@@ -1,11 +1,15 @@
 package shardtest
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/metactl/metactl/internal/shard"
+	"github.com/metactl/metactl/internal/testenv"
 )
 
 // CheckCalls fails t with the DoubleSyncs of calls for the parents keys.
@@ -133,3 +137,36 @@ func replicaList(f *Fleet) []string {
 }
 
 func stamp(t time.Time) string { return t.Format("15:04:05.000") }
+
+// WaitCallsMatchLeases waits up to timeout until, for every parent of ps,
+// the replica of the last call the hook saw holds the Lease of the
+// parent's bucket (shard.Of of its namespace; the cluster bucket for a
+// cluster-scoped parent): the witness agrees with the Leases. A bucket
+// that moved in between is synced by its gainer, whose call makes them
+// agree again.
+func WaitCallsMatchLeases(t *testing.T, h *Hook, f *Fleet, ps *Parents, timeout time.Duration) {
+	t.Helper()
+	testenv.Eventually(t, timeout, "the last call for every parent to be by its bucket's holder", func(ctx context.Context) (bool, error) {
+		holders, err := f.holders(ctx)
+		if err != nil {
+			return false, err
+		}
+		last := LastReplica(h.Calls(), time.Now())
+		var wrong []string
+		for _, k := range ps.Keys {
+			ns, _ := split(k)
+			b := -1
+			if ns != "" {
+				b = int(shard.Of(ns, Buckets))
+			}
+			lease := f.BucketLease(b)
+			if holders[lease] == "" || last[k] != holders[lease] {
+				wrong = append(wrong, fmt.Sprintf("%s: last called by %q, Lease %s held by %q", k, last[k], lease, holders[lease]))
+			}
+		}
+		if len(wrong) > 0 {
+			return false, fmt.Errorf("%d parents: %s", len(wrong), strings.Join(wrong[:min(len(wrong), 5)], "; "))
+		}
+		return true, nil
+	})
+}

@@ -12,7 +12,9 @@
 // reports. The checks (CheckCalls) read that record: no two replicas call
 // for one parent at overlapping times, and a parent that moved from a
 // replica is never called for by it again, unless a replica left since
-// (then a bucket may move back).
+// (then a bucket may move back). WaitCallsMatchLeases then checks the
+// record against the bucket Leases: each parent was last called for by
+// the holder of its bucket's Lease.
 //
 // Parents are spread over namespaces with varied names (the start of the
 // name differs: FNV-1a's top bits hardly depend on the last bytes, see

@@ -162,3 +162,26 @@ func (f *Fleet) Identities() map[string]bool {
 	}
 	return out
 }
+
+// BucketLease is the name of bucket b's Lease (docs/scaling.md), or of
+// the cluster bucket's for b < 0.
+func (f *Fleet) BucketLease(b int) string {
+	if b < 0 {
+		return f.leaseName + "-bucket-cluster"
+	}
+	return f.leaseName + "-bucket-" + strconv.Itoa(b)
+}
+
+// holders returns the holder of each Lease of the fleet's namespace, by
+// name.
+func (f *Fleet) holders(ctx context.Context) (map[string]string, error) {
+	leases, err := f.env.Kube.CoordinationV1().Leases(f.leaseNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, l := range leases.Items {
+		out[l.Name] = ptr.Deref(l.Spec.HolderIdentity, "")
+	}
+	return out, nil
+}
