@@ -38,7 +38,8 @@ const firstConvergence = 90 * time.Second
 // hook's record shows no double sync; with 4 replicas, at least 2 of them
 // are called (the parents' 14 or so buckets all assigned to one replica of
 // four: about 1 in 10^8), each parent last by the holder of its bucket's
-// Lease; every replica reports the filter mode the API server allows.
+// Lease; some replica reports the filter mode the API server allows, and
+// none the other.
 func OneTwoFour(t *testing.T, env *testenv.Environment, mode Mode) {
 	const test = "one-two-four"
 	h := NewHook(t)
