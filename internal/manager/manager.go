@@ -61,7 +61,8 @@ type Options struct {
 	EventsQPS   float32
 	EventsBurst int
 	// LeaderElection, when set, runs controllers only while this replica
-	// holds the Lease.
+	// holds the Lease. New gives its unset fields their defaults, and its
+	// Identity is sent with every hook call (Hooks.Replica, unless set).
 	LeaderElection *LeaderElection
 	// MaxRetryDelay caps the backoff of a failing parent or controller
 	// object: a hook that recovers is called again within this long.
@@ -208,6 +209,17 @@ func New(opts Options) (*Manager, error) {
 	}
 	if opts.Record != nil {
 		opts.Hooks.Tap = opts.Record
+	}
+	// With leader election, every hook call names this replica
+	// (Metactl-Replica), so a hook can tell which process called it; the
+	// identity is the Lease holder's, defaulted here rather than in Run so
+	// that the hook client has it. Without, there is one process and no
+	// identity: no header.
+	if le := opts.LeaderElection; le != nil {
+		setElectionDefaults(le)
+		if opts.Hooks.Replica == "" {
+			opts.Hooks.Replica = le.Identity
+		}
 	}
 	// Hooks' CA bundles, client certificates and tokens come from the
 	// Secrets and ConfigMaps they name, watched one by one.

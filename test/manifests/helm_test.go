@@ -191,9 +191,14 @@ func TestHelmLint(t *testing.T) {
 // object and field by field, what `kubectl kustomize manifests` renders,
 // but for the Namespace object and Helm's standard labels.
 func TestHelmDefaultsEqualKustomize(t *testing.T) {
-	kustomized := render(t)
-	charted := helmTemplate(t, "metactl", namespace)
+	checkHelmEqualsKustomize(t, render(t), helmTemplate(t, "metactl", namespace))
+}
 
+// checkHelmEqualsKustomize checks that charted has, object by object and
+// field by field, what kustomized has, but for the Namespace object and
+// Helm's standard labels.
+func checkHelmEqualsKustomize(t *testing.T, kustomized, charted []*unstructured.Unstructured) {
+	t.Helper()
 	want := map[string]*unstructured.Unstructured{}
 	namespaces := 0
 	for k, o := range byKey(t, "kubectl kustomize manifests", kustomized) {
@@ -657,6 +662,7 @@ func TestHelmValuesChangeObjects(t *testing.T) {
 			return nil
 		}},
 		{name: "replicaCount", value: 3, check: fieldIs("Deployment", "metactl", int64(3), "spec", "replicas")},
+		{name: "sharding.buckets", value: 32, check: hasArg("--shard-buckets=32")},
 		{name: "revisionHistoryLimit", value: 2, check: fieldIs("Deployment", "metactl", int64(2), "spec", "revisionHistoryLimit")},
 		{name: "image.repository", value: "registry.example.com/metactl", check: containerIs("registry.example.com/metactl:latest", "image")},
 		{name: "image.tag", value: "v1.2.3", check: containerIs("ghcr.io/metactl/metactl:v1.2.3", "image")},

@@ -173,6 +173,11 @@ func TestServiceAccountPermissions(t *testing.T) {
 		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
 		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
 		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
+		// Sharding: the member Leases, listed and watched by label, a
+		// replica's deleted when it stops.
+		{verb: "list", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
+		{verb: "watch", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
+		{verb: "delete", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
 		{verb: "watch", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", allowed: true},
 		{verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews", allowed: true},
 
@@ -183,6 +188,8 @@ func TestServiceAccountPermissions(t *testing.T) {
 		// ...Leases only in its namespace...
 		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system", allowed: false},
 		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: elsewhere, allowed: false},
+		{verb: "list", group: "coordination.k8s.io", resource: "leases", allowed: false},
+		{verb: "delete", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system", allowed: false},
 		// ...and nothing that only a controller's ClusterRole grants.
 		{verb: "list", resource: "secrets", allowed: false},
 		{verb: "get", resource: "secrets", namespace: namespace, allowed: false},

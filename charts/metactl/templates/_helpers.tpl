@@ -115,7 +115,8 @@ then extraArgs.
   (list "leader-elect-lease-name" $le.leaseName)
   (list "leader-elect-lease-duration" $le.leaseDuration)
   (list "leader-elect-renew-deadline" $le.renewDeadline)
-  (list "leader-elect-retry-period" $le.retryPeriod)) -}}
+  (list "leader-elect-retry-period" $le.retryPeriod)
+  (list "shard-buckets" (ternary .Values.sharding.buckets nil (gt (int .Values.sharding.buckets) 0)))) -}}
 {{- end -}}
 {{- $flags = concat $flags (list
   (list "log-format" $run.logFormat)

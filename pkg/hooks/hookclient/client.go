@@ -131,7 +131,15 @@ type Options struct {
 	// span of the call's context (docs/tracing.md). Default nil: no span;
 	// the request still carries the context's trace (see Call).
 	Tracer trace.Tracer
+	// Replica, when set, is sent as the ReplicaHeader of every request:
+	// the identity of the calling process, so that a hook can tell
+	// replicas apart (docs/hooks.md). Default "": no such header.
+	Replica string
 }
+
+// ReplicaHeader is the request header that carries Options.Replica, the
+// calling replica's identity (no X- prefix: RFC 6648).
+const ReplicaHeader = "Metactl-Replica"
 
 // Client calls hooks. It is safe for concurrent use; its calls share the
 // connection pool of the underlying HTTP client.
@@ -143,6 +151,7 @@ type Client struct {
 	metrics    Observer
 	tap        Tap
 	tracer     trace.Tracer
+	replica    string
 	etags      *etagCache
 	budget     *responseBudget
 	decoded    *decodedBudget
@@ -159,6 +168,7 @@ func NewClient(opts Options) *Client {
 		metrics:    opts.Metrics,
 		tap:        opts.Tap,
 		tracer:     opts.Tracer,
+		replica:    opts.Replica,
 		etags:      newEtagCache(opts.EtagCacheMaxEntries, opts.EtagCacheMaxBytes),
 		now:        time.Now,
 	}
@@ -412,8 +422,9 @@ func (cs *callState) checkURL() error {
 }
 
 // writeRequest gives the request its body, the encoded request (logged at
-// V(6)), and its headers: content type, user agent, the trace context,
-// and what Options.PrepareRequest adds.
+// V(6)), and its headers: content type, user agent, the replica (when
+// Options.Replica is set), the trace context, and what
+// Options.PrepareRequest adds.
 func (c *Client) writeRequest(cs *callState, body *hooks.EncodedRequest) error {
 	if logger := klog.FromContext(cs.ctx).V(6); logger.Enabled() {
 		logger.Info("Hook request", "controller", cs.Controller, "hook", cs.Hook, "url", cs.URL, "body", redact.JSON(body.Bytes()))
@@ -425,6 +436,9 @@ func (c *Client) writeRequest(cs *callState, body *hooks.EncodedRequest) error {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "metactl")
+	if c.replica != "" {
+		req.Header.Set(ReplicaHeader, c.replica)
+	}
 	injectTrace(cs.ctx, req.Header)
 	if c.prepare != nil {
 		if err := c.prepare.PrepareRequest(cs.hook, req); err != nil {

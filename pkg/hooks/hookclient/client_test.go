@@ -795,3 +795,29 @@ func TestCallConnectionRefusedIsNotClosedByHook(t *testing.T) {
 		t.Fatalf("err = %v, want an UnreachableError not closed by the hook", err)
 	}
 }
+
+// TestReplicaHeader checks that every call carries Options.Replica as the
+// Metactl-Replica header, and that a client without one sends no such
+// header (not an empty one).
+func TestReplicaHeader(t *testing.T) {
+	headers := make(chan http.Header, 1)
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		headers <- r.Header.Clone()
+		_, _ = io.WriteString(w, `{}`)
+	})
+	hook := urlHook(srv.URL)
+	for _, replica := range []string{"host-a_1f2e", ""} {
+		c := NewClient(Options{Replica: replica})
+		if err := c.Call(context.Background(), "c", "sync", hook, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		h := <-headers
+		got, sent := h["Metactl-Replica"]
+		switch {
+		case replica != "" && (len(got) != 1 || got[0] != replica):
+			t.Errorf("Replica %q: header Metactl-Replica %q, want exactly %q", replica, got, replica)
+		case replica == "" && sent:
+			t.Errorf("no Replica: header Metactl-Replica %q sent, want none", got)
+		}
+	}
+}

@@ -1,0 +1,271 @@
+package shardtest
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/metactl/metactl/internal/testenv"
+)
+
+// Mode is how the API server under test filters: FilterServer with the
+// ShardedListAndWatch gate, FilterClient without (metactl_shard_filter_mode's
+// mode label, docs/scaling.md).
+type Mode string
+
+const (
+	FilterServer Mode = "server"
+	FilterClient Mode = "client"
+)
+
+// moveBound is how long, after a replica joins or leaves, the parents of
+// the buckets that move may take to be synced by their new replica: a
+// bucket held by a replica that is gone is free after the lease duration
+// (at most; a replica that left cleanly releases it at once), and then its
+// gainer lists its objects again and syncs them, 10 seconds.
+func moveBound(tm Timing) time.Duration { return tm.LeaseDuration + 10*time.Second }
+
+// firstConvergence bounds the first sync of all parents by a fresh
+// fleet: starting metactl, discovery, informers and 120 syncs on a
+// loaded machine.
+const firstConvergence = 90 * time.Second
+
+// OneTwoFour runs 1, then 2, then 4 replicas over 120 parents: after each
+// step every parent converges to a new spec within moveBound, and the
+// hook's record shows no double sync; with 4 replicas, at least 2 of them
+// are called (the parents' 14 or so buckets all assigned to one replica of
+// four: about 1 in 10^8), each parent last by the holder of its bucket's
+// Lease; some replica reports the filter mode the API server allows, and
+// none the other.
+func OneTwoFour(t *testing.T, env *testenv.Environment, mode Mode) {
+	const test = "one-two-four"
+	h := NewHook(t)
+	Controller(t, env, test, ThingsGVR, h)
+	ps := NamespacedParents(t, env, test, Namespaces(t, env, Small.Namespaces), Small.PerNamespace)
+	f := NewFleet(t, env, Fast)
+	start := time.Now()
+	one := f.Start(t)
+	ps.WaitConverged(t, start, firstConvergence, "1 replica: every parent synced")
+	if spread := Spread(h.Calls(), start); len(spread) != 1 || spread[one.Identity] != len(ps.Keys) {
+		t.Errorf("1 replica: calls by replica %v, want all %d parents by %s", spread, len(ps.Keys), one.Identity)
+	}
+
+	f.Start(t)
+	since := ps.Bump(t)
+	ps.WaitConverged(t, since, moveBound(Fast), "2 replicas: every parent synced after a change")
+	f.Start(t)
+	f.Start(t)
+	since = ps.Bump(t)
+	ps.WaitConverged(t, since, moveBound(Fast), "4 replicas: every parent synced after a change")
+	spread := Spread(h.Calls(), since)
+	t.Logf("4 replicas: parents per replica after the last change: %v", spread)
+	if len(spread) < 2 {
+		t.Errorf("4 replicas: only %d were called after the last change (%v), want at least 2: the parents are not sharded", len(spread), spread)
+	}
+	WaitCallsMatchLeases(t, h, f, ps, moveBound(Fast))
+	CheckCalls(t, h.Calls(), f, ps.Keys)
+	checkFilterMode(t, f.Running(), mode)
+}
+
+// Kill runs 4 replicas, SIGKILLs the one called for the most parents and
+// changes every parent: all converge within moveBound of the kill (its
+// buckets' Leases expire, the others take them), none of them by the
+// killed one, and no double sync.
+func Kill(t *testing.T, env *testenv.Environment) {
+	const test = "kill"
+	h := NewHook(t)
+	Controller(t, env, test, ThingsGVR, h)
+	ps := NamespacedParents(t, env, test, Namespaces(t, env, Small.Namespaces), Small.PerNamespace)
+	f := NewFleet(t, env, Fast)
+	start := time.Now()
+	for range 4 {
+		f.Start(t)
+	}
+	ps.WaitConverged(t, start, firstConvergence, "4 replicas: every parent synced")
+	since := ps.Bump(t) // settle: every parent synced by its replica of four
+	ps.WaitConverged(t, since, moveBound(Fast), "4 replicas: every parent synced after a change")
+
+	victim := busiest(t, f, h, since)
+	f.Kill(t, victim)
+	ps.Bump(t)
+	ps.WaitConverged(t, victim.Removed, moveBound(Fast), "after SIGKILL of one of 4: every parent synced after a change")
+	reportMoves(t, h.Calls(), victim, ps.Value)
+	WaitCallsMatchLeases(t, h, f, ps, moveBound(Fast))
+	CheckCalls(t, h.Calls(), f, ps.Keys)
+}
+
+// Slow is the timing of the rolling scenario: a lease long enough that a
+// handover well within it cannot be a wait for expiry.
+var Slow = Timing{LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second, RetryPeriod: 500 * time.Millisecond}
+
+// Roll runs 3 replicas with a 30s lease and SIGTERMs the one called for
+// the most parents: it exits with code 0, and every parent converges
+// after a change within 15 seconds of the SIGTERM, half the lease
+// duration (its buckets were released, not left to expire), with no
+// double sync.
+func Roll(t *testing.T, env *testenv.Environment) {
+	const test = "roll"
+	h := NewHook(t)
+	Controller(t, env, test, ThingsGVR, h)
+	ps := NamespacedParents(t, env, test, Namespaces(t, env, Small.Namespaces), Small.PerNamespace)
+	f := NewFleet(t, env, Slow)
+	start := time.Now()
+	for range 3 {
+		f.Start(t)
+	}
+	ps.WaitConverged(t, start, firstConvergence, "3 replicas: every parent synced")
+	since := ps.Bump(t)
+	ps.WaitConverged(t, since, moveBound(Fast), "3 replicas: every parent synced after a change")
+
+	victim := busiest(t, f, h, since)
+	f.Term(t, victim)
+	t.Logf("SIGTERM: exited after %v", time.Since(victim.Removed).Round(100*time.Millisecond))
+	ps.Bump(t)
+	ps.WaitConverged(t, victim.Removed, Slow.LeaseDuration/2, "after SIGTERM of one of 3: every parent synced after a change")
+	reportMoves(t, h.Calls(), victim, ps.Value)
+	WaitCallsMatchLeases(t, h, f, ps, moveBound(Fast))
+	CheckCalls(t, h.Calls(), f, ps.Keys)
+}
+
+// TwoFourThree scales 2 -> 4 -> 3 (the last by SIGTERM): after each step
+// every parent converges after a change within moveBound, with no double
+// sync.
+func TwoFourThree(t *testing.T, env *testenv.Environment) {
+	const test = "two-four-three"
+	h := NewHook(t)
+	Controller(t, env, test, ThingsGVR, h)
+	ps := NamespacedParents(t, env, test, Namespaces(t, env, Small.Namespaces), Small.PerNamespace)
+	f := NewFleet(t, env, Fast)
+	start := time.Now()
+	f.Start(t)
+	f.Start(t)
+	ps.WaitConverged(t, start, firstConvergence, "2 replicas: every parent synced")
+	f.Start(t)
+	f.Start(t)
+	since := ps.Bump(t)
+	ps.WaitConverged(t, since, moveBound(Fast), "2 -> 4 replicas: every parent synced after a change")
+	victim := busiest(t, f, h, since)
+	f.Term(t, victim)
+	ps.Bump(t)
+	ps.WaitConverged(t, victim.Removed, moveBound(Fast), "4 -> 3 replicas: every parent synced after a change")
+	WaitCallsMatchLeases(t, h, f, ps, moveBound(Fast))
+	CheckCalls(t, h.Calls(), f, ps.Keys)
+}
+
+// ClusterScoped runs a ClusterThing parent with ConfigMap children in 4
+// namespaces on 2 replicas: it converges, its children are created and
+// updated, by one replica at a time (the cluster bucket's); after the
+// replica that syncs it is SIGTERMed, the other takes it over and it
+// converges after a change within moveBound.
+func ClusterScoped(t *testing.T, env *testenv.Environment) {
+	const test = "cluster-scoped"
+	h := NewHook(t)
+	Controller(t, env, test, ClusterThingsGVR, h)
+	ps := ClusterParent(t, env, test, Namespaces(t, env, 4))
+	f := NewFleet(t, env, Fast)
+	start := time.Now()
+	f.Start(t)
+	f.Start(t)
+	ps.WaitConverged(t, start, firstConvergence, "cluster-scoped parent: children created")
+	since := ps.Bump(t)
+	ps.WaitConverged(t, since, moveBound(Fast), "cluster-scoped parent: children updated")
+	victim := busiest(t, f, h, since)
+	f.Term(t, victim)
+	ps.Bump(t)
+	ps.WaitConverged(t, victim.Removed, moveBound(Fast), "cluster-scoped parent: children updated by the other replica")
+	WaitCallsMatchLeases(t, h, f, ps, moveBound(Fast))
+	CheckCalls(t, h.Calls(), f, ps.Keys)
+}
+
+// busiest returns the running replica called for the most parents since
+// a time, and fails if none was.
+func busiest(t *testing.T, f *Fleet, h *Hook, since time.Time) *Replica {
+	t.Helper()
+	spread := Spread(h.Calls(), since)
+	var best *Replica
+	for _, r := range f.Running() {
+		if spread[r.Identity] > 0 && (best == nil || spread[r.Identity] > spread[best.Identity]) {
+			best = r
+		}
+	}
+	if best == nil {
+		t.Fatalf("no running replica was called since %s: %v", stamp(since), spread)
+	}
+	t.Logf("removing %s, called for %d parents (of %v)", best.Identity, spread[best.Identity], spread)
+	return best
+}
+
+// reportMoves logs, of the parents last synced by the removed replica,
+// how long after its removal the first call with value came (CheckCalls
+// checks who made it).
+func reportMoves(t *testing.T, calls []Call, removed *Replica, value int64) {
+	t.Helper()
+	owned := map[string]bool{}
+	for p, r := range LastReplica(calls, removed.Removed) {
+		owned[p] = r == removed.Identity
+	}
+	first := map[string]time.Duration{}
+	var slowest time.Duration
+	for _, c := range calls {
+		if c.Start.Before(removed.Removed) {
+			continue
+		}
+		if _, seen := first[c.Parent]; owned[c.Parent] && !seen && c.Value == value {
+			first[c.Parent] = c.Start.Sub(removed.Removed)
+			slowest = max(slowest, first[c.Parent])
+		}
+	}
+	t.Logf("the removed replica's %d parents: first synced by another replica at most %v after its removal", len(first), slowest.Round(100*time.Millisecond))
+}
+
+// checkFilterMode fails unless some replica reports, in
+// metactl_shard_filter_mode, want for the parents' resource, and none
+// reports the other mode (a replica that holds no bucket may report
+// none).
+func checkFilterMode(t *testing.T, replicas []*Replica, want Mode) {
+	t.Helper()
+	wantLine := fmt.Sprintf(`mode="%s"`, want)
+	var seen []string
+	ok := false
+	for _, r := range replicas {
+		lines, err := filterModeLines(r.Metrics)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		for _, l := range lines {
+			seen = append(seen, l)
+			switch {
+			case strings.Contains(l, wantLine) && strings.HasSuffix(l, " 1"):
+				ok = true
+			case !strings.HasSuffix(l, " 0"):
+				t.Errorf("%s: %s, want only mode %q", r.Identity, l, want)
+			}
+		}
+	}
+	if !ok {
+		t.Errorf("no replica has a metactl_shard_filter_mode sample of things with %s and value 1: %v", wantLine, seen)
+	}
+}
+
+// filterModeLines returns the metactl_shard_filter_mode samples of the
+// things resource at url.
+func filterModeLines(url string) ([]string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, fmt.Errorf("scraping %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	var lines []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if l := sc.Text(); strings.HasPrefix(l, "metactl_shard_filter_mode{") && strings.Contains(l, "Resource=things") {
+			lines = append(lines, l)
+		}
+	}
+	return lines, sc.Err()
+}
