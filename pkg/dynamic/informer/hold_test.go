@@ -1,0 +1,322 @@
+package informer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/metactl/metactl/internal/shard"
+)
+
+// fakeServer serves one namespaced resource to a Factory: lists and
+// watches from a resourceVersion, and, when filter is set, the
+// shardSelector of the sets it knows, as the API server with the
+// ShardedListAndWatch gate does.
+type fakeServer struct {
+	filter bool
+	sets   map[string]shard.Set // by Selector
+
+	mu       sync.Mutex
+	rv       int
+	objs     map[string]*Object
+	log      []logged
+	watchers []*fakeWatch
+	lists    []string // the selectors of the lists served
+}
+
+type logged struct {
+	rv int
+	ev watch.Event
+}
+
+type fakeWatch struct {
+	set  *shard.Set
+	ch   chan watch.Event
+	once sync.Once
+	stop chan struct{}
+}
+
+func (w *fakeWatch) ResultChan() <-chan watch.Event { return w.ch }
+func (w *fakeWatch) Stop()                          { w.once.Do(func() { close(w.stop) }) }
+
+func newFakeServer(filter bool, sets ...shard.Set) *fakeServer {
+	s := &fakeServer{filter: filter, sets: map[string]shard.Set{}, objs: map[string]*Object{}}
+	for _, set := range sets {
+		s.sets[set.Selector()] = set
+	}
+	return s
+}
+
+func (s *fakeServer) object(ns, name string) *Object {
+	o, err := NewObject(fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":%q,"name":%q,"resourceVersion":"%d"}}`, ns, name, s.rv))
+	if err != nil {
+		panic(err)
+	}
+	return o
+}
+
+// write creates or updates ns/name (or deletes it) and sends the event
+// to the open watches unless quiet: a quiet write is one the informers
+// running now never hear of (their watch lags), which a new list sees.
+func (s *fakeServer) write(ns, name string, del, quiet bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rv++
+	key := ns + "/" + name
+	ev := watch.Event{Type: watch.Modified}
+	if del {
+		ev = watch.Event{Type: watch.Deleted, Object: s.object(ns, name)}
+		delete(s.objs, key)
+	} else {
+		if _, ok := s.objs[key]; !ok {
+			ev.Type = watch.Added
+		}
+		ev.Object = s.object(ns, name)
+		s.objs[key] = ev.Object.(*Object)
+	}
+	s.log = append(s.log, logged{rv: s.rv, ev: ev})
+	if quiet {
+		return
+	}
+	for _, w := range s.watchers {
+		s.send(w, ev)
+	}
+}
+
+func (s *fakeServer) send(w *fakeWatch, ev watch.Event) {
+	if w.set != nil && !w.set.Contains(ev.Object.(*Object).Namespace) {
+		return
+	}
+	select {
+	case w.ch <- ev:
+	case <-w.stop:
+	}
+}
+
+func (s *fakeServer) selected(selector string) *shard.Set {
+	if set, ok := s.sets[selector]; ok && s.filter {
+		return &set
+	}
+	return nil
+}
+
+// listAndWatch is a ListWatch that lists, then watches (no watch list).
+type listAndWatch struct{ *cache.ListWatch }
+
+func (listAndWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (s *fakeServer) listerWatcher(schema.GroupVersionResource) cache.ListerWatcher {
+	return listAndWatch{&cache.ListWatch{
+		ListWithContextFunc: func(_ context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.lists = append(s.lists, opts.ShardSelector)
+			set := s.selected(opts.ShardSelector)
+			l := &ObjectList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(s.rv)}}
+			if set != nil {
+				l.ShardInfo = &metav1.ShardInfo{Selector: opts.ShardSelector}
+			}
+			for _, o := range s.objs {
+				if set == nil || set.Contains(o.Namespace) {
+					l.Items = append(l.Items, *o)
+				}
+			}
+			return l, nil
+		},
+		WatchFuncWithContext: func(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			from, _ := strconv.Atoi(opts.ResourceVersion)
+			w := &fakeWatch{set: s.selected(opts.ShardSelector), ch: make(chan watch.Event, 1000), stop: make(chan struct{})}
+			for _, l := range s.log {
+				if l.rv > from {
+					s.send(w, l.ev)
+				}
+			}
+			s.watchers = append(s.watchers, w)
+			return w, nil
+		},
+	}}
+}
+
+// recorder records a handler's events as "add ns/name", "add-initial
+// ns/name", "update ns/name", "delete ns/name".
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorder) add(format string, o *Object) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, fmt.Sprintf(format, o.Namespace+"/"+o.Name))
+}
+
+func (r *recorder) handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if initial {
+				r.add("add-initial %s", obj.(*Object))
+			} else {
+				r.add("add %s", obj.(*Object))
+			}
+		},
+		UpdateFunc: func(_, obj any) { r.add("update %s", obj.(*Object)) },
+		DeleteFunc: func(obj any) {
+			if _, ok := obj.(cache.DeletedFinalStateUnknown); !ok {
+				r.add("delete-not-tombstone %s", ObjectOf(obj))
+				return
+			}
+			r.add("delete %s", ObjectOf(obj))
+		},
+	}
+}
+
+// since returns the events from the n-th on, sorted.
+func (r *recorder) since(n int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := slices.Clone(r.events[n:])
+	slices.Sort(out)
+	return out
+}
+
+func (r *recorder) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.events)
+}
+
+// waitFor polls until the recorder has had event (after the n-th).
+func (r *recorder) waitFor(t *testing.T, n int, event string) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return slices.Contains(r.since(n), event), nil
+	}); err != nil {
+		t.Fatalf("no %q; events since: %v", event, r.since(n))
+	}
+}
+
+// namespaceIn returns a namespace of bucket b of 16, named after prefix.
+func namespaceIn(prefix string, b shard.Bucket) string {
+	for i := 0; ; i++ {
+		ns := fmt.Sprintf("%s-%d", prefix, i)
+		if shard.Of(ns, 16) == b {
+			return ns
+		}
+	}
+}
+
+func mustSet(t *testing.T, members ...shard.Bucket) shard.Set {
+	t.Helper()
+	s, err := shard.NewSet(16, members...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func namespaced(schema.GroupVersionResource) bool { return true }
+
+// TestHoldSwapsWithOnlyTheChanges: a change of set gives a handler what
+// changed between the store it saw and the new one, and nothing else;
+// reads and later events come from the new set alone, whether the server
+// filters or not.
+func TestHoldSwapsWithOnlyTheChanges(t *testing.T) {
+	for _, filter := range []bool{true, false} {
+		t.Run(fmt.Sprintf("server filters %v", filter), func(t *testing.T) {
+			const bx, by, bz, bw = 1, 5, 9, 13
+			nsX, nsY, nsZ, nsW := namespaceIn("x", bx), namespaceIn("y", by), namespaceIn("z", bz), namespaceIn("w", bw)
+			set1, set2 := mustSet(t, bx, by), mustSet(t, bx, bz)
+			srv := newFakeServer(filter, set1, set2)
+			for _, o := range [][2]string{{nsX, "x1"}, {nsX, "x2"}, {nsX, "x3"}, {nsY, "y1"}, {nsZ, "z1"}, {nsW, "w1"}} {
+				srv.write(o[0], o[1], false, false)
+			}
+			f := NewFactory(srv.listerWatcher, Options{Namespaced: namespaced})
+			i := f.Acquire(configMapsGVR)
+			defer i.Release()
+			rec := &recorder{}
+			if err := i.AddEventHandler(rec.handler()); err != nil {
+				t.Fatal(err)
+			}
+			waitSynced(t, i)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+
+			// Unfiltered to set1: buckets given up raise nothing.
+			n := rec.len()
+			if err := f.Hold(ctx, set1); err != nil {
+				t.Fatal(err)
+			}
+			srv.write(nsX, "x1", false, false)
+			rec.waitFor(t, n, "update "+nsX+"/x1")
+			if got, want := rec.since(n), []string{"update " + nsX + "/x1"}; !slices.Equal(got, want) {
+				t.Errorf("events of the first swap = %v, want %v", got, want)
+			}
+			if got, want := cachedNames(i), []string{nsX + "/x1", nsX + "/x2", nsX + "/x3", nsY + "/y1"}; !slices.Equal(got, want) {
+				t.Errorf("cached after the first swap = %v, want %v", got, want)
+			}
+
+			// Writes the running informer misses, then set1 to set2.
+			srv.write(nsX, "x2", false, true)
+			srv.write(nsX, "x3", true, true)
+			srv.write(nsX, "x4", false, true)
+			srv.write(nsZ, "z2", false, true)
+			srv.write(nsY, "y2", false, true)
+			n = rec.len()
+			if err := f.Hold(ctx, set2); err != nil {
+				t.Fatal(err)
+			}
+			if !i.HasSynced() {
+				t.Error("HasSynced false right after a swap")
+			}
+			srv.write(nsX, "x1", false, false) // the marker: after every change
+			srv.write(nsY, "y3", false, false) // of a bucket given up
+			rec.waitFor(t, n, "update "+nsX+"/x1")
+			want := []string{
+				"add " + nsX + "/x4",
+				"add-initial " + nsZ + "/z1",
+				"add-initial " + nsZ + "/z2",
+				"delete " + nsX + "/x3",
+				"update " + nsX + "/x1",
+				"update " + nsX + "/x2",
+			}
+			if got := rec.since(n); !slices.Equal(got, want) {
+				t.Errorf("events of the second swap = %v, want %v", got, want)
+			}
+			if got, want := cachedNames(i), []string{nsX + "/x1", nsX + "/x2", nsX + "/x4", nsZ + "/z1", nsZ + "/z2"}; !slices.Equal(got, want) {
+				t.Errorf("cached after the second swap = %v, want %v", got, want)
+			}
+			wantMode := ModeClient
+			if filter {
+				wantMode = ModeServer
+			}
+			if got := f.FilterModes()[configMapsGVR.String()]; got != wantMode {
+				t.Errorf("filter mode = %q, want %q", got, wantMode)
+			}
+			if got := srv.lists; !slices.Equal(got, []string{"", set1.Selector(), set2.Selector()}) {
+				t.Errorf("lists' selectors = %q", got)
+			}
+		})
+	}
+}
+
+func cachedNames(i *Informer) []string {
+	var out []string
+	for _, o := range i.ListMeta("", nil) {
+		out = append(out, o.Namespace+"/"+o.Name)
+	}
+	slices.Sort(out)
+	return out
+}
