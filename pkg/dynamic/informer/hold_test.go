@@ -320,3 +320,79 @@ func cachedNames(i *Informer) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestHoldLeavesWholeAndClusterScopedInformers: whole informers and those
+// of cluster-scoped resources keep every object and list without a
+// selector; an empty set holds nothing and sends no request.
+func TestHoldLeavesWholeAndClusterScopedInformers(t *testing.T) {
+	nsA, nsB := namespaceIn("a", 2), namespaceIn("b", 7)
+	set := mustSet(t, 2)
+	srv := newFakeServer(true, set)
+	srv.write(nsA, "a1", false, false)
+	srv.write(nsB, "b1", false, false)
+	clusterGVR := schema.GroupVersionResource{Group: "test", Version: "v1", Resource: "clusterthings"}
+	f := NewFactory(srv.listerWatcher, Options{Namespaced: func(gvr schema.GroupVersionResource) bool { return gvr != clusterGVR }})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.Hold(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	sharded, whole, cluster := f.Acquire(configMapsGVR), f.AcquireWhole(configMapsGVR), f.Acquire(clusterGVR)
+	for _, i := range []*Informer{sharded, whole, cluster} {
+		defer i.Release()
+		waitSynced(t, i)
+	}
+	if sharded.shared == whole.shared {
+		t.Fatal("AcquireWhole shares the sharded informer")
+	}
+	if got, want := cachedNames(sharded), []string{nsA + "/a1"}; !slices.Equal(got, want) {
+		t.Errorf("sharded informer caches %v, want %v", got, want)
+	}
+	all := []string{nsA + "/a1", nsB + "/b1"}
+	if got := cachedNames(whole); !slices.Equal(got, all) {
+		t.Errorf("whole informer caches %v, want %v", got, all)
+	}
+	if got := cachedNames(cluster); !slices.Equal(got, all) {
+		t.Errorf("cluster-scoped informer caches %v, want %v", got, all)
+	}
+	if got := f.FilterModes(); len(got) != 1 || got[configMapsGVR.String()] != ModeServer {
+		t.Errorf("filter modes = %v, want only %s: server", got, configMapsGVR)
+	}
+	if got := f.AcquireWhole(clusterGVR); got.shared != cluster.shared {
+		t.Error("AcquireWhole of a cluster-scoped resource is another informer")
+	} else {
+		got.Release()
+	}
+
+	rec := &recorder{}
+	if err := sharded.AddEventHandler(rec.handler()); err != nil {
+		t.Fatal(err)
+	}
+	waitSynced(t, sharded)
+	srv.mu.Lock()
+	lists := len(srv.lists)
+	srv.mu.Unlock()
+	n := rec.len()
+	if err := f.Hold(ctx, mustSet(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := cachedNames(sharded); len(got) != 0 {
+		t.Errorf("an informer of the empty set caches %v", got)
+	}
+	srv.mu.Lock()
+	if len(srv.lists) != lists {
+		t.Errorf("the empty set listed: %q", srv.lists[lists:])
+	}
+	srv.mu.Unlock()
+	srv.write(nsA, "a2", false, false)
+	srv.write(nsA, "a1", false, false)
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		_, ok := whole.GetMeta(nsA, "a2")
+		return ok, nil
+	}); err != nil {
+		t.Fatal("the whole informer never had a2")
+	}
+	if got := rec.since(n); len(got) != 0 {
+		t.Errorf("events after giving every bucket up = %v, want none", got)
+	}
+}
