@@ -87,6 +87,39 @@ func (f *Factory) FilterModes() map[string]string {
 	return out
 }
 
+// BucketCounts returns the number of cached objects of each bucket of the
+// set held, all sharded informers of namespaced resources together (whole
+// informers left out); nil while no set is held. For metrics: it costs a
+// hash per cached namespace.
+func (f *Factory) BucketCounts() map[int]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.set == nil {
+		return nil
+	}
+	out := map[int]int{}
+	for _, b := range f.set.Members() {
+		out[int(b)] = 0
+	}
+	for _, s := range f.running {
+		gen := s.cur.Load()
+		if gen.set == nil {
+			continue
+		}
+		idx := gen.informer.GetIndexer()
+		for _, ns := range idx.ListIndexFuncValues(cache.NamespaceIndex) {
+			if !gen.set.Contains(ns) {
+				continue
+			}
+			keys, err := idx.IndexKeys(cache.NamespaceIndex, ns)
+			if err == nil {
+				out[int(shard.Of(ns, gen.set.Buckets))] += len(keys)
+			}
+		}
+	}
+	return out
+}
+
 // swapState is what a generation being replaced tells its relays: the
 // sentinel that ends its events, and, once ready is closed, the changes
 // to deliver before handing over to the next generation.

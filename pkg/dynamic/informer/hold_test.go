@@ -3,6 +3,7 @@ package informer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -357,6 +358,9 @@ func TestHoldLeavesWholeAndClusterScopedInformers(t *testing.T) {
 	}
 	if got := f.FilterModes(); len(got) != 1 || got[configMapsGVR.String()] != ModeServer {
 		t.Errorf("filter modes = %v, want only %s: server", got, configMapsGVR)
+	}
+	if got, want := f.BucketCounts(), map[int]int{2: 1}; !maps.Equal(got, want) {
+		t.Errorf("objects per bucket = %v, want %v (the whole informer's left out)", got, want)
 	}
 	if got := f.AcquireWhole(clusterGVR); got.shared != cluster.shared {
 		t.Error("AcquireWhole of a cluster-scoped resource is another informer")
