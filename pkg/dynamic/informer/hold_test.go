@@ -34,6 +34,9 @@ type fakeServer struct {
 	log      []logged
 	watchers []*fakeWatch
 	lists    []string // the selectors of the lists served
+	// failing are the selectors whose lists fail, with how many times
+	// (-1: always).
+	failing map[string]int
 }
 
 type logged struct {
@@ -52,7 +55,7 @@ func (w *fakeWatch) ResultChan() <-chan watch.Event { return w.ch }
 func (w *fakeWatch) Stop()                          { w.once.Do(func() { close(w.stop) }) }
 
 func newFakeServer(filter bool, sets ...shard.Set) *fakeServer {
-	s := &fakeServer{filter: filter, sets: map[string]shard.Set{}, objs: map[string]*Object{}}
+	s := &fakeServer{filter: filter, sets: map[string]shard.Set{}, objs: map[string]*Object{}, failing: map[string]int{}}
 	for _, set := range sets {
 		s.sets[set.Selector()] = set
 	}
@@ -122,6 +125,10 @@ func (s *fakeServer) listerWatcher(schema.GroupVersionResource) cache.ListerWatc
 		ListWithContextFunc: func(_ context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
+			if n := s.failing[opts.ShardSelector]; n != 0 {
+				s.failing[opts.ShardSelector] = n - 1
+				return nil, fmt.Errorf("list of %q fails", opts.ShardSelector)
+			}
 			s.lists = append(s.lists, opts.ShardSelector)
 			set := s.selected(opts.ShardSelector)
 			l := &ObjectList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(s.rv)}}
@@ -398,5 +405,34 @@ func TestHoldLeavesWholeAndClusterScopedInformers(t *testing.T) {
 	}
 	if got := rec.since(n); len(got) != 0 {
 		t.Errorf("events after giving every bucket up = %v, want none", got)
+	}
+}
+
+// TestHoldAfterFailedLists: a new set's list that fails is retried (the
+// gate opens only after a list), and the handler of an informer that never
+// synced gets the new set's objects as initial adds.
+func TestHoldAfterFailedLists(t *testing.T) {
+	nsA, nsB := namespaceIn("a", 2), namespaceIn("b", 7)
+	set := mustSet(t, 2)
+	srv := newFakeServer(true, set)
+	srv.write(nsA, "a1", false, false)
+	srv.write(nsB, "b1", false, false)
+	srv.failing[""] = -1
+	srv.failing[set.Selector()] = 1
+	f := NewFactory(srv.listerWatcher, Options{Namespaced: namespaced})
+	i := f.Acquire(configMapsGVR)
+	defer i.Release()
+	rec := &recorder{}
+	if err := i.AddEventHandler(rec.handler()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.Hold(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	waitSynced(t, i)
+	if got, want := rec.since(0), []string{"add-initial " + nsA + "/a1"}; !slices.Equal(got, want) {
+		t.Errorf("events = %v, want %v", got, want)
 	}
 }

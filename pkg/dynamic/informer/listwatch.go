@@ -134,11 +134,17 @@ func (l *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions
 	if listed && !l.waitReleased(ctx.Done()) {
 		return nil, l.wait(ctx)
 	}
-	defer func() {
+	obj, err := l.list(ctx, opts)
+	if err == nil {
 		l.mu.Lock()
 		l.listed = true
 		l.mu.Unlock()
-	}()
+	}
+	return obj, err
+}
+
+// list lists for the set; see listWatch.
+func (l *listWatch) list(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	if l.set == nil {
 		return l.inner.ListWithContext(ctx, opts)
 	}
