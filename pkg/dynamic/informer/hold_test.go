@@ -436,3 +436,86 @@ func TestHoldAfterFailedLists(t *testing.T) {
 		t.Errorf("events = %v, want %v", got, want)
 	}
 }
+
+// TestHoldKeepsEachHandlersOrder: a slow handler still behind on the old
+// set's events at a swap gets them all, then the swap's changes, then the
+// new set's events, from one goroutine at a time.
+func TestHoldKeepsEachHandlersOrder(t *testing.T) {
+	const bx, bz = 4, 11
+	nsX, nsZ := namespaceIn("x", bx), namespaceIn("z", bz)
+	set1, set2 := mustSet(t, bx), mustSet(t, bx, bz)
+	srv := newFakeServer(true, set1, set2)
+	srv.write(nsX, "x1", false, false)
+	srv.write(nsZ, "z1", false, false)
+	f := NewFactory(srv.listerWatcher, Options{Namespaced: namespaced})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.Hold(ctx, set1); err != nil {
+		t.Fatal(err)
+	}
+	i := f.Acquire(configMapsGVR)
+	defer i.Release()
+	var (
+		mu      sync.Mutex
+		events  []string
+		inside  int
+		unblock = make(chan struct{})
+		blocked = make(chan struct{})
+	)
+	record := func(e string) {
+		mu.Lock()
+		inside++
+		if inside > 1 {
+			events = append(events, "concurrent!")
+		}
+		mu.Unlock()
+		if e == "update "+nsX+"/x1@3" {
+			close(blocked)
+			<-unblock
+		}
+		mu.Lock()
+		inside--
+		events = append(events, e)
+		mu.Unlock()
+	}
+	if err := i.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			o := obj.(*Object)
+			record(fmt.Sprintf("add %s/%s initial=%v", o.Namespace, o.Name, initial))
+		},
+		UpdateFunc: func(_, obj any) {
+			o := obj.(*Object)
+			record(fmt.Sprintf("update %s/%s@%s", o.Namespace, o.Name, o.ResourceVersion))
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitSynced(t, i)
+	srv.write(nsX, "x1", false, false) // @3: the handler blocks in it
+	srv.write(nsX, "x1", false, false) // @4: pending behind @3
+	<-blocked
+	srv.write(nsX, "x2", false, true) // @5, that the old set never sees
+	if err := f.Hold(ctx, set2); err != nil {
+		t.Fatal(err)
+	}
+	srv.write(nsX, "x1", false, false) // @6, of the new set
+	close(unblock)
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(events) >= 6, nil
+	}); err != nil {
+		t.Fatal("too few events")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 6 {
+		t.Fatalf("events = %q, want 6", events)
+	}
+	changes := slices.Sorted(slices.Values(events[3:5]))
+	if !slices.Equal(events[:3], []string{"add " + nsX + "/x1 initial=true", "update " + nsX + "/x1@3", "update " + nsX + "/x1@4"}) ||
+		!slices.Equal(changes, []string{"add " + nsX + "/x2 initial=false", "add " + nsZ + "/z1 initial=true"}) ||
+		events[5] != "update "+nsX+"/x1@6" {
+		t.Errorf("events = %q, want the old set's, then the swap's, then the new set's", events)
+	}
+}
