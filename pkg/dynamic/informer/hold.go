@@ -40,7 +40,8 @@ import (
 // Hold returns once every running informer has synced with set, or with
 // ctx's error when it ends first (the informers not yet swapped keep the
 // previous set until the next Hold). Informers acquired later start with
-// set. Holds run one at a time per informer; set must be of an install
+// set. Holds run one at a time per informer, and of overlapping Holds
+// the last one's set wins; set must be of an install
 // (shard.NewSet), possibly empty: an informer then holds no namespaced
 // object and sends no request.
 func (f *Factory) Hold(ctx context.Context, set shard.Set) error {
@@ -180,6 +181,11 @@ func (s *shared) hold(ctx context.Context, set *shard.Set) error {
 	case <-s.stop:
 		return nil
 	}
+	// Of Holds that overlap, the last one's set wins, whichever swaps
+	// first.
+	s.factory.mu.Lock()
+	set = s.factory.set
+	s.factory.mu.Unlock()
 	old := s.cur.Load()
 	if old.set != nil && old.set.Equal(*set) {
 		return waitGenSynced(ctx, s, old)
