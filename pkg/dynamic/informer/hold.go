@@ -64,7 +64,7 @@ func (f *Factory) Hold(ctx context.Context, set shard.Set) error {
 	var wg sync.WaitGroup
 	for i, s := range todo {
 		wg.Go(func() {
-			if err := s.hold(ctx, &set); err != nil {
+			if err := s.hold(ctx); err != nil {
 				errs[i] = fmt.Errorf("informer for %s: %w", s.gvr, err)
 			}
 		})
@@ -171,8 +171,8 @@ func (st *swapState) deliver(r *relay) {
 	close(h)
 }
 
-// hold swaps s to a generation of set, unless it has one.
-func (s *shared) hold(ctx context.Context, set *shard.Set) error {
+// hold swaps s to a generation of the Factory's set, unless it has one.
+func (s *shared) hold(ctx context.Context) error {
 	select {
 	case s.swapping <- struct{}{}:
 		defer func() { <-s.swapping }()
@@ -184,7 +184,7 @@ func (s *shared) hold(ctx context.Context, set *shard.Set) error {
 	// Of Holds that overlap, the last one's set wins, whichever swaps
 	// first.
 	s.factory.mu.Lock()
-	set = s.factory.set
+	set := s.factory.set
 	s.factory.mu.Unlock()
 	old := s.cur.Load()
 	if old.set != nil && old.set.Equal(*set) {
