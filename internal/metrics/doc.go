@@ -7,7 +7,9 @@
 // ControllerReady, HookTimeout and Leader. The hook client records through
 // ObserveHookCall, which internal/manager gives it as its Observer; the count
 // of cached objects is read at each scrape from the function
-// SetInformerCounter sets. internal/manager calls Register, and cmd/metactl
+// SetInformerCounter sets, and the sharded caches' filter modes and
+// objects per bucket from those SetShardFilterModes and
+// SetShardBucketCounts set. internal/manager calls Register, and cmd/metactl
 // serves Registry over HTTP at /metrics.
 //
 // Register also installs client-go's work-queue metrics provider, so the

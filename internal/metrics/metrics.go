@@ -132,7 +132,7 @@ func Register() {
 	registerOnce.Do(func() {
 		Registry.MustRegister(HookRequests, HookDuration, Syncs, UnsettledSyncs, SyncDuration, ObjectWrites, UncachedReads, HistoryBytes, HistoryEvictions,
 			RecordedCalls, RecordedBytes, RecordEvictions,
-			APIRequests, APIInFlight, APIInFlightCap, cachedObjects{}, ControllerReady, HookTimeout, Leader, hookResponseBytes, hookDecodedBytes,
+			APIRequests, APIInFlight, APIInFlightCap, cachedObjects{}, shardCaches{}, ControllerReady, HookTimeout, Leader, hookResponseBytes, hookDecodedBytes,
 			workqueueDepth, workqueueAdds, workqueueLatency, workqueueWorkDuration, workqueueUnfinished,
 			workqueueLongestRunning, workqueueRetries,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -208,6 +208,48 @@ func (cachedObjects) Collect(ch chan<- prometheus.Metric) {
 	}
 	for resource, n := range (*f)() {
 		ch <- prometheus.MustNewConstMetric(cachedObjectsDesc, prometheus.GaugeValue, float64(n), resource)
+	}
+}
+
+var (
+	shardFilterModes    atomic.Pointer[func() map[string]string]
+	shardBucketObjects  atomic.Pointer[func() map[int]int]
+	shardFilterModeDesc = prometheus.NewDesc("metactl_shard_filter_mode",
+		"1 for the filter mode of each resource's informer held to this replica's buckets: server (the API server filtered its list by shardSelector) or client (the server sent every object, which metactl filtered); no series for unfiltered informers.",
+		[]string{"resource", "mode"}, nil)
+	shardBucketObjectsDesc = prometheus.NewDesc("metactl_shard_bucket_cached_objects",
+		"Objects of namespaced resources cached for each bucket this replica holds, all resources together (whole informers left out).",
+		[]string{"bucket"}, nil)
+)
+
+// SetShardFilterModes sets the function that returns the filter mode
+// ("server", "client") of each sharded informer by resource, read at each
+// scrape (informer.Factory.FilterModes).
+func SetShardFilterModes(f func() map[string]string) { shardFilterModes.Store(&f) }
+
+// SetShardBucketCounts sets the function that counts the cached objects
+// of each bucket, read at each scrape (informer.Factory.BucketCounts).
+func SetShardBucketCounts(f func() map[int]int) { shardBucketObjects.Store(&f) }
+
+// shardCaches reports metactl_shard_filter_mode and
+// metactl_shard_bucket_cached_objects at scrape time.
+type shardCaches struct{}
+
+func (shardCaches) Describe(ch chan<- *prometheus.Desc) {
+	ch <- shardFilterModeDesc
+	ch <- shardBucketObjectsDesc
+}
+
+func (shardCaches) Collect(ch chan<- prometheus.Metric) {
+	if f := shardFilterModes.Load(); f != nil {
+		for resource, mode := range (*f)() {
+			ch <- prometheus.MustNewConstMetric(shardFilterModeDesc, prometheus.GaugeValue, 1, resource, mode)
+		}
+	}
+	if f := shardBucketObjects.Load(); f != nil {
+		for bucket, n := range (*f)() {
+			ch <- prometheus.MustNewConstMetric(shardBucketObjectsDesc, prometheus.GaugeValue, float64(n), strconv.Itoa(bucket))
+		}
 	}
 }
 

@@ -43,7 +43,21 @@
 // ObjectOf and OnlyStatusChanged help event handlers read the Objects
 // their events carry.
 //
+// Caches per bucket (docs/scaling.md). A Factory that holds a set of
+// buckets (Hold, with Options.Namespaced) keeps in the informers of
+// namespaced resources only the objects of the set's namespaces: their
+// lists and watches carry the set's shardSelector, and every object the
+// server sends outside the set is dropped before the cache (a server
+// without the ShardedListAndWatch gate sends everything; FilterModes says
+// which resources the server filters). Cluster-scoped resources, and the
+// whole informers of AcquireWhole, are never filtered. A Factory that
+// never held a set makes the requests and caches the objects it always
+// did. When the set changes, each informer lists again into a new store,
+// which replaces the old once synced; the handlers added through
+// Informer.AddEventHandler keep running and are told only what changed
+// (Hold says what they see).
+//
 // Factory and Informer are safe for concurrent use, and so is reading an
 // Object (nothing writes one once it is built). The package
-// imports nothing of metactl but internal/jsonscan.
+// imports nothing of metactl but internal/jsonscan and internal/shard.
 package informer

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/metactl/metactl/internal/shard"
 )
 
 const (
@@ -33,6 +36,11 @@ type ListerWatcherFunc func(gvr schema.GroupVersionResource) cache.ListerWatcher
 type Options struct {
 	// Resync is the informers' resync period; 0 disables resyncs.
 	Resync time.Duration
+	// Namespaced reports whether a resource is namespaced (discovery
+	// knows): the informers of namespaced resources are the ones Hold
+	// filters. Default nil: Hold refuses to run, and AcquireWhole is
+	// Acquire.
+	Namespaced func(schema.GroupVersionResource) bool
 }
 
 // Factory starts, shares and stops informers of any resource.
@@ -42,63 +50,166 @@ type Factory struct {
 
 	mu      sync.Mutex
 	running map[schema.GroupVersionResource]*shared
-}
-
-// shared is one running informer and the number of handles on it.
-type shared struct {
-	informer cache.SharedIndexInformer
-	stop     chan struct{}
-	refs     int
+	whole   map[schema.GroupVersionResource]*shared
+	// set is the set of buckets held (Hold); nil: none, nothing filtered.
+	set *shard.Set
 }
 
 // NewFactory returns a Factory whose informers list and watch through
 // listerWatcher.
 func NewFactory(listerWatcher ListerWatcherFunc, opts Options) *Factory {
-	return &Factory{listerWatcher: listerWatcher, opts: opts, running: map[schema.GroupVersionResource]*shared{}}
+	return &Factory{listerWatcher: listerWatcher, opts: opts,
+		running: map[schema.GroupVersionResource]*shared{}, whole: map[schema.GroupVersionResource]*shared{}}
 }
 
 // Acquire returns a handle on the informer of gvr, starting the informer if
-// no handle holds it. Release the handle when done.
+// no handle holds it. Release the handle when done. While the Factory
+// holds a set of buckets (Hold), the informer of a namespaced resource
+// caches only the objects of the set's namespaces.
 func (f *Factory) Acquire(gvr schema.GroupVersionResource) *Informer {
+	return f.acquire(gvr, false)
+}
+
+// AcquireWhole is Acquire of an informer that caches every object of gvr
+// whatever set the Factory holds: for the controllers that run whole
+// (cluster-scoped parents). For a namespaced resource it is another
+// informer than Acquire's, once a Factory may hold a set (Options.
+// Namespaced is set); otherwise it is Acquire.
+func (f *Factory) AcquireWhole(gvr schema.GroupVersionResource) *Informer {
+	return f.acquire(gvr, f.opts.Namespaced != nil && f.opts.Namespaced(gvr))
+}
+
+func (f *Factory) acquire(gvr schema.GroupVersionResource, whole bool) *Informer {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, ok := f.running[gvr]
+	running := f.running
+	if whole {
+		running = f.whole
+	}
+	s, ok := running[gvr]
 	if !ok {
-		informer := cache.NewSharedIndexInformer(f.listerWatcher(gvr), &Object{}, f.opts.Resync, cache.Indexers{
-			cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
-			indexOwnerUID:        ownerUIDIndexFunc,
-			indexOrphans:         orphanIndexFunc,
-		})
-		s = &shared{informer: informer, stop: make(chan struct{})}
-		f.running[gvr] = s
-		go informer.Run(s.stop)
+		s = &shared{factory: f, gvr: gvr, whole: whole, stop: make(chan struct{}), swapping: make(chan struct{}, 1)}
+		s.cur.Store(s.newGeneration(f.setFor(gvr, whole), false))
+		running[gvr] = s
 	}
 	s.refs++
 	return &Informer{factory: f, gvr: gvr, shared: s}
 }
 
-func (f *Factory) release(gvr schema.GroupVersionResource, s *shared) {
+// setFor is the set the informer of gvr keeps: nil (everything) when the
+// Factory holds none, for a whole informer and for a cluster-scoped
+// resource. Called with f.mu held.
+func (f *Factory) setFor(gvr schema.GroupVersionResource, whole bool) *shard.Set {
+	if f.set == nil || whole || f.opts.Namespaced == nil || !f.opts.Namespaced(gvr) {
+		return nil
+	}
+	return f.set
+}
+
+func (f *Factory) release(s *shared) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s.refs--
 	if s.refs == 0 {
-		close(s.stop)
-		if f.running[gvr] == s {
-			delete(f.running, gvr)
+		s.halt()
+		running := f.running
+		if s.whole {
+			running = f.whole
+		}
+		if running[s.gvr] == s {
+			delete(running, s.gvr)
 		}
 	}
 }
 
 // Counts returns the number of cached objects of each running informer,
-// by resource; for metrics.
+// by resource; for metrics. A whole informer (AcquireWhole) of a
+// namespaced resource counts under the resource followed by " (whole)".
 func (f *Factory) Counts() map[string]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string]int, len(f.running))
+	out := make(map[string]int, len(f.running)+len(f.whole))
 	for gvr, s := range f.running {
-		out[gvr.String()] = len(s.informer.GetIndexer().ListKeys())
+		out[gvr.String()] = len(s.indexer().ListKeys())
+	}
+	for gvr, s := range f.whole {
+		out[gvr.String()+" (whole)"] = len(s.indexer().ListKeys())
 	}
 	return out
+}
+
+// shared is one informer and the number of handles on it. Its objects are
+// those of its current generation, an underlying informer that a change
+// of set (Hold) replaces.
+type shared struct {
+	factory *Factory
+	gvr     schema.GroupVersionResource
+	whole   bool
+	refs    int // guarded by factory.mu
+
+	// cur is the generation reads use.
+	cur atomic.Pointer[generation]
+	// mode is the filter mode of the last list with a selector; "" for
+	// none.
+	mode atomic.Pointer[string]
+	// stop is closed when the last handle is released.
+	stop     chan struct{}
+	stopOnce sync.Once
+	// swapping holds one token while a change of set runs.
+	swapping chan struct{}
+
+	// mu guards relays and orders handler registration with a swap.
+	mu     sync.Mutex
+	relays map[*relay]struct{}
+}
+
+// generation is one underlying informer of a shared informer, keeping
+// the objects of set (nil: every object).
+type generation struct {
+	informer cache.SharedIndexInformer
+	lw       *listWatch
+	set      *shard.Set
+	stopCh   chan struct{}
+	once     sync.Once
+	// retiring is set when a swap replaces this generation.
+	retiring atomic.Pointer[swapState]
+}
+
+func (g *generation) stop() { g.once.Do(func() { close(g.stopCh) }) }
+
+// newGeneration starts a generation keeping set's objects; gated, its
+// store holds the snapshot of its first list until g.lw.release().
+func (s *shared) newGeneration(set *shard.Set, gated bool) *generation {
+	g := &generation{set: set, stopCh: make(chan struct{})}
+	g.lw = newListWatch(s.factory.listerWatcher(s.gvr), set, gated, s.setMode, g.stopCh)
+	var lw cache.ListerWatcher = g.lw
+	g.informer = cache.NewSharedIndexInformer(lw, &Object{}, s.factory.opts.Resync, cache.Indexers{
+		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+		indexOwnerUID:        ownerUIDIndexFunc,
+		indexOrphans:         orphanIndexFunc,
+	})
+	go g.informer.Run(g.stopCh)
+	return g
+}
+
+func (s *shared) setMode(server bool) {
+	m := ModeClient
+	if server {
+		m = ModeServer
+	}
+	s.mode.Store(&m)
+}
+
+func (s *shared) indexer() cache.Indexer { return s.cur.Load().informer.GetIndexer() }
+
+// halt stops the shared informer: the last handle is gone.
+func (s *shared) halt() {
+	s.stopOnce.Do(func() {
+		close(s.stop)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.cur.Load().stop()
+	})
 }
 
 // Informer is one holder's handle on a shared informer. Handlers it adds are
@@ -108,9 +219,9 @@ type Informer struct {
 	gvr     schema.GroupVersionResource
 	shared  *shared
 
-	mu            sync.Mutex
-	registrations []cache.ResourceEventHandlerRegistration
-	released      bool
+	mu       sync.Mutex
+	relays   []*relay
+	released bool
 }
 
 // GroupVersionResource returns the watched resource.
@@ -119,31 +230,33 @@ func (i *Informer) GroupVersionResource() schema.GroupVersionResource { return i
 // AddEventHandler adds a handler that receives every event of the informer
 // from now on, starting with an add for every object already cached. As in
 // client-go, the events of one handler are delivered in order from a single
-// goroutine; a slow handler delays only itself.
+// goroutine; a slow handler delays only itself. When the Factory's set
+// changes (Hold), the handler receives only what changed; see Hold.
 func (i *Informer) AddEventHandler(handler cache.ResourceEventHandler) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.released {
 		return fmt.Errorf("informer for %s: handle already released", i.gvr)
 	}
-	reg, err := i.shared.informer.AddEventHandler(handler)
+	r, err := i.shared.addRelay(handler)
 	if err != nil {
 		return fmt.Errorf("adding an event handler to the informer for %s: %w", i.gvr, err)
 	}
-	i.registrations = append(i.registrations, reg)
+	i.relays = append(i.relays, r)
 	return nil
 }
 
 // HasSynced reports whether the informer has listed its resource and every
 // handler added through this handle has received the initial objects.
+// Once true it stays true across changes of set.
 func (i *Informer) HasSynced() bool {
-	if !i.shared.informer.HasSynced() {
+	if !i.shared.cur.Load().informer.HasSynced() {
 		return false
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	for _, reg := range i.registrations {
-		if !reg.HasSynced() {
+	for _, r := range i.relays {
+		if !r.HasSynced() {
 			return false
 		}
 	}
@@ -159,13 +272,13 @@ func (i *Informer) Release() {
 		return
 	}
 	i.released = true
-	regs := i.registrations
-	i.registrations = nil
+	relays := i.relays
+	i.relays = nil
 	i.mu.Unlock()
-	for _, reg := range regs {
-		_ = i.shared.informer.RemoveEventHandler(reg)
+	for _, r := range relays {
+		i.shared.removeRelay(r)
 	}
-	i.factory.release(i.gvr, i.shared)
+	i.factory.release(i.shared)
 }
 
 // Get returns the cached object namespace/name (name alone for
@@ -185,7 +298,7 @@ func (i *Informer) Get(namespace, name string) (*unstructured.Unstructured, bool
 
 // GetMeta returns the cached object namespace/name without decoding it.
 func (i *Informer) GetMeta(namespace, name string) (*Object, bool) {
-	obj, ok, err := i.shared.informer.GetIndexer().GetByKey(cache.NewObjectName(namespace, name).String())
+	obj, ok, err := i.shared.indexer().GetByKey(cache.NewObjectName(namespace, name).String())
 	if err != nil || !ok {
 		return nil, false
 	}
@@ -204,7 +317,7 @@ func (i *Informer) OwnedBy(namespace string, uid types.UID) []*unstructured.Unst
 
 // OwnedByMeta is OwnedBy without decoding.
 func (i *Informer) OwnedByMeta(namespace string, uid types.UID) []*Object {
-	objs, err := i.shared.informer.GetIndexer().ByIndex(indexOwnerUID, string(uid))
+	objs, err := i.shared.indexer().ByIndex(indexOwnerUID, string(uid))
 	if err != nil {
 		return nil
 	}
@@ -223,7 +336,7 @@ func (i *Informer) Orphans(namespace string, selector labels.Selector) []*unstru
 	if namespace == "" {
 		value = allNamespaces
 	}
-	objs, err := i.shared.informer.GetIndexer().ByIndex(indexOrphans, value)
+	objs, err := i.shared.indexer().ByIndex(indexOrphans, value)
 	if err != nil {
 		return nil
 	}
@@ -240,9 +353,9 @@ func (i *Informer) List(namespace string, selector labels.Selector) []*unstructu
 func (i *Informer) ListMeta(namespace string, selector labels.Selector) []*Object {
 	var objs []any
 	if namespace == "" {
-		objs = i.shared.informer.GetIndexer().List()
+		objs = i.shared.indexer().List()
 	} else {
-		objs, _ = i.shared.informer.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+		objs, _ = i.shared.indexer().ByIndex(cache.NamespaceIndex, namespace)
 	}
 	return objects(objs, selector)
 }

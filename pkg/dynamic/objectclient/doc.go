@@ -27,6 +27,13 @@
 //     rest.Config's RateLimiter or, when it has none, by a token bucket of
 //     this Client's own with the rest.Config's QPS and Burst.
 //
+// ListerWatcher sends the ListOptions it is given, shardSelector included,
+// and its lists keep the response's metadata (shardInfo, when the API
+// server filtered by the selector): the informer factory's caches per
+// bucket read it. shard_integration_test.go checks, on kube-apiserver with
+// and without the ShardedListAndWatch gate, that the server's
+// shardSelector selects by internal/shard's hash.
+//
 // A Client is safe for concurrent use. The package imports, of metactl,
 // pkg/dynamic/informer (for Object) and internal/jsonscan.
 package objectclient
