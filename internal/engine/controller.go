@@ -130,6 +130,11 @@ type Options struct {
 	// has no ApplyStrategyAnnotation are written; "" (the default) is
 	// ApplyClientSide.
 	ApplyStrategy ApplyStrategy
+	// Gate, when set, limits the objects the controller works on to those
+	// of this replica's active buckets (docs/scaling.md): keys of other
+	// namespaces are not queued, and a sync starts only through
+	// Gate.Begin. Default nil: every object.
+	Gate Gate
 	// RefuseApplyConflicts makes a server-side apply that would take a
 	// field another manager owns fail with the conflict, instead of
 	// taking it (the default, false, as metacontroller does).
