@@ -5,6 +5,10 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"testing"
+	"time"
+
+	"github.com/metactl/metactl/internal/engine"
 )
 
 // Gate is a fake engine.Gate: it admits (Admits) and begins (Begin) the
@@ -104,4 +108,56 @@ func Count(namespaces []string, namespace string) int {
 		}
 	}
 	return n
+}
+
+// Settle returns the namespaces g was asked to Begin, in order, once
+// every key a controller of one worker queued so far has been synced: it
+// queues, with enqueue, a key of namespace "settle" (of no object) last
+// and waits for its Begin; that namespace is left out.
+func (g *Gate) Settle(t *testing.T, enqueue func(namespace string)) []string {
+	t.Helper()
+	g.Set("settle", true, true)
+	before := Count(g.Begun(), "settle")
+	enqueue("settle")
+	deadline := time.Now().Add(10 * time.Second)
+	for Count(g.Begun(), "settle") == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("the marker key was not synced within 10s; Begin was called for %v", g.Begun())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return slices.DeleteFunc(g.Begun(), func(ns string) bool { return ns == "settle" })
+}
+
+// Retries is a work queue's rate limiter (engine.Options.RateLimiter)
+// that counts the retries the queue decides (When), by key text, and
+// delays each by an hour: a sync retried shows in the count, not in
+// another sync.
+type Retries struct {
+	mu   sync.Mutex
+	when map[string]int
+}
+
+// When counts a retry of key.
+func (r *Retries) When(key engine.Key) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.when == nil {
+		r.when = map[string]int{}
+	}
+	r.when[key.String()]++
+	return time.Hour
+}
+
+// Forget forgets nothing: the count is of every retry.
+func (r *Retries) Forget(engine.Key) {}
+
+// NumRequeues returns how many retries of key were decided.
+func (r *Retries) NumRequeues(key engine.Key) int { return r.Of(key.String()) }
+
+// Of returns how many retries of the key whose text is key were decided.
+func (r *Retries) Of(key string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.when[key]
 }

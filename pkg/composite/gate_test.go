@@ -2,9 +2,7 @@ package composite
 
 import (
 	"slices"
-	"sync"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -28,7 +26,7 @@ type gated struct {
 	cluster *ruletest.Cluster
 	gate    *ruletest.Gate
 	hook    *ruletest.Hook
-	retries *retryLimiter
+	retries *ruletest.Retries
 }
 
 // startGated starts (Start: informers and work queue) the controller on
@@ -37,7 +35,14 @@ type gated struct {
 // ends.
 func startGated(t *testing.T, gate *ruletest.Gate, answer func(req map[string]any) any, objs ...*unstructured.Unstructured) *gated {
 	t.Helper()
-	g := &gated{gate: gate, hook: ruletest.NewHook(t, answer), retries: &retryLimiter{}}
+	return startGatedWith(t, gate, nil, answer, objs...)
+}
+
+// startGatedWith is startGated with edit applied to the
+// CompositeController's spec.
+func startGatedWith(t *testing.T, gate *ruletest.Gate, edit func(spec map[string]any), answer func(req map[string]any) any, objs ...*unstructured.Unstructured) *gated {
+	t.Helper()
+	g := &gated{gate: gate, hook: ruletest.NewHook(t, answer), retries: &ruletest.Retries{}}
 	g.cluster = ruletest.NewCluster(ruleResources(t), []schema.GroupVersionResource{ruleThings}, objs...)
 	g.cluster.Options.Gate = gate
 	g.cluster.Options.Workers = 1
@@ -45,6 +50,9 @@ func startGated(t *testing.T, gate *ruletest.Gate, answer func(req map[string]an
 	g.cluster.Options.History = history.NewStore(history.StoreOptions{})
 	cc := ruleCompositeController(ruleThings, "InPlace", func(spec map[string]any) {
 		spec["hooks"] = map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": g.hook.URL + "/sync", "timeout": "5s"}}}
+		if edit != nil {
+			edit(spec)
+		}
 	})
 	var err error
 	if g.c, err = New(t.Context(), cc, g.cluster.Options); err != nil {
@@ -58,22 +66,12 @@ func startGated(t *testing.T, gate *ruletest.Gate, answer func(req map[string]an
 }
 
 // settle returns the namespaces the Gate was asked to Begin, in order,
-// once every key queued so far has been synced: it queues a key of its
-// own (namespace "settle", no object) last and waits for its Begin.
+// once every key queued so far has been synced (ruletest.Gate.Settle).
 func (g *gated) settle(t *testing.T) []string {
 	t.Helper()
-	g.gate.Set("settle", true, true)
-	before := ruletest.Count(g.gate.Begun(), "settle")
-	g.c.eng.Enqueue(engine.Key{Resource: g.c.parents, Namespace: "settle", Name: "marker"}, trigger.Trigger{Cause: trigger.CauseObject})
-	deadline := time.Now().Add(10 * time.Second)
-	for ruletest.Count(g.gate.Begun(), "settle") == before {
-		if time.Now().After(deadline) {
-			t.Fatalf("the marker key was not synced within 10s; Begin was called for %v", g.gate.Begun())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	begun := g.gate.Begun()
-	return slices.DeleteFunc(begun, func(ns string) bool { return ns == "settle" })
+	return g.gate.Settle(t, func(namespace string) {
+		g.c.eng.Enqueue(engine.Key{Resource: g.c.parents, Namespace: namespace, Name: "marker"}, trigger.Trigger{Cause: trigger.CauseObject})
+	})
 }
 
 // hooked returns the namespace/name of the parents the hook was given,
@@ -85,32 +83,6 @@ func (g *gated) hooked() []string {
 		out = append(out, md["namespace"].(string)+"/"+md["name"].(string))
 	}
 	return out
-}
-
-// retryLimiter is a rate limiter that counts the retries the work queue
-// decides (When), by key text, and delays each by an hour: a sync retried
-// shows in the count, not in another sync.
-type retryLimiter struct {
-	mu   sync.Mutex
-	when map[string]int
-}
-
-func (r *retryLimiter) When(key engine.Key) time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.when == nil {
-		r.when = map[string]int{}
-	}
-	r.when[key.String()]++
-	return time.Hour
-}
-
-func (r *retryLimiter) Forget(engine.Key) {}
-
-func (r *retryLimiter) NumRequeues(key engine.Key) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.when[key.String()]
 }
 
 // gatedParent is the Thing namespace/name, whose spec.selector selects
@@ -191,7 +163,7 @@ func TestGateRefusedSyncDoesNothing(t *testing.T) {
 	if n := g.c.Failing().Summary().Count; n != 0 {
 		t.Errorf("%d objects failing, want none", n)
 	}
-	if n := g.retries.NumRequeues(engine.Key{Resource: g.c.parents, Namespace: "in", Name: "p"}); n != 0 {
+	if n := g.retries.Of("in/p"); n != 0 {
 		t.Errorf("the refused sync was retried %d times", n)
 	}
 }
@@ -208,7 +180,7 @@ func TestGateCancelledSyncWritesNothingAfter(t *testing.T) {
 	}, gatedParent("in", "p"))
 	g.settle(t)
 	if h := g.hooked(); !slices.Equal(h, []string{"in/p"}) {
-		t.Fatalf("the hook was called for %v, want in/p once", h)
+		t.Errorf("the hook was called for %v, want in/p once", h)
 	}
 	if w := g.cluster.Writes(); len(w) > 0 {
 		t.Errorf("the cancelled sync wrote %v", w)
@@ -219,7 +191,7 @@ func TestGateCancelledSyncWritesNothingAfter(t *testing.T) {
 	if n := g.c.Failing().Summary().Count; n != 0 {
 		t.Errorf("%d objects failing, want none", n)
 	}
-	if n := g.retries.NumRequeues(engine.Key{Resource: g.c.parents, Namespace: "in", Name: "p"}); n != 0 {
+	if n := g.retries.Of("in/p"); n != 0 {
 		t.Errorf("the cancelled sync was retried %d times", n)
 	}
 	if ended := g.gate.Ended(); ruletest.Count(ended, "in") != 1 {
@@ -250,5 +222,32 @@ func TestEnqueueAdmitted(t *testing.T) {
 	}
 	if s := g.c.History("taken/c"); len(s) != 1 || !slices.Equal(s[0].Triggers, []trigger.Trigger{{Cause: trigger.CauseHandover}}) {
 		t.Errorf("the record of taken/c is %+v, want one sync for handover", s)
+	}
+}
+
+// TestGateDropsRelatedChanges: a related object's change (the customize
+// hook's rules select it) queues its parent through the Gate too: with
+// the parent's namespace no longer admitted once its first sync began,
+// the related objects' informer, listed during that sync, queues no
+// second sync.
+func TestGateDropsRelatedChanges(t *testing.T) {
+	gate := ruletest.NewGate("in")
+	g := startGatedWith(t, gate, func(spec map[string]any) {
+		hooks := spec["hooks"].(map[string]any)
+		url := hooks["sync"].(map[string]any)["webhook"].(map[string]any)["url"].(string)
+		hooks["customize"] = map[string]any{"webhook": map[string]any{"url": url + "/customize", "timeout": "5s"}}
+	}, func(req map[string]any) any {
+		if _, sync := req["children"]; !sync {
+			gate.Set("in", false, true)
+			return map[string]any{"relatedResources": []any{map[string]any{"apiVersion": "v1", "resource": "secrets"}}}
+		}
+		return map[string]any{}
+	}, gatedParent("in", "p"), inmemory.Object("v1", "Secret", "in", "r", nil, nil))
+	begun := g.settle(t)
+	if n := ruletest.Count(begun, "in"); n != 1 {
+		t.Errorf("%d syncs of namespace in began (%v), want 1: a related change queued the parent", n, begun)
+	}
+	if h := g.hooked(); len(h) == 0 {
+		t.Errorf("the sync hook was not called")
 	}
 }
