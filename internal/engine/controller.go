@@ -35,6 +35,11 @@
 // dependentWriter) and the cache (Controller) through small interfaces, so
 // that its rules are tested with fakes.
 //
+// With Options.Gate (sharding over replicas, docs/scaling.md), every key
+// the Engine queues passes Gate.Admits (gatedQueue) and every sync of the
+// work queue starts through Gate.Begin (Engine.gated), in gate.go;
+// Engine.EnqueueAdmitted queues the objects of buckets taken over.
+//
 // Engine.StartCaches and Engine.SyncOnce run the same sync for one object
 // on the caller's goroutine, without the work queue (metactl plan:
 // internal/plan).
