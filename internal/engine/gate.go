@@ -93,6 +93,30 @@ func (e *Engine) gated(sync loop.SyncFunc[Key]) loop.SyncFunc[Key] {
 	}
 }
 
+// ForgetNotAdmitted forgets what the Engine keeps of each object whose
+// namespace the Gate no longer admits, which raises no delete event when
+// its bucket is given up: its failure (Failing: neither failing nor
+// succeeded here now), its unsettled hook's report, its Synced
+// condition's bookkeeping, and its customize hook's answer and related
+// objects' rules (the informers only those used are released). The
+// record of its syncs (Options.History) is kept, within that Store's
+// budget, and so are the echoes expected of its writes, which a later
+// event of it never matches. The manager calls it once a bucket is given
+// up (its syncs ended); without a Gate it does nothing.
+func (e *Engine) ForgetNotAdmitted() {
+	gate := e.opts.Gate
+	if gate == nil {
+		return
+	}
+	notAdmitted := func(key Key) bool { return !gate.Admits(key.Namespace) }
+	e.failing.forgetIf(notAdmitted)
+	e.unsettled.forgetIf(notAdmitted)
+	e.synced.forgetIf(notAdmitted)
+	if e.related != nil {
+		e.related.ForgetIf(notAdmitted)
+	}
+}
+
 // EnqueueAdmitted queues, for t, every object in the cache
 // (Controller.Keys) whose namespace the Gate admits now; every object
 // without a Gate. The manager calls it when buckets become active

@@ -193,3 +193,27 @@ func (beginFunc) Admits(string) bool { return true }
 func (b beginFunc) Begin(ctx context.Context, namespace string) (context.Context, func(), bool) {
 	return b(ctx, namespace)
 }
+
+// TestForgetNotAdmitted: ForgetNotAdmitted drops the failure, the
+// unsettled report and the Synced bookkeeping of an object whose
+// namespace the Gate no longer admits, and keeps those of one it admits.
+func TestForgetNotAdmitted(t *testing.T) {
+	for _, admitted := range []bool{true, false} {
+		f := newFixture(t, thing(), false, countChildren)
+		gate := &fakeGate{admit: map[string]bool{"ns": admitted}}
+		f.e.opts.Gate = gate
+		key := f.key()
+		f.e.failing.Failed(key, errors.New("failing on purpose"))
+		f.e.unsettled.reported = map[Key]bool{key: true}
+		f.e.synced.written = map[Key]time.Time{key: time.Now()}
+		f.e.ForgetNotAdmitted()
+		kept := f.e.failing.Summary().Count == 1
+		if f.e.unsettled.reported[key] != kept || !f.e.synced.written[key].IsZero() != kept {
+			t.Errorf("admitted %v: failing kept %v, unsettled report kept %v, Synced bookkeeping kept %v; want all the same",
+				admitted, kept, f.e.unsettled.reported[key], !f.e.synced.written[key].IsZero())
+		}
+		if kept != admitted {
+			t.Errorf("admitted %v: the object's state kept %v", admitted, kept)
+		}
+	}
+}

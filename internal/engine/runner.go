@@ -32,4 +32,5 @@ type Runner interface {
 	Explain(a *explain.Answer)
 	History(key string) []*history.Sync
 	EnqueueAdmitted(t trigger.Trigger)
+	ForgetNotAdmitted()
 }
