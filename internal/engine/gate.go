@@ -24,8 +24,8 @@ type Gate interface {
 	// this replica does not work on it now; the sync does nothing (no
 	// hook call, no write, no error, no record of a failed sync; the key
 	// is dropped, not retried). Else the sync runs with syncCtx
-	// (cancelled when the bucket is given up) and calls done once when
-	// it ends.
+	// (cancelled when the bucket is given up; made from ctx, so that the
+	// Engine's Stop cancels it too) and calls done once when it ends.
 	Begin(ctx context.Context, namespace string) (syncCtx context.Context, done func(), ok bool)
 }
 
