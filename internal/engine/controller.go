@@ -35,6 +35,11 @@
 // dependentWriter) and the cache (Controller) through small interfaces, so
 // that its rules are tested with fakes.
 //
+// With Options.Gate (sharding over replicas, docs/scaling.md), every key
+// the Engine queues passes Gate.Admits (gatedQueue) and every sync of the
+// work queue starts through Gate.Begin (Engine.gated), in gate.go;
+// Engine.EnqueueAdmitted queues the objects of buckets taken over.
+//
 // Engine.StartCaches and Engine.SyncOnce run the same sync for one object
 // on the caller's goroutine, without the work queue (metactl plan:
 // internal/plan).
@@ -130,6 +135,11 @@ type Options struct {
 	// has no ApplyStrategyAnnotation are written; "" (the default) is
 	// ApplyClientSide.
 	ApplyStrategy ApplyStrategy
+	// Gate, when set, limits the objects the controller works on to those
+	// of this replica's active buckets (docs/scaling.md): keys of other
+	// namespaces are not queued, and a sync starts only through
+	// Gate.Begin. Default nil: every object.
+	Gate Gate
 	// RefuseApplyConflicts makes a server-side apply that would take a
 	// field another manager owns fail with the conflict, instead of
 	// taking it (the default, false, as metacontroller does).

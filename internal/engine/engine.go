@@ -98,7 +98,9 @@ type Engine struct {
 	// ("compositecontroller").
 	kindName string
 
-	// The seams: hooks, writes and the queue.
+	// The seams: hooks, writes and the queue (the loop, behind a
+	// gatedQueue with Options.Gate: every key the Engine queues goes
+	// through it).
 	hooks      *HookCaller
 	objects    objectWriter
 	dependents dependentWriter
@@ -242,8 +244,11 @@ func (e *Engine) Start(ctx context.Context) error {
 // Engine for SyncOnce (metactl plan); Stop releases what it started.
 func (e *Engine) StartCaches(ctx context.Context) error {
 	e.loop = loop.New(loop.Options[Key]{Name: e.name, Workers: e.opts.Workers, RateLimiter: e.opts.RateLimiter,
-		StopGracePeriod: e.opts.StopGracePeriod}, e.failing.track(e.sync))
+		StopGracePeriod: e.opts.StopGracePeriod}, e.gated(e.failing.track(e.sync)))
 	e.queue = e.loop
+	if e.opts.Gate != nil {
+		e.queue = gatedQueue{queue: e.loop, gate: e.opts.Gate}
+	}
 	e.watches = newWatches(e.opts.Informers)
 	if err := e.controller.Watch(e.watches); err != nil {
 		return err
@@ -254,7 +259,7 @@ func (e *Engine) StartCaches(ctx context.Context) error {
 	if hook := e.cfg.Hooks.Customize; hook != nil {
 		e.related = related.New(related.Options[Key]{
 			Object: e.cfg.Object, Customize: hook,
-			Hooks: e.hooks, Resources: e.opts.Resources, Informers: e.opts.Informers, Enqueue: e.loop.AddFor,
+			Hooks: e.hooks, Resources: e.opts.Resources, Informers: e.opts.Informers, Enqueue: e.queue.AddFor,
 			MaxObjects: e.opts.MaxRelatedObjects,
 			MayRead:    e.opts.MayRead,
 		})
@@ -268,7 +273,9 @@ func (e *Engine) StartCaches(ctx context.Context) error {
 // returns the Target as the sync left it: its Object carries the
 // metadata and status of the sync's writes, Observed the dependents
 // found before the rounds; and the sync's error (IsNotSettled when the
-// hook did not settle). The Controller must be a Keyer.
+// hook did not settle). The Controller must be a Keyer. Options.Gate does
+// not apply: the caller chose obj (metactl plan syncs what it is asked,
+// on a dry-run client, whichever replica holds its bucket).
 func (e *Engine) SyncOnce(ctx context.Context, obj *unstructured.Unstructured) (*Target, error) {
 	keyer, ok := e.controller.(Keyer)
 	if !ok {

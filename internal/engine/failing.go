@@ -93,6 +93,24 @@ func (f *Failing) Succeeded(key Key) {
 	}
 }
 
+// forgetIf drops the objects whose key forget reports, as neither failing
+// nor succeeding: their syncs are no longer this replica's (Gate).
+func (f *Failing) forgetIf(forget func(Key) bool) {
+	f.mu.Lock()
+	changed := false
+	for key := range f.errs {
+		if forget(key) {
+			delete(f.errs, key)
+			changed = true
+		}
+	}
+	notify := f.onChange
+	f.mu.Unlock()
+	if notify != nil && changed {
+		notify()
+	}
+}
+
 // FailingSummary is what a controller object's status shows of its
 // failing objects.
 type FailingSummary struct {

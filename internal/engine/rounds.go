@@ -81,6 +81,17 @@ func (u *Unsettled) Report(obj runtime.Object, key Key) {
 	}
 }
 
+// forgetIf forgets the reports of the objects whose key forget reports.
+func (u *Unsettled) forgetIf(forget func(Key) bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for key := range u.reported {
+		if forget(key) {
+			delete(u.reported, key)
+		}
+	}
+}
+
 // Settled records that the hook of the object queued as key reached a
 // fixed point, or that the object is gone: a later failure to settle is
 // reported again.

@@ -8,6 +8,7 @@ import (
 	"github.com/metactl/metactl/internal/explain"
 	"github.com/metactl/metactl/internal/history"
 	"github.com/metactl/metactl/internal/rbac"
+	"github.com/metactl/metactl/internal/trigger"
 )
 
 var _ Runner = (*Engine)(nil)
@@ -30,4 +31,6 @@ type Runner interface {
 	Failing() *Failing
 	Explain(a *explain.Answer)
 	History(key string) []*history.Sync
+	EnqueueAdmitted(t trigger.Trigger)
+	ForgetNotAdmitted()
 }

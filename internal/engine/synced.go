@@ -173,6 +173,20 @@ func (s *syncedConditions) forget(key Key) {
 	s.mu.Unlock()
 }
 
+// forgetIf is forget of every object whose key forget reports.
+func (s *syncedConditions) forgetIf(forget func(Key) bool) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key := range s.written {
+		if forget(key) {
+			delete(s.written, key)
+		}
+	}
+}
+
 // wrote records that the condition of the object queued as key was
 // written now.
 func (s *syncedConditions) wrote(key Key) {

@@ -17,7 +17,9 @@
 // MaxTriggers, the rest counted) and hands them to its sync (Sync.Triggers);
 // a trigger queued with a delay counts only once due. Its own retries are
 // trigger.CauseRetry, a sync's requeueAfter trigger.CauseResyncAfter. A sync that finds
-// its object gone (Sync.Gone) drops the retries and resyncs scheduled for it.
+// its object gone (Sync.Gone) drops the retries and resyncs scheduled for it;
+// one that returns ErrSkipped (its key is not this process's now) drops
+// them too, and is neither retried nor counted.
 // metactl_syncs_total counts each sync under its first trigger's cause.
 //
 // Guarantees: a key is never synced twice at once; a key added

@@ -335,8 +335,11 @@ func (l *Loop[K]) runSync(ctx context.Context, s *Sync[K], start time.Time) (req
 	s.wait = waitState{gate: l.active, window: l.slots}
 	requeueAfter, err = l.sync(ctx, s)
 	took = time.Since(start)
-	metrics.SyncDuration.WithLabelValues(l.opts.Name).Observe(took.Seconds())
-	if s.isGone() {
+	skipped := errors.Is(err, ErrSkipped)
+	if !skipped {
+		metrics.SyncDuration.WithLabelValues(l.opts.Name).Observe(took.Seconds())
+	}
+	if skipped || s.isGone() {
 		l.pending.forgetDelayed(key, time.Now())
 	}
 	return requeueAfter, took, err
@@ -344,11 +347,18 @@ func (l *Loop[K]) runSync(ctx context.Context, s *Sync[K], start time.Time) (req
 
 // handleResult counts and logs the end of s, which took took, and queues
 // its key again as its result asks: after requeueAfter when it succeeded,
-// with its retry when it waits or failed; not when Stop cancelled it.
+// with its retry when it waits or failed; not when Stop cancelled it, nor
+// when it was skipped (ErrSkipped).
 func (l *Loop[K]) handleResult(ctx context.Context, s *Sync[K], requeueAfter, took time.Duration, err error) {
 	logger := klog.FromContext(ctx)
 	key := s.Key
 	switch {
+	case errors.Is(err, ErrSkipped):
+		// Not this process's key now: dropped, uncounted, its failures
+		// forgotten (runSync dropped its delayed triggers).
+		l.queue.Forget(key)
+		l.pending.forgetRetries(key)
+		logger.V(4).Info("Sync skipped", "key", key, "triggers", s.triggers, "err", err)
 	case err != nil && ctx.Err() != nil:
 		// Cancelled by Stop: not a failure of the object, and not retried.
 		logger.V(2).Info("Sync cancelled", "key", key, "triggers", s.triggers, "cause", context.Cause(ctx), "err", err)
@@ -492,6 +502,16 @@ func (s *Sync[K]) Retry(err error) (delay time.Duration, attempt int, ok bool) {
 	delay, attempt = s.decide()
 	return delay, attempt, true
 }
+
+// ErrSkipped marks a sync that did nothing, or stopped doing anything,
+// because its key is not this process's to sync now (a replica that does
+// not, or no longer, hold the key's shard: engine.Gate). The key is
+// dropped: it is not retried, nor queued again for the sync's
+// requeueAfter; the triggers queued with a delay for it (retries, resyncs)
+// are dropped and its failure count forgotten; the sync is neither
+// counted (metactl_syncs_total) nor timed. Whoever queues the key again
+// (when the process takes the shard back) starts afresh.
+var ErrSkipped = errors.New("skipped: not this process's to sync now")
 
 // ErrWaiting marks a sync that waits for something, such as a resource not
 // yet served or a hook that has not settled: it is retried with backoff

@@ -2,6 +2,7 @@ package loop_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -330,5 +331,60 @@ func TestSuccessDropsPendingRetries(t *testing.T) {
 			t.Fatalf("syncs had triggers %v: a retry after the success", got)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSkippedSyncIsDroppedUncounted: a sync that returns ErrSkipped (its
+// key not this process's now), asking for a requeue after a failure's
+// retry, is not synced again: not retried, not requeued, its delayed
+// triggers dropped; metactl_syncs_total does not count it. A key queued
+// later (with one worker, synced after any such requeue was due) shows
+// that the loop went on.
+func TestSkippedSyncIsDroppedUncounted(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		synced []string
+	)
+	results := map[string][]error{"a": {errors.New("failing on purpose"), loop.ErrSkipped}}
+	l, _ := start(t, loop.Options[string]{
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, time.Millisecond),
+	}, func(_ context.Context, s *loop.Sync[string]) (time.Duration, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		synced = append(synced, s.Key)
+		var err error
+		if rs := results[s.Key]; len(rs) > 0 {
+			err, results[s.Key] = rs[0], rs[1:]
+		}
+		return time.Millisecond, err
+	})
+	count := func(key string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, k := range synced {
+			if k == key {
+				n++
+			}
+		}
+		return n
+	}
+	syncs := func(result, cause string) float64 {
+		return testutil.ToFloat64(metrics.Syncs.WithLabelValues(t.Name(), result, cause))
+	}
+	// The counts before, for -count > 1.
+	failedBefore, retriedBefore := syncs("error", "object"), syncs("success", "retry")+syncs("error", "retry")
+	l.AddFor("a", changed)
+	poll(t, 5*time.Second, func() bool { return count("a") == 2 }, "a failed, then its retry was skipped")
+	l.AddAfterFor("z", 100*time.Millisecond, changed)
+	poll(t, 5*time.Second, func() bool { return count("z") == 1 }, "z synced")
+	if n := count("a"); n != 2 {
+		t.Errorf("a synced %d times, want 2: the skipped sync was followed by another", n)
+	}
+	if n := syncs("error", "object") - failedBefore; n != 1 {
+		t.Errorf("metactl_syncs_total{result=error,trigger=object} rose by %v, want 1 (the failure)", n)
+	}
+	if n := syncs("success", "retry") + syncs("error", "retry") - retriedBefore; n != 0 {
+		t.Errorf("metactl_syncs_total{trigger=retry} rose by %v, want 0: the skipped sync counted", n)
 	}
 }

@@ -33,7 +33,7 @@ var (
 	// trigger.Cause), so that the sum over triggers is the number of syncs.
 	Syncs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "metactl_syncs_total",
-		Help: "Syncs of parents or decorated objects by controller, result (success, error) and trigger: the cause of the sync's first trigger (object, dependent, related, resync, resync-after, retry, start); a sync with several triggers counts once, under its first.",
+		Help: "Syncs of parents or decorated objects by controller, result (success, error) and trigger: the cause of the sync's first trigger (object, dependent, related, resync, resync-after, retry, start, handover); a sync with several triggers counts once, under its first.",
 	}, []string{"controller", "result", "trigger"})
 	// HistoryBytes is the estimated memory of the record of syncs
 	// (internal/history), all controllers together.

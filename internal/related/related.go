@@ -208,6 +208,33 @@ func (r *Resolver[K]) Forget(key K) {
 	r.releaseUnusedLocked()
 }
 
+// ForgetIf is Forget of every parent whose key forget reports: for a
+// sharded replica, the parents of the buckets it gave up, which raise no
+// delete event. forget is called with the Resolver's lock held; it must
+// not call the Resolver.
+func (r *Resolver[K]) ForgetIf(forget func(key K) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	keys := map[K]bool{}
+	for key := range r.answers {
+		if forget(key) {
+			keys[key] = true
+		}
+	}
+	for _, byParent := range r.declared {
+		for key := range byParent {
+			if forget(key) {
+				keys[key] = true
+			}
+		}
+	}
+	for key := range keys {
+		delete(r.answers, key)
+		r.unregisterLocked(key)
+	}
+	r.releaseUnusedLocked()
+}
+
 // Informers returns the resources whose informers the Resolver holds.
 func (r *Resolver[K]) Informers() []schema.GroupVersionResource {
 	r.mu.Lock()

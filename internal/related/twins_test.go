@@ -192,3 +192,37 @@ func TestUnusedRelatedInformersAreReleasedInMemory(t *testing.T) {
 	p.SetGeneration(3)
 	held("no rules")
 }
+
+// TestForgetIfReleasesTheForgottenParentsInformers: ForgetIf forgets the
+// parents whose keys it is told to, and the informers only they used go;
+// a parent not forgotten keeps its own.
+func TestForgetIfReleasesTheForgottenParentsInformers(t *testing.T) {
+	f := newFixtureOptions(t, memOptions(t, related.Options[string]{}), ptr.To(v1alpha1.HookVersionV2), v1alpha1.HookVersionV2,
+		map[string]any{"apiVersion": "v1", "resource": "configmaps"})
+	kept, gone := parentIn("kept"), parentIn("gone")
+	for _, parent := range []*unstructured.Unstructured{kept, gone} {
+		if err := resolve(t, f, parent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.setRules(map[string]any{"apiVersion": "v1", "resource": "secrets"})
+	kept.SetGeneration(2)
+	if err := resolve(t, f, kept); err != nil {
+		t.Fatal(err)
+	}
+	held := func() []string {
+		var out []string
+		for _, gvr := range f.resolver.Informers() {
+			out = append(out, gvr.String())
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, want := held(), []string{memConfigMaps.String(), memSecrets.String()}; !slices.Equal(got, want) {
+		t.Fatalf("informers %q before ForgetIf, want %q", got, want)
+	}
+	f.resolver.ForgetIf(func(key string) bool { return strings.HasPrefix(key, "gone/") })
+	if got, want := held(), []string{memSecrets.String()}; !slices.Equal(got, want) {
+		t.Errorf("informers %q after forgetting gone/p, want %q: configmaps were only its", got, want)
+	}
+}

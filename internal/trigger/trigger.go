@@ -39,10 +39,13 @@ const (
 	// CauseStart: the controller started (or restarted) and syncs every
 	// object once.
 	CauseStart Cause = "start"
+	// CauseHandover: this replica took the object's bucket (sharding,
+	// docs/scaling.md) and syncs every cached object of it once.
+	CauseHandover Cause = "handover"
 )
 
 // Causes lists every Cause.
-var Causes = []Cause{CauseObject, CauseDependent, CauseRelated, CauseResync, CauseResyncAfter, CauseRetry, CauseStart}
+var Causes = []Cause{CauseObject, CauseDependent, CauseRelated, CauseResync, CauseResyncAfter, CauseRetry, CauseStart, CauseHandover}
 
 // String names t, in logs and in `metactl explain`: its cause, then the
 // object and the generation when it has them ("dependent
