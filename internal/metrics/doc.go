@@ -4,7 +4,8 @@
 // SyncDuration; the engine (internal/engine), pkg/composite and the
 // packages that write (pkg/dynamic/children, pkg/dynamic/ownership)
 // ObjectWrites, UncachedReads and UnsettledSyncs; internal/manager
-// ControllerReady, HookTimeout and Leader. The hook client records through
+// ControllerReady, HookTimeout and Leader; internal/shard the Shard
+// metrics. The hook client records through
 // ObserveHookCall, which internal/manager gives it as its Observer; the count
 // of cached objects is read at each scrape from the function
 // SetInformerCounter sets, and the sharded caches' filter modes and

@@ -121,6 +121,30 @@ var (
 		Name: "metactl_leader",
 		Help: "1 while this process runs the controllers: it holds the leader lease, or runs without leader election; else 0.",
 	})
+	// ShardBucketOwned is 1 for each bucket active on this replica, 0
+	// once given up or lost (internal/shard); bucket is the index, or
+	// "cluster".
+	ShardBucketOwned = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "metactl_shard_bucket_owned",
+		Help: "1 while the bucket is active on this replica (its parents are synced here), 0 once given up or lost; bucket is the index, or \"cluster\" for the bucket of the controllers that run whole.",
+	}, []string{"bucket"})
+	// ShardMembers is the number of live members this replica sees.
+	ShardMembers = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "metactl_shard_members",
+		Help: "Live replicas this replica sees sharing the buckets (member Leases renewed within the lease duration), itself included; 0 without sharding.",
+	})
+	// ShardMembersIgnored is the number of live member Leases this
+	// replica ignores because they announce another number of buckets.
+	ShardMembersIgnored = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "metactl_shard_members_ignored",
+		Help: "Live member Leases this replica ignores because they announce another number of buckets (--shard-buckets differs between replicas).",
+	})
+	// ShardHandovers counts the buckets this replica gained, released
+	// (gave up with its Lease) and lost (could not renew).
+	ShardHandovers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "metactl_shard_handovers_total",
+		Help: "Buckets this replica started working on (gained), gave up and released to another replica (released), or stopped working on because it could not renew their Lease (lost).",
+	}, []string{"direction"})
 )
 
 var registerOnce sync.Once
@@ -132,7 +156,8 @@ func Register() {
 	registerOnce.Do(func() {
 		Registry.MustRegister(HookRequests, HookDuration, Syncs, UnsettledSyncs, SyncDuration, ObjectWrites, UncachedReads, HistoryBytes, HistoryEvictions,
 			RecordedCalls, RecordedBytes, RecordEvictions,
-			APIRequests, APIInFlight, APIInFlightCap, cachedObjects{}, shardCaches{}, ControllerReady, HookTimeout, Leader, hookResponseBytes, hookDecodedBytes,
+			APIRequests, APIInFlight, APIInFlightCap, cachedObjects{}, shardCaches{}, ControllerReady, HookTimeout, Leader,
+			ShardBucketOwned, ShardMembers, ShardMembersIgnored, ShardHandovers, hookResponseBytes, hookDecodedBytes,
 			workqueueDepth, workqueueAdds, workqueueLatency, workqueueWorkDuration, workqueueUnfinished,
 			workqueueLongestRunning, workqueueRetries,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
