@@ -13,9 +13,9 @@ import (
 // bucket is lost) reads the live members, gives up the buckets assigned
 // elsewhere and takes those assigned to it. Once ctx ends it gives up
 // every bucket as in a handover, deletes its member Lease, and returns
-// nil; this takes at most StopGracePeriod + CancelWait plus the time of
-// Hold, ReleaseCluster and a few requests (each bounded by
-// RenewDeadline). Run must be called once.
+// nil. Giving up is bounded: Hold, ReleaseCluster and the requests get
+// a context that ends StopGracePeriod + CancelWait + LeaseDuration after
+// ctx did. Run must be called once.
 func (c *Coordinator) Run(ctx context.Context) error {
 	log := klog.FromContext(ctx).WithValues("identity", c.opts.Identity)
 	ctx = klog.NewContext(ctx, log)
@@ -44,7 +44,8 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 
 	// Give everything up, on a context of its own: ctx has ended.
-	stop := context.WithoutCancel(ctx)
+	stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.StopGracePeriod+c.opts.CancelWait+c.opts.LeaseDuration)
+	defer cancel()
 	c.drainLost(stop)
 	c.mu.Lock()
 	var all []Bucket
