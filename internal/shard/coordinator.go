@@ -100,9 +100,11 @@ type Options struct {
 type Coordinator struct {
 	opts   Options
 	leases *leases
-	seen   *observer
-	gate   *Gate
-	whole  *Gate
+	// seen and seenMembers time the bucket and the member Leases.
+	seen        *observer
+	seenMembers *observer
+	gate        *Gate
+	whole       *Gate
 
 	// member is this replica's member Lease as last written; only the
 	// renewing goroutine uses it while Run runs.
@@ -155,11 +157,12 @@ func New(opts Options) (*Coordinator, error) {
 			duration: opts.LeaseDuration,
 			clk:      opts.Clock,
 		},
-		seen:    newObserver(opts.Clock),
-		held:    map[Bucket]*heldLease{},
-		active:  map[Bucket]bool{},
-		wake:    make(chan struct{}, 1),
-		ignored: map[string]string{},
+		seen:        newObserver(opts.Clock),
+		seenMembers: newObserver(opts.Clock),
+		held:        map[Bucket]*heldLease{},
+		active:      map[Bucket]bool{},
+		wake:        make(chan struct{}, 1),
+		ignored:     map[string]string{},
 	}
 	buckets := opts.Buckets
 	c.gate = newGate(buckets, func(ns string) int { return int(Of(ns, buckets)) })

@@ -289,3 +289,43 @@ func TestRenewFailureDeactivatesAtTheDeadline(t *testing.T) {
 		t.Fatalf("a lost Lease was written (holder %q): it may be another's by now", holder(l))
 	}
 }
+
+// TestStaleMemberLeasesAreDeleted checks that the member Lease of a
+// replica gone without deleting it is deleted once unchanged for
+// staleMemberLeases lease durations, and not before.
+func TestStaleMemberLeasesAreDeleted(t *testing.T) {
+	ctx := context.Background()
+	gone := MemberLeaseName("metactl", "host_gone")
+	client := newClient(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: gone, Namespace: testNamespace, ResourceVersion: "7", Labels: map[string]string{MemberLabel: "metactl"}, Annotations: map[string]string{BucketsAnnotation: "4"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("host_gone"), LeaseDurationSeconds: ptr.To[int32](15)},
+	})
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := newTestCoordinator(t, client, clk, "host_a", nil)
+	exists := func() bool {
+		_, err := client.CoordinationV1().Leases(testNamespace).Get(ctx, gone, metav1.GetOptions{})
+		return err == nil
+	}
+	for range 9 {
+		_ = c.renewMember(ctx)
+		if _, err := c.liveMembers(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !exists() {
+			t.Fatalf("deleted a member Lease unchanged for less than %d lease durations", staleMemberLeases)
+		}
+		clk.Step(15 * time.Second)
+	}
+	clk.Step(15 * time.Second)
+	_ = c.renewMember(ctx)
+	live, err := c.liveMembers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exists() {
+		t.Fatalf("a member Lease unchanged for %d lease durations was not deleted", staleMemberLeases)
+	}
+	if len(live) != 1 || live[0] != "host_a" {
+		t.Fatalf("live members %v, want host_a alone", live)
+	}
+}

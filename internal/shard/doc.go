@@ -31,7 +31,8 @@
 //     duration, timed by this replica's clock from when it saw the change
 //     (clocks need not agree); members announcing another number of
 //     buckets are ignored, with an error in the log and
-//     metactl_shard_members_ignored.
+//     metactl_shard_members_ignored. A member Lease unchanged for ten lease
+//     durations (a replica killed) is deleted by the others.
 //   - Name-bucket-<i> and Name-bucket-cluster: one per bucket, held by the
 //     replica that works on it.
 //

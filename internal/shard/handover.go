@@ -76,8 +76,11 @@ func (c *Coordinator) take(ctx context.Context, bs []Bucket) {
 	set, _ := c.split(taken)
 	if set.Len() > 0 {
 		if err := c.hold(ctx, set); err != nil {
-			// Only when ctx ended, or for a Hold that fails: the Leases go
-			// back, and the next round tries again.
+			if ctx.Err() != nil {
+				return // Run gives up every bucket held, these too
+			}
+			// A Hold that fails: the Leases go back, and a later round
+			// tries again.
 			log.Error(err, "Could not make the caches hold the buckets taken; giving them back", "buckets", set.String())
 			c.giveUp(ctx, taken)
 			return
@@ -99,8 +102,14 @@ func (c *Coordinator) take(ctx context.Context, bs []Bucket) {
 // StopGracePeriod, then cancels them), shrinks the caches, stops the
 // controllers that run whole if bs holds the cluster bucket, and only
 // then releases the Leases still held, so that another replica may take
-// them at once. Buckets of bs not active are only released.
+// them at once. Buckets of bs not active are only released. A handover
+// begun goes to its end even if ctx ends meanwhile (Run's end would
+// give the buckets up the same way): it runs on a context of its own,
+// which ends StopGracePeriod + CancelWait + LeaseDuration after it
+// began.
 func (c *Coordinator) giveUp(ctx context.Context, bs []Bucket) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.StopGracePeriod+c.opts.CancelWait+c.opts.LeaseDuration)
+	defer cancel()
 	log := klog.FromContext(ctx)
 	var ended []*activation
 	var wasActive []Bucket

@@ -76,8 +76,37 @@ func (o *observer) expired(l *coordinationv1.Lease, def time.Duration) bool {
 	if holder(l) == "" {
 		return true
 	}
-	d := max(def, time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0))*time.Second)
-	return now.Sub(obs.at) >= d
+	return now.Sub(obs.at) >= o.duration(l, def)
+}
+
+// duration returns the lease duration of l: the longer of def and the
+// duration l states.
+func (o *observer) duration(l *coordinationv1.Lease, def time.Duration) time.Duration {
+	return max(def, time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0))*time.Second)
+}
+
+// unchangedFor returns how long l has been seen at its current version
+// (0 if o has not seen it).
+func (o *observer) unchangedFor(l *coordinationv1.Lease) time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	obs, ok := o.seen[l.Name]
+	if !ok || obs.resourceVersion != l.ResourceVersion {
+		return 0
+	}
+	return o.clk.Now().Sub(obs.at)
+}
+
+// retain forgets the Leases whose names are not in names: those deleted
+// since, whose versions need not be kept.
+func (o *observer) retain(names map[string]bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for name := range o.seen {
+		if !names[name] {
+			delete(o.seen, name)
+		}
+	}
 }
 
 // holder returns l's holder, "" for none.

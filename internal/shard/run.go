@@ -15,7 +15,8 @@ import (
 // every bucket as in a handover, deletes its member Lease, and returns
 // nil. Giving up is bounded: Hold, ReleaseCluster and the requests get
 // a context that ends StopGracePeriod + CancelWait + LeaseDuration after
-// ctx did. Run must be called once.
+// ctx did (a handover under way when ctx ends finishes first, within as
+// long). Run must be called once.
 func (c *Coordinator) Run(ctx context.Context) error {
 	log := klog.FromContext(ctx).WithValues("identity", c.opts.Identity)
 	ctx = klog.NewContext(ctx, log)
