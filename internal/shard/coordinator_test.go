@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,6 +17,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/metactl/metactl/internal/metrics"
 )
 
 const testNamespace = "metactl-system"
@@ -161,6 +164,12 @@ func TestTakeRenewRelease(t *testing.T) {
 			t.Fatalf("%s held by %q", l.Name, holder(l))
 		}
 	}
+	if v := testutil.ToFloat64(metrics.ShardBucketOwned.WithLabelValues("cluster")); v != 1 {
+		t.Errorf("metactl_shard_bucket_owned{bucket=cluster} = %v, want 1", v)
+	}
+	if v := testutil.ToFloat64(metrics.ShardMembers); v != 1 {
+		t.Errorf("metactl_shard_members = %v, want 1", v)
+	}
 
 	before := getLease(t, client, BucketLeaseName("metactl", 2)).Spec.RenewTime.Time
 	clk.Step(2 * time.Second)
@@ -169,7 +178,14 @@ func TestTakeRenewRelease(t *testing.T) {
 		t.Fatalf("renewTime %v not renewed (was %v)", after, before)
 	}
 
+	released := testutil.ToFloat64(metrics.ShardHandovers.WithLabelValues("released"))
 	c.giveUp(ctx, []Bucket{1, cluster})
+	if v := testutil.ToFloat64(metrics.ShardHandovers.WithLabelValues("released")) - released; v != 2 {
+		t.Errorf("metactl_shard_handovers_total{direction=released} rose by %v, want 2", v)
+	}
+	if v := testutil.ToFloat64(metrics.ShardBucketOwned.WithLabelValues("1")); v != 0 {
+		t.Errorf("metactl_shard_bucket_owned{bucket=1} = %v after giving it up, want 0", v)
+	}
 	want, _ := NewSet(4, 0, 2, 3)
 	if !c.Owned().Equal(want) || c.OwnsCluster() {
 		t.Fatalf("after giving up 1 and cluster, owns %v, cluster %v", c.Owned(), c.OwnsCluster())
@@ -270,8 +286,12 @@ func TestRenewFailureDeactivatesAtTheDeadline(t *testing.T) {
 	if !c.Owned().Equal(All(4)) || syncCtx.Err() != nil {
 		t.Fatalf("before the renew deadline: owns %v, sync ctx %v", c.Owned(), syncCtx.Err())
 	}
+	lost := testutil.ToFloat64(metrics.ShardHandovers.WithLabelValues("lost"))
 	clk.Step(time.Second) // 10s: the renew deadline, 5s before the lease duration
 	c.expire(ctx)
+	if v := testutil.ToFloat64(metrics.ShardHandovers.WithLabelValues("lost")) - lost; v != 5 {
+		t.Errorf("metactl_shard_handovers_total{direction=lost} rose by %v, want 5", v)
+	}
 	if c.Owned().Len() != 0 || c.OwnsCluster() || c.Gate().Admits(namespaceOf(t, 2, 4)) || c.WholeGate().Admits("any") {
 		t.Fatalf("at the renew deadline: owns %v, cluster %v; want nothing", c.Owned(), c.OwnsCluster())
 	}

@@ -122,8 +122,7 @@ func (c *Coordinator) giveUp(ctx context.Context, bs []Bucket) {
 	}
 	c.mu.Unlock()
 	drain(ctx, c.opts.Clock, c.opts.StopGracePeriod, c.opts.CancelWait, ended...)
-	set, withCluster := c.split(bs)
-	if set.Len() > 0 {
+	if set, _ := c.split(bs); set.Len() > 0 {
 		if err := c.hold(ctx, Set{Buckets: c.opts.Buckets}); err != nil {
 			log.Error(err, "Could not make the caches drop the buckets given up", "buckets", set.String())
 		}
@@ -139,7 +138,7 @@ func (c *Coordinator) giveUp(ctx context.Context, bs []Bucket) {
 	}
 	if len(released) > 0 {
 		metrics.ShardHandovers.WithLabelValues("released").Add(float64(len(released)))
-		set, withCluster = c.split(released)
+		set, withCluster := c.split(released)
 		log.Info("Gave up buckets", "buckets", set.String(), "cluster", withCluster)
 	}
 }
