@@ -153,6 +153,7 @@ func New(opts Options) (*Coordinator, error) {
 		opts: opts,
 		leases: &leases{
 			client:   opts.Leases.CoordinationV1().Leases(opts.Namespace),
+			name:     opts.Name,
 			identity: opts.Identity,
 			duration: opts.LeaseDuration,
 			clk:      opts.Clock,

@@ -160,8 +160,8 @@ func TestTakeRenewRelease(t *testing.T) {
 		t.Fatalf("callbacks: holds %v, activated %v %v; want one Hold and one Activated of all", cl.holds, cl.activated, cl.cluster)
 	}
 	for _, b := range []Bucket{0, 1, 2, 3, cluster} {
-		if l := getLease(t, client, BucketLeaseName("metactl", b)); holder(l) != "host_a" {
-			t.Fatalf("%s held by %q", l.Name, holder(l))
+		if l := getLease(t, client, BucketLeaseName("metactl", b)); holder(l) != "host_a" || l.Labels[BucketLabel] != "metactl" {
+			t.Fatalf("%s held by %q, labels %v", l.Name, holder(l), l.Labels)
 		}
 	}
 	if v := testutil.ToFloat64(metrics.ShardBucketOwned.WithLabelValues("cluster")); v != 1 {

@@ -34,7 +34,11 @@
 //     metactl_shard_members_ignored. A member Lease unchanged for ten lease
 //     durations (a replica killed) is deleted by the others.
 //   - Name-bucket-<i> and Name-bucket-cluster: one per bucket, held by the
-//     replica that works on it.
+//     replica that works on it, labelled BucketLabel. Each round lists
+//     them all, so a replica times a bucket Lease from its last change
+//     even before the bucket is assigned to it: a killed replica's
+//     buckets are taken about one lease duration after it stopped
+//     renewing, not two.
 //
 // Every replica assigns each bucket to a live member by rendezvous hashing
 // (Assign): every replica that sees the same members computes the same

@@ -18,6 +18,11 @@ const (
 	// MemberLabel labels every member Lease of an install, its value the
 	// install's Name: members are listed by it.
 	MemberLabel = "metactl.io/shard-member"
+	// BucketLabel labels every bucket Lease of an install, its value the
+	// install's Name: each round lists them, so that each replica times
+	// every bucket Lease from when it changed, not from when the bucket
+	// came to be assigned to it.
+	BucketLabel = "metactl.io/shard-bucket"
 	// BucketsAnnotation on a member Lease announces the member's number of
 	// buckets; members announcing another number are ignored.
 	BucketsAnnotation = "metactl.io/shard-buckets"
@@ -121,7 +126,9 @@ func holder(l *coordinationv1.Lease) string {
 // carries the resourceVersion the replica read, so that of two replicas
 // writing the same version one fails with a Conflict.
 type leases struct {
-	client   coordinationv1client.LeaseInterface
+	client coordinationv1client.LeaseInterface
+	// name is the install's, the value of BucketLabel.
+	name     string
 	identity string
 	duration time.Duration
 	clk      clock.PassiveClock
@@ -135,7 +142,7 @@ func (l *leases) take(ctx context.Context, name string, cur *coordinationv1.Leas
 	now := metav1.NewMicroTime(l.clk.Now())
 	if cur == nil {
 		return l.client.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{BucketLabel: l.name}},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity:       ptr.To(l.identity),
 				LeaseDurationSeconds: ptr.To(l.seconds()),
@@ -145,6 +152,10 @@ func (l *leases) take(ctx context.Context, name string, cur *coordinationv1.Leas
 		}, metav1.CreateOptions{})
 	}
 	next := cur.DeepCopy()
+	if next.Labels == nil {
+		next.Labels = map[string]string{}
+	}
+	next.Labels[BucketLabel] = l.name
 	next.Spec.HolderIdentity = ptr.To(l.identity)
 	next.Spec.LeaseDurationSeconds = ptr.To(l.seconds())
 	next.Spec.AcquireTime = &now

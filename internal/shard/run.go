@@ -63,13 +63,19 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	return nil
 }
 
-// round drains the buckets lost, reads the members, gives up the
-// buckets assigned to others and takes those assigned to this replica.
+// round drains the buckets lost, reads the members and the bucket
+// Leases, gives up the buckets assigned to others and takes those
+// assigned to this replica.
 func (c *Coordinator) round(ctx context.Context) {
 	c.drainLost(ctx)
 	live, err := c.liveMembers(ctx)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Could not read the members; keeping the buckets as they are")
+		return
+	}
+	listed, err := c.bucketLeases(ctx)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Could not read the bucket Leases; keeping the buckets as they are")
 		return
 	}
 	mine, withCluster := Assign(c.opts.Buckets, live, c.opts.Identity)
@@ -98,6 +104,6 @@ func (c *Coordinator) round(ctx context.Context) {
 		c.giveUp(ctx, leave)
 	}
 	if len(take) > 0 && ctx.Err() == nil {
-		c.take(ctx, take)
+		c.take(ctx, take, listed)
 	}
 }
