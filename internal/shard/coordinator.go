@@ -100,9 +100,11 @@ type Options struct {
 type Coordinator struct {
 	opts   Options
 	leases *leases
-	seen   *observer
-	gate   *Gate
-	whole  *Gate
+	// seen and seenMembers time the bucket and the member Leases.
+	seen        *observer
+	seenMembers *observer
+	gate        *Gate
+	whole       *Gate
 
 	// member is this replica's member Lease as last written; only the
 	// renewing goroutine uses it while Run runs.
@@ -151,15 +153,17 @@ func New(opts Options) (*Coordinator, error) {
 		opts: opts,
 		leases: &leases{
 			client:   opts.Leases.CoordinationV1().Leases(opts.Namespace),
+			name:     opts.Name,
 			identity: opts.Identity,
 			duration: opts.LeaseDuration,
 			clk:      opts.Clock,
 		},
-		seen:    newObserver(opts.Clock),
-		held:    map[Bucket]*heldLease{},
-		active:  map[Bucket]bool{},
-		wake:    make(chan struct{}, 1),
-		ignored: map[string]string{},
+		seen:        newObserver(opts.Clock),
+		seenMembers: newObserver(opts.Clock),
+		held:        map[Bucket]*heldLease{},
+		active:      map[Bucket]bool{},
+		wake:        make(chan struct{}, 1),
+		ignored:     map[string]string{},
 	}
 	buckets := opts.Buckets
 	c.gate = newGate(buckets, func(ns string) int { return int(Of(ns, buckets)) })
@@ -171,21 +175,21 @@ func New(opts Options) (*Coordinator, error) {
 func (o *Options) complete() error {
 	var errs []error
 	if o.Leases == nil {
-		errs = append(errs, errors.New("Leases is nil: give the client of the Leases"))
+		errs = append(errs, errors.New("the option Leases is nil: give the client of the Leases"))
 	}
 	if o.Namespace == "" {
-		errs = append(errs, errors.New("Namespace is empty: give the namespace of the Leases (the leader election's)"))
+		errs = append(errs, errors.New("the option Namespace is empty: give the namespace of the Leases (the leader election's)"))
 	}
 	if o.Name == "" {
-		errs = append(errs, errors.New("Name is empty: give the prefix of the Lease names (the leader election's Lease name)"))
+		errs = append(errs, errors.New("the option Name is empty: give the prefix of the Lease names (the leader election's Lease name)"))
 	} else if msgs := validation.IsDNS1123Subdomain(BucketLeaseName(o.Name, cluster)); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("Name %q does not make valid Lease names (%s): use lower case letters, digits and '-'", o.Name, msgs[0]))
+		errs = append(errs, fmt.Errorf("the option Name %q does not make valid Lease names (%s): use lower case letters, digits and '-'", o.Name, msgs[0]))
 	}
 	if o.Identity == "" {
-		errs = append(errs, errors.New("Identity is empty: give this replica's unique identity"))
+		errs = append(errs, errors.New("the option Identity is empty: give this replica's unique identity"))
 	}
 	if o.Buckets < 1 || o.Buckets > MaxBuckets {
-		errs = append(errs, fmt.Errorf("Buckets is %d: give the install's number of buckets, 1 to %d", o.Buckets, MaxBuckets))
+		errs = append(errs, fmt.Errorf("the option Buckets is %d: give the install's number of buckets, 1 to %d", o.Buckets, MaxBuckets))
 	}
 	defaultTo(&o.LeaseDuration, 15*time.Second)
 	defaultTo(&o.RenewDeadline, 10*time.Second)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,6 +17,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/metactl/metactl/internal/metrics"
 )
 
 const testNamespace = "metactl-system"
@@ -157,9 +160,15 @@ func TestTakeRenewRelease(t *testing.T) {
 		t.Fatalf("callbacks: holds %v, activated %v %v; want one Hold and one Activated of all", cl.holds, cl.activated, cl.cluster)
 	}
 	for _, b := range []Bucket{0, 1, 2, 3, cluster} {
-		if l := getLease(t, client, BucketLeaseName("metactl", b)); holder(l) != "host_a" {
-			t.Fatalf("%s held by %q", l.Name, holder(l))
+		if l := getLease(t, client, BucketLeaseName("metactl", b)); holder(l) != "host_a" || l.Labels[BucketLabel] != "metactl" {
+			t.Fatalf("%s held by %q, labels %v", l.Name, holder(l), l.Labels)
 		}
+	}
+	if v := testutil.ToFloat64(metrics.ShardBucketOwned.WithLabelValues("cluster")); v != 1 {
+		t.Errorf("metactl_shard_bucket_owned{bucket=cluster} = %v, want 1", v)
+	}
+	if v := testutil.ToFloat64(metrics.ShardMembers); v != 1 {
+		t.Errorf("metactl_shard_members = %v, want 1", v)
 	}
 
 	before := getLease(t, client, BucketLeaseName("metactl", 2)).Spec.RenewTime.Time
@@ -169,7 +178,14 @@ func TestTakeRenewRelease(t *testing.T) {
 		t.Fatalf("renewTime %v not renewed (was %v)", after, before)
 	}
 
+	released := testutil.ToFloat64(metrics.ShardHandovers.WithLabelValues("released"))
 	c.giveUp(ctx, []Bucket{1, cluster})
+	if v := testutil.ToFloat64(metrics.ShardHandovers.WithLabelValues("released")) - released; v != 2 {
+		t.Errorf("metactl_shard_handovers_total{direction=released} rose by %v, want 2", v)
+	}
+	if v := testutil.ToFloat64(metrics.ShardBucketOwned.WithLabelValues("1")); v != 0 {
+		t.Errorf("metactl_shard_bucket_owned{bucket=1} = %v after giving it up, want 0", v)
+	}
 	want, _ := NewSet(4, 0, 2, 3)
 	if !c.Owned().Equal(want) || c.OwnsCluster() {
 		t.Fatalf("after giving up 1 and cluster, owns %v, cluster %v", c.Owned(), c.OwnsCluster())
@@ -270,8 +286,12 @@ func TestRenewFailureDeactivatesAtTheDeadline(t *testing.T) {
 	if !c.Owned().Equal(All(4)) || syncCtx.Err() != nil {
 		t.Fatalf("before the renew deadline: owns %v, sync ctx %v", c.Owned(), syncCtx.Err())
 	}
+	lost := testutil.ToFloat64(metrics.ShardHandovers.WithLabelValues("lost"))
 	clk.Step(time.Second) // 10s: the renew deadline, 5s before the lease duration
 	c.expire(ctx)
+	if v := testutil.ToFloat64(metrics.ShardHandovers.WithLabelValues("lost")) - lost; v != 5 {
+		t.Errorf("metactl_shard_handovers_total{direction=lost} rose by %v, want 5", v)
+	}
 	if c.Owned().Len() != 0 || c.OwnsCluster() || c.Gate().Admits(namespaceOf(t, 2, 4)) || c.WholeGate().Admits("any") {
 		t.Fatalf("at the renew deadline: owns %v, cluster %v; want nothing", c.Owned(), c.OwnsCluster())
 	}
@@ -287,5 +307,45 @@ func TestRenewFailureDeactivatesAtTheDeadline(t *testing.T) {
 	}
 	if l := getLease(t, client, BucketLeaseName("metactl", 2)); holder(l) != "host_a" {
 		t.Fatalf("a lost Lease was written (holder %q): it may be another's by now", holder(l))
+	}
+}
+
+// TestStaleMemberLeasesAreDeleted checks that the member Lease of a
+// replica gone without deleting it is deleted once unchanged for
+// staleMemberLeases lease durations, and not before.
+func TestStaleMemberLeasesAreDeleted(t *testing.T) {
+	ctx := context.Background()
+	gone := MemberLeaseName("metactl", "host_gone")
+	client := newClient(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: gone, Namespace: testNamespace, ResourceVersion: "7", Labels: map[string]string{MemberLabel: "metactl"}, Annotations: map[string]string{BucketsAnnotation: "4"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("host_gone"), LeaseDurationSeconds: ptr.To[int32](15)},
+	})
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := newTestCoordinator(t, client, clk, "host_a", nil)
+	exists := func() bool {
+		_, err := client.CoordinationV1().Leases(testNamespace).Get(ctx, gone, metav1.GetOptions{})
+		return err == nil
+	}
+	for range 9 {
+		_ = c.renewMember(ctx)
+		if _, err := c.liveMembers(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !exists() {
+			t.Fatalf("deleted a member Lease unchanged for less than %d lease durations", staleMemberLeases)
+		}
+		clk.Step(15 * time.Second)
+	}
+	clk.Step(15 * time.Second)
+	_ = c.renewMember(ctx)
+	live, err := c.liveMembers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exists() {
+		t.Fatalf("a member Lease unchanged for %d lease durations was not deleted", staleMemberLeases)
+	}
+	if len(live) != 1 || live[0] != "host_a" {
+		t.Fatalf("live members %v, want host_a alone", live)
 	}
 }

@@ -128,10 +128,3 @@ func (g *Gate) deactivate(slot int) *activation {
 	a.closeIfIdle()
 	return a
 }
-
-// isActive reports whether slot is active.
-func (g *Gate) isActive(slot int) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.active[slot] != nil
-}

@@ -2,10 +2,12 @@ package shard
 
 import (
 	"context"
+	"fmt"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
 	"github.com/metactl/metactl/internal/metrics"
@@ -24,21 +26,47 @@ func (c *Coordinator) hold(ctx context.Context, extra Set) error {
 	return c.opts.Hold(ctx, set)
 }
 
+// bucketLeases lists the bucket Leases, by name, and times each from
+// when it changed (see observer); the Leases of buckets assigned to this
+// replica later are then timed from their last change, not from then.
+func (c *Coordinator) bucketLeases(ctx context.Context) (map[string]*coordinationv1.Lease, error) {
+	ctx, cancel := c.request(ctx)
+	defer cancel()
+	list, err := c.leases.client.List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{BucketLabel: c.opts.Name}).String(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing bucket Leases: %w", err)
+	}
+	byName := map[string]*coordinationv1.Lease{}
+	for i := range list.Items {
+		l := &list.Items[i]
+		byName[l.Name] = l
+		c.seen.expired(l, c.opts.LeaseDuration)
+	}
+	return byName, nil
+}
+
 // tryTake takes the Lease of bucket b if it is free: absent, without a
 // holder, held by this replica, or not renewed within the lease
-// duration as this replica observed it. It reports whether b is now
-// held; a Conflict (another replica wrote first) is not an error.
-func (c *Coordinator) tryTake(ctx context.Context, b Bucket) (bool, error) {
+// duration as this replica observed it. cur is the Lease as listed, nil
+// if it was not (it is read then). It reports whether b is now held; a
+// Conflict (another replica wrote first) is not an error.
+func (c *Coordinator) tryTake(ctx context.Context, b Bucket, cur *coordinationv1.Lease) (bool, error) {
 	ctx, cancel := c.request(ctx)
 	defer cancel()
 	name := BucketLeaseName(c.opts.Name, b)
-	cur, err := c.leases.client.Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		cur = nil
-	case err != nil:
-		return false, err
-	case holder(cur) != c.opts.Identity && !c.seen.expired(cur, c.opts.LeaseDuration):
+	if cur == nil {
+		got, err := c.leases.client.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return false, err
+		default:
+			cur = got
+		}
+	}
+	if cur != nil && holder(cur) != c.opts.Identity && !c.seen.expired(cur, c.opts.LeaseDuration) {
 		return false, nil
 	}
 	sent := c.opts.Clock.Now()
@@ -58,11 +86,11 @@ func (c *Coordinator) tryTake(ctx context.Context, b Bucket) (bool, error) {
 
 // take takes the free Leases of bs, then makes the caches hold their
 // objects, then activates those still held and tells Activated.
-func (c *Coordinator) take(ctx context.Context, bs []Bucket) {
+func (c *Coordinator) take(ctx context.Context, bs []Bucket, listed map[string]*coordinationv1.Lease) {
 	log := klog.FromContext(ctx)
 	var taken []Bucket
 	for _, b := range bs {
-		ok, err := c.tryTake(ctx, b)
+		ok, err := c.tryTake(ctx, b, listed[BucketLeaseName(c.opts.Name, b)])
 		if err != nil {
 			log.Error(err, "Could not take a bucket", "lease", BucketLeaseName(c.opts.Name, b))
 		}
@@ -76,8 +104,11 @@ func (c *Coordinator) take(ctx context.Context, bs []Bucket) {
 	set, _ := c.split(taken)
 	if set.Len() > 0 {
 		if err := c.hold(ctx, set); err != nil {
-			// Only when ctx ended, or for a Hold that fails: the Leases go
-			// back, and the next round tries again.
+			if ctx.Err() != nil {
+				return // Run gives up every bucket held, these too
+			}
+			// A Hold that fails: the Leases go back, and a later round
+			// tries again.
 			log.Error(err, "Could not make the caches hold the buckets taken; giving them back", "buckets", set.String())
 			c.giveUp(ctx, taken)
 			return
@@ -99,8 +130,14 @@ func (c *Coordinator) take(ctx context.Context, bs []Bucket) {
 // StopGracePeriod, then cancels them), shrinks the caches, stops the
 // controllers that run whole if bs holds the cluster bucket, and only
 // then releases the Leases still held, so that another replica may take
-// them at once. Buckets of bs not active are only released.
+// them at once. Buckets of bs not active are only released. A handover
+// begun goes to its end even if ctx ends meanwhile (Run's end would
+// give the buckets up the same way): it runs on a context of its own,
+// which ends StopGracePeriod + CancelWait + LeaseDuration after it
+// began.
 func (c *Coordinator) giveUp(ctx context.Context, bs []Bucket) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.StopGracePeriod+c.opts.CancelWait+c.opts.LeaseDuration)
+	defer cancel()
 	log := klog.FromContext(ctx)
 	var ended []*activation
 	var wasActive []Bucket
@@ -113,8 +150,7 @@ func (c *Coordinator) giveUp(ctx context.Context, bs []Bucket) {
 	}
 	c.mu.Unlock()
 	drain(ctx, c.opts.Clock, c.opts.StopGracePeriod, c.opts.CancelWait, ended...)
-	set, withCluster := c.split(bs)
-	if set.Len() > 0 {
+	if set, _ := c.split(bs); set.Len() > 0 {
 		if err := c.hold(ctx, Set{Buckets: c.opts.Buckets}); err != nil {
 			log.Error(err, "Could not make the caches drop the buckets given up", "buckets", set.String())
 		}
@@ -130,7 +166,7 @@ func (c *Coordinator) giveUp(ctx context.Context, bs []Bucket) {
 	}
 	if len(released) > 0 {
 		metrics.ShardHandovers.WithLabelValues("released").Add(float64(len(released)))
-		set, withCluster = c.split(released)
+		set, withCluster := c.split(released)
 		log.Info("Gave up buckets", "buckets", set.String(), "cluster", withCluster)
 	}
 }

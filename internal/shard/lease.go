@@ -18,6 +18,11 @@ const (
 	// MemberLabel labels every member Lease of an install, its value the
 	// install's Name: members are listed by it.
 	MemberLabel = "metactl.io/shard-member"
+	// BucketLabel labels every bucket Lease of an install, its value the
+	// install's Name: each round lists them, so that each replica times
+	// every bucket Lease from when it changed, not from when the bucket
+	// came to be assigned to it.
+	BucketLabel = "metactl.io/shard-bucket"
 	// BucketsAnnotation on a member Lease announces the member's number of
 	// buckets; members announcing another number are ignored.
 	BucketsAnnotation = "metactl.io/shard-buckets"
@@ -76,8 +81,37 @@ func (o *observer) expired(l *coordinationv1.Lease, def time.Duration) bool {
 	if holder(l) == "" {
 		return true
 	}
-	d := max(def, time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0))*time.Second)
-	return now.Sub(obs.at) >= d
+	return now.Sub(obs.at) >= o.duration(l, def)
+}
+
+// duration returns the lease duration of l: the longer of def and the
+// duration l states.
+func (o *observer) duration(l *coordinationv1.Lease, def time.Duration) time.Duration {
+	return max(def, time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0))*time.Second)
+}
+
+// unchangedFor returns how long l has been seen at its current version
+// (0 if o has not seen it).
+func (o *observer) unchangedFor(l *coordinationv1.Lease) time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	obs, ok := o.seen[l.Name]
+	if !ok || obs.resourceVersion != l.ResourceVersion {
+		return 0
+	}
+	return o.clk.Now().Sub(obs.at)
+}
+
+// retain forgets the Leases whose names are not in names: those deleted
+// since, whose versions need not be kept.
+func (o *observer) retain(names map[string]bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for name := range o.seen {
+		if !names[name] {
+			delete(o.seen, name)
+		}
+	}
 }
 
 // holder returns l's holder, "" for none.
@@ -92,7 +126,9 @@ func holder(l *coordinationv1.Lease) string {
 // carries the resourceVersion the replica read, so that of two replicas
 // writing the same version one fails with a Conflict.
 type leases struct {
-	client   coordinationv1client.LeaseInterface
+	client coordinationv1client.LeaseInterface
+	// name is the install's, the value of BucketLabel.
+	name     string
 	identity string
 	duration time.Duration
 	clk      clock.PassiveClock
@@ -106,7 +142,7 @@ func (l *leases) take(ctx context.Context, name string, cur *coordinationv1.Leas
 	now := metav1.NewMicroTime(l.clk.Now())
 	if cur == nil {
 		return l.client.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{BucketLabel: l.name}},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity:       ptr.To(l.identity),
 				LeaseDurationSeconds: ptr.To(l.seconds()),
@@ -116,6 +152,10 @@ func (l *leases) take(ctx context.Context, name string, cur *coordinationv1.Leas
 		}, metav1.CreateOptions{})
 	}
 	next := cur.DeepCopy()
+	if next.Labels == nil {
+		next.Labels = map[string]string{}
+	}
+	next.Labels[BucketLabel] = l.name
 	next.Spec.HolderIdentity = ptr.To(l.identity)
 	next.Spec.LeaseDurationSeconds = ptr.To(l.seconds())
 	next.Spec.AcquireTime = &now

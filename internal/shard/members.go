@@ -100,9 +100,13 @@ func (c *Coordinator) liveMembers(ctx context.Context) ([]string, error) {
 	var live []string
 	ignored := 0
 	want := strconv.Itoa(c.opts.Buckets)
+	listed := map[string]bool{}
+	defer c.seenMembers.retain(listed)
 	for i := range list.Items {
 		l := &list.Items[i]
-		if c.seen.expired(l, c.opts.LeaseDuration) {
+		listed[l.Name] = true
+		if c.seenMembers.expired(l, c.opts.LeaseDuration) {
+			c.deleteStaleMember(ctx, l)
 			continue
 		}
 		if got := l.Annotations[BucketsAnnotation]; got != want {
@@ -120,9 +124,39 @@ func (c *Coordinator) liveMembers(ctx context.Context) ([]string, error) {
 		}
 		live = append(live, holder(l))
 	}
+	c.mu.Lock()
+	for name := range c.ignored {
+		if !listed[name] {
+			delete(c.ignored, name)
+		}
+	}
+	c.mu.Unlock()
 	slices.Sort(live)
 	live = slices.Compact(live)
 	metrics.ShardMembers.Set(float64(len(live)))
 	metrics.ShardMembersIgnored.Set(float64(ignored))
 	return live, nil
+}
+
+// staleMemberLeases is how many lease durations a member Lease must have
+// stayed unchanged before another replica deletes it: the Lease of a
+// replica killed without giving up (SIGKILL, OOM), which would otherwise
+// stay for ever, one per identity.
+const staleMemberLeases = 10
+
+// deleteStaleMember deletes the member Lease l if it has not changed for
+// staleMemberLeases lease durations, with preconditions on its UID and
+// resourceVersion, so that a replica that renewed it meanwhile keeps it.
+func (c *Coordinator) deleteStaleMember(ctx context.Context, l *coordinationv1.Lease) {
+	if c.seenMembers.unchangedFor(l) < staleMemberLeases*c.seenMembers.duration(l, c.opts.LeaseDuration) {
+		return
+	}
+	rctx, cancel := c.request(ctx)
+	defer cancel()
+	err := c.leases.client.Delete(rctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(l.UID), ResourceVersion: ptr.To(l.ResourceVersion)}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		klog.FromContext(ctx).Error(err, "Could not delete the member Lease of a replica gone", "lease", l.Name, "member", holder(l))
+		return
+	}
+	klog.FromContext(ctx).V(1).Info("Deleted the member Lease of a replica gone", "lease", l.Name, "member", holder(l))
 }

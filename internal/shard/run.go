@@ -13,9 +13,10 @@ import (
 // bucket is lost) reads the live members, gives up the buckets assigned
 // elsewhere and takes those assigned to it. Once ctx ends it gives up
 // every bucket as in a handover, deletes its member Lease, and returns
-// nil; this takes at most StopGracePeriod + CancelWait plus the time of
-// Hold, ReleaseCluster and a few requests (each bounded by
-// RenewDeadline). Run must be called once.
+// nil. Giving up is bounded: Hold, ReleaseCluster and the requests get
+// a context that ends StopGracePeriod + CancelWait + LeaseDuration after
+// ctx did (a handover under way when ctx ends finishes first, within as
+// long). Run must be called once.
 func (c *Coordinator) Run(ctx context.Context) error {
 	log := klog.FromContext(ctx).WithValues("identity", c.opts.Identity)
 	ctx = klog.NewContext(ctx, log)
@@ -44,7 +45,8 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 
 	// Give everything up, on a context of its own: ctx has ended.
-	stop := context.WithoutCancel(ctx)
+	stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.StopGracePeriod+c.opts.CancelWait+c.opts.LeaseDuration)
+	defer cancel()
 	c.drainLost(stop)
 	c.mu.Lock()
 	var all []Bucket
@@ -61,13 +63,19 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	return nil
 }
 
-// round drains the buckets lost, reads the members, gives up the
-// buckets assigned to others and takes those assigned to this replica.
+// round drains the buckets lost, reads the members and the bucket
+// Leases, gives up the buckets assigned to others and takes those
+// assigned to this replica.
 func (c *Coordinator) round(ctx context.Context) {
 	c.drainLost(ctx)
 	live, err := c.liveMembers(ctx)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Could not read the members; keeping the buckets as they are")
+		return
+	}
+	listed, err := c.bucketLeases(ctx)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Could not read the bucket Leases; keeping the buckets as they are")
 		return
 	}
 	mine, withCluster := Assign(c.opts.Buckets, live, c.opts.Identity)
@@ -96,6 +104,6 @@ func (c *Coordinator) round(ctx context.Context) {
 		c.giveUp(ctx, leave)
 	}
 	if len(take) > 0 && ctx.Err() == nil {
-		c.take(ctx, take)
+		c.take(ctx, take, listed)
 	}
 }
