@@ -15,11 +15,14 @@ import (
 
 // Filter modes of a sharded informer (FilterModes).
 const (
-	// ModeServer: the API server filtered the last list (its response
-	// carried metadata.shardInfo).
+	// ModeServer: the API server filtered the last list: its response
+	// carried metadata.shardInfo (built-in resources), or no object
+	// outside the set (kube-apiserver 1.36 filters custom resources
+	// without shardInfo), and no watch event since was outside it.
 	ModeServer = "server"
-	// ModeClient: the API server sent every object (no shardInfo; a server
-	// without the ShardedListAndWatch gate); the informer filtered them.
+	// ModeClient: the API server sent objects outside the set (a server
+	// without the ShardedListAndWatch gate, or a watch it did not
+	// filter); the informer dropped them.
 	ModeClient = "client"
 )
 
@@ -160,17 +163,22 @@ func (l *listWatch) list(ctx context.Context, opts metav1.ListOptions) (runtime.
 	if !ok {
 		return obj, nil
 	}
-	if opts.ShardSelector != "" && l.mode != nil {
-		l.mode(list.ShardInfo != nil && list.ShardInfo.Selector == opts.ShardSelector)
-	}
 	kept := list.Items[:0]
 	for i := range list.Items {
 		if l.set.Contains(list.Items[i].Namespace) {
 			kept = append(kept, list.Items[i])
 		}
 	}
+	outside := len(list.Items) - len(kept)
 	clear(list.Items[len(kept):])
 	list.Items = kept
+	if opts.ShardSelector != "" && l.mode != nil {
+		// The server filtered when it says so (shardInfo, built-in
+		// resources) or sent nothing outside the set: kube-apiserver
+		// 1.36 filters custom resources without saying so.
+		echoed := list.ShardInfo != nil && list.ShardInfo.Selector == opts.ShardSelector
+		l.mode(echoed || outside == 0)
+	}
 	return list, nil
 }
 
@@ -292,7 +300,15 @@ func (p *proxyWatch) keep(ev watch.Event) bool {
 		}
 		return true
 	case watch.Added, watch.Modified, watch.Deleted:
-		return p.l.set == nil || p.l.set.Contains(o.Namespace)
+		if p.l.set == nil || p.l.set.Contains(o.Namespace) {
+			return true
+		}
+		// The server sent what it should have filtered (a watch served
+		// from etcd is not filtered in 1.36): the client filters.
+		if p.l.mode != nil && p.l.set.Len() < p.l.set.Buckets {
+			p.l.mode(false)
+		}
+		return false
 	}
 	return true
 }
