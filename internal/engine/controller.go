@@ -140,6 +140,12 @@ type Options struct {
 	// namespaces are not queued, and a sync starts only through
 	// Gate.Begin. Default nil: every object.
 	Gate Gate
+	// Whole makes the controller cache its resources in every namespace
+	// even while Informers holds a set of buckets (informer.Factory.Hold):
+	// a controller that runs whole (a cluster-scoped parent, whose
+	// children may be in any namespace; docs/scaling.md). Default false:
+	// the informers hold what the Factory holds.
+	Whole bool
 	// RefuseApplyConflicts makes a server-side apply that would take a
 	// field another manager owns fail with the conflict, instead of
 	// taking it (the default, false, as metacontroller does).

@@ -249,7 +249,7 @@ func (e *Engine) StartCaches(ctx context.Context) error {
 	if e.opts.Gate != nil {
 		e.queue = gatedQueue{queue: e.loop, gate: e.opts.Gate}
 	}
-	e.watches = newWatches(e.opts.Informers)
+	e.watches = newWatches(e.opts.Informers, e.opts.Whole)
 	if err := e.controller.Watch(e.watches); err != nil {
 		return err
 	}

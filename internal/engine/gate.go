@@ -117,6 +117,18 @@ func (e *Engine) ForgetNotAdmitted() {
 	}
 }
 
+// ParentNamespaces calls f with the namespace ("" when cluster-scoped)
+// of every cached object the controller syncs, admitted or not: the
+// parents per bucket of the metrics (metactl_shard_bucket_parents).
+func (e *Engine) ParentNamespaces(f func(namespace string)) {
+	if e.queue == nil { // not started: no cache yet
+		return
+	}
+	for _, key := range e.controller.Keys() {
+		f(key.Namespace)
+	}
+}
+
 // EnqueueAdmitted queues, for t, every object in the cache
 // (Controller.Keys) whose namespace the Gate admits now; every object
 // without a Gate. The manager calls it when buckets become active

@@ -33,4 +33,5 @@ type Runner interface {
 	History(key string) []*history.Sync
 	EnqueueAdmitted(t trigger.Trigger)
 	ForgetNotAdmitted()
+	ParentNamespaces(f func(namespace string))
 }

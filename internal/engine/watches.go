@@ -15,16 +15,25 @@ import (
 // for concurrent use.
 type Watches struct {
 	factory *informer.Factory
-	held    []*informer.Informer
+	// whole acquires informers of every namespace (Options.Whole).
+	whole bool
+	held  []*informer.Informer
 }
 
-// newWatches returns an empty set of watches on factory's informers.
-func newWatches(factory *informer.Factory) *Watches { return &Watches{factory: factory} }
+// newWatches returns an empty set of watches on factory's informers:
+// those of every namespace (Factory.AcquireWhole) when whole.
+func newWatches(factory *informer.Factory, whole bool) *Watches {
+	return &Watches{factory: factory, whole: whole}
+}
 
 // Watch acquires the informer of gvr and adds handler to it (nil: none).
 // On error the informer is held anyway; Release releases it.
 func (w *Watches) Watch(gvr schema.GroupVersionResource, handler cache.ResourceEventHandler) (*informer.Informer, error) {
-	inf := w.factory.Acquire(gvr)
+	acquire := w.factory.Acquire
+	if w.whole {
+		acquire = w.factory.AcquireWhole
+	}
+	inf := acquire(gvr)
 	w.held = append(w.held, inf)
 	if handler == nil {
 		return inf, nil

@@ -383,7 +383,9 @@ func (r *Resolver[K]) ensureInformerLocked(gvr schema.GroupVersionResource) *inf
 	if inf, ok := r.informers[gvr]; ok || r.closed {
 		return inf
 	}
-	inf := r.opts.Informers.Acquire(gvr)
+	// Every namespace, whatever buckets the Factory holds: a rule may
+	// select objects of any namespace (docs/scaling.md).
+	inf := r.opts.Informers.AcquireWhole(gvr)
 	r.informers[gvr] = inf
 	// Namespaces may be related objects themselves, and they decide which
 	// objects namespaceSelectors select.
