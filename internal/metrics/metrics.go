@@ -128,6 +128,12 @@ var (
 		Name: "metactl_shard_bucket_owned",
 		Help: "1 while the bucket is active on this replica (its parents are synced here), 0 once given up or lost; bucket is the index, or \"cluster\" for the bucket of the controllers that run whole.",
 	}, []string{"bucket"})
+	// ShardBucketSyncs counts the syncs begun per bucket on this replica
+	// (internal/shard Gate.Begin); bucket as ShardBucketOwned's.
+	ShardBucketSyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "metactl_shard_bucket_syncs_total",
+		Help: "Syncs begun on this replica for the parents of each bucket; bucket is the index, or \"cluster\" for the controllers that run whole.",
+	}, []string{"bucket"})
 	// ShardMembers is the number of live members this replica sees.
 	ShardMembers = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "metactl_shard_members",
@@ -157,7 +163,7 @@ func Register() {
 		Registry.MustRegister(HookRequests, HookDuration, Syncs, UnsettledSyncs, SyncDuration, ObjectWrites, UncachedReads, HistoryBytes, HistoryEvictions,
 			RecordedCalls, RecordedBytes, RecordEvictions,
 			APIRequests, APIInFlight, APIInFlightCap, cachedObjects{}, shardCaches{}, ControllerReady, HookTimeout, Leader,
-			ShardBucketOwned, ShardMembers, ShardMembersIgnored, ShardHandovers, hookResponseBytes, hookDecodedBytes,
+			ShardBucketOwned, ShardBucketSyncs, ShardMembers, ShardMembersIgnored, ShardHandovers, hookResponseBytes, hookDecodedBytes,
 			workqueueDepth, workqueueAdds, workqueueLatency, workqueueWorkDuration, workqueueUnfinished,
 			workqueueLongestRunning, workqueueRetries,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -239,13 +245,21 @@ func (cachedObjects) Collect(ch chan<- prometheus.Metric) {
 var (
 	shardFilterModes    atomic.Pointer[func() map[string]string]
 	shardBucketObjects  atomic.Pointer[func() map[int]int]
+	shardBucketParents  atomic.Pointer[func() map[string]int]
 	shardFilterModeDesc = prometheus.NewDesc("metactl_shard_filter_mode",
 		"1 for the filter mode of each resource's informer held to this replica's buckets: server (the API server filtered its list by shardSelector) or client (the server sent every object, which metactl filtered); no series for unfiltered informers.",
 		[]string{"resource", "mode"}, nil)
 	shardBucketObjectsDesc = prometheus.NewDesc("metactl_shard_bucket_cached_objects",
 		"Objects of namespaced resources cached for each bucket this replica holds, all resources together (whole informers left out).",
 		[]string{"bucket"}, nil)
+	shardBucketParentsDesc = prometheus.NewDesc("metactl_shard_bucket_parents",
+		"Parents (and decorated objects) cached on this replica by bucket, every controller together; bucket is the index, or \"cluster\" for those of the controllers that run whole. A bucket with many more than the others shows a skew of namespaces (docs/scaling.md).",
+		[]string{"bucket"}, nil)
 )
+
+// SetShardBucketParents sets the function that counts the parents of
+// each bucket, read at each scrape (the manager's, over its controllers).
+func SetShardBucketParents(f func() map[string]int) { shardBucketParents.Store(&f) }
 
 // SetShardFilterModes sets the function that returns the filter mode
 // ("server", "client") of each sharded informer by resource, read at each
@@ -256,13 +270,15 @@ func SetShardFilterModes(f func() map[string]string) { shardFilterModes.Store(&f
 // of each bucket, read at each scrape (informer.Factory.BucketCounts).
 func SetShardBucketCounts(f func() map[int]int) { shardBucketObjects.Store(&f) }
 
-// shardCaches reports metactl_shard_filter_mode and
-// metactl_shard_bucket_cached_objects at scrape time.
+// shardCaches reports metactl_shard_filter_mode,
+// metactl_shard_bucket_cached_objects and metactl_shard_bucket_parents at
+// scrape time.
 type shardCaches struct{}
 
 func (shardCaches) Describe(ch chan<- *prometheus.Desc) {
 	ch <- shardFilterModeDesc
 	ch <- shardBucketObjectsDesc
+	ch <- shardBucketParentsDesc
 }
 
 func (shardCaches) Collect(ch chan<- prometheus.Metric) {
@@ -274,6 +290,11 @@ func (shardCaches) Collect(ch chan<- prometheus.Metric) {
 	if f := shardBucketObjects.Load(); f != nil {
 		for bucket, n := range (*f)() {
 			ch <- prometheus.MustNewConstMetric(shardBucketObjectsDesc, prometheus.GaugeValue, float64(n), strconv.Itoa(bucket))
+		}
+	}
+	if f := shardBucketParents.Load(); f != nil {
+		for bucket, n := range (*f)() {
+			ch <- prometheus.MustNewConstMetric(shardBucketParentsDesc, prometheus.GaugeValue, float64(n), bucket)
 		}
 	}
 }

@@ -166,8 +166,8 @@ func New(opts Options) (*Coordinator, error) {
 		ignored:     map[string]string{},
 	}
 	buckets := opts.Buckets
-	c.gate = newGate(buckets, func(ns string) int { return int(Of(ns, buckets)) })
-	c.whole = newGate(1, func(string) int { return 0 })
+	c.gate = newGate(buckets, func(ns string) int { return int(Of(ns, buckets)) }, func(slot int) string { return bucketKey(Bucket(slot)) })
+	c.whole = newGate(1, func(string) int { return 0 }, func(int) string { return bucketKey(cluster) })
 	return c, nil
 }
 

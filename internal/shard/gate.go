@@ -3,6 +3,10 @@ package shard
 import (
 	"context"
 	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/metactl/metactl/internal/metrics"
 )
 
 // Gate admits the work of the buckets active in it: the engine asks it
@@ -16,6 +20,8 @@ import (
 type Gate struct {
 	// slotOf returns the slot of a namespace.
 	slotOf func(namespace string) int
+	// syncs count the syncs begun per slot (metrics.ShardBucketSyncs).
+	syncs []prometheus.Counter
 
 	mu sync.Mutex
 	// active holds, per slot, the current activation, or nil while the
@@ -38,9 +44,14 @@ type activation struct {
 	ended  bool
 }
 
-// newGate returns a Gate of slots slots, all inactive.
-func newGate(slots int, slotOf func(namespace string) int) *Gate {
-	return &Gate{slotOf: slotOf, active: make([]*activation, slots)}
+// newGate returns a Gate of slots slots, all inactive; label names a
+// slot in metrics (its bucket).
+func newGate(slots int, slotOf func(namespace string) int, label func(slot int) string) *Gate {
+	g := &Gate{slotOf: slotOf, active: make([]*activation, slots), syncs: make([]prometheus.Counter, slots)}
+	for i := range g.syncs {
+		g.syncs[i] = metrics.ShardBucketSyncs.WithLabelValues(label(i))
+	}
+	return g
 }
 
 // Admits reports whether namespace's slot is active now: whether an
@@ -59,12 +70,14 @@ func (g *Gate) Admits(namespace string) bool {
 // for the sync (up to its grace period). If the slot is not active, ok is
 // false, syncCtx is ctx and done does nothing: the sync must not run.
 func (g *Gate) Begin(ctx context.Context, namespace string) (syncCtx context.Context, done func(), ok bool) {
+	slot := g.slotOf(namespace)
 	g.mu.Lock()
-	a := g.active[g.slotOf(namespace)]
+	a := g.active[slot]
 	if a == nil {
 		g.mu.Unlock()
 		return ctx, func() {}, false
 	}
+	g.syncs[slot].Inc()
 	syncCtx, cancel := context.WithCancel(ctx)
 	id := a.next
 	a.next++

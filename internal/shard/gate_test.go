@@ -2,10 +2,14 @@ package shard
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/metactl/metactl/internal/metrics"
 )
 
 // namespaceOf returns a namespace whose bucket of buckets is b.
@@ -22,7 +26,7 @@ func namespaceOf(t *testing.T, b Bucket, buckets int) string {
 }
 
 func newTestGate(buckets int) *Gate {
-	return newGate(buckets, func(ns string) int { return int(Of(ns, buckets)) })
+	return newGate(buckets, func(ns string) int { return int(Of(ns, buckets)) }, strconv.Itoa)
 }
 
 // TestGateAdmitsOnlyActiveBuckets checks that Admits and Begin accept a
@@ -41,11 +45,16 @@ func TestGateAdmitsOnlyActiveBuckets(t *testing.T) {
 		done()
 		t.Fatal("Begin started a sync of an inactive bucket")
 	}
+	syncs := metrics.ShardBucketSyncs.WithLabelValues("3")
+	before := testutil.ToFloat64(syncs)
 	ctx, done, ok := g.Begin(context.Background(), in)
 	if !ok || ctx.Err() != nil {
 		t.Fatalf("Begin of an active bucket: ok %v, ctx %v", ok, ctx.Err())
 	}
 	done()
+	if got := testutil.ToFloat64(syncs) - before; got != 1 {
+		t.Errorf("metactl_shard_bucket_syncs_total{bucket=\"3\"} grew by %v for one sync begun, want 1", got)
+	}
 	g.deactivate(3)
 	if g.Admits(in) {
 		t.Fatal("a deactivated bucket is still admitted")
