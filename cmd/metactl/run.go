@@ -28,6 +28,7 @@ import (
 	"github.com/metactl/metactl/internal/manager"
 	"github.com/metactl/metactl/internal/metrics"
 	"github.com/metactl/metactl/internal/related"
+	"github.com/metactl/metactl/internal/shard"
 	"github.com/metactl/metactl/internal/tracing"
 	"github.com/metactl/metactl/pkg/hooks/credentials"
 	"github.com/metactl/metactl/pkg/hooks/hookclient"
@@ -56,6 +57,7 @@ type runFlags struct {
 	eventsBurst       int
 	leaderElect       bool
 	leaderElection    manager.LeaderElection
+	shardBuckets      int
 	// credentialNamespaces and allowInsecureCredentials: see
 	// manager.Options.
 	credentialNamespaces     []string
@@ -96,7 +98,8 @@ are cancelled (their hook calls end, they write nothing more) and waited
 for at most --stop-grace-period, as when a controller object is changed
 or deleted. With --leader-elect, of several replicas only the one
 holding the Lease runs controllers; a replica that loses the Lease exits
-at once. A failing sync is retried with a backoff that doubles from 250ms
+at once. With --shard-buckets too, every replica runs them, each for the
+parents of the buckets it holds (docs/scaling.md). A failing sync is retried with a backoff that doubles from 250ms
 up to --max-retry-delay; "metactl resync" syncs an object now.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -124,6 +127,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.DurationVar(&f.leaderElection.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long standbys wait after the leader's last renewal before taking over")
 	fs.DurationVar(&f.leaderElection.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops (must be shorter than the lease duration)")
 	fs.DurationVar(&f.leaderElection.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "pace of acquire and renew attempts")
+	fs.IntVar(&f.shardBuckets, "shard-buckets", 0, "share parents among replicas in this many buckets, the same on each (needs --leader-elect; docs/scaling.md)")
 	fs.DurationVar(&f.maxRetryDelay, "max-retry-delay", loop.MaxRetryDelay, "longest wait before a failing sync is retried; the backoff doubles from 250ms up to it")
 	fs.DurationVar(&f.stopGracePeriod, "stop-grace-period", loop.DefaultStopGracePeriod, "longest wait for a stopping controller's cancelled syncs; those still running are abandoned")
 	fs.Int64Var(&f.historyMaxBytes, "history-max-bytes", manager.DefaultHistoryMaxBytes, "memory budget of the record of syncs metactl explain shows, all controllers; 0 disables it")
@@ -216,6 +220,12 @@ func checkRunFlags(f *runFlags) (checkedRunFlags, error) {
 	if f.maxRetryDelay <= 0 {
 		return checked, fmt.Errorf("--max-retry-delay %v: want a positive duration", f.maxRetryDelay)
 	}
+	if f.shardBuckets < 0 || f.shardBuckets > shard.MaxBuckets {
+		return checked, fmt.Errorf("--shard-buckets %d: want 0 (no sharding) to %d", f.shardBuckets, shard.MaxBuckets)
+	}
+	if f.shardBuckets > 0 && !f.leaderElect {
+		return checked, fmt.Errorf("--shard-buckets %d needs --leader-elect: the buckets' Leases share its namespace, name and identity", f.shardBuckets)
+	}
 	if f.stopGracePeriod <= 0 {
 		return checked, fmt.Errorf("--stop-grace-period %v: want a positive duration", f.stopGracePeriod)
 	}
@@ -293,6 +303,7 @@ func managerOptions(f *runFlags, checked checkedRunFlags, cfg *rest.Config, reco
 		EventsQPS:         f.eventsQPS,
 		EventsBurst:       f.eventsBurst,
 		LeaderElection:    leaderElection(f),
+		ShardBuckets:      f.shardBuckets,
 		MaxRetryDelay:     f.maxRetryDelay,
 		StopGracePeriod:   f.stopGracePeriod,
 		HistoryMaxBytes:   historyMaxBytes(f.historyMaxBytes, f.explain),

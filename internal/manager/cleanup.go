@@ -100,7 +100,7 @@ func (m *Manager) tryCleanup(ctx context.Context, k *kind, name string, obj *uns
 		msg := fmt.Sprintf("gave up removing this controller's finalizer from its parents after %v: %v. %s",
 			m.opts.CleanupTimeout, err, manualRemoval(finalizer.Remaining(err)))
 		logger.Error(err, "Gave up removing the deleted controller's finalizer; its parents may still carry it", "after", m.opts.CleanupTimeout)
-		m.recorder.Event(ref, corev1.EventTypeWarning, ReasonCleanupAbandoned, msg)
+		m.event(ctx, k, ref, corev1.EventTypeWarning, ReasonCleanupAbandoned, msg)
 		return state
 	}
 	if first {
@@ -110,7 +110,7 @@ func (m *Manager) tryCleanup(ctx context.Context, k *kind, name string, obj *uns
 		msg := fmt.Sprintf("removing this controller's finalizer from its parents failed (retrying until %s, then the %s goes anyway): %v",
 			deadline.UTC().Format(time.RFC3339), k.name, err)
 		if obj == nil {
-			m.recorder.Event(ref, corev1.EventTypeWarning, ReasonCleanupFailed, msg)
+			m.event(ctx, k, ref, corev1.EventTypeWarning, ReasonCleanupFailed, msg)
 		} else if err := m.notRunning(ctx, k, obj, ReasonCleanupFailed, msg); err != nil {
 			logger.Error(err, "Reporting the failed cleanup")
 		}
@@ -131,7 +131,7 @@ func (m *Manager) tryCleanup(ctx context.Context, k *kind, name string, obj *uns
 // Other failures are cleanup's.
 func (m *Manager) cleanupWithoutController(ctx context.Context, k *kind, obj *unstructured.Unstructured) error {
 	return m.cleanup(ctx, k, obj.GetName(), obj, obj.GetUID(), func(ctx context.Context) error {
-		c, err := m.build(ctx, k, obj)
+		c, err := m.build(ctx, k, obj, false) // never started: its informers do not matter
 		var invalid *engine.InvalidSpecError
 		switch {
 		case errors.As(err, &invalid) || discovery.IsNotFound(err):

@@ -14,6 +14,7 @@ import (
 	"github.com/metactl/metactl/internal/explain"
 	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/rbac"
+	"github.com/metactl/metactl/internal/trigger"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/composite"
 	"github.com/metactl/metactl/pkg/decorator"
@@ -38,6 +39,14 @@ type runner interface {
 	// Explain adds what the controller knows of an object to an answer
 	// of `metactl explain`.
 	Explain(a *explain.Answer)
+	// EnqueueAdmitted queues every cached object its Gate admits now,
+	// and ForgetNotAdmitted forgets what it knows of the others: the
+	// buckets this replica took, and gave up (sharding.go).
+	EnqueueAdmitted(t trigger.Trigger)
+	ForgetNotAdmitted()
+	// ParentNamespaces calls f with the namespace of each of its cached
+	// parents (metactl_shard_bucket_parents).
+	ParentNamespaces(f func(namespace string))
 }
 
 // kind is one kind of controller object the manager runs.
@@ -78,10 +87,11 @@ var kinds = []*kind{
 
 // build builds the controller of obj, a controller object of kind k, on
 // the manager's shared clients, cache and hook client; it does not start
-// it. A controller object that names a ServiceAccount
-// (rbac.ServiceAccountAnnotation) gets that account's clients for its
-// writes and uncached reads, and is an *accountRunner; Stop releases them.
-func (m *Manager) build(ctx context.Context, k *kind, obj *unstructured.Unstructured) (runner, error) {
+// it. whole: it runs whole (sharding.go). A controller object that names
+// a ServiceAccount (rbac.ServiceAccountAnnotation) gets that account's
+// clients for its writes and uncached reads, and is an *accountRunner;
+// Stop releases them.
+func (m *Manager) build(ctx context.Context, k *kind, obj *unstructured.Unstructured, whole bool) (runner, error) {
 	opts := engine.Options{Client: m.client, Objects: m.objects, Resources: m.resources, Informers: m.informers,
 		Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged(k.name, obj),
 		RateLimiter: loop.NewRateLimiter[engine.Key](m.opts.MaxRetryDelay), MaxRelatedObjects: m.opts.MaxRelatedObjects,
@@ -89,7 +99,10 @@ func (m *Manager) build(ctx context.Context, k *kind, obj *unstructured.Unstruct
 		Record: m.opts.Record, RecordAll: m.opts.RecordAll,
 		ApplyStrategy: m.opts.ApplyStrategy, RefuseApplyConflicts: m.opts.RefuseApplyConflicts,
 		// The syncs' spans come from the tracer of the hook calls'.
-		Tracer: m.opts.Hooks.Tracer}
+		Tracer: m.opts.Hooks.Tracer,
+		// Sharded, the objects of this replica's buckets, or every one
+		// on the holder of the cluster bucket (sharding.go).
+		Gate: m.gateOf(whole), Whole: whole}
 	sa, err := rbac.ServiceAccountOf(obj)
 	if err != nil {
 		path := field.NewPath("metadata", "annotations").Key(rbac.ServiceAccountAnnotation)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -61,9 +62,18 @@ type Options struct {
 	EventsQPS   float32
 	EventsBurst int
 	// LeaderElection, when set, runs controllers only while this replica
-	// holds the Lease. New gives its unset fields their defaults, and its
-	// Identity is sent with every hook call (Hooks.Replica, unless set).
+	// holds the Lease (with ShardBuckets, every replica runs them and the
+	// Lease decides which writes the controller objects). New gives its
+	// unset fields their defaults, and its Identity is sent with every
+	// hook call (Hooks.Replica, unless set).
 	LeaderElection *LeaderElection
+	// ShardBuckets, when positive, shares the parents among the replicas
+	// in this many buckets of namespaces (docs/scaling.md), the same
+	// number on every replica, at most shard.MaxBuckets; it needs
+	// LeaderElection, whose namespace, Lease name, identity and durations
+	// the buckets' Leases use. Zero (the default): this replica works on
+	// every parent.
+	ShardBuckets int
 	// MaxRetryDelay caps the backoff of a failing parent or controller
 	// object: a hook that recovers is called again within this long.
 	// Zero means loop.MaxRetryDelay (2 minutes).
@@ -160,6 +170,9 @@ type Manager struct {
 	events    record.EventBroadcaster
 	loop      *loop.Loop[string]
 	kinds     []*kind
+	// sharding shares the parents among replicas; nil when not sharded
+	// (Options.ShardBuckets).
+	sharding *sharding
 	// credentials watches the Secrets and ConfigMaps hooks use.
 	credentials *hookcreds.WatchingCredentialSource
 
@@ -228,11 +241,17 @@ func New(opts Options) (*Manager, error) {
 		transport := hookcreds.NewSecureTransport(credentials, opts.credentialPolicy())
 		opts.Hooks.Transport, opts.Hooks.PrepareRequest = transport, transport
 	}
-	m := &Manager{
+	informerOptions := informer.Options{Resync: opts.CacheResync}
+	var m *Manager
+	if opts.ShardBuckets > 0 {
+		// Only a Factory told the resources' scopes filters them by bucket.
+		informerOptions.Namespaced = func(gvr schema.GroupVersionResource) bool { return m.namespaced(gvr) }
+	}
+	m = &Manager{
 		opts:          opts,
 		clients:       c,
 		resources:     discovery.NewResourceMap(c.discovery, discovery.Options{RefreshInterval: opts.DiscoveryInterval}),
-		informers:     informer.NewFactory(c.objects.ListerWatcher, informer.Options{Resync: opts.CacheResync}),
+		informers:     informer.NewFactory(c.objects.ListerWatcher, informerOptions),
 		hooks:         hookclient.NewClient(opts.Hooks),
 		credentials:   credentials,
 		events:        newEventBroadcaster(opts),
@@ -248,8 +267,16 @@ func New(opts Options) (*Manager, error) {
 		copied := *k
 		m.kinds = append(m.kinds, &copied)
 	}
+	if m.sharding, err = m.newSharding(opts); err != nil {
+		return nil, err
+	}
 	m.recorder = m.events.NewRecorder(eventScheme(), corev1.EventSource{Component: "metactl"})
 	metrics.SetInformerCounter(m.informers.Counts)
+	if m.sharding != nil {
+		metrics.SetShardFilterModes(m.informers.FilterModes)
+		metrics.SetShardBucketCounts(m.informers.BucketCounts)
+		metrics.SetShardBucketParents(m.parentsPerBucket)
+	}
 	metrics.SetHookResponseBytesInFlight(m.hooks.ResponseBytesInFlight)
 	metrics.SetHookDecodedBytesInUse(m.hooks.DecodedBytesInUse)
 	return m, nil
@@ -272,6 +299,9 @@ func (m *Manager) Ready() bool {
 // controllers only while it holds the Lease and returns ErrLeadershipLost,
 // at once, when it loses it.
 func (m *Manager) Run(ctx context.Context) error {
+	if m.sharding != nil {
+		return m.runSharded(ctx, m.opts.LeaderElection)
+	}
 	if m.opts.LeaderElection != nil {
 		return m.runElected(ctx, m.opts.LeaderElection)
 	}
@@ -332,12 +362,16 @@ func (m *Manager) run(ctx context.Context) error {
 	m.credentials.OnChange(func(string, string) { m.enqueueAll() })
 	go m.credentials.Run(ctx)
 
+	if err := m.holdNoBucket(ctx); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	m.ready = true
 	m.mu.Unlock()
 	logger.Info("Watching CompositeControllers and DecoratorControllers")
 
 	m.loop.Start(ctx)
+	waitCoordinator := m.runCoordinator(ctx)
 	<-ctx.Done()
 	logger.Info("Shutting down: cancelling in-flight syncs", "grace", m.stopGracePeriod())
 	// The manager's own reconciles and every controller stop at once, so
@@ -349,6 +383,7 @@ func (m *Manager) run(ctx context.Context) error {
 	}()
 	m.stopAll()
 	<-stopped
+	waitCoordinator() // buckets drained and released
 	logger.Info("Stopped")
 	return nil
 }

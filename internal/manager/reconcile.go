@@ -52,6 +52,9 @@ type runningController struct {
 	// checkedAt is when its permissions were last checked (forbidden).
 	// Only the reconcile of its object uses it.
 	checkedAt time.Time
+	// whole: it runs whole, on the holder of the cluster bucket
+	// (sharding.go).
+	whole bool
 	// hookTimeouts are the metactl_hook_timeout_seconds values it set,
 	// by hook, once announced; guarded by the Manager's mu.
 	hookTimeouts map[string]float64
@@ -260,7 +263,7 @@ func (m *Manager) reconcileRunning(ctx context.Context, k *kind, key string, obj
 		current.announced = true
 		m.forgetStartFailures(key)
 		m.setHookTimeouts(obj.GetName(), current, hookWebhooks(k, obj))
-		m.recorder.Eventf(obj, corev1.EventTypeNormal, ReasonStarted, "started generation %d", obj.GetGeneration())
+		m.event(ctx, k, obj, corev1.EventTypeNormal, ReasonStarted, fmt.Sprintf("started generation %d", obj.GetGeneration()))
 	}
 	next, refused, err := m.recheckAccount(ctx, current)
 	if err != nil {
@@ -296,9 +299,9 @@ func (m *Manager) stopChanged(ctx context.Context, k *kind, key, name string, ob
 	m.stopRunning(k, key, current)
 	if exists && !deleting {
 		if current.uid == obj.GetUID() && current.generation == obj.GetGeneration() {
-			m.recorder.Eventf(obj, corev1.EventTypeNormal, ReasonStopped, "stopped generation %d to start it again: annotation %s changed", current.generation, changedAnnotation(current.annotations, obj))
+			m.event(ctx, k, obj, corev1.EventTypeNormal, ReasonStopped, fmt.Sprintf("stopped generation %d to start it again: annotation %s changed", current.generation, changedAnnotation(current.annotations, obj)))
 		} else {
-			m.recorder.Eventf(obj, corev1.EventTypeNormal, ReasonStopped, "stopped generation %d to start generation %d", current.generation, obj.GetGeneration())
+			m.event(ctx, k, obj, corev1.EventTypeNormal, ReasonStopped, fmt.Sprintf("stopped generation %d to start generation %d", current.generation, obj.GetGeneration()))
 		}
 	}
 	return nil
@@ -306,8 +309,13 @@ func (m *Manager) stopChanged(ctx context.Context, k *kind, key, name string, ob
 
 // finishDeletion lets obj, a deleted controller object, go: it removes
 // CleanupFinalizer, after cleaning up the parents' finalizers itself when
-// no controller ran (ran false) to do it.
+// no controller ran (ran false) to do it. Sharded, only the replica
+// responsible for obj does (responsibleFor); each other replica has
+// cleaned up as it stopped its controller (stopChanged).
 func (m *Manager) finishDeletion(ctx context.Context, k *kind, obj *unstructured.Unstructured, ran bool) error {
+	if !m.responsibleFor(ctx, k, obj) {
+		return nil
+	}
 	if !ran && finalizer.Has(obj, CleanupFinalizer) {
 		if err := m.cleanupWithoutController(ctx, k, obj); err != nil {
 			return err
@@ -325,7 +333,13 @@ func (m *Manager) finishDeletion(ctx context.Context, k *kind, obj *unstructured
 // credentials are allowed and it has the permissions it needs; else obj's
 // status says why it does not run.
 func (m *Manager) startController(ctx context.Context, k *kind, key string, obj *unstructured.Unstructured) (time.Duration, error) {
-	if hasFinalizeHook(obj) {
+	whole := m.runsWhole(ctx, k, obj)
+	if !m.runsHere(whole) {
+		// Another replica holds the cluster bucket: it runs this one, and
+		// reports on it. Taking the bucket queues the object again.
+		return 0, nil
+	}
+	if hasFinalizeHook(obj) && m.responsibleFor(ctx, k, obj) {
 		if _, err := finalizer.Add(ctx, m.client.Resource(k.resource), obj, CleanupFinalizer); err != nil {
 			return 0, fmt.Errorf("adding finalizer %s: %w", CleanupFinalizer, err)
 		}
@@ -340,11 +354,11 @@ func (m *Manager) startController(ctx context.Context, k *kind, key string, obj 
 		klog.FromContext(ctx).Info("Refusing to start the controller: its hooks' credentials are not allowed", "reason", refused.reason, "message", refused.message)
 		return 0, m.notRunning(ctx, k, obj, refused.reason, refused.message)
 	}
-	c, err := m.buildAllowed(ctx, k, obj)
+	c, err := m.buildAllowed(ctx, k, obj, whole)
 	if c == nil {
 		return 0, err
 	}
-	m.register(ctx, key, obj, c)
+	m.register(ctx, key, obj, c, whole)
 	return 0, nil
 }
 
@@ -352,8 +366,8 @@ func (m *Manager) startController(ctx context.Context, k *kind, key string, obj 
 // When it cannot run, it returns no controller and the reconcile's error:
 // nil once obj's status says why, loop.ErrWaiting when only a retry can
 // mend it.
-func (m *Manager) buildAllowed(ctx context.Context, k *kind, obj *unstructured.Unstructured) (runner, error) {
-	c, err := m.build(ctx, k, obj)
+func (m *Manager) buildAllowed(ctx context.Context, k *kind, obj *unstructured.Unstructured, whole bool) (runner, error) {
+	c, err := m.build(ctx, k, obj, whole)
 	var invalid *engine.InvalidSpecError
 	switch {
 	case errors.As(err, &invalid):
@@ -381,11 +395,12 @@ func (m *Manager) buildAllowed(ctx context.Context, k *kind, obj *unstructured.U
 	return c, nil
 }
 
-// register records c, built from obj, as the running controller of key and
-// starts it, unless the manager is stopping, which releases it.
-func (m *Manager) register(ctx context.Context, key string, obj *unstructured.Unstructured, c runner) {
+// register records c, built from obj, as the running controller of key
+// (whole: it runs whole, sharding.go) and starts it, unless the manager is
+// stopping, which releases it.
+func (m *Manager) register(ctx context.Context, key string, obj *unstructured.Unstructured, c runner, whole bool) {
 	annotations := restartValues(obj)
-	started := &runningController{uid: obj.GetUID(), generation: obj.GetGeneration(), controller: c, failing: &failingStatus{},
+	started := &runningController{uid: obj.GetUID(), generation: obj.GetGeneration(), controller: c, failing: &failingStatus{}, whole: whole,
 		annotations: annotations, account: annotations[rbac.ServiceAccountAnnotation], checkedAt: time.Now()}
 	c.Failing().OnChange(m.onFailingChange(key, started.failing))
 	m.mu.Lock()

@@ -111,24 +111,38 @@ func (m *Manager) setRunning(ctx context.Context, k *kind, obj *unstructured.Uns
 	return nil
 }
 
+// event records an Event about obj, a controller object of kind k, when
+// this replica is responsible for it (responsibleFor): sharded, one
+// replica reports on each controller object.
+func (m *Manager) event(ctx context.Context, k *kind, obj *unstructured.Unstructured, eventType, reason, message string) {
+	if m.responsibleFor(ctx, k, obj) {
+		m.recorder.Event(obj, eventType, reason, message)
+	}
+}
+
 // notRunning reports why the controller of obj does not run: a Warning
 // Event with reason and message, and the Ready condition False with the
 // same (it has no Synced condition and no failing objects).
 func (m *Manager) notRunning(ctx context.Context, k *kind, obj *unstructured.Unstructured, reason, message string) error {
-	m.recorder.Event(obj, corev1.EventTypeWarning, reason, message)
+	m.event(ctx, k, obj, corev1.EventTypeWarning, reason, message)
 	return m.writeStatus(ctx, k, obj, metav1.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message}, nil)
 }
 
 // writeStatus writes the Ready condition, the failing objects (none when
 // failing is nil: the controller does not run) and observedGeneration to
 // the controller object's status, when they differ from what it has, and
-// sets metrics.ControllerReady to match the condition.
+// sets metrics.ControllerReady to match the condition. Sharded, only the
+// replica responsible for obj writes (responsibleFor); every replica sets
+// its metric.
 func (m *Manager) writeStatus(ctx context.Context, k *kind, obj *unstructured.Unstructured, ready metav1.Condition, failing *engine.FailingSummary) error {
 	readyValue := 0.0
 	if ready.Status == metav1.ConditionTrue {
 		readyValue = 1
 	}
 	metrics.ControllerReady.WithLabelValues(k.name, obj.GetName()).Set(readyValue)
+	if !m.responsibleFor(ctx, k, obj) {
+		return nil
+	}
 	var cs v1alpha1.ControllerStatus
 	if raw, ok := obj.Object["status"].(map[string]any); ok {
 		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &cs)

@@ -2,8 +2,10 @@ package shardtest
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +70,65 @@ func OneTwoFour(t *testing.T, env *testenv.Environment, mode Mode) {
 	WaitCallsMatchLeases(t, h, f, ps, moveBound(Fast))
 	CheckCalls(t, h.Calls(), f, ps.Keys)
 	checkFilterMode(t, f.Running(), mode)
+	checkShardMetrics(t, f.Running(), len(ps.Keys))
+}
+
+// shardMetrics are the metrics docs/monitoring.md lists for sharding.
+var shardMetrics = []string{
+	"metactl_shard_bucket_owned", "metactl_shard_bucket_syncs_total", "metactl_shard_bucket_parents",
+	"metactl_shard_bucket_cached_objects", "metactl_shard_members", "metactl_shard_members_ignored",
+	"metactl_shard_handovers_total", "metactl_shard_filter_mode",
+}
+
+// checkShardMetrics checks that each metric of sharding is served by some
+// replica, and that the replicas' metactl_shard_bucket_parents add up to
+// parents: each parent is cached by the one replica that holds its
+// bucket, once its informers have listed again without the buckets they
+// gave up.
+func checkShardMetrics(t *testing.T, replicas []*Replica, parents int) {
+	t.Helper()
+	var seen map[string]bool
+	var cached float64
+	testenv.Eventually(t, 30*time.Second, "the replicas' parents per bucket adding up to the parents", func(context.Context) (bool, error) {
+		var err error
+		seen, cached, err = scrapeShardMetrics(replicas)
+		return int(cached) == parents, err
+	})
+	for _, name := range shardMetrics {
+		if !seen[name] {
+			t.Errorf("no replica serves %s", name)
+		}
+	}
+}
+
+// scrapeShardMetrics returns which of shardMetrics replicas serve, and
+// the sum of their metactl_shard_bucket_parents.
+func scrapeShardMetrics(replicas []*Replica) (map[string]bool, float64, error) {
+	seen := map[string]bool{}
+	cached := 0.0
+	for _, r := range replicas {
+		resp, err := http.Get(r.Metrics)
+		if err != nil {
+			return nil, 0, fmt.Errorf("scraping %s: %w", r.Metrics, err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			for _, name := range shardMetrics {
+				if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
+					seen[name] = true
+				}
+			}
+			if strings.HasPrefix(line, "metactl_shard_bucket_parents{") {
+				if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
+					cached += v
+				}
+			}
+		}
+		resp.Body.Close()
+	}
+	return seen, cached, nil
 }
 
 // Kill runs 4 replicas, SIGKILLs the one called for the most parents and
