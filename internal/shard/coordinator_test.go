@@ -328,7 +328,7 @@ func TestStaleMemberLeasesAreDeleted(t *testing.T) {
 	}
 	for range 9 {
 		_ = c.renewMember(ctx)
-		if _, err := c.liveMembers(ctx); err != nil {
+		if _, _, err := c.liveMembers(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if !exists() {
@@ -338,7 +338,7 @@ func TestStaleMemberLeasesAreDeleted(t *testing.T) {
 	}
 	clk.Step(15 * time.Second)
 	_ = c.renewMember(ctx)
-	live, err := c.liveMembers(ctx)
+	live, _, err := c.liveMembers(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,5 +347,39 @@ func TestStaleMemberLeasesAreDeleted(t *testing.T) {
 	}
 	if len(live) != 1 || live[0] != "host_a" {
 		t.Fatalf("live members %v, want host_a alone", live)
+	}
+}
+
+// TestTakesNothingBesideAnotherNumberOfBuckets checks that a replica
+// takes no bucket while a live member announces another number of
+// buckets (a rolling update of --shard-buckets): that member's bucket
+// Leases guard other namespaces than this replica's of the same name.
+func TestTakesNothingBesideAnotherNumberOfBuckets(t *testing.T) {
+	ctx := context.Background()
+	other := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: MemberLeaseName("metactl", "host_old"), Namespace: testNamespace, ResourceVersion: "7",
+			Labels: map[string]string{MemberLabel: "metactl"}, Annotations: map[string]string{BucketsAnnotation: "16"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("host_old"), LeaseDurationSeconds: ptr.To[int32](15)},
+	}
+	client := newClient(other)
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := newTestCoordinator(t, client, clk, "host_a", &calls{})
+	if err := c.renewMember(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.round(ctx)
+	if c.Owned().Len() != 0 || c.OwnsCluster() {
+		t.Fatalf("took %v (cluster %v) beside a live member of 16 buckets", c.Owned(), c.OwnsCluster())
+	}
+	if v := testutil.ToFloat64(metrics.ShardMembersIgnored); v != 1 {
+		t.Errorf("metactl_shard_members_ignored = %v, want 1", v)
+	}
+	// Gone (its Lease deleted at its SIGTERM): the buckets are taken.
+	if err := client.CoordinationV1().Leases(testNamespace).Delete(ctx, other.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.round(ctx)
+	if !c.Owned().Equal(All(4)) || !c.OwnsCluster() {
+		t.Fatalf("alone again, owns %v (cluster %v); want all", c.Owned(), c.OwnsCluster())
 	}
 }

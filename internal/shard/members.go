@@ -86,15 +86,16 @@ func (c *Coordinator) deleteMember(ctx context.Context) error {
 }
 
 // liveMembers lists the member Leases and returns the identities of the
-// live members announcing this install's number of buckets, sorted.
-func (c *Coordinator) liveMembers(ctx context.Context) ([]string, error) {
+// live members announcing this install's number of buckets, sorted, and
+// how many live members announce another number.
+func (c *Coordinator) liveMembers(ctx context.Context) ([]string, int, error) {
 	rctx, cancel := c.request(ctx)
 	defer cancel()
 	list, err := c.leases.client.List(rctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(labels.Set{MemberLabel: c.opts.Name}).String(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("listing member Leases: %w", err)
+		return nil, 0, fmt.Errorf("listing member Leases: %w", err)
 	}
 	log := klog.FromContext(ctx)
 	var live []string
@@ -135,7 +136,7 @@ func (c *Coordinator) liveMembers(ctx context.Context) ([]string, error) {
 	live = slices.Compact(live)
 	metrics.ShardMembers.Set(float64(len(live)))
 	metrics.ShardMembersIgnored.Set(float64(ignored))
-	return live, nil
+	return live, ignored, nil
 }
 
 // staleMemberLeases is how many lease durations a member Lease must have

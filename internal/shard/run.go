@@ -68,7 +68,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 // assigned to this replica.
 func (c *Coordinator) round(ctx context.Context) {
 	c.drainLost(ctx)
-	live, err := c.liveMembers(ctx)
+	live, others, err := c.liveMembers(ctx)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Could not read the members; keeping the buckets as they are")
 		return
@@ -102,6 +102,16 @@ func (c *Coordinator) round(ctx context.Context) {
 	c.mu.Unlock()
 	if len(leave) > 0 {
 		c.giveUp(ctx, leave)
+	}
+	// A live member with another number of buckets numbers them
+	// otherwise: its bucket 3 is not this replica's bucket 3, and the
+	// Lease of one does not guard the other. While there is one (a
+	// rolling update of --shard-buckets), no bucket is taken: the held
+	// ones stay until given up, and the others wait for the members of
+	// one number to be gone.
+	if len(take) > 0 && others > 0 {
+		klog.FromContext(ctx).Info("Not taking buckets while a replica with another number of buckets is live", "buckets", len(take), "others", others)
+		return
 	}
 	if len(take) > 0 && ctx.Err() == nil {
 		c.take(ctx, take, listed)
