@@ -77,8 +77,14 @@ func (m *Manager) namespaced(gvr schema.GroupVersionResource) bool {
 }
 
 // holdBuckets makes the informers hold set (shard.Options.Hold), then has
-// every controller forget the objects of buckets no longer held.
+// every controller forget the objects of buckets no longer held. The
+// informers' lists are bounded as a controller's start is
+// (Options.StartTimeout): past it the coordinator gives the buckets taken
+// back, and a later round tries again, rather than holding their Leases
+// with caches that never sync.
 func (m *Manager) holdBuckets(ctx context.Context, set shard.Set) error {
+	ctx, cancel := context.WithTimeout(ctx, m.opts.StartTimeout)
+	defer cancel()
 	if err := m.informers.Hold(ctx, set); err != nil {
 		return fmt.Errorf("caching buckets %s: %w", set, err)
 	}
