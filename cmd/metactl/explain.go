@@ -109,7 +109,7 @@ func runExplain(ctx context.Context, out io.Writer, self string, f *explainFlags
 		return err
 	}
 	if !answer.Process.Leading {
-		return fmt.Errorf("%w: metactl %s stands by for the leader Lease and knows no controller; ask the leader (without --endpoint, through the Pod proxy)", explain.ErrNotLeading, answer.Process.Name)
+		return fmt.Errorf("%w: metactl %s stands by for the leader Lease, or another replica holds the object's bucket (--shard-buckets), and knows no controller of it; ask without --endpoint, through the Pod proxy, and the replica that works on it answers", explain.ErrNotLeading, answer.Process.Name)
 	}
 	switch f.output {
 	case "json":

@@ -127,7 +127,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.DurationVar(&f.leaderElection.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long standbys wait after the leader's last renewal before taking over")
 	fs.DurationVar(&f.leaderElection.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops (must be shorter than the lease duration)")
 	fs.DurationVar(&f.leaderElection.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "pace of acquire and renew attempts")
-	fs.IntVar(&f.shardBuckets, "shard-buckets", 0, "share parents among replicas in this many buckets, the same on each (needs --leader-elect; docs/scaling.md)")
+	fs.IntVar(&f.shardBuckets, "shard-buckets", 0, "share parents among replicas in this many buckets, the same on each; needs --leader-elect")
 	fs.DurationVar(&f.maxRetryDelay, "max-retry-delay", loop.MaxRetryDelay, "longest wait before a failing sync is retried; the backoff doubles from 250ms up to it")
 	fs.DurationVar(&f.stopGracePeriod, "stop-grace-period", loop.DefaultStopGracePeriod, "longest wait for a stopping controller's cancelled syncs; those still running are abandoned")
 	fs.Int64Var(&f.historyMaxBytes, "history-max-bytes", manager.DefaultHistoryMaxBytes, "memory budget of the record of syncs metactl explain shows, all controllers; 0 disables it")

@@ -82,9 +82,10 @@ type Answer struct {
 type Process struct {
 	// Name is its host name: the Pod's name in a cluster.
 	Name string `json:"name"`
-	// Leading: it runs the controllers (it holds the leader Lease, or
-	// runs without leader election). A standby knows no controller and
-	// no sync.
+	// Leading: it works on the object: it runs the controllers (it holds
+	// the leader Lease, or runs without leader election, or is sharded)
+	// and, sharded (--shard-buckets), holds the object's bucket. Any other
+	// process answers with no controller and no sync.
 	Leading bool `json:"leading"`
 }
 

@@ -36,7 +36,7 @@ func Print(out io.Writer, a *Answer, now time.Time) error {
 	p("Object:\t%s", a.Object)
 	role := "leader"
 	if !a.Process.Leading {
-		role = "standby: not leading, knows no controller"
+		role = "standby, or another replica holds the object's bucket: knows no controller"
 	}
 	p("Answered by:\tmetactl %s (%s)", a.Process.Name, role)
 	if len(a.Controllers) == 0 {
@@ -58,7 +58,7 @@ func Print(out io.Writer, a *Answer, now time.Time) error {
 func noController(a *Answer) string {
 	switch {
 	case !a.Process.Leading:
-		return "unknown: ask the leader"
+		return "unknown: ask the leader (sharded: the holder of the object's bucket)"
 	case len(a.NotSelected) > 0:
 		return "none: no controller selects it"
 	case a.Watched && !a.InCache:

@@ -12,12 +12,13 @@ import (
 // Explain answers `metactl explain` for one object (explain.Source): this
 // process, whether it leads, and what each of its running controllers
 // knows of the object. A standby answers that it does not lead, and
-// nothing more. It reads caches only: no hook is called, no API request
-// made.
+// nothing more; so, sharded, does a replica that does not work on the
+// object (worksOn), so that one replica answers for each object. It
+// reads caches only: no hook is called, no API request made.
 func (m *Manager) Explain(_ context.Context, req explain.Request) (*explain.Answer, error) {
 	host, _ := os.Hostname()
 	a := &explain.Answer{Object: req, Process: explain.Process{Name: host}, Controllers: []explain.Controller{}}
-	if m.standby.Load() {
+	if m.standby.Load() || !m.worksOn(req.Namespace) {
 		return a, nil
 	}
 	a.Process.Leading = true

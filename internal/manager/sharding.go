@@ -246,6 +246,22 @@ func (m *Manager) responsibleFor(ctx context.Context, k *kind, obj *unstructured
 	return m.sharding.leading.Load()
 }
 
+// worksOn reports whether this replica works on the objects of namespace:
+// always when not sharded; sharded, when it holds the namespace's bucket,
+// or, for a cluster-scoped object (namespace ""), the cluster bucket. A
+// namespaced object of a controller that runs whole is answered for by
+// its namespace's bucket's holder, which knows only the controllers that
+// do not run whole.
+func (m *Manager) worksOn(namespace string) bool {
+	switch {
+	case m.sharding == nil:
+		return true
+	case namespace == "":
+		return m.sharding.coordinator.OwnsCluster()
+	}
+	return m.sharding.coordinator.Gate().Admits(namespace)
+}
+
 // runSharded is Run when sharded: the controllers run at once, each for
 // the buckets this replica holds, and the leader Lease only decides who
 // writes the controller objects (responsibleFor). On ctx's end the
