@@ -144,6 +144,13 @@ func (m *Manager) start(ctx context.Context, key string, r *runningController) {
 		defer cancel()
 		r.startErr = r.controller.Start(startCtx)
 		close(r.started)
+		if r.startErr == nil && m.sharding != nil {
+			// Buckets activated while it started were not queued for it
+			// (bucketsActivated asks only started controllers), and
+			// their cached objects' events came while its gate did not
+			// admit them yet.
+			r.controller.EnqueueAdmitted(trigger.Trigger{Cause: trigger.CauseStart})
+		}
 		m.loop.AddFor(key, trigger.Trigger{Cause: trigger.CauseStart})
 	}()
 }

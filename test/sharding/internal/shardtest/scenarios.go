@@ -3,13 +3,16 @@ package shardtest
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/metactl/metactl/internal/explain"
 	"github.com/metactl/metactl/internal/testenv"
 )
 
@@ -71,6 +74,43 @@ func OneTwoFour(t *testing.T, env *testenv.Environment, mode Mode) {
 	CheckCalls(t, h.Calls(), f, ps.Keys)
 	checkFilterMode(t, f.Running(), mode)
 	checkShardMetrics(t, f.Running(), len(ps.Keys))
+	checkExplainAnswers(t, f.Running(), ps)
+}
+
+// checkExplainAnswers asks every replica's explain endpoint about a few
+// parents: exactly one, the holder of the parent's bucket, answers that
+// it works on it, and knows its controller.
+func checkExplainAnswers(t *testing.T, replicas []*Replica, ps *Parents) {
+	t.Helper()
+	for _, k := range ps.Keys[:min(5, len(ps.Keys))] {
+		ns, name := split(k)
+		var working []string
+		for _, r := range replicas {
+			q := url.Values{"group": {ps.gvr.Group}, "version": {ps.gvr.Version}, "resource": {ps.gvr.Resource}, "namespace": {ns}, "name": {name}}
+			u := strings.TrimSuffix(r.Metrics, "/metrics") + explain.Path + "?" + q.Encode()
+			resp, err := http.Get(u)
+			if err != nil {
+				t.Errorf("explain %s: %v", u, err)
+				continue
+			}
+			var a explain.Answer
+			err = json.NewDecoder(resp.Body).Decode(&a)
+			resp.Body.Close()
+			if err != nil {
+				t.Errorf("explain %s: %v", u, err)
+				continue
+			}
+			if a.Process.Leading {
+				working = append(working, r.Identity)
+				if len(a.Controllers) != 1 {
+					t.Errorf("%s: replica %s works on it but knows %d controllers of it, want 1", k, r.Identity, len(a.Controllers))
+				}
+			}
+		}
+		if len(working) != 1 {
+			t.Errorf("%s: replicas %v answer explain as working on it, want exactly one", k, working)
+		}
+	}
 }
 
 // shardMetrics are the metrics docs/monitoring.md lists for sharding.
