@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +19,12 @@ const renewers = 16
 // RetryPeriod, until ctx ends. It runs apart from the handovers, which
 // may wait long for syncs and caches.
 func (c *Coordinator) renewLoop(ctx context.Context) {
-	t := c.opts.Clock.NewTicker(c.opts.RetryPeriod)
+	c.every(ctx, c.opts.RetryPeriod, c.renewAll)
+}
+
+// every calls f each period on c's clock until ctx ends.
+func (c *Coordinator) every(ctx context.Context, period time.Duration, f func(context.Context)) {
+	t := c.opts.Clock.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
@@ -26,7 +32,7 @@ func (c *Coordinator) renewLoop(ctx context.Context) {
 			return
 		case <-t.C():
 		}
-		c.renewAll(ctx)
+		f(ctx)
 	}
 }
 
@@ -110,16 +116,7 @@ func (c *Coordinator) renewBucket(ctx context.Context, b Bucket, h *heldLease) {
 // stops well before another replica may take it, however long the
 // requests of renewLoop hang.
 func (c *Coordinator) watchLoop(ctx context.Context) {
-	t := c.opts.Clock.NewTicker(min(c.opts.RetryPeriod, c.opts.LeaseDuration-c.opts.RenewDeadline) / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-		c.expire(ctx)
-	}
+	c.every(ctx, min(c.opts.RetryPeriod, c.opts.LeaseDuration-c.opts.RenewDeadline)/2, c.expire)
 }
 
 // expire loses each bucket held whose last successful write was sent
