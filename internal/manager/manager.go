@@ -272,6 +272,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	m.recorder = m.events.NewRecorder(eventScheme(), corev1.EventSource{Component: "metactl"})
 	metrics.SetInformerCounter(m.informers.Counts)
+	metrics.SetWatchEventCounter(m.informers.WatchEvents)
 	if m.sharding != nil {
 		metrics.SetShardFilterModes(m.informers.FilterModes)
 		metrics.SetShardBucketCounts(m.informers.BucketCounts)

@@ -187,6 +187,15 @@ var (
 		"Objects cached by the informer of each resource.", []string{"resource"}, nil)
 )
 
+var watchEventCounter atomic.Pointer[func() map[string]int64]
+
+var watchEventsDesc = prometheus.NewDesc("metactl_informer_watch_events_total",
+	"Watch events (added, modified, deleted) the informers of each resource received from the API server, before a sharded informer's filter.", []string{"resource"}, nil)
+
+// SetWatchEventCounter sets the function that counts the watch events
+// received by resource, read at each scrape.
+func SetWatchEventCounter(f func() map[string]int64) { watchEventCounter.Store(&f) }
+
 // SetInformerCounter sets the function that counts cached objects by
 // resource, read at each scrape.
 func SetInformerCounter(f func() map[string]int) { informerCounter.Store(&f) }
@@ -227,18 +236,25 @@ var hookDecodedBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 // memory of the decoded hook answers in use, read at each scrape.
 func SetHookDecodedBytesInUse(f func() int64) { hookDecodedBytesInUse.Store(&f) }
 
-// cachedObjects reports metactl_informer_objects at scrape time.
+// cachedObjects reports metactl_informer_objects and
+// metactl_informer_watch_events_total at scrape time.
 type cachedObjects struct{}
 
-func (cachedObjects) Describe(ch chan<- *prometheus.Desc) { ch <- cachedObjectsDesc }
+func (cachedObjects) Describe(ch chan<- *prometheus.Desc) {
+	ch <- cachedObjectsDesc
+	ch <- watchEventsDesc
+}
 
 func (cachedObjects) Collect(ch chan<- prometheus.Metric) {
-	f := informerCounter.Load()
-	if f == nil {
-		return
+	if f := informerCounter.Load(); f != nil {
+		for resource, n := range (*f)() {
+			ch <- prometheus.MustNewConstMetric(cachedObjectsDesc, prometheus.GaugeValue, float64(n), resource)
+		}
 	}
-	for resource, n := range (*f)() {
-		ch <- prometheus.MustNewConstMetric(cachedObjectsDesc, prometheus.GaugeValue, float64(n), resource)
+	if f := watchEventCounter.Load(); f != nil {
+		for resource, n := range (*f)() {
+			ch <- prometheus.MustNewConstMetric(watchEventsDesc, prometheus.CounterValue, float64(n), resource)
+		}
 	}
 }
 

@@ -519,3 +519,44 @@ func TestHoldKeepsEachHandlersOrder(t *testing.T) {
 		t.Errorf("events = %q, want the old set's, then the swap's, then the new set's", events)
 	}
 }
+
+// TestWatchEventsCountWhatTheServerSent: WatchEvents counts every watch
+// event received, those a sharded informer then drops included (a server
+// that does not filter), and not those a server that filters never sends.
+func TestWatchEventsCountWhatTheServerSent(t *testing.T) {
+	for _, filter := range []bool{true, false} {
+		t.Run(fmt.Sprintf("server filters %v", filter), func(t *testing.T) {
+			const bx, by = 1, 5
+			nsX, nsY := namespaceIn("x", bx), namespaceIn("y", by)
+			set := mustSet(t, bx)
+			srv := newFakeServer(filter, set)
+			f := NewFactory(srv.listerWatcher, Options{Namespaced: namespaced})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := f.Hold(ctx, set); err != nil {
+				t.Fatal(err)
+			}
+			i := f.Acquire(configMapsGVR)
+			defer i.Release()
+			rec := &recorder{}
+			if err := i.AddEventHandler(rec.handler()); err != nil {
+				t.Fatal(err)
+			}
+			waitSynced(t, i)
+			n := rec.len()
+			srv.write(nsY, "y1", false, false) // another bucket's
+			srv.write(nsX, "x1", false, false)
+			rec.waitFor(t, n, "add "+nsX+"/x1")
+			want := int64(1)
+			if !filter {
+				want = 2 // y1 came too, and was dropped
+			}
+			if got := f.WatchEvents()[configMapsGVR.String()]; got != want {
+				t.Errorf("WatchEvents = %d, want %d", got, want)
+			}
+			if got := rec.since(n); !slices.Equal(got, []string{"add " + nsX + "/x1"}) {
+				t.Errorf("handler events %v, want only the add of x1", got)
+			}
+		})
+	}
+}

@@ -53,6 +53,39 @@ type Factory struct {
 	whole   map[schema.GroupVersionResource]*shared
 	// set is the set of buckets held (Hold); nil: none, nothing filtered.
 	set *shard.Set
+	// events count the watch events received per resource, whole and
+	// sharded informers together, since the Factory was made; guarded by
+	// eventsMu, not mu, which newGeneration's callers hold.
+	eventsMu sync.Mutex
+	events   map[schema.GroupVersionResource]*atomic.Int64
+}
+
+// eventCounter returns the counter of gvr's watch events.
+func (f *Factory) eventCounter(gvr schema.GroupVersionResource) *atomic.Int64 {
+	f.eventsMu.Lock()
+	defer f.eventsMu.Unlock()
+	c, ok := f.events[gvr]
+	if !ok {
+		if f.events == nil {
+			f.events = map[schema.GroupVersionResource]*atomic.Int64{}
+		}
+		c = new(atomic.Int64)
+		f.events[gvr] = c
+	}
+	return c
+}
+
+// WatchEvents returns the number of watch events (added, modified,
+// deleted) received for each resource since the Factory was made, before
+// the filter of a set held: what the API server sent. For metrics.
+func (f *Factory) WatchEvents() map[string]int64 {
+	f.eventsMu.Lock()
+	defer f.eventsMu.Unlock()
+	out := make(map[string]int64, len(f.events))
+	for gvr, c := range f.events {
+		out[gvr.String()] = c.Load()
+	}
+	return out
 }
 
 // NewFactory returns a Factory whose informers list and watch through
@@ -181,7 +214,7 @@ func (g *generation) stop() { g.once.Do(func() { close(g.stopCh) }) }
 // store holds the snapshot of its first list until g.lw.release().
 func (s *shared) newGeneration(set *shard.Set, gated bool) *generation {
 	g := &generation{set: set, stopCh: make(chan struct{})}
-	g.lw = newListWatch(s.factory.listerWatcher(s.gvr), set, gated, s.setMode, g.stopCh)
+	g.lw = newListWatch(s.factory.listerWatcher(s.gvr), set, gated, s.setMode, s.factory.eventCounter(s.gvr), g.stopCh)
 	var lw cache.ListerWatcher = g.lw
 	g.informer = cache.NewSharedIndexInformer(lw, &Object{}, s.factory.opts.Resync, cache.Indexers{
 		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,

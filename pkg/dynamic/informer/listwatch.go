@@ -3,6 +3,7 @@ package informer
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -48,6 +49,8 @@ type listWatch struct {
 	set *shard.Set
 	// mode is told whether the API server filtered each list.
 	mode func(server bool)
+	// events counts the watch events received, before any filter.
+	events *atomic.Int64
 	// stop ends what waits: the generation's stop.
 	stop <-chan struct{}
 
@@ -61,8 +64,8 @@ type listWatch struct {
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func newListWatch(raw cache.ListerWatcher, set *shard.Set, gated bool, mode func(bool), stop <-chan struct{}) *listWatch {
-	l := &listWatch{inner: cache.ToListerWatcherWithContext(raw), raw: raw, set: set, mode: mode, stop: stop,
+func newListWatch(raw cache.ListerWatcher, set *shard.Set, gated bool, mode func(bool), events *atomic.Int64, stop <-chan struct{}) *listWatch {
+	l := &listWatch{inner: cache.ToListerWatcherWithContext(raw), raw: raw, set: set, mode: mode, events: events, stop: stop,
 		released: closedChan, barrier: make(chan struct{})}
 	if gated {
 		l.released = make(chan struct{})
@@ -267,6 +270,9 @@ func (p *proxyWatch) run() {
 		case ev, ok := <-events:
 			if !ok {
 				return
+			}
+			if p.l.events != nil && ev.Type != watch.Bookmark && ev.Type != watch.Error {
+				p.l.events.Add(1)
 			}
 			if !p.keep(ev) {
 				continue
