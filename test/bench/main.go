@@ -356,6 +356,16 @@ func run(ctx context.Context, o options) (err error) {
 	if b.kube, err = kubernetes.NewForConfig(pcfg); err != nil {
 		return err
 	}
+	if b.result.Sharding != nil {
+		if m, err := b.serverMetrics(ctx); err == nil {
+			for _, x := range m {
+				if x.name == "kubernetes_feature_enabled" && x.labels["name"] == shardedListAndWatchGate {
+					on := x.value == 1
+					b.result.Sharding.GateEnabled = &on
+				}
+			}
+		}
+	}
 	for _, ns := range append([]string{nsWarmup, nsLimit, nsMetactl, nsCache}, parentNamespaces(o)...) {
 		_, err := b.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {

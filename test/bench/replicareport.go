@@ -9,13 +9,16 @@ import (
 
 // ShardingSetup is the multi-replica mode's setup, in the results.
 type ShardingSetup struct {
-	ReplicaCounts        []int         `json:"replicaCounts,omitempty"`
-	ShardBuckets         int           `json:"shardBuckets,omitempty"`
-	Namespaces           int           `json:"namespaces"`
-	Spread               *BucketSpread `json:"spread,omitempty"`
-	ShardedListAndWatch  bool          `json:"shardedListAndWatch"`
-	LeaseDurationSeconds float64       `json:"leaseDurationSeconds"`
-	KillOne              bool          `json:"killOne,omitempty"`
+	ReplicaCounts       []int         `json:"replicaCounts,omitempty"`
+	ShardBuckets        int           `json:"shardBuckets,omitempty"`
+	Namespaces          int           `json:"namespaces"`
+	Spread              *BucketSpread `json:"spread,omitempty"`
+	ShardedListAndWatch bool          `json:"shardedListAndWatch"`
+	// GateEnabled is kube-apiserver's own word on the gate
+	// (kubernetes_feature_enabled), nil when it does not say.
+	GateEnabled          *bool   `json:"gateEnabled,omitempty"`
+	LeaseDurationSeconds float64 `json:"leaseDurationSeconds"`
+	KillOne              bool    `json:"killOne,omitempty"`
 }
 
 // The issue's targets for the per-replica share with the gate on: at 2
@@ -42,6 +45,16 @@ func (b *bench) replicaTargets() []Target {
 			t.Status = "PASS"
 		default:
 			t.Status = "FAIL"
+		}
+		ts = append(ts, t)
+	}
+	if sh := r.Sharding; sh != nil && sh.ShardedListAndWatch {
+		t := Target{Name: "kube-apiserver runs with " + shardedListAndWatchGate + " (kubernetes_feature_enabled)", Status: "SKIP"}
+		if sh.GateEnabled != nil {
+			t.Status = "FAIL"
+			if *sh.GateEnabled {
+				t.Status, t.Value = "PASS", 1
+			}
 		}
 		ts = append(ts, t)
 	}
@@ -157,7 +170,11 @@ func (b *bench) printReplicas() {
 		return
 	}
 	s := r.Sharding
-	fmt.Printf("Sharding: replicas %v, --shard-buckets=%d, lease %.0fs, kube-apiserver %s=%v", s.ReplicaCounts, s.ShardBuckets, s.LeaseDurationSeconds, shardedListAndWatchGate, s.ShardedListAndWatch)
+	gate := fmt.Sprint(s.ShardedListAndWatch)
+	if s.GateEnabled != nil {
+		gate += fmt.Sprintf(" (its metrics say enabled=%v)", *s.GateEnabled)
+	}
+	fmt.Printf("Sharding: replicas %v, --shard-buckets=%d, lease %.0fs, kube-apiserver %s=%s", s.ReplicaCounts, s.ShardBuckets, s.LeaseDurationSeconds, shardedListAndWatchGate, gate)
 	if s.Spread != nil {
 		fmt.Printf("; %s", s.Spread)
 	} else {

@@ -251,7 +251,11 @@ func bucketsOwned(s snapshot) ([]string, bool) {
 	var out []string
 	for _, x := range s {
 		if x.name == "metactl_shard_bucket_owned" && x.value == 1 {
-			out = append(out, x.labels["bucket"])
+			bk := x.labels["bucket"]
+			if i, err := strconv.Atoi(bk); err == nil {
+				bk = strconv.Itoa(i) // "007" is bucket 7
+			}
+			out = append(out, bk)
 		}
 	}
 	slices.SortFunc(out, compareBuckets)
