@@ -55,7 +55,7 @@ type KillResult struct {
 func (b *bench) killPhase(ctx context.Context, round int) error {
 	k := len(b.replicas)
 	victim := b.replicas[k-1]
-	res := KillResult{Round: round, Replicas: k, Killed: k - 1, PID: victim.PID, Identity: logIdentity(victim),
+	res := KillResult{Round: round, Replicas: k, Killed: k - 1, PID: victim.PID, Identity: b.identity(k - 1),
 		LeaseDurationSeconds: b.o.leaseDuration.Seconds()}
 	if s, err := victim.scrape(ctx); err == nil {
 		if owned, ok := bucketsOwned(s); ok {
@@ -83,6 +83,9 @@ func (b *bench) killPhase(ctx context.Context, round int) error {
 	}
 	victim.Stop() // closes its log
 	b.replicas = b.replicas[:k-1]
+	if len(b.replicaIDs) >= k {
+		b.replicaIDs = b.replicaIDs[:k-1]
+	}
 	err := parallel(ctx, n, b.o.workers, func(ctx context.Context, i int) error {
 		b.tracker.wrote(i, time.Now())
 		if err := b.patchParent(ctx, i, want(i)); err != nil {
@@ -183,8 +186,8 @@ func (b *bench) killedParents(res *KillResult, updateCalls []hookCall) []bool {
 	id := res.Identity
 	if id == "" {
 		alive := map[string]bool{}
-		for _, p := range b.replicas {
-			if x := logIdentity(p); x != "" {
+		for i := range b.replicas {
+			if x := b.identity(i); x != "" {
 				alive[x] = true
 			}
 		}

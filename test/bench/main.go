@@ -252,6 +252,9 @@ type bench struct {
 	// replicas, while a sharded variant runs, are its processes
 	// (replicas[0] is also metactl); nil otherwise (see procs).
 	replicas []*metactlProcess
+	// replicaIDs are the replicas' identities (their member Leases'
+	// holders; "" unknown), in the order of replicas.
+	replicaIDs []string
 	// lastCalls are the hook calls of a sharded variant's last phase.
 	lastCalls []hookCall
 	tracker   *tracker

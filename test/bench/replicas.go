@@ -14,6 +14,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // Multi-replica mode (issue 31, docs/scaling.md): each number K of
@@ -115,7 +116,7 @@ func (b *bench) replicaArgs(vs *variantState, round int) []string {
 	args := []string{
 		"--leader-elect",
 		"--leader-elect-namespace=" + leaseNamespace,
-		fmt.Sprintf("--leader-elect-lease-name=bench-%s-%d", vs.Name, round),
+		"--leader-elect-lease-name=" + leaseName(vs, round),
 		"--leader-elect-lease-duration=" + d.String(),
 		fmt.Sprintf("--shard-buckets=%d", b.o.shardBuckets),
 	}
@@ -126,6 +127,9 @@ func (b *bench) replicaArgs(vs *variantState, round int) []string {
 	}
 	return append(args, vs.Args...)
 }
+
+// leaseName names the Leases of vs's run in round.
+func leaseName(vs *variantState, round int) string { return fmt.Sprintf("bench-%s-%d", vs.Name, round) }
 
 // procs are the metactl processes running now: a sharded variant's
 // replicas, else the one metactl (none before it starts).
@@ -227,6 +231,7 @@ func maxOf(ps []ProcStats, f func(ProcStats) int64) int64 {
 // and log; on an error it stops those it started.
 func (b *bench) startReplicas(ctx context.Context, bin string, vs *variantState, round int) ([]*metactlProcess, error) {
 	args := b.replicaArgs(vs, round)
+	b.replicaIDs = nil
 	var procs []*metactlProcess
 	for i := range vs.Replicas {
 		logPath := filepath.Join(b.outDir, fmt.Sprintf("%s-%s-r%d-replica%d-metactl.log", b.o.label, vs.Name, round, i))
@@ -240,8 +245,48 @@ func (b *bench) startReplicas(ctx context.Context, bin string, vs *variantState,
 			return nil, fmt.Errorf("replica %d: %w", i, err)
 		}
 		procs = append(procs, p)
+		b.replicaIDs = append(b.replicaIDs, b.newMember(ctx, vs, round, p))
 	}
 	return procs, nil
+}
+
+// memberLabel marks the replicas' member Leases; its value is the lease
+// name (docs/scaling.md).
+const memberLabel = "metactl.io/shard-member"
+
+// newMember returns the identity of the replica just started, p: the
+// holder of the member Lease that is not one of the replicas started
+// before it, waited for up to 30 seconds (the replicas start one at a
+// time). Without one, it is the identity p's log names, or "".
+func (b *bench) newMember(ctx context.Context, vs *variantState, round int, p *metactlProcess) string {
+	known := map[string]bool{}
+	for _, id := range b.replicaIDs {
+		known[id] = true
+	}
+	sel := metav1.ListOptions{LabelSelector: memberLabel + "=" + leaseName(vs, round)}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil && p.Exited() == nil {
+		list, err := b.kube.CoordinationV1().Leases(leaseNamespace).List(ctx, sel)
+		if err == nil {
+			for _, l := range list.Items {
+				if id := ptr.Deref(l.Spec.HolderIdentity, ""); id != "" && !known[id] {
+					return id
+				}
+			}
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
+	id := logIdentity(p)
+	logf("no new member Lease %s within 30s; identity from the log: %q", sel.LabelSelector, id)
+	return id
+}
+
+// identity is replica i's identity, "" when unknown.
+func (b *bench) identity(i int) string {
+	if i < len(b.replicaIDs) {
+		return b.replicaIDs[i]
+	}
+	return ""
 }
 
 // bucketsOwned returns the buckets a replica's metrics say it owns
@@ -422,7 +467,7 @@ func (b *bench) replicaFigures(r *PhaseResult, before, after []snapshot, procBef
 	calls := b.hook.take()
 	ids := map[string]int{}
 	for i, p := range b.procs() {
-		x := ReplicaPhase{Replica: i, PID: p.PID, Identity: logIdentity(p)}
+		x := ReplicaPhase{Replica: i, PID: p.PID, Identity: b.identity(i)}
 		if i < len(procAfter) && i < len(procBefore) {
 			x.CPUSeconds = round3(procAfter[i].CPUSeconds - procBefore[i].CPUSeconds)
 			x.RSSBytes, x.PeakRSSBytes = procAfter[i].RSSBytes, procAfter[i].PeakRSSBytes
@@ -699,7 +744,7 @@ func doubleSyncsOf(vr *VariantResult) (*int, string) {
 // deleteLeases deletes the Leases of a sharded run (named after its lease
 // name), once its replicas are stopped: a killed replica leaves its own.
 func (b *bench) deleteLeases(ctx context.Context, vs *variantState, round int) {
-	prefix := fmt.Sprintf("bench-%s-%d", vs.Name, round)
+	prefix := leaseName(vs, round)
 	leases := b.kube.CoordinationV1().Leases(leaseNamespace)
 	list, err := leases.List(ctx, metav1.ListOptions{})
 	if err != nil {

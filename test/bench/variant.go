@@ -472,7 +472,7 @@ func (b *bench) variantRun(ctx context.Context, bin string, vs *variantState, ro
 		for _, q := range b.procs() {
 			q.Stop()
 		}
-		b.metactl, b.replicas = nil, nil
+		b.metactl, b.replicas, b.replicaIDs = nil, nil, nil
 		if vs.Replicas > 0 {
 			b.deleteLeases(ctx, vs, round)
 		}
