@@ -218,13 +218,20 @@ wait:
 	}
 	r.began, r.settled = t0, t0.Add(time.Duration(r.SettledSeconds*float64(time.Second)))
 	apiWrites, _ := r.apiWritesPerParent(name)
-	b.recordRun(name, r, RunSummary{
+	summary := RunSummary{
 		APIWritesPerParent: apiWrites,
 		Seconds:            r.Seconds, MetactlCPUSeconds: r.MetactlCPUSeconds, HookCallsPerParent: r.HookCallsPerParent,
 		ObjectWritesPerParent: r.ObjectWritesPerParent, ServerWritesNotBenchPerParent: r.ServerWritesNotBenchPerParent,
 		OtherCPUSeconds: r.OtherCPUSeconds, OthersAtStartCPUs: r.OthersAtStartCPUs,
 		Counts: r.Counts, HookCallers: r.HookCallers,
-	})
+	}
+	for _, x := range r.Replicas {
+		summary.ReplicaCPUSeconds = append(summary.ReplicaCPUSeconds, x.CPUSeconds)
+		summary.ReplicaPeakRSSBytes = append(summary.ReplicaPeakRSSBytes, x.PeakRSSBytes)
+		summary.ReplicaHookCalls = append(summary.ReplicaHookCalls, x.HookCalls)
+		summary.ReplicaCachedObjects = append(summary.ReplicaCachedObjects, x.CachedObjects)
+	}
+	b.recordRun(name, r, summary)
 	logf("%s %s: converged in %.2fs (writes issued in %.2fs), %.2f hook calls and %.2f object writes per parent, %.2f CPU-s",
 		b.who(), name, r.Seconds, r.WritesIssuedSeconds, r.HookCallsPerParent, r.ObjectWritesPerParent, r.MetactlCPUSeconds)
 	if !r.Counts.Agree {

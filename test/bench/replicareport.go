@@ -105,7 +105,9 @@ func (b *bench) replicaTargets() []Target {
 					k.KilledParents, k.Buckets, k.BucketsFrom, k.KilledParentsConvergedSeconds, k.KilledParentsCalledSeconds, k.ConvergedSeconds, k.OtherParentsConvergedSeconds)}
 			switch {
 			case k.BucketsFrom == "" || k.KilledParents == 0:
-				t.Status, t.Detail = "SKIP", "the killed replica's buckets are unknown (no metactl_shard_bucket_owned, no "+replicaHeader+" header); every parent converged "+fmt.Sprintf("%.2fs", k.ConvergedSeconds)+" after SIGKILL"
+				t.Status = "SKIP"
+				t.Detail = fmt.Sprintf("the killed replica's buckets are unknown: it exported no metactl_shard_bucket_owned, and no update-wave call carried its %s; every parent converged %.2fs after SIGKILL",
+					replicaHeader, k.ConvergedSeconds)
 			case k.KilledParentsCalledSeconds < 0:
 				t.Status = "FAIL"
 				t.Detail = "some parent of its buckets was never called after the kill; " + t.Detail

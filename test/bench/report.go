@@ -205,6 +205,13 @@ type RunSummary struct {
 	Counts                        countCheck `json:"counts"`
 	// HookCallers is the run's double-sync witness (sharded variants).
 	HookCallers *HookCallers `json:"hookCallers,omitempty"`
+	// Per replica of a sharded variant, in replica order: CPU, peak RSS
+	// (VmHWM until the phase's end), hook calls (its metrics) and cached
+	// objects once quiet.
+	ReplicaCPUSeconds    []float64 `json:"replicaCpuSeconds,omitempty"`
+	ReplicaPeakRSSBytes  []int64   `json:"replicaPeakRssBytes,omitempty"`
+	ReplicaHookCalls     []float64 `json:"replicaHookCalls,omitempty"`
+	ReplicaCachedObjects []float64 `json:"replicaCachedObjects,omitempty"`
 }
 
 // CacheResult is metactl's memory with orphan ConfigMaps cached.
