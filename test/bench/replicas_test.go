@@ -191,3 +191,23 @@ func TestByReplicaAgree(t *testing.T) {
 		t.Error("two replicas under one header agree")
 	}
 }
+
+// Lease writes are the API writes beyond the object writes, at most the
+// Lease writes kube-apiserver served: more stays an API write, and the
+// counts disagree.
+func TestLeaseWrites(t *testing.T) {
+	r := &PhaseResult{Parents: 100, APIWrites: 405, ObjectWritesTotal: 400, APIMetricExported: true,
+		ServerWrites: map[string]float64{"PUT leases": 7, "POST configmaps": 300, "PATCH benchparents/status": 100, "POST benchparents": 100}}
+	if got := leaseWrites(r); got != 5 {
+		t.Errorf("lease writes %v, want 5", got)
+	}
+	r.LeaseWrites = leaseWrites(r)
+	if c := metactlCountCheck("run 1", "create", r); !c.Agree {
+		t.Errorf("5 lease writes of 7 served: %s", c.Problem)
+	}
+	r.ServerWrites["PUT leases"] = 2
+	r.LeaseWrites = leaseWrites(r)
+	if c := metactlCountCheck("run 1", "create", r); c.Agree {
+		t.Error("5 writes beyond the object writes, 2 Lease writes served: the counts agree")
+	}
+}
