@@ -448,6 +448,14 @@ type ReplicaPhase struct {
 	// metactl_shard_filter_mode by resource/mode.
 	BucketsOwned []string           `json:"bucketsOwned,omitempty"`
 	FilterModes  map[string]float64 `json:"filterModes,omitempty"`
+	// Parents is its metactl_shard_bucket_parents summed over its
+	// buckets once quiet, Members the live members it saw then
+	// (metactl_shard_members), Handovers its
+	// metactl_shard_handovers_total during the phase by direction, when
+	// exported.
+	Parents   float64            `json:"parents,omitempty"`
+	Members   float64            `json:"members,omitempty"`
+	Handovers map[string]float64 `json:"handovers,omitempty"`
 }
 
 // watchEventsMetric returns the first metactl_* counter of watch events
@@ -487,6 +495,10 @@ func (b *bench) replicaFigures(r *PhaseResult, before, after []snapshot, procBef
 				x.WatchEvents = &v
 			}
 			x.BucketsOwned, _ = bucketsOwned(a)
+			x.Parents, x.Members = a.sum("metactl_shard_bucket_parents"), a.sum("metactl_shard_members")
+			if h := diffBy(a.by("metactl_shard_handovers_total", "direction"), bf.by("metactl_shard_handovers_total", "direction")); len(h) > 0 {
+				x.Handovers = h
+			}
 			if a.hasMetric("metactl_shard_filter_mode") {
 				x.FilterModes = a.by("metactl_shard_filter_mode", "resource", "mode")
 			}
