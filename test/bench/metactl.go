@@ -36,12 +36,13 @@ func activity(s snapshot) float64 {
 // progress, and no hook call, API write or sync for a second. It returns
 // the scrape taken then.
 func (p *metactlProcess) settle(ctx context.Context, _ map[string]int) (snapshot, error) {
-	return settleOn(ctx, p.scrape)
+	return settleOn(ctx, p.scrape, activity)
 }
 
 // settleOn waits until the metactl processes that scrape reads are quiet
-// (see settle), and returns the scrape taken then.
-func settleOn(ctx context.Context, scrape func(context.Context) (snapshot, error)) (snapshot, error) {
+// (see settle; activity says what counts as work), and returns the
+// scrape taken then.
+func settleOn(ctx context.Context, scrape func(context.Context) (snapshot, error), activity func(snapshot) float64) (snapshot, error) {
 	const quiet = time.Second
 	deadline := time.Now().Add(2 * time.Minute)
 	var last float64 = -1

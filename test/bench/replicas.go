@@ -180,12 +180,21 @@ func (b *bench) scrapeAll(ctx context.Context) (snapshot, error) {
 	return concat(ss), nil
 }
 
-// settleAll waits until every running metactl is quiet at once.
+// settleAll waits until every running metactl is quiet at once (for
+// replicas, see shardedActivity).
 func (b *bench) settleAll(ctx context.Context) (snapshot, error) {
 	if len(b.replicas) == 0 {
 		return b.metactl.settle(ctx, b.cpProcs)
 	}
-	return settleOn(ctx, b.scrapeAll)
+	return settleOn(ctx, b.scrapeAll, shardedActivity)
+}
+
+// shardedActivity is activity without the API writes, which sharded
+// replicas never stop making: they renew their member and bucket Leases
+// every retry period, and metactl_api_requests_total cannot tell those
+// apart. Their object writes (children and status) count instead.
+func shardedActivity(s snapshot) float64 {
+	return s.sum("metactl_hook_requests_total") + s.sum("metactl_object_writes_total") + s.sum("metactl_syncs_total")
 }
 
 // readProcs reads every running metactl's /proc figures.
