@@ -62,7 +62,9 @@
 // gate on and off are two runs). The counts are checked over the
 // replicas together (their metrics added up; the write requests beyond
 // object writes are their Lease writes, at most those kube-apiserver
-// served). Per replica each phase records CPU, peak RSS, hook calls,
+// served), and the replicas are quiet when no hook call, object write
+// or sync happened for a second (their Lease renewals never stop). Per
+// replica each phase records CPU, peak RSS, hook calls,
 // cached objects (metactl_informer_objects) and, when metactl exports a
 // counter of them, watch events received; each variant's result has the
 // largest and median share over the replicas of each round and their
