@@ -46,16 +46,19 @@ func (b *bench) metactlPhase(ctx context.Context, name string, rep int) error {
 	}
 
 	quiet := b.waitQuiet(ctx)
+	// kube-apiserver's counts enclose metactl's, before and after: the
+	// replicas' Lease writes between the scrapes are then among those it
+	// counted (see leaseWrites).
+	serverBefore, err := b.serverMetrics(ctx)
+	if err != nil {
+		return err
+	}
 	beforeEach, err := b.scrapeEach(ctx)
 	if err != nil {
 		return err
 	}
 	before := concat(beforeEach)
 	procBefore, err := b.readProcs()
-	if err != nil {
-		return err
-	}
-	serverBefore, err := b.serverMetrics(ctx)
 	if err != nil {
 		return err
 	}
