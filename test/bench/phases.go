@@ -216,7 +216,9 @@ wait:
 	r.APIWritesPerParent = round3((r.APIWrites - r.LeaseWrites) / float64(n))
 	r.setLatencies(t0, started, converged)
 	r.Counts = metactlCountCheck(fmt.Sprintf("run %d", rep), name, r)
-	if b.sharded() {
+	if b.sharded() || (b.cur != nil && len(b.o.replicaCounts) > 0) {
+		// With replicas, every variant's figures per replica (the
+		// default's one process too, the ratios' reference without r1).
 		b.replicaFigures(r, beforeEach, afterEach, procBefore, procConverged, procAfter)
 	}
 	r.began, r.settled = t0, t0.Add(time.Duration(r.SettledSeconds*float64(time.Second)))
