@@ -48,6 +48,36 @@
 // also runs the delete and cache phases. docs/performance.md, "Variants",
 // describes SPEC, the rounds and the results; variant.go implements them.
 //
+// Replicas (issue 31, docs/scaling.md; replicas.go): -replica-counts 1,2,4
+// (or -replicas K) adds a variant r<K> for each count: K metactl
+// processes started with --leader-elect --shard-buckets=B
+// (-shard-buckets, 32) and Leases named for the run, which share the
+// parents among themselves. They run in the same rotating rounds as the
+// variants, beside the default, after the replicas' bucket ownership has
+// settled (metactl_shard_bucket_owned, when exported). With replicas the
+// parents are spread over -namespaces namespaces (100) with generated
+// names, which spread over the buckets where sequential ones would not
+// (namespaces.go); -sharded-list-and-watch starts kube-apiserver with
+// the ShardedListAndWatch feature gate (one control plane per run: the
+// gate on and off are two runs). The counts are checked over the
+// replicas together (their metrics added up; the write requests beyond
+// object writes are their Lease writes, at most those kube-apiserver
+// served), and the replicas are quiet when no hook call, object write
+// or sync happened for a second (their Lease renewals never stop). Per
+// replica each phase records CPU, peak RSS, hook calls,
+// cached objects (metactl_informer_objects) and, when metactl exports a
+// counter of them, watch events received; each variant's result has the
+// largest and median share over the replicas of each round and their
+// ratio to one replica's (r1 when measured, else the default). The hook
+// server records each call's parent, time and Metactl-Replica header:
+// a parent called by two replicas with overlapping calls, or by A, then
+// B, then A, is a double sync (doublesync.go; "unknown", not 0, when the
+// header is missing). -kill-one SIGKILLs one replica after each update
+// wave of 2 or more, updates every parent again and times, from the
+// kill, until every parent converged and every parent of the killed
+// replica's buckets was called and converged, against the lease duration
+// (-lease-duration, 15s) + 10 s (kill.go).
+//
 // -apiserver-profile also saves CPU profiles of kube-apiserver over round
 // 1's create phases, the limit's and metactl's, in windows of the same
 // length (apiprofile.go): what serving each costs the server.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -21,12 +22,31 @@ type hookServer struct {
 	calls  atomic.Int64
 	// conns counts the connections metactl opened to the hook.
 	conns atomic.Int64
+
+	// calls since the last take: parent, caller and time of each
+	// (replicas.go reads them for the double-sync witness).
+	mu      sync.Mutex
+	records []hookCall
+}
+
+// replicaHeader is the request header in which metactl names the replica
+// that calls (hookclient.ReplicaHeader).
+const replicaHeader = "Metactl-Replica"
+
+// hookCall is one call of the sync hook as the hook server saw it.
+type hookCall struct {
+	// Parent is namespace/name.
+	Parent string
+	// Replica is the Metactl-Replica header, "" when absent.
+	Replica    string
+	Start, End time.Time
 }
 
 type hookRequest struct {
 	Parent struct {
 		Metadata struct {
-			Name string `json:"name"`
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
 		} `json:"metadata"`
 		Spec struct {
 			Value string `json:"value"`
@@ -85,6 +105,7 @@ func startHook(delay time.Duration) (*hookServer, error) {
 }
 
 func (h *hookServer) sync(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -113,6 +134,19 @@ func (h *hookServer) sync(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(out)
+	call := hookCall{Parent: req.Parent.Metadata.Namespace + "/" + req.Parent.Metadata.Name, Replica: r.Header.Get(replicaHeader), Start: start, End: time.Now()}
+	h.mu.Lock()
+	h.records = append(h.records, call)
+	h.mu.Unlock()
+}
+
+// take returns the calls recorded since the last take and forgets them.
+func (h *hookServer) take() []hookCall {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.records
+	h.records = nil
+	return out
 }
 
 func (h *hookServer) stop() {

@@ -76,6 +76,24 @@ type options struct {
 	// variants are the -variant flags, in order; empty: metactl with
 	// default flags only, one process throughout (variant.go).
 	variants []variant
+	// Multi-replica mode (replicas.go). replicaCounts are the numbers of
+	// sharded replicas measured, each as a variant "r<K>" beside the
+	// default (from -replica-counts, or -replicas when > 1); empty: one
+	// metactl as ever.
+	replicaCounts []int
+	// shardBuckets is the replicas' --shard-buckets.
+	shardBuckets int
+	// namespaces spreads the parents over this many namespaces with
+	// generated names; 0: all in bench-metactl as ever.
+	namespaces int
+	// shardedListAndWatch starts kube-apiserver with the feature gate
+	// ShardedListAndWatch (KEP-5866).
+	shardedListAndWatch bool
+	// killOne: after each sharded run's update, SIGKILL one replica and
+	// update every parent again.
+	killOne bool
+	// leaseDuration is the replicas' --leader-elect-lease-duration.
+	leaseDuration time.Duration
 }
 
 var allPhases = []string{"limit", "create", "update", "delete", "cache"}
@@ -111,7 +129,17 @@ func parseFlags() (options, error) {
 			o.variants = append(o.variants, v)
 			return nil
 		})
+	replicas := flag.Int("replicas", 1, "sharded metactl replicas (1: one metactl with default flags, as without this flag; K>1: also K replicas with --leader-elect --shard-buckets, as -replica-counts K)")
+	counts := flag.String("replica-counts", "", "comma-separated numbers of sharded replicas (e.g. 1,2,4), each measured as a variant r<K> beside the default in every round, in an order that rotates each round")
+	flag.IntVar(&o.shardBuckets, "shard-buckets", 0, "the replicas' --shard-buckets (default 32 with -replicas or -replica-counts)")
+	flag.IntVar(&o.namespaces, "namespaces", -1, "spread the parents over this many namespaces with generated names (default 100 with -replicas or -replica-counts, else all in "+nsMetactl+")")
+	flag.BoolVar(&o.shardedListAndWatch, "sharded-list-and-watch", false, "start kube-apiserver with --feature-gates=ShardedListAndWatch=true, so that it filters the replicas' lists and watches")
+	flag.BoolVar(&o.killOne, "kill-one", false, "after each run of 2 or more replicas: SIGKILL one, update every parent again, and time until they converge")
+	flag.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "the replicas' --leader-elect-lease-duration")
 	flag.Parse()
+	if err := o.setReplicas(*replicas, *counts); err != nil {
+		return o, err
+	}
 	if flag.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
@@ -143,6 +171,7 @@ func parseFlags() (options, error) {
 	if o.phases["update"] || o.phases["delete"] {
 		o.phases["create"] = true
 	}
+	o.variants = append(o.variants, replicaVariants(o)...)
 	if err := checkVariants(o.variants); err != nil {
 		return o, err
 	}
@@ -220,9 +249,17 @@ type bench struct {
 	cpProcs  map[string]int       // control-plane process name -> pid
 	hook     *hookServer
 	metactl  *metactlProcess
-	tracker  *tracker
-	result   *Result
-	outDir   string
+	// replicas, while a sharded variant runs, are its processes
+	// (replicas[0] is also metactl); nil otherwise (see procs).
+	replicas []*metactlProcess
+	// replicaIDs are the replicas' identities (their member Leases'
+	// holders; "" unknown), in the order of replicas.
+	replicaIDs []string
+	// lastCalls are the hook calls of a sharded variant's last phase.
+	lastCalls []hookCall
+	tracker   *tracker
+	result    *Result
+	outDir    string
 	// Every run of each phase: the limit's (the fastest of the sweep, one
 	// per round) and metactl's; the result holds the median runs.
 	limitAll   map[string][]*PhaseResult
@@ -290,7 +327,7 @@ func run(ctx context.Context, o options) (err error) {
 	// (a many-core machine carrying only etcd and kube-apiserver, see
 	// hack/bench-device.sh) runs the other phases.
 	cp, err := controlplane.Start(controlplane.Options{AssetsDir: os.Getenv("KUBEBUILDER_ASSETS"), GarbageCollector: o.phases["delete"],
-		ExtraCRDs: []*apiextensionsv1.CustomResourceDefinition{crd}})
+		ExtraCRDs: []*apiextensionsv1.CustomResourceDefinition{crd}, APIServerFlags: apiServerFlags(o)})
 	if err != nil {
 		return err
 	}
@@ -322,7 +359,17 @@ func run(ctx context.Context, o options) (err error) {
 	if b.kube, err = kubernetes.NewForConfig(pcfg); err != nil {
 		return err
 	}
-	for _, ns := range []string{nsWarmup, nsLimit, nsMetactl, nsCache} {
+	if b.result.Sharding != nil {
+		if m, err := b.serverMetrics(ctx); err == nil {
+			for _, x := range m {
+				if x.name == "kubernetes_feature_enabled" && x.labels["name"] == shardedListAndWatchGate {
+					on := x.value == 1
+					b.result.Sharding.GateEnabled = &on
+				}
+			}
+		}
+	}
+	for _, ns := range append([]string{nsWarmup, nsLimit, nsMetactl, nsCache}, parentNamespaces(o)...) {
 		_, err := b.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating namespace %s: %w", ns, err)
@@ -352,7 +399,7 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	defer b.hook.stop()
-	if b.tracker, err = startTracker(ctx, b.dyn, b.kube, nsMetactl, o.n); err != nil {
+	if b.tracker, err = startTracker(ctx, b.dyn, b.kube, o.n, o.namespaces); err != nil {
 		return err
 	}
 	defer b.tracker.stop()

@@ -36,12 +36,19 @@ func activity(s snapshot) float64 {
 // progress, and no hook call, API write or sync for a second. It returns
 // the scrape taken then.
 func (p *metactlProcess) settle(ctx context.Context, _ map[string]int) (snapshot, error) {
+	return settleOn(ctx, p.scrape, activity)
+}
+
+// settleOn waits until the metactl processes that scrape reads are quiet
+// (see settle; activity says what counts as work), and returns the
+// scrape taken then.
+func settleOn(ctx context.Context, scrape func(context.Context) (snapshot, error), activity func(snapshot) float64) (snapshot, error) {
 	const quiet = time.Second
 	deadline := time.Now().Add(2 * time.Minute)
 	var last float64 = -1
 	stableSince := time.Now()
 	for {
-		s, err := p.scrape(ctx)
+		s, err := scrape(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -141,7 +148,7 @@ func (b *bench) installController(ctx context.Context) error {
 				return nil
 			}
 		}
-		if err := b.metactl.Exited(); err != nil {
+		if err := b.exited(); err != nil {
 			return err
 		}
 		if time.Now().After(deadline) {

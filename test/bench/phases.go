@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 )
 
@@ -21,45 +21,50 @@ import (
 // goroutines and waits until its informers see every parent converged.
 func (b *bench) metactlPhase(ctx context.Context, name string, rep int) error {
 	n := b.o.n
-	parents := b.dyn.Resource(parentGVR).Namespace(nsMetactl)
+	parents := func(i int) dynamic.ResourceInterface {
+		return b.dyn.Resource(parentGVR).Namespace(parentNamespace(i, b.o.namespaces))
+	}
 	want := func(i int) string { return value(name, i) }
 	var write func(ctx context.Context, i int) error
 	switch name {
 	case "create":
 		write = func(ctx context.Context, i int) error {
-			_, err := parents.Create(ctx, parentObject(nsMetactl, "metactl", i, value(name, i)), metav1.CreateOptions{})
+			_, err := parents(i).Create(ctx, parentObject(parentNamespace(i, b.o.namespaces), "metactl", i, value(name, i)), metav1.CreateOptions{})
 			return err
 		}
 	case "update":
 		write = func(ctx context.Context, i int) error {
-			patch := fmt.Appendf(nil, `{"spec":{"value":%q}}`, value(name, i))
-			_, err := parents.Patch(ctx, parentName(i), types.MergePatchType, patch, metav1.PatchOptions{})
-			return err
+			return b.patchParent(ctx, i, value(name, i))
 		}
 	case "delete":
 		want = func(int) string { return "" }
 		write = func(ctx context.Context, i int) error {
-			return parents.Delete(ctx, parentName(i), metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+			return parents(i).Delete(ctx, parentName(i), metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
 		}
 	default:
 		return fmt.Errorf("unknown phase %s", name)
 	}
 
 	quiet := b.waitQuiet(ctx)
-	before, err := b.metactl.scrape(ctx)
-	if err != nil {
-		return err
-	}
-	procBefore, err := readProc(b.metactl.PID)
-	if err != nil {
-		return err
-	}
+	// kube-apiserver's counts enclose metactl's, before and after: the
+	// replicas' Lease writes between the scrapes are then among those it
+	// counted (see leaseWrites).
 	serverBefore, err := b.serverMetrics(ctx)
+	if err != nil {
+		return err
+	}
+	beforeEach, err := b.scrapeEach(ctx)
+	if err != nil {
+		return err
+	}
+	before := concat(beforeEach)
+	procBefore, err := b.readProcs()
 	if err != nil {
 		return err
 	}
 	cpuBefore, busyBefore := cpuOf(b.cpProcs), machineBusy()
 	hookBefore, connsBefore := b.hook.calls.Load(), b.hook.conns.Load()
+	b.hook.take() // calls before the phase
 	done := b.tracker.begin(name, want)
 
 	var profileDone chan error
@@ -129,7 +134,7 @@ wait:
 			b.tracker.end()
 			return fmt.Errorf("metactl %s: only %d of %d parents converged within %v; e.g. %s", name, got, n, b.o.timeout, example)
 		case <-tick.C:
-			if err := b.metactl.Exited(); err != nil {
+			if err := b.exited(); err != nil {
 				b.tracker.end()
 				return err
 			}
@@ -141,12 +146,20 @@ wait:
 	if err := profile.check(last); err != nil {
 		return err
 	}
-	procConverged, _ := readProc(b.metactl.PID)
-	after, err := b.metactl.settle(ctx, b.cpProcs)
+	procConverged, _ := b.readProcs()
+	after, err := b.settleAll(ctx)
 	if err != nil {
 		return err
 	}
-	procAfter, err := readProc(b.metactl.PID)
+	afterEach, err := b.scrapeEach(ctx)
+	if err != nil {
+		return err
+	}
+	if len(afterEach) > 1 {
+		// The counts of every replica from one moment, after all are quiet.
+		after = concat(afterEach)
+	}
+	procAfter, err := b.readProcs()
 	if err != nil {
 		return err
 	}
@@ -177,10 +190,10 @@ wait:
 		QueueAdds:             after.sum("metactl_workqueue_adds_total") - before.sum("metactl_workqueue_adds_total"),
 		QueueRetries:          after.sum("metactl_workqueue_retries_total") - before.sum("metactl_workqueue_retries_total"),
 		UncachedReads:         diffBy(after.by("metactl_uncached_reads_total", "reason"), before.by("metactl_uncached_reads_total", "reason")),
-		MetactlCPUSeconds:     round3(procAfter.CPUSeconds - procBefore.CPUSeconds),
-		MetactlCPUToConverged: round3(procConverged.CPUSeconds - procBefore.CPUSeconds),
-		MetactlRSSBytes:       procAfter.RSSBytes,
-		MetactlPeakRSSBytes:   procAfter.PeakRSSBytes,
+		MetactlCPUSeconds:     round3(sumCPU(procAfter) - sumCPU(procBefore)),
+		MetactlCPUToConverged: round3(sumCPU(procConverged) - sumCPU(procBefore)),
+		MetactlRSSBytes:       maxOf(procAfter, func(p ProcStats) int64 { return p.RSSBytes }),
+		MetactlPeakRSSBytes:   maxOf(procAfter, func(p ProcStats) int64 { return p.PeakRSSBytes }),
 		MetactlHeapInuseBytes: int64(after.sum("go_memstats_heap_inuse_bytes")),
 		MetactlGoRuntime:      after.goRuntime(),
 	}
@@ -197,18 +210,33 @@ wait:
 	r.ServerWritesNotBenchPerParent = round3(r.ServerWritesNotBench / float64(n))
 	r.HookCallsPerParent = round3(r.HookCalls / float64(n))
 	r.ObjectWritesPerParent = round3(r.ObjectWritesTotal / float64(n))
-	r.APIWritesPerParent = round3(r.APIWrites / float64(n))
+	if b.sharded() {
+		r.LeaseWrites = leaseWrites(r)
+	}
+	r.APIWritesPerParent = round3((r.APIWrites - r.LeaseWrites) / float64(n))
 	r.setLatencies(t0, started, converged)
 	r.Counts = metactlCountCheck(fmt.Sprintf("run %d", rep), name, r)
+	if b.sharded() || (b.cur != nil && len(b.o.replicaCounts) > 0) {
+		// With replicas, every variant's figures per replica (the
+		// default's one process too, the ratios' reference without r1).
+		b.replicaFigures(r, beforeEach, afterEach, procBefore, procConverged, procAfter)
+	}
 	r.began, r.settled = t0, t0.Add(time.Duration(r.SettledSeconds*float64(time.Second)))
 	apiWrites, _ := r.apiWritesPerParent(name)
-	b.recordRun(name, r, RunSummary{
+	summary := RunSummary{
 		APIWritesPerParent: apiWrites,
 		Seconds:            r.Seconds, MetactlCPUSeconds: r.MetactlCPUSeconds, HookCallsPerParent: r.HookCallsPerParent,
 		ObjectWritesPerParent: r.ObjectWritesPerParent, ServerWritesNotBenchPerParent: r.ServerWritesNotBenchPerParent,
 		OtherCPUSeconds: r.OtherCPUSeconds, OthersAtStartCPUs: r.OthersAtStartCPUs,
-		Counts: r.Counts,
-	})
+		Counts: r.Counts, HookCallers: r.HookCallers,
+	}
+	for _, x := range r.Replicas {
+		summary.ReplicaCPUSeconds = append(summary.ReplicaCPUSeconds, x.CPUSeconds)
+		summary.ReplicaPeakRSSBytes = append(summary.ReplicaPeakRSSBytes, x.PeakRSSBytes)
+		summary.ReplicaHookCalls = append(summary.ReplicaHookCalls, x.HookCalls)
+		summary.ReplicaCachedObjects = append(summary.ReplicaCachedObjects, x.CachedObjects)
+	}
+	b.recordRun(name, r, summary)
 	logf("%s %s: converged in %.2fs (writes issued in %.2fs), %.2f hook calls and %.2f object writes per parent, %.2f CPU-s",
 		b.who(), name, r.Seconds, r.WritesIssuedSeconds, r.HookCallsPerParent, r.ObjectWritesPerParent, r.MetactlCPUSeconds)
 	if !r.Counts.Agree {
@@ -343,7 +371,7 @@ func (b *bench) removeController(ctx context.Context) error {
 			return err
 		}
 		if gone {
-			s, err := b.metactl.scrape(ctx)
+			s, err := b.scrapeAll(ctx)
 			if err != nil {
 				return err
 			}
@@ -360,10 +388,10 @@ func (b *bench) removeController(ctx context.Context) error {
 		}
 	}
 	done := b.tracker.begin("delete", func(int) string { return "" })
-	cms := b.dyn.Resource(cmGVR).Namespace(nsMetactl)
-	parents := b.dyn.Resource(parentGVR).Namespace(nsMetactl)
 	background := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
 	err := parallel(ctx, b.o.n, b.o.workers, func(ctx context.Context, i int) error {
+		ns := parentNamespace(i, b.o.namespaces)
+		cms, parents := b.dyn.Resource(cmGVR).Namespace(ns), b.dyn.Resource(parentGVR).Namespace(ns)
 		for k := range childrenPerParent {
 			if err := cms.Delete(ctx, childName(parentName(i), k), background); err != nil && !apierrors.IsNotFound(err) {
 				return err
@@ -390,6 +418,6 @@ func (b *bench) removeController(ctx context.Context) error {
 	}
 	b.tracker.end()
 	sleep(ctx, 2*time.Second)
-	_, err = b.metactl.settle(ctx, b.cpProcs)
+	_, err = b.settleAll(ctx)
 	return err
 }

@@ -262,8 +262,8 @@ func (b *bench) waitQuiet(ctx context.Context) float64 {
 	logged := false
 	for {
 		procs := maps.Clone(b.cpProcs)
-		if b.metactl != nil {
-			procs["metactl"] = b.metactl.PID
+		for i, p := range b.procs() {
+			procs[fmt.Sprintf("metactl-%d", i)] = p.PID
 		}
 		sum := func() float64 {
 			t := 0.0

@@ -74,6 +74,12 @@ type Result struct {
 	// which they ran in each round.
 	Variants     []*VariantResult `json:"variants,omitempty"`
 	VariantOrder [][]string       `json:"variantOrder,omitempty"`
+	// Sharding describes the multi-replica mode's setup (replicas.go):
+	// the replica counts measured (as variants r<K>), the buckets, the
+	// namespaces and how the parents fall into the buckets, the lease
+	// duration, and whether kube-apiserver filtered lists and watches
+	// (ShardedListAndWatch).
+	Sharding *ShardingSetup `json:"sharding,omitempty"`
 
 	TotalSeconds float64 `json:"totalSeconds"`
 	Error        string  `json:"error,omitempty"`
@@ -134,6 +140,10 @@ type PhaseResult struct {
 	APIRequests           map[string]float64 `json:"apiRequests,omitempty"`
 	APIWrites             float64            `json:"apiWrites,omitempty"`
 	APIWritesPerParent    float64            `json:"apiWritesPerParent,omitempty"`
+	// LeaseWrites are the write requests of APIWrites that sharded
+	// replicas made to their Leases (see countCheck); APIWritesPerParent
+	// leaves them out.
+	LeaseWrites float64 `json:"leaseWrites,omitempty"`
 	// APIMetricExported is false when metactl's /metrics lacks
 	// metactl_api_requests_total altogether.
 	APIMetricExported     bool               `json:"apiMetricExported"`
@@ -150,6 +160,11 @@ type PhaseResult struct {
 	MetactlGoRuntime map[string]float64 `json:"metactlGoRuntime,omitempty"`
 	// Counts compares the counts of independent witnesses.
 	Counts countCheck `json:"counts"`
+	// Replicas are each replica's share of the phase, and HookCallers the
+	// hook server's record of who called for which parent (the
+	// double-sync witness), for a sharded variant only (replicas.go).
+	Replicas    []ReplicaPhase `json:"replicas,omitempty"`
+	HookCallers *HookCallers   `json:"hookCallers,omitempty"`
 
 	// began is the phase's first write; settled, when metactl was quiet
 	// again.
@@ -188,6 +203,15 @@ type RunSummary struct {
 	OtherCPUSeconds               float64    `json:"otherCpuSeconds"`
 	OthersAtStartCPUs             float64    `json:"othersAtStartCpus"`
 	Counts                        countCheck `json:"counts"`
+	// HookCallers is the run's double-sync witness (sharded variants).
+	HookCallers *HookCallers `json:"hookCallers,omitempty"`
+	// Per replica of a sharded variant, in replica order: CPU, peak RSS
+	// (VmHWM until the phase's end), hook calls (its metrics) and cached
+	// objects once quiet.
+	ReplicaCPUSeconds    []float64 `json:"replicaCpuSeconds,omitempty"`
+	ReplicaPeakRSSBytes  []int64   `json:"replicaPeakRssBytes,omitempty"`
+	ReplicaHookCalls     []float64 `json:"replicaHookCalls,omitempty"`
+	ReplicaCachedObjects []float64 `json:"replicaCachedObjects,omitempty"`
 }
 
 // CacheResult is metactl's memory with orphan ConfigMaps cached.
@@ -227,6 +251,14 @@ func newResult(o options) *Result {
 	for _, p := range allPhases {
 		if o.phases[p] {
 			r.Phases = append(r.Phases, p)
+		}
+	}
+	if len(o.replicaCounts) > 0 || o.namespaces > 0 || o.shardedListAndWatch {
+		r.Sharding = &ShardingSetup{ReplicaCounts: o.replicaCounts, ShardBuckets: o.shardBuckets, Namespaces: o.namespaces,
+			ShardedListAndWatch: o.shardedListAndWatch, LeaseDurationSeconds: o.leaseDuration.Seconds(), KillOne: o.killOne}
+		if o.shardBuckets > 0 {
+			sp := bucketSpread(o.n, o.namespaces, o.shardBuckets)
+			r.Sharding.Spread = &sp
 		}
 	}
 	return r
@@ -338,6 +370,7 @@ func (b *bench) summarize() {
 		r.Summary[phase] = sum
 	}
 	b.summarizeVariants()
+	b.summarizeReplicas()
 }
 
 // summaryOf is the medians of the limit's runs ls and metactl's ms, their
@@ -518,6 +551,7 @@ func (b *bench) evaluate() {
 			peak <= maxPeakRSS, atN && peak > 0, peakRSSDetail(r))
 	}
 	ts = append(ts, b.variantTargets()...)
+	ts = append(ts, b.replicaTargets()...)
 	if r.Cache != nil {
 		ts = append(ts, Target{Name: "bytes per cached object (RSS; heap in use)", Status: "INFO", Value: r.Cache.BytesPerObjectRSS, Unit: "B",
 			Detail: fmt.Sprintf("RSS %s -> %s, heap in use %.0f B/object, with %d ConfigMaps", mib(r.Cache.RSSBeforeBytes), mib(r.Cache.RSSAfterBytes), r.Cache.BytesPerObjectHeap, r.Cache.Objects)})
@@ -542,6 +576,10 @@ func worst(runs []RunSummary, f func(RunSummary) float64) float64 {
 // collector's deletes of ConfigMaps).
 func (p *PhaseResult) apiWritesPerParent(phase string) (float64, string) {
 	n := float64(p.Parents)
+	if p.APIMetricExported && p.LeaseWrites > 0 {
+		return round3((p.APIWrites - p.LeaseWrites) / n), fmt.Sprintf("metactl_api_requests_total: %s, less %.0f Lease writes",
+			formatCounts(onlyWrites(p.APIRequests), n), p.LeaseWrites)
+	}
 	if p.APIMetricExported {
 		return round3(p.APIWrites / n), "metactl_api_requests_total: " + formatCounts(onlyWrites(p.APIRequests), n)
 	}
@@ -685,6 +723,7 @@ func (b *bench) printReport() {
 	}
 	fmt.Println()
 	b.printVariants()
+	b.printReplicas()
 	pass, fail := 0, 0
 	for _, t := range r.Targets {
 		switch t.Status {

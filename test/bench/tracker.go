@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -17,11 +18,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// tracker watches the parents and ConfigMaps of metactl's namespace and
-// records when each parent converges in the current phase.
+// tracker watches the parents and ConfigMaps of metactl's namespaces (see
+// parentNamespace) and records when each parent converges in the current
+// phase.
 type tracker struct {
-	n      int
-	cancel context.CancelFunc
+	n          int
+	namespaces int
+	cancel     context.CancelFunc
 
 	mu        sync.Mutex
 	phase     string // "" between phases
@@ -67,21 +70,31 @@ func parseIndex(name string) (i, k int, ok bool) {
 	return i, k, true
 }
 
-func startTracker(ctx context.Context, dyn dynamic.Interface, kube kubernetes.Interface, ns string, n int) (*tracker, error) {
+// startTracker watches the parents and ConfigMaps of n parents laid out
+// over namespaces namespaces (parentNamespace): with 0, bench-metactl's
+// alone; otherwise every namespace but the benchmark's others.
+func startTracker(ctx context.Context, dyn dynamic.Interface, kube kubernetes.Interface, n, namespaces int) (*tracker, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	t := &tracker{
-		n: n, cancel: cancel,
+		n: n, namespaces: namespaces, cancel: cancel,
 		want: make([]string, n), started: make([]time.Time, n), converged: make([]time.Time, n),
 		parents: make([]parentSeen, n), children: make([][childrenPerParent]childSeen, n),
 	}
-	pf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
+	ns, tweak := nsMetactl, func(*metav1.ListOptions) {}
+	if namespaces > 0 {
+		ns = metav1.NamespaceAll
+		// The limit's parents have the same names: leave out its
+		// namespace, and the cache phase's thousands of ConfigMaps.
+		tweak = func(o *metav1.ListOptions) { o.FieldSelector = trackerFieldSelector }
+	}
+	pf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, tweak)
 	pinf := pf.ForResource(parentGVR).Informer()
 	_, _ = pinf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.parentEvent(obj, false) },
 		UpdateFunc: func(_, obj any) { t.parentEvent(obj, false) },
 		DeleteFunc: func(obj any) { t.parentEvent(obj, true) },
 	})
-	cf := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(ns))
+	cf := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(ns), informers.WithTweakListOptions(tweak))
 	cinf := cf.Core().V1().ConfigMaps().Informer()
 	_, _ = cinf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.childEvent(obj, false) },
@@ -118,7 +131,7 @@ func (t *tracker) parentEvent(obj any, deleted bool) {
 		return
 	}
 	i, k, ok := parseIndex(u.GetName())
-	if !ok || k >= 0 || i >= t.n {
+	if !ok || k >= 0 || i >= t.n || u.GetNamespace() != parentNamespace(i, t.namespaces) {
 		return
 	}
 	seen := parentSeen{exists: !deleted}
@@ -148,7 +161,7 @@ func (t *tracker) childEvent(obj any, deleted bool) {
 		return
 	}
 	i, k, ok := parseIndex(cm.Name)
-	if !ok || k < 0 || k >= childrenPerParent || i >= t.n {
+	if !ok || k < 0 || k >= childrenPerParent || i >= t.n || cm.Namespace != parentNamespace(i, t.namespaces) {
 		return
 	}
 	seen := childSeen{exists: !deleted}

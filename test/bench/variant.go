@@ -34,6 +34,9 @@ type variant struct {
 	// -metactl's: another build (a baseline commit) measured side by side
 	// in the same rounds.
 	Bin string `json:"bin,omitempty"`
+	// Replicas, when > 0, runs this many metactl processes sharding the
+	// parents (-replica-counts; replicas.go).
+	Replicas int `json:"replicas,omitempty"`
 }
 
 const (
@@ -157,11 +160,26 @@ type variantState struct {
 	runs       map[string][]RunSummary
 	procs      []VariantProcess
 	cpuProfile string
+	// kills are the -kill-one runs of a sharded variant.
+	kills []KillResult
 }
 
-// VariantProcess is one variant's metactl process: one per round.
+// VariantProcess is one variant's metactl process: one per round, or per
+// replica and round for a sharded variant.
 type VariantProcess struct {
 	Round int `json:"round"`
+	// Replica is the index of a sharded variant's replica, Identity its
+	// Lease identity when its log names it.
+	Replica  int    `json:"replica,omitempty"`
+	Identity string `json:"identity,omitempty"`
+	// Per replica of a sharded variant, over its create and update runs:
+	// hook calls by its own metrics, cached objects once quiet after
+	// update (metactl_informer_objects), and watch events received (nil:
+	// not exported); Killed when -kill-one killed it after update.
+	HookCalls     float64  `json:"hookCalls,omitempty"`
+	CachedObjects float64  `json:"cachedObjects,omitempty"`
+	WatchEvents   *float64 `json:"watchEvents,omitempty"`
+	Killed        bool     `json:"killed,omitempty"`
 	// Position is the variant's place in the round (1: first after the
 	// limit).
 	Position int    `json:"position"`
@@ -229,6 +247,11 @@ type VariantResult struct {
 	// create and update (+otlp only).
 	Spans      float64 `json:"spans,omitempty"`
 	CPUProfile string  `json:"cpuProfile,omitempty"`
+	// PerReplica, for a sharded variant: its per-replica figures, their
+	// ratios to one replica's, the double-sync witness and the kills
+	// (replicas.go). Its PeakRSS, CreateUpdateCPU and ProcessCPU above
+	// are then per replica process.
+	PerReplica *ReplicaFigures `json:"perReplica,omitempty"`
 }
 
 func newVariantState(v variant) *variantState {
@@ -297,8 +320,8 @@ func (b *bench) runVariants(ctx context.Context, bin string) (err error) {
 		}
 	}
 	defer func() {
-		if b.metactl != nil {
-			b.metactl.Stop()
+		for _, p := range b.procs() {
+			p.Stop()
 		}
 	}()
 	for round := 1; round <= b.o.runs; round++ {
@@ -343,9 +366,11 @@ func (b *bench) runVariants(ctx context.Context, bin string) (err error) {
 	return b.finish()
 }
 
-// variantRun starts vs's metactl, runs create and update with it, and
-// unless keep removes the CompositeController with the parents and
-// children and stops the process.
+// variantRun starts vs's metactl (a sharded variant's replicas), runs
+// create and update with it, and unless keep removes the
+// CompositeController with the parents and children and stops the
+// process. A sharded variant's replicas wait for their buckets to settle
+// before the waves and, with -kill-one, lose one after them (kill.go).
 func (b *bench) variantRun(ctx context.Context, bin string, vs *variantState, round, pos int, keep bool) error {
 	b.cur = vs
 	logPath := filepath.Join(b.outDir, fmt.Sprintf("%s-%s-r%d-metactl.log", b.o.label, vs.Name, round))
@@ -357,20 +382,32 @@ func (b *bench) variantRun(ctx context.Context, bin string, vs *variantState, ro
 	if vs.Bin != "" {
 		bin = vs.Bin
 	}
-	p, err := startMetactl(ctx, bin, b.cp.KubeconfigPath, logPath, b.o.profile, vs.Args, variantEnv(os.Environ(), vs.variant, endpoint))
-	if err != nil {
-		return err
+	var p *metactlProcess
+	if vs.Replicas > 0 {
+		procs, err := b.startReplicas(ctx, bin, vs, round)
+		if err != nil {
+			return err
+		}
+		b.replicas, p = procs, procs[0]
+	} else {
+		var err error
+		if p, err = startMetactl(ctx, bin, b.cp.KubeconfigPath, logPath, b.o.profile, vs.Args, variantEnv(os.Environ(), vs.variant, endpoint)); err != nil {
+			return err
+		}
 	}
 	b.metactl = p
-	if _, err := p.settle(ctx, b.cpProcs); err != nil {
+	if _, err := b.settleAll(ctx); err != nil {
 		return err
 	}
-	proc := VariantProcess{Round: round, Position: pos, PID: p.PID, Log: logPath}
-	proc.Idle, _ = readProc(p.PID)
+	procs := make([]VariantProcess, len(b.procs()))
+	for i, q := range b.procs() {
+		procs[i] = VariantProcess{Round: round, Position: pos, PID: q.PID, Log: q.Log.Name(), Replica: i}
+		procs[i].Idle, _ = readProc(q.PID)
+	}
 	if keep {
 		// The process whose delete and cache phases follow: all of the
 		// result's metactl process figures are this one's.
-		b.result.MetactlPID, b.result.MetactlArgs, b.result.MetactlIdle = p.PID, p.Args, proc.Idle
+		b.result.MetactlPID, b.result.MetactlArgs, b.result.MetactlIdle = p.PID, p.Args, procs[0].Idle
 		if s, err := p.scrape(ctx); err == nil {
 			b.result.MetactlIdleGoRuntime = s.goRuntime()
 		}
@@ -378,8 +415,13 @@ func (b *bench) variantRun(ctx context.Context, bin string, vs *variantState, ro
 	if err := b.installController(ctx); err != nil {
 		return err
 	}
-	if _, err := p.settle(ctx, b.cpProcs); err != nil {
+	if _, err := b.settleAll(ctx); err != nil {
 		return err
+	}
+	if b.sharded() {
+		if err := b.waitOwned(ctx); err != nil {
+			return err
+		}
 	}
 	if b.otlp != nil {
 		b.otlp.Take() // an earlier process's, received after it was counted
@@ -394,20 +436,51 @@ func (b *bench) variantRun(ctx context.Context, bin string, vs *variantState, ro
 		}
 		r := vs.all[phase][len(vs.all[phase])-1]
 		runs = append(runs, r)
-		proc.CreateUpdateCPUSeconds = round3(proc.CreateUpdateCPUSeconds + r.MetactlCPUSeconds)
+		for i := range procs {
+			if i < len(r.Replicas) {
+				x := r.Replicas[i]
+				procs[i].CreateUpdateCPUSeconds = round3(procs[i].CreateUpdateCPUSeconds + x.CPUSeconds)
+				procs[i].HookCalls += x.HookCalls
+				procs[i].CachedObjects = x.CachedObjects
+				procs[i].Identity = x.Identity
+				if x.WatchEvents != nil {
+					w := *x.WatchEvents
+					if procs[i].WatchEvents != nil {
+						w += *procs[i].WatchEvents
+					}
+					procs[i].WatchEvents = &w
+				}
+			} else if len(r.Replicas) == 0 {
+				procs[i].CreateUpdateCPUSeconds = round3(procs[i].CreateUpdateCPUSeconds + r.MetactlCPUSeconds)
+			}
+		}
 	}
-	proc.Phases, _ = readProc(p.PID)
-	proc.Profiled = round == 1 && p.PprofURL != ""
+	for i, q := range b.procs() {
+		procs[i].Phases, _ = readProc(q.PID)
+		procs[i].Profiled = round == 1 && q.PprofURL != ""
+	}
+	if vs.Replicas >= 2 && b.o.killOne {
+		procs[len(procs)-1].Killed = true
+		if err := b.killPhase(ctx, round); err != nil {
+			return err
+		}
+	}
 	if !keep {
 		if err := b.removeController(ctx); err != nil {
 			return err
 		}
-		p.Stop()
-		b.metactl = nil
+		for _, q := range b.procs() {
+			q.Stop()
+		}
+		b.metactl, b.replicas, b.replicaIDs = nil, nil, nil
+		if vs.Replicas > 0 {
+			b.deleteLeases(ctx, vs, round)
+		}
 	}
 	if vs.OTLP {
 		// Stopped, the process has exported every span it held (only the
 		// default, which does not trace, is kept).
+		proc := &procs[0]
 		proc.Spans, proc.SyncSpans, proc.SpansOutside = countSpans(b.otlp.Take(), runs)
 		for _, r := range runs {
 			proc.Syncs += total(r.Syncs)
@@ -415,7 +488,7 @@ func (b *bench) variantRun(ctx context.Context, bin string, vs *variantState, ro
 		logf("variant %s, round %d: %d spans exported during create and update (%d sync spans for %.0f syncs), %d more outside them",
 			vs.Name, round, proc.Spans, proc.SyncSpans, proc.Syncs, proc.SpansOutside)
 	}
-	vs.procs = append(vs.procs, proc)
+	vs.procs = append(vs.procs, procs...)
 	return nil
 }
 
