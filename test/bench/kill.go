@@ -13,11 +13,13 @@ import (
 )
 
 // KillResult is one -kill-one run: after a sharded run's update wave, one
-// replica is killed with SIGKILL and every parent updated again at once.
-// Its member and bucket Leases expire after the lease duration; the other
-// replicas then take its buckets and sync their parents (docs/scaling.md,
-// "Failure cases"). The target: every parent of its buckets synced again
-// within the lease duration + 10 s of the kill.
+// replica is killed with SIGKILL. Its member and bucket Leases expire
+// after the lease duration; the other replicas then take its buckets and
+// sync their parents (trigger handover; docs/scaling.md, "Failure
+// cases"). The target: every parent of its buckets synced again (called
+// by another replica) within the lease duration + 10 s of the kill,
+// before any parent changes. Then every parent is updated at once, and
+// the wave's convergence is reported beside.
 type KillResult struct {
 	Round    int `json:"round"`
 	Replicas int `json:"replicas"`
@@ -35,6 +37,11 @@ type KillResult struct {
 	// KilledParents is the parents of its buckets.
 	KilledParents        int     `json:"killedParents"`
 	LeaseDurationSeconds float64 `json:"leaseDurationSeconds"`
+	// KilledParentsResyncedSeconds is, from the SIGKILL, when the last
+	// parent of the killed replica's buckets was first called by another
+	// replica, before any update: the handover's syncs. -1: some parent
+	// was not called within the lease duration + 60 s.
+	KilledParentsResyncedSeconds float64 `json:"killedParentsResyncedSeconds"`
 	// From the SIGKILL: the benchmark's writes of every parent issued;
 	// every parent converged to its new value; every parent of the
 	// killed replica's buckets converged, and called by the hook (by
@@ -86,7 +93,13 @@ func (b *bench) killPhase(ctx context.Context, round int) error {
 	if len(b.replicaIDs) >= k {
 		b.replicaIDs = b.replicaIDs[:k-1]
 	}
-	err := parallel(ctx, n, b.o.workers, func(ctx context.Context, i int) error {
+	killed := b.killedParents(&res, updateCalls)
+	resyncCalls, err := b.awaitResync(ctx, &res, killed, tKill)
+	if err != nil {
+		b.tracker.end()
+		return err
+	}
+	err = parallel(ctx, n, b.o.workers, func(ctx context.Context, i int) error {
 		b.tracker.wrote(i, time.Now())
 		if err := b.patchParent(ctx, i, want(i)); err != nil {
 			return fmt.Errorf("kill: update %s: %w", parentName(i), err)
@@ -127,14 +140,13 @@ wait:
 	if _, err := b.settleAll(ctx); err != nil {
 		return err
 	}
-	calls := b.hook.take()
+	calls := append(resyncCalls, b.hook.take()...)
 	c := analyzeCalls(calls)
 	res.Callers = &c
 	res.HookCallsPerParent = round3(float64(len(calls)) / float64(n))
 
-	killed := b.killedParents(&res, updateCalls)
 	firstCall := map[string]time.Time{}
-	for _, x := range calls {
+	for _, x := range calls[len(resyncCalls):] {
 		if t, ok := firstCall[x.Parent]; !ok || x.Start.Before(t) {
 			firstCall[x.Parent] = x.Start
 		}
@@ -164,10 +176,46 @@ wait:
 	if !called {
 		res.KilledParentsCalledSeconds = -1 // some parent of its buckets was never called
 	}
-	logf("%s kill: every parent converged %.2fs after the kill; the %d parents of its buckets (from %q) converged after %.2fs, called after %.2fs; lease duration %v",
-		b.who(), res.ConvergedSeconds, res.KilledParents, res.BucketsFrom, res.KilledParentsConvergedSeconds, res.KilledParentsCalledSeconds, b.o.leaseDuration)
+	logf("%s kill: the %d parents of its buckets (from %q) synced again by the others %.2fs after the kill; then updated, they converged after %.2fs, called after %.2fs, every parent after %.2fs; lease duration %v",
+		b.who(), res.KilledParents, res.BucketsFrom, res.KilledParentsResyncedSeconds, res.KilledParentsConvergedSeconds, res.KilledParentsCalledSeconds, res.ConvergedSeconds, b.o.leaseDuration)
 	b.cur.kills = append(b.cur.kills, res)
 	return nil
+}
+
+// awaitResync waits, from tKill, until every parent killed marks has been
+// called by the hook (by another replica: the killed one is gone), or
+// the lease duration + 60 s, and records when in res; it returns the
+// calls seen meanwhile. It polls the hook server's record: a benchmark
+// measuring, not a test synchronising.
+func (b *bench) awaitResync(ctx context.Context, res *KillResult, killed []bool, tKill time.Time) ([]hookCall, error) {
+	want := map[string]bool{}
+	for i, k := range killed {
+		if k {
+			want[parentNamespace(i, b.o.namespaces)+"/"+parentName(i)] = true
+		}
+	}
+	var seen []hookCall
+	var last time.Time
+	deadline := tKill.Add(b.o.leaseDuration + 60*time.Second)
+	for len(want) > 0 && time.Now().Before(deadline) {
+		sleep(ctx, 100*time.Millisecond)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		for _, x := range b.hook.take() {
+			seen = append(seen, x)
+			if want[x.Parent] && x.Start.After(tKill) {
+				delete(want, x.Parent)
+				last = later(last, x.Start)
+			}
+		}
+	}
+	res.KilledParentsResyncedSeconds = round3(last.Sub(tKill).Seconds())
+	if len(want) > 0 || last.IsZero() {
+		res.KilledParentsResyncedSeconds = -1
+	}
+	logf("%s kill: the parents of its buckets synced again %.2fs after the kill (%d not)", b.who(), res.KilledParentsResyncedSeconds, len(want))
+	return seen, nil
 }
 
 // killedParents returns which parents belong to the killed replica's

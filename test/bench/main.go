@@ -134,7 +134,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.shardBuckets, "shard-buckets", 0, "the replicas' --shard-buckets (default 32 with -replicas or -replica-counts)")
 	flag.IntVar(&o.namespaces, "namespaces", -1, "spread the parents over this many namespaces with generated names (default 100 with -replicas or -replica-counts, else all in "+nsMetactl+")")
 	flag.BoolVar(&o.shardedListAndWatch, "sharded-list-and-watch", false, "start kube-apiserver with --feature-gates=ShardedListAndWatch=true, so that it filters the replicas' lists and watches")
-	flag.BoolVar(&o.killOne, "kill-one", false, "after each run of 2 or more replicas: SIGKILL one, update every parent again, and time until they converge")
+	flag.BoolVar(&o.killOne, "kill-one", false, "after each run of 2 or more replicas: SIGKILL one, time until its parents are synced again, then update all")
 	flag.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "the replicas' --leader-elect-lease-duration")
 	flag.Parse()
 	if err := o.setReplicas(*replicas, *counts); err != nil {

@@ -159,18 +159,18 @@ func TestReplicaTargets(t *testing.T) {
 	if s := find(status(&ReplicaFigures{Replicas: 2}), "r2: no parent synced by two replicas"); s != "SKIP" {
 		t.Errorf("unknown double syncs: %s", s)
 	}
-	kill := func(converged, called float64) string {
+	kill := func(resynced float64) string {
 		return find(status(&ReplicaFigures{Replicas: 2, DoubleSyncs: &zero, Kills: []KillResult{{Round: 1, BucketsFrom: "metrics", KilledParents: 5,
-			LeaseDurationSeconds: 15, KilledParentsConvergedSeconds: converged, KilledParentsCalledSeconds: called}}}), "r2: kill round 1")
+			LeaseDurationSeconds: 15, KilledParentsResyncedSeconds: resynced, KilledParentsConvergedSeconds: 80}}}), "r2: kill round 1")
 	}
-	if s := kill(20, 18); s != "PASS" {
+	if s := kill(20); s != "PASS" {
 		t.Errorf("synced again after 20s of a 15s lease: %s", s)
 	}
-	if s := kill(26, 18); s != "FAIL" {
+	if s := kill(26); s != "FAIL" {
 		t.Errorf("synced again after 26s of a 15s lease: %s", s)
 	}
-	if s := kill(20, -1); s != "FAIL" {
-		t.Errorf("a parent never called: %s", s)
+	if s := kill(-1); s != "FAIL" {
+		t.Errorf("a parent never synced again: %s", s)
 	}
 	// Under -counts-only the share targets are skipped, not passed.
 	f := &ReplicaFigures{Replicas: 2, DoubleSyncs: &zero, RatioTo: "r1", PeakRSSRatio: 0.9, CPURatio: 0.5}
