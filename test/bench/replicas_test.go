@@ -42,7 +42,8 @@ func TestGeneratedNamespacesSpread(t *testing.T) {
 			t.Errorf("namespace %q is not a bench DNS label", n)
 		}
 	}
-	if generatedNamespace(7) != generatedNamespace(7) || parentNamespace(107, 100) != generatedNamespace(7) {
+	first := generatedNamespace(7)
+	if again := generatedNamespace(7); again != first || parentNamespace(107, 100) != first {
 		t.Error("the layout is not stable")
 	}
 	if parentNamespace(5, 0) != nsMetactl {
