@@ -53,7 +53,13 @@
 // Run returns when its context ends, once every controller has stopped
 // so. Under leader election (Options.LeaderElection) only
 // the replica holding the Lease runs controllers, and Run returns at once,
-// with ErrLeadershipLost, when this replica loses it.
+// with ErrLeadershipLost, when this replica loses it. Sharded
+// (Options.ShardBuckets, docs/scaling.md), every replica runs every
+// controller for the parents of the buckets it holds (internal/shard's
+// Coordinator and Gate), controllers with a cluster-scoped parent run
+// whole on the holder of the cluster bucket, and one replica writes each
+// controller object: the leader, or, for a controller that runs whole,
+// the cluster bucket's holder.
 //
 // Where things are:
 //
@@ -71,4 +77,6 @@
 //   - cleanup.go: removing a deleted controller's finalizer from its parents.
 //   - events.go: the Event broadcaster and its spam filter.
 //   - leader.go: leader election.
+//   - sharding.go: sharing the parents among replicas (the coordinator,
+//     each controller's gate, who writes each controller object).
 package manager
