@@ -430,7 +430,9 @@ func (m *Manager) stopRunning(k *kind, key string, r *runningController) {
 	metrics.ControllerReady.DeleteLabelValues(k.name, name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.running, key)
+	if m.running[key] == r { // not one started since, by another reconcile
+		delete(m.running, key)
+	}
 	for hook := range r.hookTimeouts {
 		metrics.HookTimeout.DeleteLabelValues(name, hook)
 	}

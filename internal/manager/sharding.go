@@ -9,7 +9,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
@@ -37,15 +36,6 @@ type sharding struct {
 	leading atomic.Bool
 }
 
-// leases adapts the manager's typed client to shard.LeaseClient.
-type leases struct {
-	coordinationv1client.CoordinationV1Interface
-}
-
-func (l leases) CoordinationV1() coordinationv1client.CoordinationV1Interface {
-	return l.CoordinationV1Interface
-}
-
 // newSharding returns the sharding of opts, nil when not sharded.
 func (m *Manager) newSharding(opts Options) (*sharding, error) {
 	if opts.ShardBuckets == 0 {
@@ -56,7 +46,7 @@ func (m *Manager) newSharding(opts Options) (*sharding, error) {
 		return nil, errors.New("manager: Options.ShardBuckets needs Options.LeaderElection (its Lease namespace, name, identity and durations)")
 	}
 	c, err := shard.New(shard.Options{
-		Leases: leases{m.coordination}, Namespace: le.Namespace, Name: le.Name, Identity: le.Identity,
+		Leases: m.coordination, Namespace: le.Namespace, Name: le.Name, Identity: le.Identity,
 		Buckets: opts.ShardBuckets, LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline,
 		RetryPeriod: le.RetryPeriod, StopGracePeriod: m.stopGracePeriod(),
 		Hold: m.holdBuckets, Activated: m.bucketsActivated, ReleaseCluster: m.releaseCluster,
@@ -68,12 +58,14 @@ func (m *Manager) newSharding(opts Options) (*sharding, error) {
 }
 
 // namespaced reports whether gvr is a namespaced resource, for the
-// informers (informer.Options.Namespaced). A resource discovery does not
-// know is taken as cluster-scoped: its informer is then not filtered,
-// which costs memory but loses nothing.
+// informers (informer.Options.Namespaced, called with the Factory's lock
+// held: from discovery's snapshot, with no request). A resource discovery
+// does not know is taken as cluster-scoped: its informer is then not
+// filtered, which costs memory but loses nothing (a controller resolves
+// its resources through discovery before it acquires their informers).
 func (m *Manager) namespaced(gvr schema.GroupVersionResource) bool {
-	res, err := m.resources.Get(context.Background(), gvr.GroupVersion().String(), gvr.Resource)
-	return err == nil && res.Namespaced
+	res, ok := m.resources.Cached(gvr)
+	return ok && res.Namespaced
 }
 
 // holdBuckets makes the informers hold set (shard.Options.Hold), then has
@@ -116,20 +108,14 @@ func (m *Manager) bucketsActivated(gained shard.Set, cluster bool) {
 // queued again, to start on this replica if it takes the bucket back.
 func (m *Manager) releaseCluster(ctx context.Context) {
 	m.mu.Lock()
-	var keys []string
+	whole := map[string]*runningController{}
 	for key, r := range m.running {
 		if r.whole {
-			keys = append(keys, key)
+			whole[key] = r
 		}
 	}
 	m.mu.Unlock()
-	for _, key := range keys {
-		m.mu.Lock()
-		r := m.running[key]
-		m.mu.Unlock()
-		if r == nil || !r.whole {
-			continue
-		}
+	for key, r := range whole {
 		k, _ := m.kindOf(key)
 		klog.FromContext(ctx).Info("Stopping a controller that runs whole: the cluster bucket moves", "controller", key)
 		m.stopRunning(k, key, r)

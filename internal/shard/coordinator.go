@@ -19,11 +19,9 @@ import (
 // of the WholeGate, beside the hash buckets 0 … Buckets-1.
 const cluster Bucket = -1
 
-// LeaseClient is the API a Coordinator writes its Leases with:
-// *kubernetes.Clientset and kubernetes.Interface satisfy it.
-type LeaseClient interface {
-	CoordinationV1() coordinationv1client.CoordinationV1Interface
-}
+// LeaseClient is the API a Coordinator writes its Leases with: the
+// coordination.k8s.io/v1 client (kubernetes.Interface's CoordinationV1()).
+type LeaseClient = coordinationv1client.LeasesGetter
 
 // Options configure a Coordinator. Durations left zero take their
 // defaults.
@@ -152,7 +150,7 @@ func New(opts Options) (*Coordinator, error) {
 	c := &Coordinator{
 		opts: opts,
 		leases: &leases{
-			client:   opts.Leases.CoordinationV1().Leases(opts.Namespace),
+			client:   opts.Leases.Leases(opts.Namespace),
 			name:     opts.Name,
 			identity: opts.Identity,
 			duration: opts.LeaseDuration,

@@ -188,7 +188,7 @@ func (in *install) start(ids ...string) []*member {
 			t.Fatal(err)
 		}
 		m.c, err = New(Options{
-			Leases: client, Namespace: in.namespace, Name: in.name, Identity: id, Buckets: testBuckets,
+			Leases: client.CoordinationV1(), Namespace: in.namespace, Name: in.name, Identity: id, Buckets: testBuckets,
 			LeaseDuration: testLeaseDuration, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
 			StopGracePeriod: in.grace, CancelWait: time.Second,
 			Hold:         in.r.hold(id),

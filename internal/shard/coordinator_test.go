@@ -81,7 +81,7 @@ func newClient(objects ...runtime.Object) *fake.Clientset {
 func newTestCoordinator(t *testing.T, client *fake.Clientset, clk *clocktesting.FakeClock, identity string, cl *calls) *Coordinator {
 	t.Helper()
 	o := Options{
-		Leases: client, Namespace: testNamespace, Name: "metactl", Identity: identity, Buckets: 4,
+		Leases: client.CoordinationV1(), Namespace: testNamespace, Name: "metactl", Identity: identity, Buckets: 4,
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 		Clock: clk,
 	}
@@ -112,7 +112,7 @@ func TestNewSaysWhatToFix(t *testing.T) {
 			t.Errorf("New: %v\nwant it to say %q", err, want)
 		}
 	}
-	c, err := New(Options{Leases: fake.NewClientset(), Namespace: "n", Name: "metactl", Identity: "a_b", Buckets: 32})
+	c, err := New(Options{Leases: fake.NewClientset().CoordinationV1(), Namespace: "n", Name: "metactl", Identity: "a_b", Buckets: 32})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -210,6 +210,16 @@ func (m *ResourceMap) Get(ctx context.Context, apiVersion, resource string) (*Re
 	return m.lookup(ctx, apiVersion, resource, false, func() map[string]*Resource { return m.byResource })
 }
 
+// Cached returns the resource of gvr from the current snapshot, without
+// refreshing it on a miss (no request is made): for callers that hold a
+// lock, or run on a hot path.
+func (m *ResourceMap) Cached(gvr schema.GroupVersionResource) (*Resource, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	res, ok := m.byResource[gvr.GroupVersion().String()+"/"+gvr.Resource]
+	return res, ok
+}
+
 // GetKind returns the resource whose objects have the given apiVersion and
 // kind, refreshing on a miss like Get.
 func (m *ResourceMap) GetKind(ctx context.Context, apiVersion, kind string) (*Resource, error) {

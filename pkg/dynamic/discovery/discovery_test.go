@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -47,6 +48,15 @@ func TestLookups(t *testing.T) {
 	}
 	if _, err := m.Get(ctx, "v1", "nothings"); !IsNotFound(err) {
 		t.Errorf("unknown resource: err = %v, want NotFound", err)
+	}
+	if res, ok := m.Cached(thing.GroupVersionResource()); !ok || res != thing {
+		t.Errorf("Cached(things) = %+v, %v", res, ok)
+	}
+	if res, ok := m.Cached(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}); !ok || !res.Namespaced {
+		t.Errorf("Cached(configmaps) = %+v, %v", res, ok)
+	}
+	if _, ok := m.Cached(schema.GroupVersionResource{Version: "v1", Resource: "nothings"}); ok {
+		t.Error("Cached found an unknown resource")
 	}
 }
 
