@@ -356,6 +356,10 @@ func TestSkippedSyncIsDroppedUncounted(t *testing.T) {
 		if rs := results[s.Key]; len(rs) > 0 {
 			err, results[s.Key] = rs[0], rs[1:]
 		}
+		if s.Key != "a" {
+			return 0, err // z, the marker, once
+		}
+		// a's resync after a skip must be dropped with it.
 		return time.Millisecond, err
 	})
 	count := func(key string) int {
@@ -377,7 +381,7 @@ func TestSkippedSyncIsDroppedUncounted(t *testing.T) {
 	l.AddFor("a", changed)
 	poll(t, 5*time.Second, func() bool { return count("a") == 2 }, "a failed, then its retry was skipped")
 	l.AddAfterFor("z", 100*time.Millisecond, changed)
-	poll(t, 5*time.Second, func() bool { return count("z") == 1 }, "z synced")
+	poll(t, 5*time.Second, func() bool { return count("z") >= 1 }, "z synced")
 	if n := count("a"); n != 2 {
 		t.Errorf("a synced %d times, want 2: the skipped sync was followed by another", n)
 	}
