@@ -69,6 +69,7 @@ func newFixtureOptions(t *testing.T, opts related.Options[string], customizeVers
 		Informers:  f.informers,
 		MaxObjects: opts.MaxObjects,
 		MayRead:    opts.MayRead,
+		Now:        opts.Now,
 		Enqueue: func(key string, _ trigger.Trigger) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -155,4 +156,37 @@ func mayReadRefusing(refused string, err error) (mayRead func(context.Context, *
 		return slices.Clone(qs)
 	}
 	return mayRead, asked
+}
+
+// fakeClock is a clock for Options.Now that moves only when told.
+type fakeClock struct{ nanos atomic.Int64 }
+
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.nanos.Load()) }
+func (c *fakeClock) Advance(d time.Duration) { c.nanos.Add(int64(d)) }
+
+// checkAnswerIsRefreshed checks that f's Resolver, whose clock is clock,
+// asks the customize hook about parent (given without a generation, as a
+// ConfigMap is) again once the kept answer is DefaultAnswerTTL old, and
+// when the parent's labels change, and not otherwise.
+func checkAnswerIsRefreshed(t *testing.T, f *fixture, clock *fakeClock, parent *unstructured.Unstructured) {
+	t.Helper()
+	parent.SetGeneration(0)
+	calls := func(what string, want int64) {
+		t.Helper()
+		if n := f.calls.Load(); n != want {
+			t.Errorf("%s: customize called %d times, want %d", what, n, want)
+		}
+	}
+	f.relatedKeys(t, parent)
+	clock.Advance(related.DefaultAnswerTTL - time.Second)
+	f.relatedKeys(t, parent)
+	calls("within the TTL", 1)
+	clock.Advance(time.Second)
+	f.relatedKeys(t, parent)
+	calls("at the TTL", 2)
+	parent.SetLabels(map[string]string{"tier": "gold"})
+	f.relatedKeys(t, parent)
+	calls("labels changed", 3)
+	f.relatedKeys(t, parent)
+	calls("labels the same again", 3)
 }

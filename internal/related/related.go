@@ -3,6 +3,7 @@ package related
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -58,7 +59,19 @@ type Options[K comparable] struct {
 	// for a namespace selector, about namespaces ("" too); its error fails
 	// the sync.
 	MayRead func(ctx context.Context, res *discovery.Resource, namespace string) error
+	// AnswerTTL is how long a customize answer is kept while the parent's
+	// UID, generation and labels stay the same: a sync after that asks the
+	// hook again, so an answer that depends on what no generation counts
+	// (a ConfigMap's data, a Namespace's annotations, the time) is
+	// refreshed. Default: DefaultAnswerTTL.
+	AnswerTTL time.Duration
+	// Now tells the time, for AnswerTTL. Default: time.Now.
+	Now func() time.Time
 }
+
+// DefaultAnswerTTL is the default of Options.AnswerTTL: 20 minutes, the
+// lifetime metacontroller gives its customize answers.
+const DefaultAnswerTTL = 20 * time.Minute
 
 // mayRead asks Options.MayRead about what rl reads: its resource, in its
 // namespace or every one, and, for a rule that selects namespaces by
@@ -95,12 +108,20 @@ type Resolver[K comparable] struct {
 	closed      bool
 }
 
-// answer is one cached customize answer of a parent, valid for its UID and
-// generation.
+// answer is one cached customize answer of a parent, valid for its UID,
+// generation and labels until expires.
 type answer struct {
 	uid        types.UID
 	generation int64
+	labels     map[string]string
+	expires    time.Time
 	rules      []v1alpha1.RelatedResourceRule
+}
+
+// answers reports whether a is the answer for parent at now.
+func (a answer) answers(parent *unstructured.Unstructured, now time.Time) bool {
+	return a.uid == parent.GetUID() && a.generation == parent.GetGeneration() &&
+		maps.Equal(a.labels, parent.GetLabels()) && now.Before(a.expires)
 }
 
 // rule is one related-resource rule of one parent, resolved.
@@ -117,6 +138,12 @@ type rule struct {
 func New[K comparable](opts Options[K]) *Resolver[K] {
 	if opts.MaxObjects <= 0 {
 		opts.MaxObjects = DefaultMaxObjects
+	}
+	if opts.AnswerTTL <= 0 {
+		opts.AnswerTTL = DefaultAnswerTTL
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	return &Resolver[K]{
 		opts:      opts,
@@ -258,12 +285,13 @@ func (r *Resolver[K]) Close() {
 }
 
 // declarations returns the customize answer for parent, from the cache when
-// the parent's UID and generation have not changed.
+// the parent's UID, generation and labels have not changed and the answer
+// is younger than Options.AnswerTTL.
 func (r *Resolver[K]) declarations(ctx context.Context, w loop.Waiter, opts hookclient.CallOptions, key K, parent *unstructured.Unstructured) ([]v1alpha1.RelatedResourceRule, error) {
 	r.mu.Lock()
 	cached, ok := r.answers[key]
 	r.mu.Unlock()
-	if ok && cached.uid == parent.GetUID() && cached.generation == parent.GetGeneration() {
+	if ok && cached.answers(parent, r.opts.Now()) {
 		return cached.rules, nil
 	}
 	response := &hooks.CustomizeResponse{}
@@ -272,7 +300,10 @@ func (r *Resolver[K]) declarations(ctx context.Context, w loop.Waiter, opts hook
 		return nil, err
 	}
 	r.mu.Lock()
-	r.answers[key] = answer{uid: parent.GetUID(), generation: parent.GetGeneration(), rules: response.RelatedResources}
+	r.answers[key] = answer{
+		uid: parent.GetUID(), generation: parent.GetGeneration(), labels: parent.GetLabels(),
+		expires: r.opts.Now().Add(r.opts.AnswerTTL), rules: response.RelatedResources,
+	}
 	r.mu.Unlock()
 	return response.RelatedResources, nil
 }
