@@ -205,6 +205,9 @@ func (r *Resolver[K]) Related(ctx context.Context, w loop.Waiter, opts hookclien
 	for i, rl := range rules {
 		gvr := rl.res.GroupVersionResource()
 		for _, obj := range r.selectObjects(rl, r.informerFor(gvr)) {
+			if !Delivered(version, parentNamespaced, parent.GetNamespace(), obj.GetNamespace()) {
+				continue
+			}
 			if s := (selection{gvr, obj.GetUID()}); !seen[s] {
 				seen[s] = true
 				selected[i] = append(selected[i], obj)
@@ -223,6 +226,17 @@ func (r *Resolver[K]) Related(ctx context.Context, w loop.Waiter, opts hookclien
 		}
 	}
 	return out, nil
+}
+
+// Delivered reports whether a related object in namespace objNamespace
+// ("" for a cluster-scoped one) is delivered to a hook of version for a
+// parent in parentNamespace. A v1 hook keys a namespaced parent's objects
+// by bare name, so it gets those of the parent's own namespace only:
+// objects of other namespaces and cluster-scoped ones, which a v2
+// customize hook may select, are left out (as metacontroller leaves them
+// out), and no two of one kind can share a key.
+func Delivered(version v1alpha1.HookVersion, parentNamespaced bool, parentNamespace, objNamespace string) bool {
+	return version == v1alpha1.HookVersionV2 || !parentNamespaced || objNamespace == parentNamespace
 }
 
 // Forget drops what is known of a parent that is gone, and releases the
@@ -323,6 +337,9 @@ func (r *Resolver[K]) resolve(ctx context.Context, d v1alpha1.RelatedResourceRul
 	if !res.Namespaced {
 		return rl, nil
 	}
+	if parentNamespaced && r.customizeVersion() != v1alpha1.HookVersionV2 && d.Namespace != "" && d.Namespace != parent.GetNamespace() {
+		return nil, fmt.Errorf("namespace %q is not the parent's namespace %q: a v1 customize hook selects only in a namespaced parent's own namespace; set the customize hook's version to v2 to select in another", d.Namespace, parent.GetNamespace())
+	}
 	if ns, ok := Namespace(d, parent.GetNamespace(), parentNamespaced, r.customizeVersion()); ok {
 		rl.namespace = ns
 	} else if d.NamespaceSelector != nil {
@@ -338,7 +355,8 @@ func (r *Resolver[K]) resolve(ctx context.Context, d v1alpha1.RelatedResourceRul
 // Namespace is the one namespace in which rule d of a customize hook of
 // the given version selects the objects of a namespaced resource for a
 // parent in parentNamespace: the parent's own for a namespaced parent
-// under v1 (the rule's namespace and namespaceSelector are ignored), else
+// under v1 (its namespaceSelector is ignored; resolve refuses a rule
+// naming another namespace), else
 // the rule's namespace. ok is false when there is no one namespace: the
 // rule selects namespaces by its namespaceSelector, or, without one, every
 // namespace.
