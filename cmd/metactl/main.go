@@ -53,7 +53,7 @@ calls their webhooks, and applies what the webhooks ask for.`,
 	}
 	cli.AddKlogFlags(root)
 	root.AddCommand(newVersionCommand(), newRunCommand(), newDevCommand(), newResyncCommand(), newExplainCommand(),
-		newPlanCommand(), newHookCommand(), newRecordCommand(), newReplayCommand())
+		newPlanCommand(), newHookCommand(), newRecordCommand(), newReplayCommand(), newUninstallCommand())
 	addRenamedFlags(root)
 	return root
 }

@@ -113,6 +113,9 @@ type Engine struct {
 	unsettled *Unsettled
 	// failing holds the objects whose last sync failed.
 	failing *Failing
+	// blockers are the objects holding desired dependents' names, and
+	// who waits for them to go.
+	blockers blockers
 	// answers reports unknown keys in answers and refuses those without
 	// their list.
 	answers *Answers

@@ -112,6 +112,7 @@ func (e *Engine) ForgetNotAdmitted() {
 	e.failing.forgetIf(notAdmitted)
 	e.unsettled.forgetIf(notAdmitted)
 	e.synced.forgetIf(notAdmitted)
+	e.blockers.forgetIf(notAdmitted)
 	if e.related != nil {
 		e.related.ForgetIf(notAdmitted)
 	}

@@ -130,7 +130,9 @@ func (e *Engine) enqueueLazily(key Key, obj metav1.Object, t *lazyTrigger) {
 // DependentHandler returns the event handler of the informer of a
 // dependent resource: an event is mapped to the dependent's controller
 // owner; when an update changes the owner, the previous one is queued too,
-// for it lost a dependent; an orphan goes to owners.Orphan.
+// for it lost a dependent; an orphan goes to owners.Orphan; a delete also
+// queues the objects that waited for the deleted one to free a name
+// (blockers).
 func (e *Engine) DependentHandler(owners Owners) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
@@ -157,8 +159,18 @@ func (e *Engine) DependentHandler(owners Owners) cache.ResourceEventHandler {
 			if u := informer.ObjectOf(obj); u != nil {
 				e.echoes.Forget(u.GetUID())
 				e.enqueueOwner(owners, u, nil, &lazyTrigger{owners: owners, dependent: u})
+				e.enqueueWaiters(owners, u)
 			}
 		},
+	}
+}
+
+// enqueueWaiters queues the objects whose desired dependent could not be
+// created because gone, now deleted, held its name (blockers).
+func (e *Engine) enqueueWaiters(owners Owners, gone metav1.Object) {
+	holder := trigger.ObjectName(owners.Resource, gone.GetNamespace(), gone.GetName())
+	for _, key := range e.blockers.gone(holder) {
+		e.queue.AddFor(key, trigger.Trigger{Cause: trigger.CauseDependent, Object: holder})
 	}
 }
 

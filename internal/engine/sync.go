@@ -71,6 +71,7 @@ func (e *Engine) sync(ctx context.Context, s *loop.Sync[Key]) (after time.Durati
 		}
 		e.unsettled.Settled(key)
 		e.synced.forget(key)
+		e.blockers.forget(key)
 		return 0, nil
 	}
 	return e.syncTarget(ctx, s, calls, t)
@@ -324,6 +325,7 @@ func (r *Round) Write(ctx context.Context, desired map[*children.Resource]childr
 	if err != nil {
 		return false, WriteFailed(err)
 	}
+	r.e.blockers.wait(r.t.Key, result.Blocked)
 	r.observed = result.Observed
 	return result.Wrote(), nil
 }
@@ -350,6 +352,7 @@ func (r *Round) step(ctx context.Context, seen *unstructured.Unstructured) (hook
 	if err != nil {
 		return response, false, WriteFailed(err)
 	}
+	r.e.blockers.wait(r.t.Key, result.Blocked)
 	for _, obj := range result.Written {
 		r.e.echoes.Expect(r.t.Key, obj)
 	}

@@ -402,6 +402,15 @@ func TestInvalidSpecsAreReported(t *testing.T) {
 		"no-sync-hook": {func(spec map[string]any) {
 			spec["hooks"] = map[string]any{"finalize": map[string]any{"webhook": map[string]any{"url": "http://127.0.0.1:1/finalize"}}}
 		}, "a sync hook is required"},
+		// HorizontalPodAutoscalers under two versions (metacontroller
+		// issue #437): each would see the other's copy of every child as
+		// unwanted and delete it, forever.
+		"hpa-two-versions": {func(spec map[string]any) {
+			spec["childResources"] = []any{
+				map[string]any{"apiVersion": "autoscaling/v1", "resource": "horizontalpodautoscalers"},
+				map[string]any{"apiVersion": "autoscaling/v2", "resource": "horizontalpodautoscalers"},
+			}
+		}, "spec.childResources[1].apiVersion: Invalid value: \"autoscaling/v2\": spec.childResources lists this resource under autoscaling/v1 too"},
 	}
 	for name, tc := range cases {
 		cc := compositeController("invalid-"+name, "http://127.0.0.1:1/sync")

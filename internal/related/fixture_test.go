@@ -22,6 +22,7 @@ import (
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
+	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
@@ -69,6 +70,7 @@ func newFixtureOptions(t *testing.T, opts related.Options[string], customizeVers
 		Informers:  f.informers,
 		MaxObjects: opts.MaxObjects,
 		MayRead:    opts.MayRead,
+		Now:        opts.Now,
 		Enqueue: func(key string, _ trigger.Trigger) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -100,18 +102,17 @@ func (f *fixture) wasEnqueued(key string) bool {
 // relatedKeys returns the keys of the related ConfigMaps of parent.
 func (f *fixture) relatedKeys(t *testing.T, parent *unstructured.Unstructured) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	key := parent.GetName()
-	if ns := parent.GetNamespace(); ns != "" {
-		key = ns + "/" + key
-	}
-	got, err := f.resolver.Related(ctx, nil, hookclient.CallOptions{}, key, parent, parent.GetNamespace() != "", f.version)
+	got, err := f.objects(parent)
 	if err != nil {
 		t.Fatalf("Related: %v", err)
 	}
-	var keys []string
-	for k := range got["ConfigMap.v1"] {
+	return keysOf(got["ConfigMap.v1"])
+}
+
+// keysOf returns the keys of objs, sorted.
+func keysOf(objs map[string]*unstructured.Unstructured) []string {
+	keys := make([]string, 0, len(objs))
+	for k := range objs {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
@@ -129,7 +130,7 @@ func want(t *testing.T, what string, got []string, want ...string) {
 	t.Helper()
 	sort.Strings(want)
 	if !slices.Equal(got, want) {
-		t.Errorf("%s: related ConfigMaps %v, want %v", what, got, want)
+		t.Errorf("%s: related objects %v, want %v", what, got, want)
 	}
 }
 
@@ -155,4 +156,48 @@ func mayReadRefusing(refused string, err error) (mayRead func(context.Context, *
 		return slices.Clone(qs)
 	}
 	return mayRead, asked
+}
+
+// objects is the Resolver's Related for parent, as a sync of it asks.
+func (f *fixture) objects(parent *unstructured.Unstructured) (hooks.ObjectMap, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key := parent.GetName()
+	if ns := parent.GetNamespace(); ns != "" {
+		key = ns + "/" + key
+	}
+	return f.resolver.Related(ctx, nil, hookclient.CallOptions{}, key, parent, parent.GetNamespace() != "", f.version)
+}
+
+// fakeClock is a clock for Options.Now that moves only when told.
+type fakeClock struct{ nanos atomic.Int64 }
+
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.nanos.Load()) }
+func (c *fakeClock) Advance(d time.Duration) { c.nanos.Add(int64(d)) }
+
+// checkAnswerIsRefreshed checks that f's Resolver, whose clock is clock,
+// asks the customize hook about parent (given without a generation, as a
+// ConfigMap is) again once the kept answer is DefaultAnswerTTL old, and
+// when the parent's labels change, and not otherwise.
+func checkAnswerIsRefreshed(t *testing.T, f *fixture, clock *fakeClock, parent *unstructured.Unstructured) {
+	t.Helper()
+	parent.SetGeneration(0)
+	calls := func(what string, want int64) {
+		t.Helper()
+		if n := f.calls.Load(); n != want {
+			t.Errorf("%s: customize called %d times, want %d", what, n, want)
+		}
+	}
+	f.relatedKeys(t, parent)
+	clock.Advance(related.DefaultAnswerTTL - time.Second)
+	f.relatedKeys(t, parent)
+	calls("within the TTL", 1)
+	clock.Advance(time.Second)
+	f.relatedKeys(t, parent)
+	calls("at the TTL", 2)
+	parent.SetLabels(map[string]string{"tier": "gold"})
+	f.relatedKeys(t, parent)
+	calls("labels changed", 3)
+	f.relatedKeys(t, parent)
+	calls("labels the same again", 3)
 }

@@ -3,6 +3,7 @@ package related
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -58,7 +59,19 @@ type Options[K comparable] struct {
 	// for a namespace selector, about namespaces ("" too); its error fails
 	// the sync.
 	MayRead func(ctx context.Context, res *discovery.Resource, namespace string) error
+	// AnswerTTL is how long a customize answer is kept while the parent's
+	// UID, generation and labels stay the same: a sync after that asks the
+	// hook again, so an answer that depends on what no generation counts
+	// (a ConfigMap's data, a Namespace's annotations, the time) is
+	// refreshed. Default: DefaultAnswerTTL.
+	AnswerTTL time.Duration
+	// Now tells the time, for AnswerTTL. Default: time.Now.
+	Now func() time.Time
 }
+
+// DefaultAnswerTTL is the default of Options.AnswerTTL: 20 minutes, the
+// lifetime metacontroller gives its customize answers.
+const DefaultAnswerTTL = 20 * time.Minute
 
 // mayRead asks Options.MayRead about what rl reads: its resource, in its
 // namespace or every one, and, for a rule that selects namespaces by
@@ -95,12 +108,20 @@ type Resolver[K comparable] struct {
 	closed      bool
 }
 
-// answer is one cached customize answer of a parent, valid for its UID and
-// generation.
+// answer is one cached customize answer of a parent, valid for its UID,
+// generation and labels until expires.
 type answer struct {
 	uid        types.UID
 	generation int64
+	labels     map[string]string
+	expires    time.Time
 	rules      []v1alpha1.RelatedResourceRule
+}
+
+// answers reports whether a is the answer for parent at now.
+func (a answer) answers(parent *unstructured.Unstructured, now time.Time) bool {
+	return a.uid == parent.GetUID() && a.generation == parent.GetGeneration() &&
+		maps.Equal(a.labels, parent.GetLabels()) && now.Before(a.expires)
 }
 
 // rule is one related-resource rule of one parent, resolved.
@@ -117,6 +138,12 @@ type rule struct {
 func New[K comparable](opts Options[K]) *Resolver[K] {
 	if opts.MaxObjects <= 0 {
 		opts.MaxObjects = DefaultMaxObjects
+	}
+	if opts.AnswerTTL <= 0 {
+		opts.AnswerTTL = DefaultAnswerTTL
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	return &Resolver[K]{
 		opts:      opts,
@@ -178,6 +205,9 @@ func (r *Resolver[K]) Related(ctx context.Context, w loop.Waiter, opts hookclien
 	for i, rl := range rules {
 		gvr := rl.res.GroupVersionResource()
 		for _, obj := range r.selectObjects(rl, r.informerFor(gvr)) {
+			if !Delivered(version, parentNamespaced, parent.GetNamespace(), obj.GetNamespace()) {
+				continue
+			}
 			if s := (selection{gvr, obj.GetUID()}); !seen[s] {
 				seen[s] = true
 				selected[i] = append(selected[i], obj)
@@ -196,6 +226,17 @@ func (r *Resolver[K]) Related(ctx context.Context, w loop.Waiter, opts hookclien
 		}
 	}
 	return out, nil
+}
+
+// Delivered reports whether a related object in namespace objNamespace
+// ("" for a cluster-scoped one) is delivered to a hook of version for a
+// parent in parentNamespace. A v1 hook keys a namespaced parent's objects
+// by bare name, so it gets those of the parent's own namespace only:
+// objects of other namespaces and cluster-scoped ones, which a v2
+// customize hook may select, are left out (as metacontroller leaves them
+// out), and no two of one kind can share a key.
+func Delivered(version v1alpha1.HookVersion, parentNamespaced bool, parentNamespace, objNamespace string) bool {
+	return version == v1alpha1.HookVersionV2 || !parentNamespaced || objNamespace == parentNamespace
 }
 
 // Forget drops what is known of a parent that is gone, and releases the
@@ -258,12 +299,13 @@ func (r *Resolver[K]) Close() {
 }
 
 // declarations returns the customize answer for parent, from the cache when
-// the parent's UID and generation have not changed.
+// the parent's UID, generation and labels have not changed and the answer
+// is younger than Options.AnswerTTL.
 func (r *Resolver[K]) declarations(ctx context.Context, w loop.Waiter, opts hookclient.CallOptions, key K, parent *unstructured.Unstructured) ([]v1alpha1.RelatedResourceRule, error) {
 	r.mu.Lock()
 	cached, ok := r.answers[key]
 	r.mu.Unlock()
-	if ok && cached.uid == parent.GetUID() && cached.generation == parent.GetGeneration() {
+	if ok && cached.answers(parent, r.opts.Now()) {
 		return cached.rules, nil
 	}
 	response := &hooks.CustomizeResponse{}
@@ -272,7 +314,10 @@ func (r *Resolver[K]) declarations(ctx context.Context, w loop.Waiter, opts hook
 		return nil, err
 	}
 	r.mu.Lock()
-	r.answers[key] = answer{uid: parent.GetUID(), generation: parent.GetGeneration(), rules: response.RelatedResources}
+	r.answers[key] = answer{
+		uid: parent.GetUID(), generation: parent.GetGeneration(), labels: parent.GetLabels(),
+		expires: r.opts.Now().Add(r.opts.AnswerTTL), rules: response.RelatedResources,
+	}
 	r.mu.Unlock()
 	return response.RelatedResources, nil
 }
@@ -292,6 +337,9 @@ func (r *Resolver[K]) resolve(ctx context.Context, d v1alpha1.RelatedResourceRul
 	if !res.Namespaced {
 		return rl, nil
 	}
+	if parentNamespaced && r.customizeVersion() != v1alpha1.HookVersionV2 && d.Namespace != "" && d.Namespace != parent.GetNamespace() {
+		return nil, fmt.Errorf("namespace %q is not the parent's namespace %q: a v1 customize hook selects only in a namespaced parent's own namespace; set the customize hook's version to v2 to select in another", d.Namespace, parent.GetNamespace())
+	}
 	if ns, ok := Namespace(d, parent.GetNamespace(), parentNamespaced, r.customizeVersion()); ok {
 		rl.namespace = ns
 	} else if d.NamespaceSelector != nil {
@@ -307,7 +355,8 @@ func (r *Resolver[K]) resolve(ctx context.Context, d v1alpha1.RelatedResourceRul
 // Namespace is the one namespace in which rule d of a customize hook of
 // the given version selects the objects of a namespaced resource for a
 // parent in parentNamespace: the parent's own for a namespaced parent
-// under v1 (the rule's namespace and namespaceSelector are ignored), else
+// under v1 (its namespaceSelector is ignored; resolve refuses a rule
+// naming another namespace), else
 // the rule's namespace. ok is false when there is no one namespace: the
 // rule selects namespaces by its namespaceSelector, or, without one, every
 // namespace.

@@ -125,12 +125,49 @@ func TestTheCustomizeHooksVersionDecides(t *testing.T) {
 		"labelSelector": map[string]any{"matchLabels": labels}}
 
 	// A v1 customize hook (unset or explicit) under a v2 sync hook: the
-	// parent's own namespace only, keyed namespace/name.
-	want(t, "v1 customize, v2 sync", newFixture(t, nil, v1alpha1.HookVersionV2, inOther).relatedKeys(t, parent), own+"/a")
+	// parent's own namespace only, keyed namespace/name; a rule naming
+	// another namespace fails the sync, as in metacontroller.
+	if _, err := newFixture(t, nil, v1alpha1.HookVersionV2, inOther).objects(parent); err == nil || !strings.Contains(err.Error(), "set the customize hook's version to v2") {
+		t.Errorf("v1 customize naming another namespace: got error %v, want one that says to use v2", err)
+	}
 	want(t, "explicit v1 customize, v2 sync", newFixture(t, ptr.To(v1alpha1.HookVersionV1), v1alpha1.HookVersionV2, noNamespace).relatedKeys(t, parent), own+"/a")
-	// A v2 customize hook under a v1 sync hook: every namespace, keyed by
-	// name as v1 keys a namespaced parent's objects.
-	want(t, "v2 customize, v1 sync", newFixture(t, ptr.To(v1alpha1.HookVersionV2), v1alpha1.HookVersionV1, noNamespace).relatedKeys(t, parent), "a", "b")
+	// A v2 customize hook under a v1 sync hook selects in every namespace,
+	// but a v1 request, which keys a namespaced parent's objects by name,
+	// gets those of the parent's namespace only.
+	want(t, "v2 customize, v1 sync", newFixture(t, ptr.To(v1alpha1.HookVersionV2), v1alpha1.HookVersionV1, noNamespace).relatedKeys(t, parent), "a")
+}
+
+// TestV1RequestsGetTheParentsNamespaceOnly: a v1 sync hook of a
+// namespaced parent whose v2 customize hook selects objects of the same
+// name in two namespaces, and cluster-scoped objects, gets only the one of
+// the parent's namespace (no collision by informer order) and no
+// cluster-scoped one, as metacontroller does; a v2 sync hook gets all.
+func TestV1RequestsGetTheParentsNamespaceOnly(t *testing.T) {
+	own, other := env.CreateNamespace(t), env.CreateNamespace(t)
+	name := label(t)
+	createConfigMap(t, other, name, nil) // first, so that informer order would favour it
+	createConfigMap(t, own, name, nil)
+	rules := []map[string]any{
+		{"apiVersion": "v1", "resource": "configmaps", "names": []any{name}},
+		{"apiVersion": "v1", "resource": "namespaces", "names": []any{own}},
+	}
+	v2 := ptr.To(v1alpha1.HookVersionV2)
+	got, err := newFixture(t, v2, v1alpha1.HookVersionV1, rules...).objects(parentIn(own))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm := got["ConfigMap.v1"][name]; cm == nil || cm.GetNamespace() != own || len(got["ConfigMap.v1"]) != 1 {
+		t.Errorf("v1 request: ConfigMaps %v, want the one of namespace %s only", keysOf(got["ConfigMap.v1"]), own)
+	}
+	if n := len(got["Namespace.v1"]); n != 0 {
+		t.Errorf("v1 request: %d cluster-scoped Namespaces, want none", n)
+	}
+	all, err := newFixture(t, v2, v1alpha1.HookVersionV2, rules...).objects(parentIn(own))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "v2 request: both ConfigMaps", keysOf(all["ConfigMap.v1"]), own+"/"+name, other+"/"+name)
+	want(t, "v2 request: the Namespace", keysOf(all["Namespace.v1"]), own)
 }
 
 // TestClusterScopedParentsSelectEveryNamespace: a cluster-scoped parent's

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/metactl/metactl/internal/related"
 	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
@@ -47,6 +48,20 @@ func TestCustomizeAnswerIsKeptPerGeneration(t *testing.T) {
 	if n := f.calls.Load(); n != 4 {
 		t.Errorf("customize called %d times after Forget, want 4", n)
 	}
+}
+
+// TestCustomizeAnswerIsRefreshed: a kept customize answer is asked for
+// again when the parent's labels change, and once it is older than
+// DefaultAnswerTTL (metacontroller's 20 minutes), so an answer over a
+// parent without a generation (a ConfigMap, a Namespace) is not kept
+// until restart.
+func TestCustomizeAnswerIsRefreshed(t *testing.T) {
+	own := env.CreateNamespace(t)
+	createConfigMap(t, own, "a", nil)
+	clock := &fakeClock{}
+	f := newFixtureOptions(t, envOptions(t, related.Options[string]{Now: clock.Now}), ptr.To(v1alpha1.HookVersionV2), v1alpha1.HookVersionV2,
+		map[string]any{"apiVersion": "v1", "resource": "configmaps", "names": []any{"a"}})
+	checkAnswerIsRefreshed(t, f, clock, parentIn(own))
 }
 
 // TestOnlyMatchingChangesResyncAParent: a related object's change

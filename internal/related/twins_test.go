@@ -125,6 +125,15 @@ func TestCustomizeAnswerIsKeptPerGenerationInMemory(t *testing.T) {
 	calls("after Forget", 4)
 }
 
+// TestCustomizeAnswerIsRefreshedInMemory: fast twin of the integration
+// test TestCustomizeAnswerIsRefreshed.
+func TestCustomizeAnswerIsRefreshedInMemory(t *testing.T) {
+	clock := &fakeClock{}
+	f := newFixtureOptions(t, memOptions(t, related.Options[string]{Now: clock.Now}, inmemory.Object("v1", "ConfigMap", "own", "a", nil, nil)),
+		ptr.To(v1alpha1.HookVersionV2), v1alpha1.HookVersionV2, map[string]any{"apiVersion": "v1", "resource": "configmaps", "names": []any{"a"}})
+	checkAnswerIsRefreshed(t, f, clock, parentIn("own"))
+}
+
 // TestNamespaceSelectorAsksToReadNamespacesInMemory: a rule that selects
 // namespaces by label makes the Resolver ask MayRead about namespaces in
 // every namespace, and a refusal fails Related. Fast twin of the

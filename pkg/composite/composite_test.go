@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -739,4 +740,38 @@ func TestRepeatedChildResource(t *testing.T) {
 	setSpec(t, thingsGVR, ns, "p1", map[string]any{"value": "b"})
 	waitFor(t, configMapsGVR, ns, "p1-cm", "updated in place, the later entry's method", func(o *unstructured.Unstructured) bool { return o != nil && dataValue(o) == "b" })
 	waitForEvent(t, metav1.NamespaceDefault, cc.GetName(), "DuplicateResource", "spec.childResources[1] lists v1 configmaps again")
+}
+
+// TestNameTakenIsReportedAndFreedNameResyncs: a desired child whose name
+// another controller's object holds is not created; a Warning Event
+// ChildNameTaken on the parent names the holder's controller; and once
+// that object is deleted the parent is synced again and the child
+// created, with nothing else changing (before, the parent waited
+// silently until its next resync).
+func TestNameTakenIsReportedAndFreedNameResyncs(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook := newTestHook(t, valueHook)
+	startController(t, compositeController(t, hook, thingsGVR, nil))
+	owner, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Create(ctx(t), &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "other-owner"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "p1-cm"}, "data": map[string]any{"value": "theirs"}}}
+	holder.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(owner, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})})
+	if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Create(ctx(t), holder, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	newThing(t, thingsGVR, ns, "p1", map[string]any{"value": "mine"})
+	waitForEvent(t, ns, "p1", "ChildNameTaken", "ConfigMap p1-cm is not created: an object of that name is controlled by ConfigMap other-owner")
+	if cm, err := get(t, configMapsGVR, ns, "p1-cm"); err != nil || dataValue(cm) != "theirs" {
+		t.Fatalf("the holder: %v, %v; want it untouched", cm, err)
+	}
+	if err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Delete(ctx(t), "p1-cm", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, configMapsGVR, ns, "p1-cm", "created once the name is free", func(o *unstructured.Unstructured) bool {
+		return o != nil && dataValue(o) == "mine"
+	})
 }

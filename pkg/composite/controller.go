@@ -91,6 +91,10 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 			return nil, &InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec", "childResources").Index(i).Child("updateStrategy", "method"), string(rule.UpdateStrategy.Method),
 				"rolling updates need a namespaced parent: their ControllerRevisions live in the parent's namespace; use Recreate or InPlace for the children of a cluster-scoped parent")}}
 		}
+		if j := children.OtherVersion(declared, &children.Resource{Resource: res}); j >= 0 {
+			return nil, &engine.InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec", "childResources").Index(i).Child("apiVersion"), rule.APIVersion,
+				children.OtherVersionMessage("childResources", declared[j].APIVersion))}}
+		}
 		var earlier int
 		declared, earlier = children.Declare(declared, &children.Resource{Resource: res, Method: rule.UpdateStrategy.Method, StatusChecks: rule.UpdateStrategy.StatusChecks})
 		if earlier >= 0 {

@@ -103,5 +103,8 @@ func ruleResources(t *testing.T) *discovery.ResourceMap {
 			{Name: "things/status", Kind: "Thing", Namespaced: true},
 			{Name: "plainthings", Kind: "PlainThing", Namespaced: true},
 			{Name: "clusterthings", Kind: "ClusterThing"},
+		}},
+		&metav1.APIResourceList{GroupVersion: "test.metactl.io/v2", APIResources: []metav1.APIResource{
+			{Name: "plainthings", Kind: "PlainThing", Namespaced: true},
 		}})
 }

@@ -35,6 +35,15 @@ func TestNewRefusesInvalidSpecs(t *testing.T) {
 				spec["childResources"] = []any{map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "clusterthings"}}
 			},
 			invalid: true, want: []string{"spec.childResources[0]", "a namespaced parent cannot own cluster-scoped children"}},
+		{name: "one resource under two versions", parent: ruleThings, method: "InPlace",
+			edit: func(spec map[string]any) {
+				spec["childResources"] = []any{
+					map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "plainthings"},
+					map[string]any{"apiVersion": "v1", "resource": "configmaps"},
+					map[string]any{"apiVersion": "test.metactl.io/v2", "resource": "plainthings"},
+				}
+			},
+			invalid: true, want: []string{"spec.childResources[2].apiVersion", "under test.metactl.io/v1 too", "delete and recreate it forever"}},
 		{name: "an invalid parent label selector", parent: ruleThings, method: "InPlace",
 			edit: func(spec map[string]any) {
 				spec["parentResource"].(map[string]any)["labelSelector"] = map[string]any{

@@ -110,6 +110,10 @@ func New(ctx context.Context, object *unstructured.Unstructured, opts Options) (
 		if err != nil {
 			return nil, fmt.Errorf("spec.attachments[%d]: %w", i, err)
 		}
+		if j := children.OtherVersion(declared, &children.Resource{Resource: res}); j >= 0 {
+			return nil, &engine.InvalidSpecError{Errs: field.ErrorList{field.Invalid(field.NewPath("spec", "attachments").Index(i).Child("apiVersion"), rule.APIVersion,
+				children.OtherVersionMessage("attachments", declared[j].APIVersion))}}
+		}
 		var earlier int
 		declared, earlier = children.Declare(declared, &children.Resource{Resource: res, Method: rule.UpdateStrategy.Method})
 		if earlier >= 0 {

@@ -56,7 +56,8 @@ func ruleServed(t *testing.T) *discovery.ResourceMap {
 			{Name: "secrets", Kind: "Secret", Namespaced: true},
 			{Name: "services", Kind: "Service", Namespaced: true},
 		}},
-		&metav1.APIResourceList{GroupVersion: "test.metactl.io/v1", APIResources: []metav1.APIResource{{Name: "clusterthings", Kind: "ClusterThing"}}})
+		&metav1.APIResourceList{GroupVersion: "test.metactl.io/v1", APIResources: []metav1.APIResource{{Name: "clusterthings", Kind: "ClusterThing"}}},
+		&metav1.APIResourceList{GroupVersion: "test.metactl.io/v2", APIResources: []metav1.APIResource{{Name: "clusterthings", Kind: "ClusterThing"}}})
 }
 
 // TestDecoratorSelects: which objects a DecoratorController selects, by
@@ -199,6 +200,10 @@ func TestDecoratorNewRefusesInvalidSpecs(t *testing.T) {
 		{name: "an absent-attachments annotation that is neither empty nor refuse", resources: []any{configMaps}, attachments: secrets,
 			annotations: map[string]string{engine.AbsentAttachmentsAnnotation: "yes"}, invalid: true, want: []string{engine.AbsentAttachmentsAnnotation}},
 		{name: "two rules of one resource", resources: []any{configMaps, configMaps}, attachments: secrets},
+		{name: "an attachment resource under two versions", resources: []any{configMaps}, attachments: []any{
+			map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "clusterthings"},
+			map[string]any{"apiVersion": "test.metactl.io/v2", "resource": "clusterthings"},
+		}, invalid: true, want: []string{"spec.attachments[1].apiVersion", "under test.metactl.io/v1 too"}},
 		{name: "no attachments", resources: []any{configMaps}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -114,6 +114,17 @@ type Result struct {
 	Written []*unstructured.Unstructured
 	// Deleted is the number of deletes issued.
 	Deleted int
+	// Blocked are the desired children that could not be created because
+	// an object the parent does not own holds their name (reported on the
+	// parent: ReasonChildNameTaken). The parent waits for that object to
+	// go: the caller re-syncs it when it does.
+	Blocked []Blocked
+}
+
+// Blocked is a desired child whose name another object holds.
+type Blocked struct {
+	Resource        *Resource
+	Namespace, Name string
 }
 
 // Wrote reports whether Manage wrote anything.
@@ -185,12 +196,21 @@ func (w *Writer) writeDesired(ctx context.Context, ws *writes, parent *unstructu
 			ws.fail(fmt.Errorf("merging %s %s: %w", res.Kind, key, err))
 			continue
 		}
+		if action == None && have != nil && have.GetDeletionTimestamp() != nil {
+			w.reportTerminating(ctx, parent, res, have)
+		}
 		switch action {
 		case Create:
 			ws.run(func() error {
 				created, err := w.create(ctx, parent, res, key, want)
-				if err != nil || created == nil {
+				if err != nil {
 					return err
+				}
+				if created == nil && w.reportTaken(ctx, parent, res, want) {
+					ws.blocked(res, want)
+				}
+				if created == nil {
+					return nil
 				}
 				ws.written(res, key, created)
 				return nil
@@ -289,6 +309,13 @@ func (ws *writes) deleted(res *Resource, key string, left *unstructured.Unstruct
 		return
 	}
 	ws.result.Observed[res][key] = left
+}
+
+// blocked records want, a child of res whose name another object holds.
+func (ws *writes) blocked(res *Resource, want *unstructured.Unstructured) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.result.Blocked = append(ws.result.Blocked, Blocked{Resource: res, Namespace: want.GetNamespace(), Name: want.GetName()})
 }
 
 // written records obj, a child created or updated, as the server

@@ -22,7 +22,9 @@ const (
 	Update
 	// Recreate: the observed child differs from the desired one; it is
 	// deleted, and created again by a later call once it is gone
-	// (Recreate, RollingRecreate).
+	// (Recreate, RollingRecreate). A child that differs only by elements
+	// others added to its lists is not recreated: the server would add
+	// them again (apply.OnlyAddedByOthers).
 	Recreate
 	// Kept: the observed child differs from the desired one, but its
 	// update method (OnDelete) keeps it as it is.
@@ -69,6 +71,11 @@ func decide(method v1alpha1.ChildUpdateMethod, observed, desired *unstructured.U
 	case !changed:
 		return None, nil, nil
 	case method == v1alpha1.ChildUpdateRecreate || method == v1alpha1.ChildUpdateRollingRecreate:
+		if apply.OnlyAddedByOthers(observed.Object, merged.Object) {
+			// Only elements others added to the hook's lists differ:
+			// a new child would get them again (apply.OnlyAddedByOthers).
+			return None, nil, nil
+		}
 		return Recreate, merged, nil
 	}
 	return Update, merged, nil

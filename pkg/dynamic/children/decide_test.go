@@ -66,3 +66,49 @@ func TestDecide(t *testing.T) {
 		}
 	}
 }
+
+// TestRecreateIgnoresElementsOthersAdded: a Recreate child whose lists
+// hold elements the server added (a Pod's default tolerations, which have
+// no merge key, so the merge replaces the list wholesale) is not recreated
+// when the hook's answer is the same, as a new child would get them again
+// (metacontroller issue #863); a change of the answer, or an element of
+// the hook's list that another writer removed or changed, still recreates
+// it; InPlace still writes the hook's list.
+func TestRecreateIgnoresElementsOthersAdded(t *testing.T) {
+	toleration := func(key string) map[string]any {
+		return map[string]any{"key": key, "operator": "Exists", "effect": "NoExecute"}
+	}
+	pod := func(tolerations ...any) *unstructured.Unstructured {
+		obj := object("v1", "Pod", "ns", "p")
+		obj.Object["spec"] = map[string]any{"containers": []any{map[string]any{"name": "c", "image": "i"}}, "tolerations": tolerations}
+		return obj
+	}
+	// created is the child as Manage created it from desired, then as the
+	// server holds it with tolerations (the whole list) instead.
+	created := func(desired *unstructured.Unstructured, tolerations ...any) *unstructured.Unstructured {
+		obj := desired.DeepCopy()
+		if err := apply.SetLastApplied(obj, desired.Object); err != nil {
+			t.Fatal(err)
+		}
+		obj.Object["spec"].(map[string]any)["tolerations"] = tolerations
+		return obj
+	}
+	mine, other, defaulted := toleration("mine"), toleration("other"), toleration("node.kubernetes.io/not-ready")
+	for _, c := range []struct {
+		name              string
+		observed, desired *unstructured.Unstructured
+		recreate, inPlace Action
+	}{
+		{"the server appended one", created(pod(mine), mine, defaulted), pod(mine), None, Update},
+		{"the server added one before", created(pod(mine), defaulted, mine), pod(mine), None, Update},
+		{"the hook's answer changed", created(pod(mine), mine, defaulted), pod(mine, other), Recreate, Update},
+		{"the hook dropped one that is still there", created(pod(mine, other), mine, other, defaulted), pod(mine), Recreate, Update},
+		{"another writer removed the hook's", created(pod(mine), defaulted), pod(mine), Recreate, Update},
+	} {
+		for method, want := range map[v1alpha1.ChildUpdateMethod]Action{v1alpha1.ChildUpdateRecreate: c.recreate, v1alpha1.ChildUpdateRollingRecreate: c.recreate, v1alpha1.ChildUpdateInPlace: c.inPlace} {
+			if action, _, err := Decide(method, c.observed, c.desired); err != nil || action != want {
+				t.Errorf("%s, %s: %v, %v; want %v", c.name, method, action, err, want)
+			}
+		}
+	}
+}

@@ -39,6 +39,30 @@ func Declare(resources []*Resource, res *Resource) ([]*Resource, int) {
 	return append(resources, res), -1
 }
 
+// OtherVersion returns the index of the entry of resources that has res's
+// group and resource under another version, or -1. One object is served
+// under every version of its resource, so a controller that declared both
+// would see each child twice, once per version, and delete as unwanted
+// the copy its hook did not answer in that version: the caller refuses it.
+func OtherVersion(resources []*Resource, res *Resource) int {
+	gvr := res.GroupVersionResource()
+	for i, r := range resources {
+		if other := r.GroupVersionResource(); other.GroupResource() == gvr.GroupResource() && other.Version != gvr.Version {
+			return i
+		}
+	}
+	return -1
+}
+
+// OtherVersionMessage says why an entry of spec.<list> cannot be declared
+// beside an earlier one of the same resource under earlierAPIVersion
+// (OtherVersion), and how to fix it; list is "childResources" or
+// "attachments".
+func OtherVersionMessage(list, earlierAPIVersion string) string {
+	return fmt.Sprintf("spec.%s lists this resource under %s too: one object is served under every version, so the controller would delete and recreate it forever; list it once, under the version the hook answers in",
+		list, earlierAPIVersion)
+}
+
 // NewDeclared indexes resources by apiVersion and kind.
 func NewDeclared(resources []*Resource) *Declared {
 	d := &Declared{Resources: resources, byKind: make(map[string]*Resource, len(resources))}

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2"
@@ -177,6 +178,86 @@ func (w *Writer) reportKept(ctx context.Context, parent *unstructured.Unstructur
 			"which changes an existing %s only by creating it again once it is deleted; delete it to apply the change now, "+
 			"or set updateStrategy: {method: InPlace} (or Recreate) for %s in the controller",
 		w.noun(), res.Kind, childName(parent, want), w.noun(), res.Name)
+}
+
+// reportTaken reports whether want, a desired child of parent that was
+// not created because an object holds its name, is held by an object the
+// parent does not control (not its own child the cache has yet to see),
+// and then reports it: a Warning Event on the parent naming the holder
+// and why the parent does not own it (another controller's; none, but
+// not adopted; being deleted, with its finalizers), once per child and
+// holder within reportTTL, and a log line. The holder is read from res's
+// informer, else from the API server; when it cannot be read (gone
+// meanwhile), reportTaken reports false: the next sync tries again.
+func (w *Writer) reportTaken(ctx context.Context, parent *unstructured.Unstructured, res *Resource, want *unstructured.Unstructured) bool {
+	var holder metav1.Object
+	if res.Informer != nil {
+		if obj, ok := res.Informer.GetMeta(want.GetNamespace(), want.GetName()); ok {
+			holder = obj
+		}
+	}
+	if holder == nil {
+		meta, err := w.Objects.GetMetadata(ctx, res.GroupVersionResource(), want.GetNamespace(), want.GetName())
+		if err != nil {
+			klog.FromContext(ctx).V(4).Info("The holder of a child's name is not readable", "kind", res.Kind, "child", Key(want), "err", err)
+			return false
+		}
+		holder = meta
+	}
+	if ref := metav1.GetControllerOfNoCopy(holder); ref != nil && parent != nil && ref.UID == parent.GetUID() {
+		return false // its own child, not yet in the cache
+	}
+	why := takenBecause(holder)
+	if !w.memory().first("taken", parentUID(parent), res.GroupVersionResource().String(), Key(want), string(holder.GetUID()), why) {
+		return true
+	}
+	klog.FromContext(ctx).Info("A child's name is taken by an object the parent does not own",
+		"kind", res.Kind, "child", Key(want), "holder", holder.GetUID(), "why", why)
+	if w.Recorder != nil && parent != nil {
+		w.Recorder.Eventf(parent, corev1.EventTypeWarning, ReasonChildNameTaken,
+			"%s %s %s is not created: an object of that name %s; the parent is synced again when it goes (rename the %s in the hook's answer, or delete that object)",
+			w.noun(), res.Kind, childName(parent, want), why, w.noun())
+	}
+	return true
+}
+
+// reportTerminating reports that have, a child of parent that the hook
+// still asks for, is being deleted and waits for finalizers that are not
+// the garbage collector's (someone else's to remove, possibly never): a
+// Warning Event on the parent naming them, once per child for a while,
+// and a log line. Its deletion syncs the parent again: it is one of the
+// parent's own.
+func (w *Writer) reportTerminating(ctx context.Context, parent *unstructured.Unstructured, res *Resource, have *unstructured.Unstructured) {
+	var waits []string
+	for _, f := range have.GetFinalizers() {
+		if f != metav1.FinalizerDeleteDependents && f != metav1.FinalizerOrphanDependents {
+			waits = append(waits, f)
+		}
+	}
+	if len(waits) == 0 || !w.memory().first("terminating", parentUID(parent), res.GroupVersionResource().String(), string(have.GetUID())) {
+		return
+	}
+	klog.FromContext(ctx).Info("A child is being deleted and waits for finalizers", "kind", res.Kind, "child", Key(have), "finalizers", waits)
+	if w.Recorder != nil && parent != nil {
+		w.Recorder.Eventf(parent, corev1.EventTypeWarning, ReasonChildTerminating,
+			"%s %s %s is being deleted since %s and waits for finalizers %s: it is created again once it is gone (whoever added them must remove them)",
+			w.noun(), res.Kind, childName(parent, have), have.GetDeletionTimestamp().UTC().Format(time.RFC3339), strings.Join(waits, ", "))
+	}
+}
+
+// takenBecause says why the parent does not own holder, the object that
+// holds a desired child's name.
+func takenBecause(holder metav1.Object) string {
+	if ts := holder.GetDeletionTimestamp(); ts != nil {
+		if f := holder.GetFinalizers(); len(f) > 0 {
+			return fmt.Sprintf("is being deleted since %s and waits for finalizers %s", ts.UTC().Format(time.RFC3339), strings.Join(f, ", "))
+		}
+		return fmt.Sprintf("is being deleted since %s", ts.UTC().Format(time.RFC3339))
+	}
+	if ref := metav1.GetControllerOfNoCopy(holder); ref != nil {
+		return fmt.Sprintf("is controlled by %s %s", ref.Kind, ref.Name)
+	}
+	return "has no controller but is not adopted (its labels do not match the parent's selector)"
 }
 
 func parentUID(parent *unstructured.Unstructured) string {

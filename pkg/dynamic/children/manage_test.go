@@ -240,3 +240,45 @@ func TestManageCreateOfAnExistingChild(t *testing.T) {
 		t.Error("the existing object was changed")
 	}
 }
+
+// TestManageRecreateKeepsAPodTheServerDefaulted: a Recreate Pod child
+// whose hook sets a toleration gets the server's default tolerations too
+// (admission's DefaultTolerationSeconds); a later Manage with the same
+// desired Pod neither deletes nor writes it (metacontroller issue #863:
+// it recreates such a child forever), and a changed desired Pod is still
+// recreated.
+func TestManageRecreateKeepsAPodTheServerDefaulted(t *testing.T) {
+	f := newManageFixture(t, v1alpha1.ChildUpdateRecreate)
+	pods, err := discovery.NewResourceMap(env.Kube.Discovery(), discovery.Options{}).Get(f.ctx, "v1", "pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.res = &children.Resource{Resource: pods, Method: v1alpha1.ChildUpdateRecreate}
+	pod := func(image string) *unstructured.Unstructured {
+		child := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "Pod",
+			"metadata": map[string]any{"name": "p", "namespace": f.ns},
+			"spec": map[string]any{
+				"containers":  []any{map[string]any{"name": "c", "image": image}},
+				"tolerations": []any{map[string]any{"key": "mine", "operator": "Exists", "effect": "NoSchedule"}},
+			},
+		}}
+		child.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(f.parent, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})})
+		return child
+	}
+	f.manage(f.set(), f.set(pod("img:1")))
+	created, err := env.Dynamic.Resource(pods.GroupVersionResource()).Namespace(f.ns).Get(f.ctx, "p", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tolerations, _, _ := unstructured.NestedSlice(created.Object, "spec", "tolerations")
+	if len(tolerations) < 2 {
+		t.Fatalf("the server added no toleration (%v): the test needs admission's DefaultTolerationSeconds", tolerations)
+	}
+	if result := f.manage(f.set(created), f.set(pod("img:1"))); result.Wrote() {
+		t.Errorf("the same desired Pod: Written %d, Deleted %d; want no write", len(result.Written), result.Deleted)
+	}
+	if result := f.manage(f.set(created), f.set(pod("img:2"))); result.Deleted != 1 {
+		t.Errorf("a changed desired Pod: Deleted %d, want it recreated", result.Deleted)
+	}
+}

@@ -220,3 +220,52 @@ func TestWriterKeepsAChildBeingDeleted(t *testing.T) {
 		t.Errorf("a child being deleted was written again: Written %d, Deleted %d", len(again.Written), again.Deleted)
 	}
 }
+
+// TestWriterReportsNameTakenAndStuckChildren: a desired child whose name
+// another controller's object holds is not created, is in
+// Result.Blocked, and a Warning ChildNameTaken names the holder's
+// controller; a desired child of the parent's that is being deleted and
+// waits for a finalizer that is not the garbage collector's gets a
+// Warning ChildTerminating naming it, once. Fast twin of the integration
+// test TestNameTakenIsReportedAndFreedNameResyncs (pkg/composite).
+func TestWriterReportsNameTakenAndStuckChildren(t *testing.T) {
+	holder := inmemory.Object("v1", "ConfigMap", "ns", "taken", nil, nil)
+	holder.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "theirs", UID: "u-theirs", Controller: ptrTo(true)}})
+	f := newWriterFixture(t, v1alpha1.ChildUpdateInPlace, holder)
+	result := f.manage(f.set(), f.set(f.want("taken", "mine")))
+	if len(result.Blocked) != 1 || result.Blocked[0].Name != "taken" || result.Wrote() {
+		t.Errorf("Blocked %+v, Wrote %v; want the child blocked and nothing written", result.Blocked, result.Wrote())
+	}
+	wantEvent(t, f.recorder, "Warning "+ReasonChildNameTaken+" child ConfigMap taken is not created: an object of that name is controlled by Deployment theirs")
+
+	stuck := f.want("stuck", "v")
+	stuck.SetUID("u-stuck")
+	now := metav1.Now()
+	stuck.SetDeletionTimestamp(&now)
+	stuck.SetFinalizers([]string{"example.com/hold", metav1.FinalizerDeleteDependents})
+	for range 2 {
+		f.manage(f.set(stuck), f.set(f.want("stuck", "v")))
+	}
+	wantEvent(t, f.recorder, "Warning "+ReasonChildTerminating+" child ConfigMap stuck is being deleted since")
+	select {
+	case e := <-f.recorder.Events:
+		t.Errorf("another Event %q, want ChildTerminating once", e)
+	default:
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// wantEvent takes the next Event of recorder and checks it starts with
+// prefix.
+func wantEvent(t *testing.T, recorder *record.FakeRecorder, prefix string) {
+	t.Helper()
+	select {
+	case e := <-recorder.Events:
+		if !strings.HasPrefix(e, prefix) {
+			t.Errorf("Event %q, want one starting %q", e, prefix)
+		}
+	default:
+		t.Errorf("no Event, want one starting %q", prefix)
+	}
+}

@@ -41,7 +41,9 @@ func ValidateCompositeController(cc *CompositeController) field.ErrorList {
 	// The parent resource may also be a child resource: parents then own
 	// parents, as in metacontroller. A resource listed twice is not an
 	// error, as in metacontroller: the controller uses one entry
-	// (children.Declare) and says so (controller.ReportRepeated).
+	// (children.Declare) and says so (engine.ReportRepeated). One resource
+	// under two versions is refused once discovery has resolved it
+	// (children.OtherVersion).
 	for i := range spec.ChildResources {
 		child := &spec.ChildResources[i]
 		childPath := specPath.Child("childResources").Index(i)
