@@ -290,6 +290,11 @@ func (r *Resolver[K]) resolve(ctx context.Context, d v1alpha1.RelatedResourceRul
 		}
 	}
 	if !res.Namespaced {
+		if d.NamespaceSelector != nil {
+			// As metacontroller, which fails such a sync: selecting
+			// namespaces for objects that have none is a mistake.
+			return nil, fmt.Errorf("namespaceSelector on %s, a cluster-scoped resource: its objects are in no namespace; remove the namespaceSelector", res.Name)
+		}
 		return rl, nil
 	}
 	if ns, ok := Namespace(d, parent.GetNamespace(), parentNamespaced, r.customizeVersion()); ok {
