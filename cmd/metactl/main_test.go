@@ -369,3 +369,18 @@ func TestVersionJSON(t *testing.T) {
 		t.Errorf("version -o yaml: %v, want an error about --output", err)
 	}
 }
+
+// TestEventSourceComponentFlag: --event-source-component defaults to
+// metactl's name, and a value the API server would refuse as an Event's
+// reporting controller (not a qualified name) is refused, naming the flag.
+func TestEventSourceComponentFlag(t *testing.T) {
+	run := newRunCommand()
+	if f := run.Flags().Lookup("event-source-component"); f == nil || f.DefValue != "metactl" {
+		t.Fatalf("run --event-source-component: %+v, want a flag defaulting to metactl", f)
+	}
+	for _, bad := range []string{"", "meta controller", "-metactl", "a/b/c"} {
+		if out, err := execute(t, "run", "--event-source-component", bad, "--kubeconfig", filepath.Join(t.TempDir(), "none")); err == nil || !strings.Contains(err.Error(), "--event-source-component") {
+			t.Errorf("run --event-source-component %q: %v, want an error about the flag\n%s", bad, err, out)
+		}
+	}
+}

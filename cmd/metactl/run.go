@@ -55,6 +55,7 @@ type runFlags struct {
 	historyMaxBytes   int64
 	eventsQPS         float32
 	eventsBurst       int
+	eventSource       string
 	leaderElect       bool
 	leaderElection    manager.LeaderElection
 	shardBuckets      int
@@ -121,6 +122,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "address serving Go's /debug/pprof/ profiles, mutex and block ones included; empty disables")
 	fs.Float32Var(&f.eventsQPS, "events-qps", 0, "Events per second per object once --events-burst is spent; 0: client-go's one per 5 minutes")
 	fs.IntVar(&f.eventsBurst, "events-burst", 0, "Events per object allowed at once; 0 keeps client-go's default of 25")
+	fs.StringVar(&f.eventSource, "event-source-component", manager.DefaultEventSourceComponent, "source component of metactl's Events (metactl); metacontroller keeps filters written for it matching")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "run controllers only while holding a Lease, for several replicas (the shipped Deployment sets it)")
 	fs.StringVar(&f.leaderElection.Namespace, "leader-elect-namespace", inClusterNamespace(), "namespace of the leader Lease")
 	fs.StringVar(&f.leaderElection.Name, "leader-elect-lease-name", "metactl", "name of the leader Lease")
@@ -233,6 +235,9 @@ func checkRunFlags(f *runFlags) (checkedRunFlags, error) {
 	if checked.applyStrategy, err = engine.ParseApplyStrategy(f.applyStrategy); err != nil {
 		return checked, fmt.Errorf("--apply-strategy: %w", err)
 	}
+	if errs := validation.IsQualifiedName(f.eventSource); len(errs) > 0 {
+		return checked, fmt.Errorf("--event-source-component %q: %s", f.eventSource, strings.Join(errs, "; "))
+	}
 	if f.clientQPS < 0 || f.clientBurst < 0 {
 		return checked, fmt.Errorf("--client-qps %v, --client-burst %d: want 0 (no fixed limit) or a positive number", f.clientQPS, f.clientBurst)
 	}
@@ -299,14 +304,15 @@ func managerOptions(f *runFlags, checked checkedRunFlags, cfg *rest.Config, reco
 			EtagCacheMaxBytes:   f.etagCacheMaxBytes,
 			Tracer:              traces.Tracer(),
 		},
-		MaxRelatedObjects: f.maxRelated,
-		EventsQPS:         f.eventsQPS,
-		EventsBurst:       f.eventsBurst,
-		LeaderElection:    leaderElection(f),
-		ShardBuckets:      f.shardBuckets,
-		MaxRetryDelay:     f.maxRetryDelay,
-		StopGracePeriod:   f.stopGracePeriod,
-		HistoryMaxBytes:   historyMaxBytes(f.historyMaxBytes, f.explain),
+		MaxRelatedObjects:    f.maxRelated,
+		EventsQPS:            f.eventsQPS,
+		EventsBurst:          f.eventsBurst,
+		EventSourceComponent: f.eventSource,
+		LeaderElection:       leaderElection(f),
+		ShardBuckets:         f.shardBuckets,
+		MaxRetryDelay:        f.maxRetryDelay,
+		StopGracePeriod:      f.stopGracePeriod,
+		HistoryMaxBytes:      historyMaxBytes(f.historyMaxBytes, f.explain),
 
 		CredentialNamespaces:     checked.credentialNamespaces,
 		AllowInsecureCredentials: f.allowInsecureCredentials,

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -42,7 +45,9 @@ import (
 //     resource with that subresource (NewObjects' withStatus) a write of
 //     the object itself keeps the stored .status;
 //   - a delete of an object with finalizers sets its deletionTimestamp and
-//     returns it; the write that removes its last finalizer removes it.
+//     returns it; the write that removes its last finalizer removes it;
+//   - a create of an object whose name is not a DNS-1123 subdomain is
+//     Invalid (apierrors.IsInvalid), as most resources' names are checked.
 //
 // It holds no garbage collector, no admission and no schema; server-side
 // apply (Apply) is refused: tests use client-side apply. Client serves
@@ -212,6 +217,10 @@ func (o *Objects) create(gvr schema.GroupVersionResource, namespace string, body
 	}
 	if obj.GetName() == "" {
 		return nil, apierrors.NewBadRequest("the in-memory store needs a name: it generates none")
+	}
+	if msgs := validation.IsDNS1123Subdomain(obj.GetName()); len(msgs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: gvr.Group, Kind: obj.GetKind()}, obj.GetName(),
+			field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), obj.GetName(), strings.Join(msgs, "; "))})
 	}
 	rv := o.nextRV()
 	obj.SetResourceVersion(rv)

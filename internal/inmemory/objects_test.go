@@ -115,3 +115,20 @@ func TestObjectsFinalizersHoldADelete(t *testing.T) {
 		t.Errorf("the object is still there without finalizers: %v", got)
 	}
 }
+
+// TestObjectsRefusesAnInvalidName: a create whose name is not a DNS-1123
+// subdomain is Invalid and stores nothing, as kube-apiserver answers for a
+// ConfigMap; a valid name is stored.
+func TestObjectsRefusesAnInvalidName(t *testing.T) {
+	o := NewObjects(nil)
+	_, err := o.Create(context.Background(), configMapsGVR, "ns", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Not-A-Valid-Name"}}`))
+	if !apierrors.IsInvalid(err) {
+		t.Errorf("create Not-A-Valid-Name: %v, want Invalid", err)
+	}
+	if _, ok := o.Get(configMapsGVR, "ns", "Not-A-Valid-Name"); ok {
+		t.Error("the object with an invalid name was stored")
+	}
+	if _, err := o.Create(context.Background(), configMapsGVR, "ns", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a.valid-name"}}`)); err != nil {
+		t.Errorf("create a.valid-name: %v", err)
+	}
+}

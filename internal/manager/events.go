@@ -11,6 +11,19 @@ import (
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
+// DefaultEventSourceComponent is the source component of metactl's Events
+// when Options.EventSourceComponent is empty. metacontroller's is
+// "metacontroller".
+const DefaultEventSourceComponent = "metactl"
+
+// eventSourceComponent is Options.EventSourceComponent or its default.
+func (o Options) eventSourceComponent() string {
+	if o.EventSourceComponent == "" {
+		return DefaultEventSourceComponent
+	}
+	return o.EventSourceComponent
+}
+
 // newEventBroadcaster returns the broadcaster of every Event metactl
 // records. Its spam filter (opts.EventsQPS, opts.EventsBurst) counts each
 // object's Events per reason, where client-go's default counts them per

@@ -61,6 +61,13 @@ type Options struct {
 	// keeps client-go's defaults (25, then one per 5 minutes).
 	EventsQPS   float32
 	EventsBurst int
+	// EventSourceComponent is the source component of every Event metactl
+	// records (an Event's source.component and reportingController, the
+	// SOURCE column of kubectl get events). Empty means
+	// DefaultEventSourceComponent ("metactl"); metactl run sets it from
+	// --event-source-component. "metacontroller" keeps event filters and
+	// alerts written for metacontroller's Events matching.
+	EventSourceComponent string
 	// LeaderElection, when set, runs controllers only while this replica
 	// holds the Lease (with ShardBuckets, every replica runs them and the
 	// Lease decides which writes the controller objects). New gives its
@@ -270,7 +277,7 @@ func New(opts Options) (*Manager, error) {
 	if m.sharding, err = m.newSharding(opts); err != nil {
 		return nil, err
 	}
-	m.recorder = m.events.NewRecorder(eventScheme(), corev1.EventSource{Component: "metactl"})
+	m.recorder = m.events.NewRecorder(eventScheme(), corev1.EventSource{Component: opts.eventSourceComponent()})
 	metrics.SetInformerCounter(m.informers.Counts)
 	metrics.SetWatchEventCounter(m.informers.WatchEvents)
 	if m.sharding != nil {

@@ -12,9 +12,11 @@
 // an error); under v2, and for cluster-scoped parents, a rule may name any
 // namespace, select namespaces by label, or, with neither, select in every
 // namespace (names too). Cluster-scoped related resources have no
-// namespace. The objects are keyed by the version of the hooks that
-// receive them (sync, finalize), and a v1 hook of a namespaced parent gets
-// only those of the parent's namespace (Delivered).
+// namespace (a rule's namespace is ignored for them, and a
+// namespaceSelector fails the sync, as in metacontroller). The objects are
+// keyed by the version of the hooks that receive them (sync, finalize),
+// and a v1 hook of a namespaced parent gets only those of the parent's
+// namespace (Delivered).
 //
 // A Resolver is safe for concurrent use.
 package related

@@ -335,6 +335,11 @@ func (r *Resolver[K]) resolve(ctx context.Context, d v1alpha1.RelatedResourceRul
 		}
 	}
 	if !res.Namespaced {
+		if d.NamespaceSelector != nil {
+			// As metacontroller, which fails such a sync: selecting
+			// namespaces for objects that have none is a mistake.
+			return nil, fmt.Errorf("namespaceSelector on %s, a cluster-scoped resource: its objects are in no namespace; remove the namespaceSelector", res.Name)
+		}
 		return rl, nil
 	}
 	if parentNamespaced && r.customizeVersion() != v1alpha1.HookVersionV2 && d.Namespace != "" && d.Namespace != parent.GetNamespace() {

@@ -4,6 +4,7 @@ package related_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,5 +105,18 @@ func TestOnlyMatchingChangesResyncAParent(t *testing.T) {
 	})
 	if n := f.timesEnqueued(keyP); n != 1 {
 		t.Errorf("p, forgotten, was re-synced again (%d times in all)", n)
+	}
+}
+
+// TestNamespaceSelectorOnAClusterScopedResourceFails: a rule with a
+// namespaceSelector for a cluster-scoped resource (namespaces) fails the
+// sync, naming the setting, as metacontroller fails it, where it selected
+// every object of the resource.
+func TestNamespaceSelectorOnAClusterScopedResourceFails(t *testing.T) {
+	own := env.CreateNamespace(t)
+	f := newFixture(t, ptr.To(v1alpha1.HookVersionV2), v1alpha1.HookVersionV2, map[string]any{"apiVersion": "v1", "resource": "namespaces",
+		"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": own}}})
+	if err := resolve(t, f, parentIn(own)); err == nil || !strings.Contains(err.Error(), "namespaceSelector on namespaces") {
+		t.Errorf("Related: got %v, want an error about the namespaceSelector on namespaces", err)
 	}
 }

@@ -235,3 +235,16 @@ func TestForgetIfReleasesTheForgottenParentsInformers(t *testing.T) {
 		t.Errorf("informers %q after forgetting gone/p, want %q: configmaps were only its", got, want)
 	}
 }
+
+// TestNamespaceSelectorOnAClusterScopedResourceFailsInMemory: a rule with
+// a namespaceSelector for a cluster-scoped resource fails the sync, naming
+// the setting, as metacontroller fails it. Fast twin of the integration
+// test TestNamespaceSelectorOnAClusterScopedResourceFails.
+func TestNamespaceSelectorOnAClusterScopedResourceFailsInMemory(t *testing.T) {
+	opts := memOptions(t, related.Options[string]{}, inmemory.Object("v1", "Namespace", "", "own", map[string]string{"team": "red"}, nil))
+	f := newFixtureOptions(t, opts, ptr.To(v1alpha1.HookVersionV2), v1alpha1.HookVersionV2, map[string]any{"apiVersion": "v1", "resource": "namespaces",
+		"namespaceSelector": map[string]any{"matchLabels": map[string]any{"team": "red"}}})
+	if err := resolve(t, f, parentIn("own")); err == nil || !strings.Contains(err.Error(), "namespaceSelector on namespaces") {
+		t.Errorf("Related: got %v, want an error about the namespaceSelector on namespaces", err)
+	}
+}

@@ -69,8 +69,9 @@ type revision struct {
 // the status checks. Every hook answer is checked, and the revisions are
 // written, before any child is; the hook is called and the children are
 // written through r. It returns the latest revision's answer, its status
-// carrying the Updated condition (nil when it failed before writing any
-// child), and whether it wrote children or ControllerRevisions.
+// carrying the Updated condition and finalized only when every revision's
+// answer is (nil when it failed before writing any child), and whether it
+// wrote children or ControllerRevisions.
 func (c *Controller) rollingSync(ctx context.Context, r *engine.Round, parent *unstructured.Unstructured, selector labels.Selector) (*hooks.CompositeSyncResponse, bool, error) {
 	version := r.Version()
 	observed := r.Observed()
@@ -132,9 +133,11 @@ func (c *Controller) rollingSync(ctx context.Context, r *engine.Round, parent *u
 
 	response := *latest.answer
 	response.Status = status
-	// The smallest resync any revision asks for.
+	// The smallest resync any revision asks for; finalized only when every
+	// revision's answer says so, as metacontroller decides it.
 	for _, rev := range revisions {
 		response.ResyncAfterSeconds = engine.ShortestResync(response.ResyncAfterSeconds, rev.answer.ResyncAfterSeconds)
+		response.Finalized = response.Finalized && rev.answer.Finalized
 	}
 	if cond["status"] != "True" {
 		// Look again soon even if nothing else happens: a moved child's

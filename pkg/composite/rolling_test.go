@@ -314,3 +314,64 @@ func TestRollingFinalizeCallsEachRevision(t *testing.T) {
 		return o == nil
 	})
 }
+
+// TestRollingFinalizeWaitsForEveryRevision: in mid-rollout, a finalize
+// hook that answers finalized for the latest revision but not for an older
+// one leaves the finalizer on the parent, as metacontroller does (it
+// removes it only when every revision's answer agrees); once every
+// revision answers finalized, the parent goes.
+func TestRollingFinalizeWaitsForEveryRevision(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	var done atomic.Bool
+	hook := newTestHook(t, func(req *syncRequest) any {
+		answer := rollingHook(req).(map[string]any)
+		if req.Finalizing {
+			version, _, _ := unstructured.NestedString(req.Parent.Object, "spec", "version")
+			answer["finalized"] = version == "v2" || done.Load()
+		}
+		return answer
+	})
+	cc := rollingController(t, hook, "RollingRecreate")
+	cc.Object["spec"].(map[string]any)["hooks"].(map[string]any)["finalize"] = map[string]any{"webhook": map[string]any{"url": hook.server.URL + "/sync"}}
+	startController(t, cc)
+	parentOnV1(t, ns)
+	waitUpdated(t, ns, "p1", "True", "OnLatestRevision")
+
+	// One child moves to v2 and is not ready: the rollout waits there.
+	setSpec(t, thingsGVR, ns, "p1", map[string]any{"version": "v2"})
+	waitUpdated(t, ns, "p1", "False", "RolloutWaiting")
+	t.Cleanup(func() { done.Store(true) })
+	if err := env.Dynamic.Resource(thingsGVR).Namespace(ns).Delete(ctx(t), "p1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "finalize calls for both revisions", func(context.Context) (bool, error) {
+		seen := map[string]bool{}
+		for _, req := range hook.requestsSnapshot() {
+			if req.Finalizing {
+				version, _, _ := unstructured.NestedString(req.Parent.Object, "spec", "version")
+				seen[version] = true
+			}
+		}
+		return seen["v1"] && seen["v2"], nil
+	})
+	// Two syncs that start after those calls (the first is done once the
+	// hook is given the second's label): v2 said finalized, v1 did not.
+	poke(t, hook, thingsGVR, ns, "p1", "1")
+	poke(t, hook, thingsGVR, ns, "p1", "2")
+	p, err := get(t, thingsGVR, ns, "p1")
+	if err != nil || p == nil {
+		t.Fatalf("the parent went while an older revision's answer was not finalized: %v", err)
+	}
+	if len(p.GetFinalizers()) == 0 {
+		t.Errorf("finalizers removed while an older revision's answer was not finalized")
+	}
+
+	done.Store(true)
+	waitFor(t, thingsGVR, ns, "p1", "gone once every revision is finalized", func(o *unstructured.Unstructured) bool {
+		if o != nil {
+			_, _ = env.Dynamic.Resource(thingsGVR).Namespace(ns).Patch(context.Background(), "p1", types.MergePatchType,
+				[]byte(`{"metadata":{"annotations":{"poke":"`+time.Now().String()+`"}}}`), metav1.PatchOptions{})
+		}
+		return o == nil
+	})
+}

@@ -795,8 +795,8 @@ func TestOnDeleteDriftIsReportedOncePerDesiredState(t *testing.T) {
 
 // TestSyncedConditionReasonsOfOneSync: the Synced condition a failed
 // sync writes names why: an answer refused (InvalidAnswer), a child's
-// write refused by the server, here the update of a child deleted since
-// the cache listed it (WriteFailed; the answer's status is written with
+// write refused by the server, here the create of a child whose name the
+// server finds invalid (WriteFailed; the answer's status is written with
 // it), a hook that does not settle (Waiting). (A conflict would leave the
 // condition as it is: the retry resolves it.)
 func TestSyncedConditionReasonsOfOneSync(t *testing.T) {
@@ -811,8 +811,8 @@ func TestSyncedConditionReasonsOfOneSync(t *testing.T) {
 			return map[string]any{"status": map[string]any{"x": 1}, "children": []any{
 				map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "undeclared"}}}}
 		}},
-		{name: "write", reason: engine.ReasonWriteFailed, message: "updating ConfigMap ns/keep", status: true, answer: func(map[string]any) any {
-			return map[string]any{"status": map[string]any{"x": 1}, "children": []any{answerChild("keep", "new")}}
+		{name: "write", reason: engine.ReasonWriteFailed, message: "creating ConfigMap ns/Not-A-Valid-Name", status: true, answer: func(map[string]any) any {
+			return map[string]any{"status": map[string]any{"x": 1}, "children": []any{answerChild("keep", "old"), answerChild("Not-A-Valid-Name", "new")}}
 		}},
 		{name: "waiting", reason: engine.ReasonWaiting, message: "fixed point", answer: func(map[string]any) any {
 			return map[string]any{"status": map[string]any{"n": n.Add(1)}, "children": []any{}}

@@ -714,6 +714,7 @@ func TestHelmValuesChangeObjects(t *testing.T) {
 		{name: "run.stopGracePeriod", value: "20s", check: hasArg("--stop-grace-period=20s")},
 		{name: "run.eventsQPS", value: 0.5, check: hasArg("--events-qps=0.5")},
 		{name: "run.eventsBurst", value: 10, check: hasArg("--events-burst=10")},
+		{name: "run.eventSourceComponent", value: "metacontroller", check: hasArg("--event-source-component=metacontroller")},
 		{name: "run.explain", value: false, check: hasArg("--explain=false")},
 		{name: "run.historyMaxBytes", value: 0, check: hasArg("--history-max-bytes=0")},
 		{name: "run.record", value: false, check: hasArg("--record=false")},

@@ -135,6 +135,7 @@ then extraArgs.
   (list "stop-grace-period" $run.stopGracePeriod)
   (list "events-qps" $run.eventsQPS)
   (list "events-burst" $run.eventsBurst)
+  (list "event-source-component" $run.eventSourceComponent)
   (list "explain" $run.explain)
   (list "history-max-bytes" $run.historyMaxBytes)
   (list "record" $run.record)

@@ -224,6 +224,14 @@ func (w *Writer) writeDesired(ctx context.Context, ws *writes, parent *unstructu
 		case Update:
 			ws.run(func() error {
 				updated, err := w.updateChild(ctx, parent, res, key, have, merged)
+				if apierrors.IsNotFound(err) {
+					// Deleted since it was observed, as metacontroller
+					// takes it (no error): the next call sees it gone, and
+					// its deletion's watch event syncs the parent anyway.
+					klog.FromContext(ctx).V(4).Info("Child gone before its update", "kind", res.Kind, "child", key)
+					ws.gone(res, key)
+					return nil
+				}
 				if err != nil {
 					return err
 				}
@@ -316,6 +324,14 @@ func (ws *writes) blocked(res *Resource, want *unstructured.Unstructured) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	ws.result.Blocked = append(ws.result.Blocked, Blocked{Resource: res, Namespace: want.GetNamespace(), Name: want.GetName()})
+}
+
+// gone records that the child key of res was found deleted by someone
+// else: it is no longer observed, and nothing was written.
+func (ws *writes) gone(res *Resource, key string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	delete(ws.result.Observed[res], key)
 }
 
 // written records obj, a child created or updated, as the server

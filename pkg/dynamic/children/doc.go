@@ -15,7 +15,11 @@
 // every controller); their order is not defined. A failed write does not
 // stop the others; all failures are returned joined. Nothing is written for an object whose
 // desired state equals its observed state. Deletes carry the observed UID
-// as a precondition and propagate in the background.
+// as a precondition and propagate in the background. As in metacontroller,
+// three answers of the server are no failure: a create that finds the name
+// taken writes nothing, a delete that finds the child gone (or replaced)
+// counts as deleted, and an update that finds it gone leaves it out of the
+// observed children, for the next call to create again.
 //
 // What the parent's user should know and would otherwise not see, the API
 // server's warnings on a write and a change the update strategy OnDelete

@@ -282,3 +282,22 @@ func TestManageRecreateKeepsAPodTheServerDefaulted(t *testing.T) {
 		t.Errorf("a changed desired Pod: Deleted %d, want it recreated", result.Deleted)
 	}
 }
+
+// TestManageUpdateOfAChildGoneMeanwhile: an update that finds the child
+// deleted since it was observed is no error, as in metacontroller, and
+// writes nothing; the child is no longer observed.
+func TestManageUpdateOfAChildGoneMeanwhile(t *testing.T) {
+	f := newManageFixture(t, v1alpha1.ChildUpdateInPlace)
+	f.manage(f.set(), f.set(f.want("a", "old")))
+	stale := f.get("a")
+	if err := env.Dynamic.Resource(configMapsGVR).Namespace(f.ns).Delete(f.ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	result := f.manage(f.set(stale), f.set(f.want("a", "new")))
+	if result.Wrote() || f.get("a") != nil {
+		t.Errorf("Written %d, Deleted %d, stored %v; want nothing written", len(result.Written), result.Deleted, f.get("a"))
+	}
+	if _, ok := result.Observed[f.res][f.ns+"/a"]; ok {
+		t.Error("Result.Observed still holds the child that is gone")
+	}
+}

@@ -269,3 +269,22 @@ func wantEvent(t *testing.T, recorder *record.FakeRecorder, prefix string) {
 		t.Errorf("no Event, want one starting %q", prefix)
 	}
 }
+
+// TestWriterUpdateOfAChildGoneMeanwhile: an update that finds the child
+// deleted since it was observed is no error (as in metacontroller), writes
+// nothing, and the child is no longer observed.
+func TestWriterUpdateOfAChildGoneMeanwhile(t *testing.T) {
+	f := newWriterFixture(t, v1alpha1.ChildUpdateInPlace)
+	f.manage(f.set(), f.set(f.want("a", "old")))
+	stale := f.get("a")
+	if err := f.objects.Client().Resource(writerConfigMaps).Namespace("ns").Delete(t.Context(), "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	result := f.manage(f.set(stale), f.set(f.want("a", "new")))
+	if result.Wrote() || f.get("a") != nil {
+		t.Errorf("Written %d, Deleted %d, stored %v; want nothing written", len(result.Written), result.Deleted, f.get("a"))
+	}
+	if _, ok := result.Observed[f.res]["ns/a"]; ok {
+		t.Error("Result.Observed still holds the child that is gone")
+	}
+}

@@ -77,6 +77,17 @@ func TestSetDefaultsCompositeController(t *testing.T) {
 			},
 		},
 		{
+			// metacontroller dereferences the absent cacheCleanupSeconds
+			// here (docs/compatibility.md, "ETag cache lifetime").
+			name: "etag timeout without cleanup",
+			given: func(cc *CompositeController) {
+				cc.Spec.Hooks.Sync.Webhook.Etag = &WebhookEtagConfig{Enabled: ptr.To(true), CacheTimeoutSeconds: ptr.To[int32](30)}
+			},
+			want: func(cc *CompositeController) {
+				cc.Spec.Hooks.Sync.Webhook.Etag.CacheCleanupSeconds = ptr.To[int32](300)
+			},
+		},
+		{
 			name: "values metacontroller reads as others",
 			given: func(cc *CompositeController) {
 				cc.Spec.ResyncPeriodSeconds = ptr.To[int32](-3)
