@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/metactl/metactl/internal/loop"
+	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
@@ -67,5 +68,21 @@ func TestNoHookEventsWhenCancelled(t *testing.T) {
 	}
 	if got := f.drain(); len(got) != 0 {
 		t.Errorf("the cancelled sync recorded %q", got)
+	}
+}
+
+// TestHookEventsCannotUseMetactlReasons: every reason of the Events
+// metactl records on the objects it syncs (the engine's, the child
+// writer's) is one a hook's events may not use (hooks.CheckEvents); a
+// reason of the hook's own is not.
+func TestHookEventsCannotUseMetactlReasons(t *testing.T) {
+	for _, reason := range []string{ReasonSyncError, ReasonHookNotSettled, ReasonUnknownAnswerField, ReasonStatusPruned,
+		children.ReasonChildWriteWarning, children.ReasonChildNotUpdated} {
+		if !hooks.IsReservedEventReason(reason) {
+			t.Errorf("metactl's Event reason %s is not reserved from hooks", reason)
+		}
+	}
+	if hooks.IsReservedEventReason("BackupFailed") {
+		t.Error("a hook's own reason BackupFailed is reserved")
 	}
 }

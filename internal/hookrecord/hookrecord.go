@@ -71,7 +71,7 @@ func ParseFileName(name string) (n int, hook string, ok bool) {
 // renamed, so that a write cut short (metactl stopped, a full disk) leaves
 // no truncated call for ReadDir to reject the set for.
 func WriteDir(dir string, first int, calls []Call) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	for i, c := range calls {
@@ -86,7 +86,7 @@ func WriteDir(dir string, first int, calls []Call) error {
 	return nil
 }
 
-// writeFileAtomic writes data into dir/name, mode 0644, through a
+// writeFileAtomic writes data into dir/name, mode 0600, through a
 // temporary file in dir renamed to name.
 func writeFileAtomic(dir, name string, data []byte) (err error) {
 	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
@@ -102,7 +102,7 @@ func writeFileAtomic(dir, name string, data []byte) (err error) {
 	if _, err = tmp.Write(data); err != nil {
 		return err
 	}
-	if err = tmp.Chmod(0o644); err != nil {
+	if err = tmp.Chmod(0o600); err != nil {
 		return err
 	}
 	if err = tmp.Close(); err != nil {

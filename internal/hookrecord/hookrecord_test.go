@@ -73,7 +73,7 @@ func TestWriteDirLeavesNoPartialFile(t *testing.T) {
 	if len(entries) != 2 {
 		t.Errorf("WriteDir left its temporary file: %v", entries)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, "0001-sync.json")); err != nil || fi.Mode().Perm() != 0o644 {
+	if fi, err := os.Stat(filepath.Join(dir, "0001-sync.json")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("mode = %v, %v", fi, err)
 	}
 	// A file is replaced by a rename, not written over in place (where a
@@ -91,6 +91,22 @@ func TestWriteDirLeavesNoPartialFile(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "0001-sync.json")); err != nil || !bytes.Contains(b, []byte("new")) {
 		t.Errorf("the second WriteDir did not replace the call: %s, %v", b, err)
+	}
+}
+
+// TestWriteDirIsPrivate: a recording holds objects' contents, so the
+// directories WriteDir creates are 0700 and its files 0600: readable by
+// the user who recorded only.
+func TestWriteDirIsPrivate(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "record")
+	dir := filepath.Join(root, "compositecontroller-x")
+	if err := WriteDir(dir, 1, []Call{{Hook: "sync", Request: json.RawMessage(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]os.FileMode{root: 0o700, dir: 0o700, filepath.Join(dir, "0001-sync.json"): 0o600} {
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v (%v), want %v", path, fi.Mode().Perm(), err, want)
+		}
 	}
 }
 

@@ -15,9 +15,11 @@ import (
 // children, within a list): each value of an object's data and stringData
 // when its apiVersion is "v1" and its kind "Secret", and the value of its
 // annotations named */last-applied-configuration, which may hold its data
-// (kubectl's does, in clear), each by secretdigest.Of of its text (a data
-// value's base64, a stringData value's text, the annotation's JSON); a
-// value that is already a digest is kept. Nothing else changes: body is
+// (kubectl's does, in clear), each by secretdigest.Salted of its text (a
+// data value's base64, a stringData value's text, the annotation's JSON):
+// salted with this process's key, so a recording's digests cannot be
+// compared with another process's or checked against a guessed value; a
+// value that is already a digest (salted or not) is kept. Nothing else changes: body is
 // returned as it is when it holds no such value, else encoded again
 // (numbers kept as written). A body that is not JSON is an error: nothing
 // of it may be kept.
@@ -101,20 +103,20 @@ func digestIn(v any) bool {
 				case nil:
 				case map[string]any:
 					if len(values) > 0 {
-						t[field] = secretdigest.Values(values)
+						t[field] = secretdigest.SaltedValues(values)
 						changed = true
 					}
 				default:
 					// Not an object: nothing of it is kept.
-					t[field] = secretdigest.Of(string(mustJSON(values)))
+					t[field] = secretdigest.Salted(string(mustJSON(values)))
 					changed = true
 				}
 			}
 			if md, ok := t["metadata"].(map[string]any); ok {
 				if annotations, ok := md["annotations"].(map[string]any); ok {
 					for k, a := range annotations {
-						if s, ok := a.(string); ok && strings.HasSuffix(k, "/last-applied-configuration") && !secretdigest.IsDigest(s) {
-							annotations[k] = secretdigest.Of(s)
+						if s, ok := a.(string); ok && strings.HasSuffix(k, "/last-applied-configuration") && !secretdigest.IsDigest(s) && !secretdigest.IsSalted(s) {
+							annotations[k] = secretdigest.Salted(s)
 							changed = true
 						}
 					}

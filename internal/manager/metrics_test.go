@@ -5,6 +5,7 @@ package manager_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -177,4 +178,91 @@ func TestHookTimeoutOfSameNamedControllers(t *testing.T) {
 	if _, ok := gaugeValue(t, "metactl_hook_timeout_seconds", series("sync")); ok {
 		t.Error("the sync hook's timeout is left once both controllers stopped")
 	}
+}
+
+// seriesNaming returns the families of metrics.Registry with a series
+// whose label label is value.
+func seriesNaming(t *testing.T, label, value string) []string {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					out = append(out, f.GetName())
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestDeletedControllerLeavesNoSeries: a controller that synced has
+// series in the syncs', hooks', writes' and work queue's metrics; once its
+// object is deleted, none labelled with its name is left in the registry
+// (the registry is gathered as /metrics serves it), while a
+// DecoratorController of the same name keeps its own until it goes too.
+func TestDeletedControllerLeavesNoSeries(t *testing.T) {
+	applyWidgetsCRD(t)
+	runManager(t, manager.Options{Config: env.Config, Workers: 2})
+	ctx := context.Background()
+	const name = "metrics-deleted"
+	h := newHook(t, "m")
+	ccs := env.Dynamic.Resource(v1alpha1.CompositeControllerResource)
+	dcs := env.Dynamic.Resource(v1alpha1.DecoratorControllerResource)
+	cc := compositeController(name, h.URL)
+	cc.Object["spec"].(map[string]any)["parentResource"].(map[string]any)["labelSelector"] = map[string]any{"matchLabels": map[string]any{"test": name}}
+	if _, err := ccs.Create(ctx, cc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, name, metav1.ConditionTrue, v1alpha1.ReasonRunning)
+	ns := env.CreateNamespace(t)
+	newWidget(t, ns, name, "w")
+	waitObject(t, configMapsGVR, ns, "w-m")
+	want := []string{"metactl_controller_ready", "metactl_hook_requests_total", "metactl_hook_duration_seconds",
+		"metactl_hook_timeout_seconds", "metactl_syncs_total", "metactl_sync_duration_seconds", "metactl_object_writes_total"}
+	testenv.Eventually(t, 30*time.Second, "the controller's series", func(context.Context) (bool, error) {
+		got := seriesNaming(t, "controller", name)
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				return false, nil
+			}
+		}
+		return len(seriesNaming(t, "name", name)) > 0, nil
+	})
+
+	// A DecoratorController of the same name shares the series: they stay
+	// while it exists.
+	dc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "DecoratorController",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"resources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps",
+				"labelSelector": map[string]any{"matchLabels": map[string]any{"decorate": name}}}},
+			"hooks": map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": "http://127.0.0.1:1/sync", "timeout": "4s"}}},
+		},
+	}}
+	if _, err := dcs.Create(ctx, dc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	decoratorReady := prometheus.Labels{"kind": "DecoratorController", "controller": name}
+	waitGauge(t, "metactl_controller_ready", decoratorReady, ptr.To[float64](1))
+	if err := ccs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGauge(t, "metactl_controller_ready", prometheus.Labels{"kind": "CompositeController", "controller": name}, nil)
+	if got := seriesNaming(t, "controller", name); !slices.Contains(got, "metactl_syncs_total") {
+		t.Errorf("with a DecoratorController of the same name left, its series are gone: %v", got)
+	}
+
+	if err := dcs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "no series of the deleted controllers", func(context.Context) (bool, error) {
+		return len(seriesNaming(t, "controller", name)) == 0 && len(seriesNaming(t, "name", name)) == 0, nil
+	})
 }

@@ -223,12 +223,26 @@ func (m *Manager) reconcile(ctx context.Context, key string) (time.Duration, err
 	if !exists {
 		m.forgetCleanup(key)
 		m.forgetStartFailures(key)
+		m.forgetMetrics(name)
 		return 0, nil
 	}
 	if deleting {
 		return 0, m.finishDeletion(ctx, k, obj, current != nil)
 	}
 	return m.startController(ctx, k, key, obj)
+}
+
+// forgetMetrics deletes every series of the controllers named name
+// (metrics.ForgetController) once no controller object of that name
+// remains, of either kind: a CompositeController and a DecoratorController
+// of one name share their series, and the other's stay while it exists.
+func (m *Manager) forgetMetrics(name string) {
+	for _, k := range m.kinds {
+		if _, exists := k.informer.Get("", name); exists {
+			return
+		}
+	}
+	metrics.ForgetController(name)
 }
 
 // kindOf returns the kind of controller object that key (kind/name)

@@ -13,6 +13,10 @@
 // SetShardBucketCounts set. internal/manager calls Register, and cmd/metactl
 // serves Registry over HTTP at /metrics.
 //
+// internal/manager calls ForgetController once a controller object is gone,
+// deleting every series labelled with its name; a hook's HTTP status is
+// kept to a bounded set of code labels (HookCode).
+//
 // Register also installs client-go's work-queue metrics provider, so the
 // queues of every controller (depth, adds, retries, latency) are counted
 // without the reconcilers doing anything; InstrumentTransport counts API

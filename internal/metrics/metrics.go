@@ -173,12 +173,49 @@ func Register() {
 
 // ObserveHookCall records one hook call; code 0 means no HTTP answer.
 func ObserveHookCall(controller, hook string, code int, d time.Duration) {
-	c := "error"
-	if code != 0 {
-		c = strconv.Itoa(code)
-	}
-	HookRequests.WithLabelValues(controller, hook, c).Inc()
+	HookRequests.WithLabelValues(controller, hook, HookCode(code)).Inc()
 	HookDuration.WithLabelValues(controller, hook).Observe(d.Seconds())
+}
+
+// HookCode returns the code label of metactl_hook_requests_total for a
+// hook's HTTP status: "error" for 0 (no answer), the number for a status
+// net/http names (200, 304, 404, 500, ...: about 60 of them), and "other"
+// for any other, so that a hook choosing its status among the 900 a
+// response line may carry makes at most that many series per controller
+// and hook.
+func HookCode(code int) string {
+	switch {
+	case code == 0:
+		return "error"
+	case http.StatusText(code) != "":
+		return strconv.Itoa(code)
+	default:
+		return "other"
+	}
+}
+
+// controllerVecs are the vectors with a controller label: the name of a
+// CompositeController or DecoratorController (see ForgetController).
+var controllerVecs = []*prometheus.MetricVec{
+	HookRequests.MetricVec, HookDuration.MetricVec, Syncs.MetricVec, UnsettledSyncs.MetricVec,
+	SyncDuration.MetricVec, ObjectWrites.MetricVec, UncachedReads.MetricVec, ControllerReady.MetricVec,
+	HookTimeout.MetricVec,
+}
+
+// ForgetController deletes every series of the controllers named name:
+// those of each vector with a controller label, whatever its other labels
+// (ControllerReady's kind included), and those of its work queue (the
+// workqueue vectors' name label). Call it once no controller object of
+// that name remains, of either kind: the two kinds share the series of a
+// name. A sync abandoned after the stop grace period that ends later may
+// record one series again.
+func ForgetController(name string) {
+	for _, v := range controllerVecs {
+		v.DeletePartialMatch(prometheus.Labels{"controller": name})
+	}
+	for _, v := range queueVecs {
+		v.DeletePartialMatch(prometheus.Labels{"name": name})
+	}
 }
 
 var (

@@ -32,6 +32,12 @@ var (
 	}, []string{"name"})
 )
 
+// queueVecs are the work-queue vectors (see ForgetController).
+var queueVecs = []*prometheus.MetricVec{
+	workqueueDepth.MetricVec, workqueueAdds.MetricVec, workqueueLatency.MetricVec, workqueueWorkDuration.MetricVec,
+	workqueueUnfinished.MetricVec, workqueueLongestRunning.MetricVec, workqueueRetries.MetricVec,
+}
+
 type queueMetrics struct{}
 
 func (queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {

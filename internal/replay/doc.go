@@ -9,7 +9,9 @@
 // children, a decorator answer's attachments) compare by object
 // (apiVersion, kind, namespace and name), whatever their order. A
 // Secret's data in the new answer is replaced by its digest before the
-// comparison, as it is in the recorded answer.
+// comparison, as it is in the recorded answer; digests are salted per
+// process (secretdigest.Salted), so a Secret's values compare by their
+// keys only.
 //
 // Bounds: calls are made one at a time, each bounded by Options.Timeout
 // and its answer by hookclient.DefaultMaxResponseBytes; nothing but the hook

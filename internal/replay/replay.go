@@ -19,6 +19,7 @@ import (
 	"github.com/metactl/metactl/internal/jsondiff"
 	"github.com/metactl/metactl/internal/redact"
 	"github.com/metactl/metactl/internal/textcut"
+	"github.com/metactl/metactl/pkg/dynamic/secretdigest"
 	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
@@ -257,7 +258,7 @@ func replayOne(ctx context.Context, f hookrecord.File, opts *Options) (Result, [
 		res.Status, res.Reason = Failed, "the answer is not JSON: "+err.Error()
 		return res, nil
 	}
-	for _, c := range jsondiff.Diff(keyLists(recorded), keyLists(answer)) {
+	for _, c := range jsondiff.Diff(keyLists(saltedAlike(recorded)), keyLists(saltedAlike(answer))) {
 		if ignored(c.Path, opts.Ignore) {
 			res.Ignored++
 			continue
@@ -386,6 +387,33 @@ func decode(data []byte, v *any) error {
 		return errors.New("more than one JSON value")
 	}
 	return nil
+}
+
+// saltedDigest stands, in a compared answer, for every salted digest
+// (secretdigest.Salted: the recorded answer's, made by the process that
+// recorded it, and the new answer's, made by this one).
+const saltedDigest = secretdigest.SaltedPrefix + "*"
+
+// saltedAlike returns v, a decoded answer, with every string that is a
+// salted digest replaced by saltedDigest (maps and lists changed in
+// place). Salted digests of two processes cannot be compared: a Secret's
+// values compare by their keys only.
+func saltedAlike(v any) any {
+	switch t := v.(type) {
+	case string:
+		if secretdigest.IsSalted(t) {
+			return saltedDigest
+		}
+	case map[string]any:
+		for k, val := range t {
+			t[k] = saltedAlike(val)
+		}
+	case []any:
+		for i, val := range t {
+			t[i] = saltedAlike(val)
+		}
+	}
+	return v
 }
 
 // setKeys are the top-level keys of an answer whose lists are sets of

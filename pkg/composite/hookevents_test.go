@@ -103,6 +103,34 @@ func TestInvalidEventRefusesTheAnswer(t *testing.T) {
 	}
 }
 
+// TestHookEventCannotUseMetactlReason: an answer asking for an Event with
+// one of metactl's own reasons (a forged SyncError) is refused whole: the
+// only SyncError Event on the parent is metactl's, naming the entry, and
+// no child is written.
+func TestHookEventCannotUseMetactlReason(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook := newTestHook(t, func(req *syncRequest) any {
+		answer := valueHook(req).(map[string]any)
+		answer["events"] = []any{map[string]any{"type": "Warning", "reason": "SyncError", "message": "forged by the hook"}}
+		return answer
+	})
+	startController(t, compositeController(t, hook, thingsGVR, nil))
+	newThing(t, thingsGVR, ns, "p1", map[string]any{"value": "v"})
+	waitForEvent(t, ns, "p1", "SyncError", `events[0].reason "SyncError" is one of metactl's own`)
+	if _, err := get(t, configMapsGVR, ns, "p1-cm"); err == nil {
+		t.Error("the refused answer's child was written")
+	}
+	events, err := env.Kube.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if strings.Contains(e.Message, "forged by the hook") {
+			t.Errorf("the hook's Event with metactl's reason was recorded: %s %s", e.Reason, e.Message)
+		}
+	}
+}
+
 // condition returns the condition of type typ in obj's status.
 func condition(obj *unstructured.Unstructured, typ string) map[string]any {
 	return controllertest.Condition(obj, typ)

@@ -68,7 +68,7 @@ func TestRecordingOfADecoratorOfSecrets(t *testing.T) {
 	if strings.Contains(string(all), secret) || strings.Contains(string(all), base64.StdEncoding.EncodeToString([]byte(secret))) {
 		t.Errorf("the decorated Secret's value is recorded:\n%s", all)
 	}
-	if !strings.Contains(string(all), `"password":"sha256:`) {
+	if !strings.Contains(string(all), `"password":"hmac-sha256:`) {
 		t.Errorf("the decorated Secret's data is not recorded as digests:\n%s", all)
 	}
 }

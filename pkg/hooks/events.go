@@ -30,6 +30,31 @@ const (
 	MaxEventMessageBytes = 1024
 )
 
+// reservedEventReasons are the reasons of the Events metactl itself
+// records on the objects it syncs (internal/engine's ReasonSyncError,
+// ReasonHookNotSettled, ReasonUnknownAnswerField, ReasonStatusPruned;
+// pkg/dynamic/children's ReasonChildWriteWarning, ReasonChildNotUpdated;
+// internal/engine's TestHookEventsCannotUseMetactlReasons checks that the
+// list holds them all). A hook may not use them: its Events would pass for
+// metactl's, and, through the recorder's spam filter (per object and
+// reason), use up the budget of metactl's own.
+var reservedEventReasons = []string{
+	"SyncError", "HookNotSettled", "UnknownAnswerField", "StatusPruned",
+	"ChildWriteWarning", "ChildNotUpdated",
+}
+
+// IsReservedEventReason reports whether reason is one of metactl's own
+// Event reasons, which a hook's events may not use, in any case
+// ("syncerror" too).
+func IsReservedEventReason(reason string) bool {
+	for _, r := range reservedEventReasons {
+		if strings.EqualFold(r, reason) {
+			return true
+		}
+	}
+	return false
+}
+
 // Event is one Event a sync (finalize) answer asks metactl to record on
 // the parent (decorated object): {"type","reason","message"}.
 type Event struct {
@@ -44,8 +69,9 @@ type Event struct {
 // CheckEvents reads the "events" list of an answer, as decoded (nil when
 // absent or null), and checks it whole: at most MaxEvents entries, each an
 // object with a type "Normal" or "Warning" (empty or absent is Normal), a
-// reason of at most MaxEventReasonLength characters without white space,
-// and a string message (cut to MaxEventMessageBytes). Other keys of an
+// reason of at most MaxEventReasonLength characters without white space
+// that is not one of metactl's own (IsReservedEventReason), and a string
+// message (cut to MaxEventMessageBytes). Other keys of an
 // entry are ignored. The error names the first entry and field at fault
 // and says what would be valid, and refuses the answer: an answer's
 // events are checked with the rest of it, before anything is written.
@@ -107,6 +133,9 @@ func checkEvents(list *[]any) ([]Event, error) {
 			return nil, fmt.Errorf("events[%d].reason is %d characters long, at most %d", i, utf8.RuneCountInString(reason), MaxEventReasonLength)
 		case strings.IndexFunc(reason, unicode.IsSpace) >= 0:
 			return nil, fmt.Errorf("events[%d].reason %s: must have no white space (a short CamelCase word; the details go in the message)", i, strconv.Quote(reason))
+		case IsReservedEventReason(reason):
+			return nil, fmt.Errorf("events[%d].reason %s is one of metactl's own (%s): choose another, such as %q",
+				i, strconv.Quote(reason), strings.Join(reservedEventReasons, ", "), "Hook"+reason)
 		}
 		message, err := str("message")
 		if err != nil {

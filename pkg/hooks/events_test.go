@@ -54,6 +54,9 @@ func TestInvalidEventsRefuseTheAnswer(t *testing.T) {
 		{`[{"reason":"` + strings.Repeat("r", MaxEventReasonLength+1) + `"}]`, `events[0].reason is 129 characters long, at most 128`},
 		{`[{"reason":"A","message":3}]`, `events[0].message is a number, want a string`},
 		{`["Ready"]`, `events[0] is a string, want a JSON object`},
+		{`[{"reason":"Done"},{"type":"Warning","reason":"SyncError","message":"forged"}]`, `events[1].reason "SyncError" is one of metactl's own`},
+		{`[{"reason":"hooknotsettled"}]`, `events[0].reason "hooknotsettled" is one of metactl's own`},
+		{`[{"reason":"ChildNotUpdated"}]`, `choose another, such as "HookChildNotUpdated"`},
 		{`[` + strings.Join(many, ",") + `]`, `events: 21 entries, at most 20 per answer`},
 	} {
 		var c CompositeSyncResponse

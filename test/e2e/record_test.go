@@ -17,6 +17,7 @@ import (
 
 	"github.com/metactl/metactl/internal/hookrecord"
 	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/dynamic/secretdigest"
 )
 
 // recordSecret is the value of the Secret child the recording test's hook
@@ -135,7 +136,12 @@ func TestRecordFetch(t *testing.T) {
 		if strings.Contains(string(raw), recordSecret) || strings.Contains(string(raw), base64.StdEncoding.EncodeToString([]byte(recordSecret))) {
 			t.Errorf("%s holds the Secret's value:\n%s", f.Name, raw)
 		}
-		digested = digested || strings.Contains(string(raw), `"password": "sha256:`)
+		for _, v := range []string{recordSecret, base64.StdEncoding.EncodeToString([]byte(recordSecret))} {
+			if unsalted := strings.TrimPrefix(secretdigest.Of(v), secretdigest.Prefix); strings.Contains(string(raw), unsalted) {
+				t.Errorf("%s holds the unsalted digest of the Secret's value, which anyone can check a guess against", f.Name)
+			}
+		}
+		digested = digested || strings.Contains(string(raw), `"password": "hmac-sha256:`)
 	}
 	if !digested {
 		t.Errorf("no fetched call holds the Secret child's password as a digest")

@@ -114,20 +114,22 @@ func TestHelmNamesFit(t *testing.T) {
 	}
 }
 
-// TestHelmNotesWarnOnLatest checks that the notes helm install prints
-// warn while the image resolves to the placeholder tag latest, and only
-// then.
-func TestHelmNotesWarnOnLatest(t *testing.T) {
+// testDigest is an image digest of the right form.
+var testDigest = "sha256:" + strings.Repeat("0123", 16)
+
+// TestHelmNotesWarnWithoutDigest checks that the notes helm install prints
+// warn while the image is pulled by tag (the placeholder among them), and
+// only then.
+func TestHelmNotesWarnWithoutDigest(t *testing.T) {
 	const warning = "WARNING: the image"
 	for _, c := range []struct {
 		args []string
 		warn bool
 	}{
 		{args: nil, warn: true},
-		{args: []string{"--set", "image.tag=latest"}, warn: true},
 		{args: []string{"--set", "image.repository=registry.example.com/metactl"}, warn: true},
-		{args: []string{"--set", "image.tag=v1.2.3"}, warn: false},
-		{args: []string{"--set", "image.digest=sha256:0123"}, warn: false},
+		{args: []string{"--set", "image.tag=v1.2.3"}, warn: true},
+		{args: []string{"--set", "image.digest=" + testDigest}, warn: false},
 	} {
 		out, err := runHelm(t, append([]string{"install", "metactl", repo(t, "charts", "metactl"),
 			"--namespace", namespace, "--dry-run=client"}, c.args...)...)
@@ -141,6 +143,25 @@ func TestHelmNotesWarnOnLatest(t *testing.T) {
 		if got := strings.Contains(notes, warning); got != c.warn {
 			t.Errorf("with %v: notes warn %v, want %v:\n%s", c.args, got, c.warn, notes)
 		}
+	}
+}
+
+// TestHelmRefusesUnpinnedImages checks that the chart refuses the tag
+// latest, with a message naming image.tag and saying what to set, and a
+// digest that is not sha256: and 64 hexadecimal digits (the schema).
+func TestHelmRefusesUnpinnedImages(t *testing.T) {
+	for set, want := range map[string]string{
+		"image.tag=latest":      "image.tag latest: pin the image by image.digest",
+		"image.digest=sha256:0": "image.digest",
+		"image.digest=latest":   "image.digest",
+	} {
+		_, err := runHelm(t, "template", "metactl", repo(t, "charts", "metactl"), "--set", set)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("helm template --set %s: %v, want a refusal saying %q", set, err, want)
+		}
+	}
+	if _, err := runHelm(t, "template", "metactl", repo(t, "charts", "metactl"), "--set", "image.tag=latest", "--set", "image.digest="+testDigest); err != nil {
+		t.Errorf("a digest with the tag latest (ignored): %v", err)
 	}
 }
 

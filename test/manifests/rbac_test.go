@@ -3,6 +3,8 @@ package manifests_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -22,7 +25,10 @@ import (
 // access is one question to the authorizer, and the answer wanted.
 type access struct {
 	verb, group, resource, subresource, namespace string
-	allowed                                       bool
+	// name is the object's name, for a rule with resourceNames; empty
+	// asks about every object.
+	name    string
+	allowed bool
 }
 
 func (a access) String() string {
@@ -32,6 +38,9 @@ func (a access) String() string {
 	}
 	if a.subresource != "" {
 		r += "/" + a.subresource
+	}
+	if a.name != "" {
+		r += " " + a.name
 	}
 	where := "cluster-wide"
 	if a.namespace != "" {
@@ -45,7 +54,7 @@ func (a access) String() string {
 func allowed(ctx context.Context, client kubernetes.Interface, a access) (bool, error) {
 	review, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Namespace: a.namespace,
+			Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Namespace: a.namespace, Name: a.name,
 		}},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -170,14 +179,11 @@ func TestServiceAccountPermissions(t *testing.T) {
 		{verb: "create", resource: "events", namespace: elsewhere, allowed: true},
 		{verb: "patch", resource: "events", namespace: elsewhere, allowed: true},
 		{verb: "create", group: "events.k8s.io", resource: "events", namespace: elsewhere, allowed: true},
-		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
+		// The leader Lease, by its name; create, which RBAC cannot limit
+		// by name.
+		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: "metactl", allowed: true},
+		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: "metactl", allowed: true},
 		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
-		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
-		// Sharding: the member Leases, listed and watched by label, a
-		// replica's deleted when it stops.
-		{verb: "list", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
-		{verb: "watch", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
-		{verb: "delete", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
 		{verb: "watch", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", allowed: true},
 		{verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews", allowed: true},
 
@@ -185,6 +191,15 @@ func TestServiceAccountPermissions(t *testing.T) {
 		{verb: "create", group: "metacontroller.k8s.io", resource: "compositecontrollers", allowed: false},
 		{verb: "delete", group: "metacontroller.k8s.io", resource: "compositecontrollers", allowed: false},
 		{verb: "create", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", allowed: false},
+		// ...no other Lease of its namespace (without sharding: see
+		// TestShardedLeaseRole)...
+		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: "other", allowed: false},
+		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: "other", allowed: false},
+		{verb: "patch", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: "metactl", allowed: false},
+		{verb: "delete", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: "metactl", allowed: false},
+		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: "metactl-bucket-3", allowed: false},
+		{verb: "list", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: false},
+		{verb: "watch", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: false},
 		// ...Leases only in its namespace...
 		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system", allowed: false},
 		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: elsewhere, allowed: false},
@@ -303,7 +318,43 @@ func TestServiceAccountPermissions(t *testing.T) {
 		t.FailNow()
 	}
 
-	runHelloWorld(t)
+	t.Run("install", func(t *testing.T) { runHelloWorld(t, render(t)) })
+	if t.Failed() {
+		t.FailNow()
+	}
+	// Sharded, under the Role the component deploy/sharded renders.
+	applyShardedLeaseRole(t, client)
+	t.Run("sharded", func(t *testing.T) { runHelloWorld(t, renderSharded(t)) })
+}
+
+// applyShardedLeaseRole applies the Role metactl-leader-election as the
+// sharded install renders it, waits until the authorizer grants it, and
+// applies the install's rbac.yaml again when the test ends.
+func applyShardedLeaseRole(t *testing.T, client kubernetes.Interface) {
+	t.Helper()
+	var role *unstructured.Unstructured
+	for _, o := range renderSharded(t) {
+		if o.GetKind() == "Role" && o.GetName() == "metactl-leader-election" {
+			role = o
+		}
+	}
+	if role == nil {
+		t.Fatal("the sharded install renders no Role metactl-leader-election")
+	}
+	data, err := yaml.Marshal(role.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "role.yaml")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, "apply", "-f", path)
+	t.Cleanup(func() { kubectl(t, "apply", "-f", repo(t, "manifests", "deploy", "rbac.yaml")) })
+	member := access{verb: "delete", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: "metactl-member-0123abcd"}
+	testenv.Eventually(t, 30*time.Second, "the sharded Role reaches the authorizer", func(ctx context.Context) (bool, error) {
+		return allowed(ctx, client, member)
+	})
 }
 
 // teamServiceAccountsBinding returns the example RoleBinding of
@@ -324,6 +375,41 @@ func teamServiceAccountsBinding(t *testing.T) *rbacv1.RoleBinding {
 	}
 	t.Fatalf("%s has no YAML block with a RoleBinding of ClusterRole metactl-service-accounts", readme)
 	return nil
+}
+
+// TestShardedLeaseRole applies the Role metactl-leader-election as the
+// sharded install renders it (the component manifests/deploy/sharded) and
+// checks that the ServiceAccount may read, list, watch, update and delete
+// the members' and buckets' Leases of its namespace (their names carry a
+// hash of a random identity), and still no Lease elsewhere; then applies
+// the install's Role again and checks that those rights are gone.
+func TestShardedLeaseRole(t *testing.T) {
+	client := impersonatingClient(t)
+	applyRBAC(t, client)
+	applyShardedLeaseRole(t, client)
+	lease := func(verb, name string, allowed bool) access {
+		return access{verb: verb, group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: name, allowed: allowed}
+	}
+	sharded := []access{
+		lease("list", "", true), lease("watch", "", true),
+		lease("get", "metactl-member-0123abcd", true), lease("update", "metactl-member-0123abcd", true),
+		lease("delete", "metactl-member-0123abcd", true),
+		lease("get", "metactl-bucket-3", true), lease("update", "metactl-bucket-cluster", true),
+		lease("get", "metactl", true), lease("update", "metactl", true), lease("create", "", true),
+	}
+	checkAccess(t, client, append(slices.Clone(sharded),
+		access{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system", name: "metactl-bucket-3"},
+		access{verb: "list", group: "coordination.k8s.io", resource: "leases"}))
+
+	kubectl(t, "apply", "-f", repo(t, "manifests", "deploy", "rbac.yaml"))
+	testenv.Eventually(t, 30*time.Second, "the install's Role reaches the authorizer", func(ctx context.Context) (bool, error) {
+		ok, err := allowed(ctx, client, lease("delete", "metactl-member-0123abcd", false))
+		return !ok, err
+	})
+	checkAccess(t, client, []access{
+		lease("list", "", false), lease("get", "metactl-member-0123abcd", false), lease("update", "metactl-bucket-3", false),
+		lease("get", "metactl", true), lease("update", "metactl", true), lease("create", "", true),
+	})
 }
 
 // TestExplainRole: a user bound to the shipped Role metactl-explain, with

@@ -215,8 +215,8 @@ func TestDeployment(t *testing.T) {
 		t.Fatalf("%d containers, want 1", len(pod.Containers))
 	}
 	c := pod.Containers[0]
-	if c.Image != "ghcr.io/metactl/metactl:latest" {
-		t.Errorf("image %q, want the documented placeholder ghcr.io/metactl/metactl:latest", c.Image)
+	if c.Image != "ghcr.io/metactl/metactl:v0.1.0" {
+		t.Errorf("image %q, want the documented placeholder ghcr.io/metactl/metactl:v0.1.0", c.Image)
 	}
 	wantArgs := []string{"run", "--leader-elect=true", "--leader-elect-namespace=" + namespace, "--metrics-addr=:9999", "--health-addr=:9998"}
 	if !slices.Equal(append(append([]string{}, c.Command...), c.Args...), wantArgs) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -67,13 +68,13 @@ func helloWorldHook(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// deploymentArgs returns the arguments of the shipped Deployment's
-// container, with the metrics and health addresses moved to free loopback
-// ports.
-func deploymentArgs(t *testing.T) (args []string, metricsAddr, healthAddr string) {
+// deploymentArgs returns the arguments of the container of the Deployment
+// among install (what render or renderSharded return), with the metrics
+// and health addresses moved to free loopback ports.
+func deploymentArgs(t *testing.T, install []*unstructured.Unstructured) (args []string, metricsAddr, healthAddr string) {
 	t.Helper()
 	d := &appsv1.Deployment{}
-	convert(t, find(t, render(t), "Deployment", namespace, "metactl"), d)
+	convert(t, find(t, install, "Deployment", namespace, "metactl"), d)
 	metricsAddr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	healthAddr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
@@ -103,14 +104,15 @@ func httpGet(ctx context.Context, url string) (int, string, error) {
 	return resp.StatusCode, string(body), err
 }
 
-// runHelloWorld runs the metactl binary with the shipped Deployment's
-// arguments (leader election in metactl-system included) as the metactl
+// runHelloWorld runs the metactl binary with the arguments of the
+// Deployment of install (render, or renderSharded: --shard-buckets too),
+// leader election in metactl-system included, as the metactl
 // ServiceAccount, whose RBAC, with the hello-world ClusterRole aggregated,
 // is in place; and checks that it runs the hello-world controller: the
-// Lease taken, the ConfigMap child made, the parent's and the
-// CompositeController's status written, an Event recorded, and nothing
-// forbidden on the way.
-func runHelloWorld(t *testing.T) {
+// Lease taken (sharded, its member Lease and a bucket's too), the
+// ConfigMap child made, the parent's and the CompositeController's status
+// written, an Event recorded, and nothing forbidden on the way.
+func runHelloWorld(t *testing.T, install []*unstructured.Unstructured) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -139,7 +141,8 @@ func runHelloWorld(t *testing.T) {
 		}
 	})
 
-	args, metricsAddr, healthAddr := deploymentArgs(t)
+	args, metricsAddr, healthAddr := deploymentArgs(t, install)
+	sharded := slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--shard-buckets=") })
 	args = append(args, "--kubeconfig="+env.ImpersonatingKubeconfig(t, saUser))
 	metactl := testenv.StartProcess(t, testenv.BuildMetactl(t), args...)
 	// running fails the test at once if metactl has exited: nothing
@@ -172,6 +175,24 @@ func runHelloWorld(t *testing.T) {
 		}
 		return lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "", nil
 	})
+	if sharded {
+		testenv.Eventually(t, 90*time.Second, "a member Lease and a held bucket Lease in "+namespace, func(ctx context.Context) (bool, error) {
+			if err := running(); err != nil {
+				return false, err
+			}
+			leases, err := env.Kube.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			member, bucket := false, false
+			for _, l := range leases.Items {
+				held := l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
+				member = member || strings.HasPrefix(l.Name, "metactl-member-")
+				bucket = bucket || (strings.HasPrefix(l.Name, "metactl-bucket-") && held)
+			}
+			return member && bucket, nil
+		})
+	}
 	testenv.Eventually(t, 90*time.Second, "the ConfigMap child of the HelloWorld", func(ctx context.Context) (bool, error) {
 		if err := running(); err != nil {
 			return false, err

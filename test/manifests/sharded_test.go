@@ -23,9 +23,11 @@ func renderSharded(t *testing.T) []*unstructured.Unstructured {
 }
 
 // TestShardedKustomize checks that the component manifests/deploy/sharded
-// changes the install's Deployment only, and only so: 3 replicas, and
-// --shard-buckets=32 after the install's arguments (--leader-elect among
-// them, which sharding needs).
+// changes the install's Deployment and leader-election Role only, and only
+// so: 3 replicas, and --shard-buckets=32 after the install's arguments
+// (--leader-elect among them, which sharding needs); one rule more on
+// every Lease of metactl's namespace (the members' and buckets' Leases,
+// whose names are not known ahead).
 func TestShardedKustomize(t *testing.T) {
 	base := byKey(t, "kubectl kustomize manifests", render(t))
 	sharded := byKey(t, "kubectl kustomize test/manifests/testdata/sharded", renderSharded(t))
@@ -33,6 +35,18 @@ func TestShardedKustomize(t *testing.T) {
 		got, ok := sharded[k]
 		if !ok {
 			t.Errorf("the sharded install renders no %s", k)
+			continue
+		}
+		if want.GetKind() == "Role" && want.GetName() == "metactl-leader-election" {
+			rules, _, _ := unstructured.NestedSlice(got.Object, "rules")
+			wantRules, _, _ := unstructured.NestedSlice(want.Object, "rules")
+			shardRule := map[string]any{"apiGroups": []any{"coordination.k8s.io"}, "resources": []any{"leases"},
+				"verbs": []any{"get", "list", "watch", "update", "delete"}}
+			diffObjects(t, k+" rules", map[string]any{"rules": append(wantRules, shardRule)}, map[string]any{"rules": rules})
+			w, g := want.DeepCopy(), got.DeepCopy()
+			unstructured.RemoveNestedField(w.Object, "rules")
+			unstructured.RemoveNestedField(g.Object, "rules")
+			diffObjects(t, k+" but rules", w.Object, g.Object)
 			continue
 		}
 		if want.GetKind() != "Deployment" {

@@ -64,12 +64,20 @@ app.kubernetes.io/component: controller
 {{- end -}}
 {{- end -}}
 
-{{/* The container image: repository:tag, or repository@digest. */}}
+{{/*
+The container image: repository:tag, or repository@digest. A tag latest (or
+none) is refused: what it pulls changes under the release, and Kubernetes
+pulls it Always.
+*/}}
 {{- define "metactl.image" -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag | toString) -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag | toString -}}
+{{- if or (eq $tag "latest") (eq $tag "") -}}
+{{- fail "image.tag latest: pin the image by image.digest (sha256:...), or a tag that names one build (v1.2.3)" -}}
+{{- end -}}
+{{- printf "%s:%s" .Values.image.repository $tag -}}
 {{- end -}}
 {{- end -}}
 

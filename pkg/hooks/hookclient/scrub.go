@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,8 +30,12 @@ import (
 // every worker may be reading one at once, outside the response budget.
 const maxErrorBodyRead = 8 << 10
 
-// minScrubbed is the shortest value scrubbed from an error body: shorter
-// ones would cut ordinary words out of every message.
+// minScrubbed is the shortest value scrubbed from an error body wherever
+// it appears. A shorter one (1 to minScrubbed-1 bytes) is scrubbed only
+// where it stands alone (see replaceAlone): anywhere, it would cut
+// ordinary words out of every message. A query value of the hook's URL
+// (which may be a token, or a version) is scrubbed only from minScrubbed
+// bytes.
 const minScrubbed = 4
 
 // readErrorBody returns the start of a failed answer's body, at most
@@ -43,8 +48,12 @@ const minScrubbed = 4
 // written and base64-decoded, and the credentials of req's Authorization
 // header and of its URL (see scrubber.addURL), are replaced wherever they
 // appear by redact.Redacted; a body that is not JSON has every URL in it
-// written as redact.URL writes it. Values shorter than minScrubbed
-// characters are left.
+// written as redact.URL writes it. Before the secrets are looked for,
+// every JSON escape \uXXXX of a character that needs none (a letter, a
+// digit, "<") is written as that character (unescapeUnicode), so that a
+// secret a hook spells with such escapes is found too. Values shorter than
+// minScrubbed bytes are replaced only where they stand alone
+// (replaceAlone); query values of the URL are left below minScrubbed.
 //
 // At most maxErrorBodyRead bytes are read; a secret cut by that is not
 // shown in part (see scrub); the secrets are taken from the
@@ -78,7 +87,7 @@ func readErrorBody(body io.Reader, request any, req *http.Request) string {
 		// query values), as redact.JSON does within a JSON body.
 		text = redact.URLs(strings.ToValidUTF8(string(b), "\uFFFD"))
 	}
-	text = scrub(text, truncated, request, req)
+	text = scrub(unescapeUnicode(text), truncated, request, req)
 	if len(text) > MaxStatusErrorBody {
 		cut := MaxStatusErrorBody
 		for cut > 0 && !utf8.RuneStart(text[cut]) {
@@ -97,9 +106,6 @@ func readErrorBody(body io.Reader, request any, req *http.Request) string {
 // minScrubbed bytes of it, is cut off too, and redact.Redacted ends text
 // instead: a value longer than what is read is never shown in part.
 func scrub(text string, truncated bool, request any, req *http.Request) string {
-	if len(text) < minScrubbed {
-		return text
-	}
 	s := scrubber{text: text, truncated: truncated, cutAt: len(text)}
 	for i := 0; i+minScrubbed <= len(text); i++ {
 		s.windows.add(text[i : i+minScrubbed])
@@ -130,23 +136,153 @@ func scrub(text string, truncated bool, request any, req *http.Request) string {
 	if s.cutAt < len(text) {
 		text = text[:s.cutAt]
 	}
-	if len(s.found) == 0 {
-		if s.cutAt < len(s.text) {
-			text += redact.Redacted
+	if len(s.found) > 0 {
+		slices.SortFunc(s.found, func(a, b string) int { return len(b) - len(a) })
+		found := slices.Compact(s.found)
+		pairs := make([]string, 0, 2*len(found))
+		for _, f := range found {
+			pairs = append(pairs, f, redact.Redacted)
 		}
-		return text
+		text = strings.NewReplacer(pairs...).Replace(text)
 	}
-	slices.SortFunc(s.found, func(a, b string) int { return len(b) - len(a) })
-	found := slices.Compact(s.found)
-	pairs := make([]string, 0, 2*len(found))
-	for _, f := range found {
-		pairs = append(pairs, f, redact.Redacted)
+	if len(s.short) > 0 {
+		text = replaceAlone(text, s.short, truncated && s.cutAt == len(s.text))
 	}
-	text = strings.NewReplacer(pairs...).Replace(text)
 	if s.cutAt < len(s.text) {
 		text += redact.Redacted
 	}
 	return text
+}
+
+// isWordByte reports whether c belongs to a word around a short secret:
+// an ASCII letter, digit or '_', or a byte of a multi-byte character.
+func isWordByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c >= utf8.RuneSelf
+}
+
+// replaceAlone returns text with each of short, values of fewer than
+// minScrubbed bytes, replaced by redact.Redacted where it stands alone: no
+// word byte (isWordByte) right before or after it (a value "ab" in "(ab)"
+// or "key=ab", not in "table"). When text was cut (truncated), a start of
+// one of them that ends text alone is replaced too.
+func replaceAlone(text string, short map[string]bool, truncated bool) string {
+	var b strings.Builder
+	done := 0
+	for i := 0; i < len(text); {
+		if i > 0 && isWordByte(text[i-1]) {
+			i++
+			continue
+		}
+		match := 0
+		for n := minScrubbed - 1; n > 0 && match == 0; n-- {
+			end := i + n
+			if end <= len(text) && short[text[i:end]] && (end == len(text) || !isWordByte(text[end])) {
+				match = n
+			}
+		}
+		if match == 0 && truncated && len(text)-i < minScrubbed-1 {
+			// The start of a short secret the cut ends text with.
+			for v := range short {
+				if len(v) > len(text)-i && strings.HasPrefix(v, text[i:]) {
+					match = len(text) - i
+					break
+				}
+			}
+		}
+		if match == 0 {
+			i++
+			continue
+		}
+		b.WriteString(text[done:i])
+		b.WriteString(redact.Redacted)
+		i += match
+		done = i
+	}
+	if done == 0 {
+		return text
+	}
+	b.WriteString(text[done:])
+	return b.String()
+}
+
+// unescapeUnicode returns text with every JSON escape \uXXXX (a UTF-16
+// surrogate pair: two) of a character that JSON may write as it is (not a
+// control character, '"' or '\\') replaced by that character, in UTF-8,
+// with the whole run of backslashes before the u (a JSON document held in
+// a JSON string escapes the escape: \\u0068). Other escapes, and a
+// malformed one, are kept. It allocates only when it replaces.
+func unescapeUnicode(text string) string {
+	if !strings.Contains(text, `\u`) {
+		return text
+	}
+	var b strings.Builder
+	done := 0
+	for i := 0; i < len(text); {
+		r, n := unicodeEscape(text[i:])
+		if n == 0 {
+			i++
+			continue
+		}
+		if utf16.IsSurrogate(r) {
+			r2, n2 := unicodeEscape(text[i+n:])
+			r = utf16.DecodeRune(r, r2)
+			if n2 == 0 || r == utf8.RuneError {
+				i += n
+				continue
+			}
+			n += n2
+		}
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == '"' || r == '\\' {
+			i += n
+			continue
+		}
+		b.WriteString(text[done:i])
+		b.WriteRune(r)
+		i += n
+		done = i
+	}
+	if done == 0 {
+		return text
+	}
+	b.WriteString(text[done:])
+	return b.String()
+}
+
+// unicodeEscape reads, at the start of s, a run of backslashes, "u" and
+// four hexadecimal digits, and returns the code unit and its length; 0
+// for none.
+func unicodeEscape(s string) (rune, int) {
+	k := 0
+	for k < len(s) && s[k] == '\\' {
+		k++
+	}
+	if k == 0 || k+5 > len(s) || s[k] != 'u' {
+		return 0, 0
+	}
+	r, ok := hex4(s[k+1 : k+5])
+	if !ok {
+		return 0, 0
+	}
+	return r, k + 5
+}
+
+// hex4 parses four hexadecimal digits.
+func hex4(s string) (rune, bool) {
+	var r rune
+	for i := range 4 {
+		c := s[i]
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 // addURL looks for the credentials of u: its user name and password, and
@@ -167,8 +303,10 @@ func (s *scrubber) addURL(u *url.URL, basic bool) {
 	}
 	for param := range strings.SplitSeq(u.RawQuery, "&") {
 		_, value, _ := strings.Cut(param, "=")
-		s.add(value)
-		if unescaped, err := url.QueryUnescape(value); err == nil && unescaped != value {
+		if len(value) >= minScrubbed {
+			s.add(value)
+		}
+		if unescaped, err := url.QueryUnescape(value); err == nil && unescaped != value && len(unescaped) >= minScrubbed {
 			s.add(unescaped)
 		}
 	}
@@ -182,6 +320,9 @@ type scrubber struct {
 	text    string
 	windows gramSet
 	found   []string
+	// short are the secrets shorter than minScrubbed bytes, looked for
+	// only where they stand alone (replaceAlone).
+	short   map[string]bool
 	encoded []byte
 	decoded []byte
 	// truncated says text is the start of a longer body; cutAt is then
@@ -237,6 +378,15 @@ func (s *scrubber) add(v string) {
 // it also notes where v starts if its start, at least minScrubbed bytes,
 // ends text.
 func (s *scrubber) find(v string) {
+	if len(v) < minScrubbed {
+		if v != "" {
+			if s.short == nil {
+				s.short = map[string]bool{}
+			}
+			s.short[v] = true
+		}
+		return
+	}
 	if mayHold(&s.windows, v) && strings.Contains(s.text, v) {
 		s.found = append(s.found, v)
 		return
@@ -268,7 +418,7 @@ func (s *scrubber) addEncoded(v string) {
 	s.decoded = slices.Grow(s.decoded[:0], base64.StdEncoding.DecodedLen(len(v)))
 	n, err := base64.StdEncoding.Decode(s.decoded[:cap(s.decoded)], s.encoded)
 	decoded := s.decoded[:n]
-	if err == nil && utf8.Valid(decoded) && (mayHold(&s.windows, decoded) || needsJSONEscape(decoded)) {
+	if err == nil && utf8.Valid(decoded) && (len(decoded) < minScrubbed || mayHold(&s.windows, decoded) || needsJSONEscape(decoded)) {
 		s.add(string(decoded))
 	}
 }

@@ -186,3 +186,70 @@ func TestStatusErrorHidesLongAndEscapedSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusErrorHidesShortAndUnicodeEscapedSecrets: a Secret value
+// shorter than minScrubbed bytes is scrubbed where it stands alone (not
+// inside a longer word), as its base64 decoding is; a value a hook spells
+// with JSON \uXXXX escapes (in text, in a JSON string, escaped twice, with
+// a surrogate pair) is scrubbed as if written plainly; a short query value
+// of the hook's URL is left.
+func TestStatusErrorHidesShortAndUnicodeEscapedSecrets(t *testing.T) {
+	const long = "hunter2-s3cr3t"
+	const accented = "pässwörd😀"
+	secret := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata":   map[string]any{"namespace": "ns", "name": "s"},
+		"data":       map[string]any{"pin": base64.StdEncoding.EncodeToString([]byte("ab"))},
+		"stringData": map[string]any{"two": "x7", "three": "k9Q", "long": long, "accented": accented}}}
+	request := sampleCompositeRequest("v1")
+	request.Children.Insert("v1", true, secret)
+	for name, tc := range map[string]struct {
+		body   string
+		leaked []string
+		kept   []string
+	}{
+		"short, alone": {body: "wrong password x7 for (k9Q); pin=ab.", leaked: []string{" x7 ", "(k9Q)", "=ab."},
+			kept: []string{"wrong password", "for"}},
+		"short, inside words": {body: "box7 k9Qz table v1", kept: []string{"box7 k9Qz table v1"}},
+		"short, in JSON":      {body: `{"error":"bad token","token":"k9Q"}`, leaked: []string{`"k9Q"`}, kept: []string{"bad token"}},
+		"escaped in text":     {body: `failed: \u0068\u0075nter2-s3cr3t`, leaked: []string{"nter2-s3cr3t", "hunter2"}},
+		"escaped in JSON":     {body: `{"error":"token \\u0068unter2-s3cr3t"}`, leaked: []string{"nter2-s3cr3t"}},
+		"escaped twice": {body: `{"error":"{\"v\":\"\\u0068unter2\\u002ds3cr3t\"}"}`,
+			leaked: []string{"unter2", "s3cr3t"}},
+		"surrogate pair": {body: `oops p\u00e4ssw\u00f6rd\ud83d\ude00`, leaked: []string{`ssw\u00f6rd`, "sswörd"}},
+		"escaped short":  {body: `pin \u0078\u0037 wrong`, leaked: []string{"x7", `\u0078`}, kept: []string{"pin", "wrong"}},
+	} {
+		srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, tc.body)
+		})
+		err := NewClient(Options{}).Call(context.Background(), "things", "sync", urlHook(srv.URL+"/sync?v=1"), request, &hooks.CompositeSyncResponse{}, CallOptions{})
+		var se *StatusError
+		if !errors.As(err, &se) {
+			t.Fatalf("%s: err = %v, want *StatusError", name, err)
+		}
+		for _, leaked := range tc.leaked {
+			if strings.Contains(se.Body, leaked) {
+				t.Errorf("%s: the body shows %q: %q", name, leaked, se.Body)
+			}
+		}
+		for _, kept := range tc.kept {
+			if !strings.Contains(se.Body, kept) {
+				t.Errorf("%s: the body lost %q: %q", name, kept, se.Body)
+			}
+		}
+		if len(tc.leaked) > 0 && !strings.Contains(se.Body, redact.Redacted) {
+			t.Errorf("%s: the body does not show %s: %q", name, redact.Redacted, se.Body)
+		}
+	}
+	// A query value of the hook's URL below minScrubbed bytes is left: it
+	// is more likely a version than a token.
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, "version 1 is gone")
+	})
+	err := NewClient(Options{}).Call(context.Background(), "things", "sync", urlHook(srv.URL+"/sync?v=1"), sampleCompositeRequest("v1"), &hooks.CompositeSyncResponse{}, CallOptions{})
+	var se *StatusError
+	if !errors.As(err, &se) || !strings.Contains(se.Body, "version 1 is gone") {
+		t.Errorf("a short query value was scrubbed: %v", err)
+	}
+}
