@@ -77,7 +77,7 @@ func TestNoHookEventsWhenCancelled(t *testing.T) {
 // reason of the hook's own is not.
 func TestHookEventsCannotUseMetactlReasons(t *testing.T) {
 	for _, reason := range []string{ReasonSyncError, ReasonHookNotSettled, ReasonUnknownAnswerField, ReasonStatusPruned,
-		children.ReasonChildWriteWarning, children.ReasonChildNotUpdated} {
+		children.ReasonChildWriteWarning, children.ReasonChildNotUpdated, children.ReasonChildNameTaken, children.ReasonChildTerminating} {
 		if !hooks.IsReservedEventReason(reason) {
 			t.Errorf("metactl's Event reason %s is not reserved from hooks", reason)
 		}

@@ -33,14 +33,15 @@ const (
 // reservedEventReasons are the reasons of the Events metactl itself
 // records on the objects it syncs (internal/engine's ReasonSyncError,
 // ReasonHookNotSettled, ReasonUnknownAnswerField, ReasonStatusPruned;
-// pkg/dynamic/children's ReasonChildWriteWarning, ReasonChildNotUpdated;
+// pkg/dynamic/children's ReasonChildWriteWarning, ReasonChildNotUpdated,
+// ReasonChildNameTaken, ReasonChildTerminating;
 // internal/engine's TestHookEventsCannotUseMetactlReasons checks that the
 // list holds them all). A hook may not use them: its Events would pass for
 // metactl's, and, through the recorder's spam filter (per object and
 // reason), use up the budget of metactl's own.
 var reservedEventReasons = []string{
 	"SyncError", "HookNotSettled", "UnknownAnswerField", "StatusPruned",
-	"ChildWriteWarning", "ChildNotUpdated",
+	"ChildWriteWarning", "ChildNotUpdated", "ChildNameTaken", "ChildTerminating",
 }
 
 // IsReservedEventReason reports whether reason is one of metactl's own
