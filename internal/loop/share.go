@@ -18,11 +18,12 @@ import (
 // loop with a hot queue (a hook asking for resyncs all the time, a
 // failing hook retried, a slow hook whose many syncs resume at once)
 // takes only turns that no loop holding fewer wants: a loop with few
-// keys waits for at most one turn to free, whoever holds it, and once
-// every loop wants more than it holds, each holds a fair part (the turns
-// over the loops, within one). Free turns are never held back: a loop
-// alone gets all it may use, so one controller runs as it would with a
-// Share of its own.
+// keys waits for at most one turn to free, whoever holds it, and while
+// every loop wants more than it holds, the turns freed go to those
+// holding fewest until each holds a fair part (the turns over the loops,
+// within one). Free turns are never held back: a loop alone gets all it
+// may use, so one controller runs as it would with a Share of its own.
+// A sync waiting on its hook (Sync.WhileWaiting) holds no turn.
 //
 // A Share is safe for concurrent use.
 type Share struct {
