@@ -9,7 +9,8 @@
 //	work queue (internal/loop: deduplicating, rate limited, one per
 //	controller; syncs on worker goroutines started while keys wait, at
 //	most Options.Workers at once, of which loop.DefaultActive() outside
-//	their hook calls) → Engine.sync (sync.go):
+//	their hook calls, those turns shared fairly between the controllers
+//	of the process through Options.Share) → Engine.sync (sync.go):
 //	   1. the object from the cache (its Key names its Watched resource);
 //	      the finalizer decision
 //	      (add before the first sync / finalize / remove a stale one)
@@ -21,9 +22,9 @@
 //	      leaves it until a fixed point (MaxRounds)
 //	   5. labels and annotations, then the status, through one client
 //	   6. the finalizer removed once the finalize hook is done
-//	   7. a later sync: the delay resyncAfterSeconds asks for, returned
-//	      to the work queue; with backoff when the hook did not settle
-//	      (Unsettled)
+//	   7. a later sync: the delay resyncAfterSeconds asks for, at least
+//	      Options.MinResyncAfter, returned to the work queue; with backoff
+//	      when the hook did not settle (Unsettled)
 //	   failure: SyncError Event (recordSyncError), log, metric and retry with
 //	   backoff (internal/loop), the object counted as failing (Failing)
 //	   either way, for a controller that opts in: the metactl.io/Synced
@@ -63,6 +64,7 @@ import (
 
 	"github.com/metactl/metactl/internal/history"
 	"github.com/metactl/metactl/internal/hookrecord"
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/dynamic/informer"
@@ -98,6 +100,16 @@ type Options struct {
 	// Workers is the most objects synced at once; 0 is internal/loop's
 	// default (loop.DefaultWorkers).
 	Workers int
+	// Share holds the turns to run outside a hook wait (loop.Options.Active)
+	// that every controller of the process shares, fairly (loop.Share):
+	// the process's bound on its active syncs. Default nil: the
+	// controller's own turns, loop.DefaultActive() of them.
+	Share *loop.Share
+	// MinResyncAfter is the shortest delay a hook's resyncAfterSeconds
+	// above zero gets: a shorter one is raised to it, so that no answer
+	// makes its hook be called in a hot loop. Zero (or negative) means
+	// DefaultMinResyncAfter (1s).
+	MinResyncAfter time.Duration
 	// OnHealthChange, when set, is called when the hooks start or stop
 	// failing for their credentials.
 	OnHealthChange func()

@@ -246,7 +246,7 @@ func (e *Engine) Start(ctx context.Context) error {
 // resolver; keys queued meanwhile wait, unsynced. Alone, it readies the
 // Engine for SyncOnce (metactl plan); Stop releases what it started.
 func (e *Engine) StartCaches(ctx context.Context) error {
-	e.loop = loop.New(loop.Options[Key]{Name: e.name, Workers: e.opts.Workers, RateLimiter: e.opts.RateLimiter,
+	e.loop = loop.New(loop.Options[Key]{Name: e.name, Workers: e.opts.Workers, Share: e.opts.Share, RateLimiter: e.opts.RateLimiter,
 		StopGracePeriod: e.opts.StopGracePeriod}, e.gated(e.failing.track(e.sync)))
 	e.queue = e.loop
 	if e.opts.Gate != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -409,14 +410,20 @@ func TestSyncCallsShareItsHold(t *testing.T) {
 // TestResyncAfterSecondsOfEveryRound: a resync that an earlier call of
 // the sync asked for stands when a later one asks for none, and the
 // shortest of several wins, as when each call is a sync of its own
-// (metacontroller).
+// (metacontroller). A delay below DefaultMinResyncAfter is raised to it,
+// one too long for a time.Duration is the longest. (The floor was seen
+// failing with resyncDelay returning the delay asked: 1e-9 came back as
+// 1ns.)
 func TestResyncAfterSecondsOfEveryRound(t *testing.T) {
 	for name, tc := range map[string]struct {
 		asked []float64 // by call: 3 calls (countChildren's rounds)
 		want  time.Duration
 	}{
 		"only the first call":   {asked: []float64{30, 0, 0}, want: 30 * time.Second},
-		"the shortest":          {asked: []float64{30, 0.5, 10}, want: 500 * time.Millisecond},
+		"the shortest":          {asked: []float64{30, 2.5, 10}, want: 2500 * time.Millisecond},
+		"below the floor":       {asked: []float64{1e-9, 0, 0}, want: DefaultMinResyncAfter},
+		"a shortest below it":   {asked: []float64{30, 0.5, 0}, want: DefaultMinResyncAfter},
+		"beyond a Duration":     {asked: []float64{1e300, 0, 0}, want: time.Duration(math.MaxInt64)},
 		"only the last call":    {asked: []float64{0, 0, 2}, want: 2 * time.Second},
 		"none":                  {asked: []float64{0, 0, 0}, want: 0},
 		"negative is not asked": {asked: []float64{-1, 0, 0}, want: 0},

@@ -43,13 +43,12 @@ type Unsettled struct {
 }
 
 // finish ends a sync whose writes are done and returns what the sync
-// returns: when the hook settled, the delay resyncAfterSeconds asks for
-// (the shortest any answer of the sync asked for); when it did not,
-// errNotSettled after reporting it, and resyncAfterSeconds still asks
-// addAfter for a sync after that delay (whichever of it and the backoff
-// is sooner wins).
-func (u *Unsettled) finish(obj runtime.Object, key Key, settled bool, resyncAfterSeconds float64, addAfter func(key Key, delay time.Duration)) (time.Duration, error) {
-	delay := time.Duration(resyncAfterSeconds * float64(time.Second))
+// returns: when the hook settled, delay, the delay its resyncAfterSeconds
+// asks for (resyncDelay of the shortest any answer of the sync asked
+// for; 0 for none); when it did not, errNotSettled after reporting it,
+// and a positive delay still asks addAfter for a sync after it (whichever
+// of it and the backoff is sooner wins).
+func (u *Unsettled) finish(obj runtime.Object, key Key, settled bool, delay time.Duration, addAfter func(key Key, delay time.Duration)) (time.Duration, error) {
 	if settled {
 		u.Settled(key)
 		return delay, nil

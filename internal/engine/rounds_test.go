@@ -32,10 +32,10 @@ func TestFinish(t *testing.T) {
 	u := &Unsettled{Controller: "c", Kind: "compositecontroller", Recorder: record.NewFakeRecorder(10)}
 	var asked []time.Duration
 	addAfter := func(_ Key, d time.Duration) { asked = append(asked, d) }
-	if d, err := u.finish(&corev1.ConfigMap{}, keyOf("ns/a"), true, 1.5, addAfter); err != nil || d != 1500*time.Millisecond || len(asked) != 0 {
+	if d, err := u.finish(&corev1.ConfigMap{}, keyOf("ns/a"), true, 1500*time.Millisecond, addAfter); err != nil || d != 1500*time.Millisecond || len(asked) != 0 {
 		t.Errorf("settled: (%v, %v), asked %v; want (1.5s, nil), nothing asked", d, err, asked)
 	}
-	if d, err := u.finish(&corev1.ConfigMap{}, keyOf("ns/a"), false, 2, addAfter); !IsNotSettled(err) || d != 0 || len(asked) != 1 || asked[0] != 2*time.Second {
+	if d, err := u.finish(&corev1.ConfigMap{}, keyOf("ns/a"), false, 2*time.Second, addAfter); !IsNotSettled(err) || d != 0 || len(asked) != 1 || asked[0] != 2*time.Second {
 		t.Errorf("unsettled: (%v, %v), asked %v; want (0, errNotSettled), 2s asked", d, err, asked)
 	}
 }

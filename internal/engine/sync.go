@@ -121,8 +121,8 @@ func (e *Engine) syncTarget(ctx context.Context, s *loop.Sync[Key], calls hookcl
 	}
 
 	// 7. Again with backoff when the hook did not settle; a later sync
-	// when it asked for one.
-	return e.unsettled.finish(t.Object, t.Key, out.settled, out.resyncAfterSeconds, e.resyncAfter)
+	// when it asked for one, no sooner than Options.MinResyncAfter.
+	return e.unsettled.finish(t.Object, t.Key, out.settled, resyncDelay(out.resyncAfterSeconds, e.opts.minResyncAfter()), e.resyncAfter)
 }
 
 // prepareTarget readies t, the object queued as s.Key, for its sync in s:

@@ -12,6 +12,12 @@
 // come back, and closes otherwise, so a fast hook with a busy API server
 // does not pile up syncs in memory.
 //
+// The turns to run may be shared between loops (Options.Share, a Share):
+// then at most the Share's turns run at once across them, and a freed turn
+// goes to a waiting sync of the loop holding the fewest, between equals to
+// the one served least recently, so that one controller's hot queue
+// cannot take the turns a controller with few keys needs.
+//
 // Every key is queued with its trigger.Trigger (AddFor, AddAfterFor): the loop
 // gathers the triggers of a key while it waits (distinct ones, at most
 // MaxTriggers, the rest counted) and hands them to its sync (Sync.Triggers);

@@ -9,7 +9,7 @@ import (
 // TestGateServesResumingFirst: with one turn held, a sync about to start
 // and then a resuming one wait; the turn goes to the resuming one first.
 func TestGateServesResumingFirst(t *testing.T) {
-	g := &gate{free: 1}
+	g := newGate(NewShare(1), 1)
 	g.acquire(false)
 	var (
 		mu    sync.Mutex
@@ -23,8 +23,8 @@ func TestGateServesResumingFirst(t *testing.T) {
 		g.release()
 	}
 	waiters := func() (int, int) {
-		g.mu.Lock()
-		defer g.mu.Unlock()
+		g.share.mu.Lock()
+		defer g.share.mu.Unlock()
 		return len(g.starting), len(g.resuming)
 	}
 	until := func(cond func() bool, what string) {
@@ -47,8 +47,8 @@ func TestGateServesResumingFirst(t *testing.T) {
 	if len(order) != 2 || order[0] != "resuming" {
 		t.Errorf("turns went to %v, want the resuming sync first", order)
 	}
-	if g.free != 1 {
-		t.Errorf("%d turns free after all returned, want 1", g.free)
+	if g.share.free != 1 {
+		t.Errorf("%d turns free after all returned, want 1", g.share.free)
 	}
 }
 

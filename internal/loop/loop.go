@@ -44,6 +44,11 @@ type Options[K comparable] struct {
 	// a wait is resumed before a new sync starts, so syncs pile up only
 	// where the wait is long (a slow hook) and not behind the API server.
 	Active int
+	// Share, when set, holds the turns of Active that this loop shares
+	// with the other loops given it, by its rule of fairness (see Share):
+	// the process's bound on the active syncs of all its controllers.
+	// Default nil: a Share of Active turns of the loop's own.
+	Share *Share
 	// RateLimiter spaces the retries of failing keys; default
 	// NewRateLimiter(MaxRetryDelay).
 	RateLimiter workqueue.TypedRateLimiter[K]
@@ -131,7 +136,8 @@ type Loop[K comparable] struct {
 	queue workqueue.TypedRateLimitingInterface[K]
 	// slots bounds the syncs in flight.
 	slots *window
-	// active gives Options.Active turns to run outside Sync.WhileWaiting.
+	// active gives Options.Active turns to run outside Sync.WhileWaiting,
+	// of Options.Share.
 	active *gate
 	// workers run the syncs; the dispatcher closes it as it stops, and
 	// idle workers exit.
@@ -172,13 +178,17 @@ func New[K comparable](opts Options[K], sync SyncFunc[K]) *Loop[K] {
 	if opts.StopGracePeriod <= 0 {
 		opts.StopGracePeriod = DefaultStopGracePeriod
 	}
+	share := opts.Share
+	if share == nil {
+		share = NewShare(opts.Active)
+	}
 	stopped, stop := context.WithCancelCause(context.Background())
 	return &Loop[K]{
 		stopped:  stopped,
 		stop:     stop,
 		logger:   klog.Background(),
 		inFlight: map[K]time.Time{},
-		active:   &gate{free: opts.Active},
+		active:   newGate(share, opts.Active),
 		slots:    newWindow(opts.Active, opts.Workers),
 		opts:     opts,
 		sync:     sync,
@@ -591,54 +601,6 @@ func (s *waitState) exit() {
 		s.gate.acquire(true)
 		s.window.resumed(time.Since(resumed), resumed.Sub(s.since))
 	}
-}
-
-// gate is a semaphore of turns to run in which syncs resuming from a wait
-// (first) come before syncs about to start, and each kind is served in
-// order of arrival.
-type gate struct {
-	mu   sync.Mutex
-	free int
-	// resuming and starting are the waiters, as channels closed to give
-	// them a turn.
-	resuming, starting []chan struct{}
-}
-
-// acquire takes a turn, waiting for one if none is free; resuming says
-// whether the caller resumes from a wait.
-func (g *gate) acquire(resuming bool) {
-	g.mu.Lock()
-	if g.free > 0 && len(g.resuming) == 0 && (resuming || len(g.starting) == 0) {
-		g.free--
-		g.mu.Unlock()
-		return
-	}
-	turn := make(chan struct{})
-	if resuming {
-		g.resuming = append(g.resuming, turn)
-	} else {
-		g.starting = append(g.starting, turn)
-	}
-	g.mu.Unlock()
-	<-turn
-}
-
-// release gives a turn back: to the first resuming waiter, else the first
-// starting one, else to the free turns.
-func (g *gate) release() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var turn chan struct{}
-	switch {
-	case len(g.resuming) > 0:
-		turn, g.resuming = g.resuming[0], g.resuming[1:]
-	case len(g.starting) > 0:
-		turn, g.starting = g.starting[0], g.starting[1:]
-	default:
-		g.free++
-		return
-	}
-	close(turn)
 }
 
 // window bounds the syncs in flight by a limit that adapts between min

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/metactl/metactl/internal/engine"
@@ -87,14 +88,33 @@ var kinds = []*kind{
 
 // build builds the controller of obj, a controller object of kind k, on
 // the manager's shared clients, cache and hook client; it does not start
-// it. whole: it runs whole (sharding.go). A controller object that names
+// it. whole: it runs whole (sharding.go). Each controller records its
+// Events through a pipeline of its own (controllerEvents), stopped with
+// it, and shares the manager's turns to run (Options.Active). A
+// controller object that names
 // a ServiceAccount (rbac.ServiceAccountAnnotation) gets that account's
 // clients for its writes and uncached reads, and is an *accountRunner;
 // Stop releases them.
 func (m *Manager) build(ctx context.Context, k *kind, obj *unstructured.Unstructured, whole bool) (runner, error) {
+	events := m.newControllerEvents()
+	c, err := m.buildWith(ctx, k, obj, whole, events.recorder)
+	if err != nil {
+		events.stop()
+		return nil, err
+	}
+	if a, ok := c.(*accountRunner); ok {
+		a.runner = &eventsRunner{runner: a.runner, events: events}
+		return a, nil
+	}
+	return &eventsRunner{runner: c, events: events}, nil
+}
+
+// buildWith is build with the controller's Event recorder.
+func (m *Manager) buildWith(ctx context.Context, k *kind, obj *unstructured.Unstructured, whole bool, recorder record.EventRecorder) (runner, error) {
 	opts := engine.Options{Client: m.client, Objects: m.objects, Resources: m.resources, Informers: m.informers,
-		Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged(k.name, obj),
-		RateLimiter: loop.NewRateLimiter[engine.Key](m.opts.MaxRetryDelay), MaxRelatedObjects: m.opts.MaxRelatedObjects,
+		Hooks: m.hooks, Recorder: recorder, Workers: m.opts.Workers, Share: m.share, MinResyncAfter: m.opts.MinResyncAfter,
+		OnHealthChange: m.healthChanged(k.name, obj),
+		RateLimiter:    loop.NewRateLimiter[engine.Key](m.opts.MaxRetryDelay), MaxRelatedObjects: m.opts.MaxRelatedObjects,
 		StopGracePeriod: m.opts.StopGracePeriod, History: m.history, SyncedCondition: m.opts.SyncedCondition,
 		Record: m.opts.Record, RecordAll: m.opts.RecordAll,
 		ApplyStrategy: m.opts.ApplyStrategy, RefuseApplyConflicts: m.opts.RefuseApplyConflicts,

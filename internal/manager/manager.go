@@ -41,6 +41,19 @@ type Options struct {
 	// Workers is the most objects each controller syncs at once; 0 means
 	// loop.DefaultWorkers.
 	Workers int
+	// Active is the most syncs of all controllers together that run at
+	// once outside a wait on a hook (decoding, checking answers,
+	// writing), shared fairly between the controllers (loop.Share: a
+	// freed turn goes to the controller holding the fewest); each
+	// controller may use all of them when the others do not. 0 means
+	// loop.DefaultActive() (8 per CPU, at least 32), as many as one
+	// controller may use, so that one controller alone runs as fast as
+	// before there was a cap.
+	Active int
+	// MinResyncAfter is the shortest delay a hook's resyncAfterSeconds
+	// gets (engine.Options.MinResyncAfter); 0 means
+	// engine.DefaultMinResyncAfter (1s).
+	MinResyncAfter time.Duration
 	// DiscoveryInterval is the period of discovery refreshes; 0 means
 	// the discovery package's default (30s), also metactl run's
 	// (--discovery-interval).
@@ -173,10 +186,16 @@ type Manager struct {
 	resources *discovery.ResourceMap
 	informers *informer.Factory
 	hooks     *hookclient.Client
-	recorder  record.EventRecorder
-	events    record.EventBroadcaster
-	loop      *loop.Loop[string]
-	kinds     []*kind
+	// recorder records the manager's own Events (on controller objects),
+	// through events; each controller has a pipeline of its own
+	// (controllerEvents).
+	recorder record.EventRecorder
+	events   record.EventBroadcaster
+	// share is the turns to run that every controller shares
+	// (Options.Active).
+	share *loop.Share
+	loop  *loop.Loop[string]
+	kinds []*kind
 	// sharding shares the parents among replicas; nil when not sharded
 	// (Options.ShardBuckets).
 	sharding *sharding
@@ -262,6 +281,7 @@ func New(opts Options) (*Manager, error) {
 		hooks:         hookclient.NewClient(opts.Hooks),
 		credentials:   credentials,
 		events:        newEventBroadcaster(opts),
+		share:         loop.NewShare(opts.Active),
 		running:       map[string]*runningController{},
 		cleanups:      map[string]cleanupState{},
 		startFailures: map[string]*startFailure{},

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -163,6 +164,8 @@ func startController(t *testing.T, cc *unstructured.Unstructured, mutate ...func
 		Hooks:     hookclient.NewClient(hookclient.Options{}),
 		Recorder:  recorder,
 		Workers:   4,
+		// The tests of resyncAfterSeconds ask for tenths of a second.
+		MinResyncAfter: time.Millisecond,
 	}
 	for _, m := range mutate {
 		m(&opts)
