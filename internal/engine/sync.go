@@ -90,7 +90,13 @@ func (e *Engine) syncTarget(ctx context.Context, s *loop.Sync[Key], calls hookcl
 		if done {
 			e.unsettled.Settled(t.Key)
 		}
-		return 0, err
+		if err != nil {
+			// A refused finalizer write (the account of a controller
+			// acting as one may not patch the object, say) is reported
+			// on the object as any failed sync is.
+			return 0, e.syncFailed(ctx, t, err)
+		}
+		return 0, nil
 	}
 	t.Manage = !finalizer.HeldByGarbageCollector(t.Object)
 
