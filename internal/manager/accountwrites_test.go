@@ -5,7 +5,9 @@ package manager_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/manager"
+	"github.com/metactl/metactl/internal/testenv"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 )
 
@@ -33,6 +36,7 @@ func TestEveryWriteIsTheAccounts(t *testing.T) {
 	kappas := createCRD(t, group, "kappas", "Kappa")
 	lambdas := createCRD(t, group, "lambdas", "Lambda")
 	mus := createCRD(t, group, "mus", "Mu")
+	xis := createCRD(t, group, "xis", "Xi")
 
 	applyYAML(t, `
 apiVersion: rbac.authorization.k8s.io/v1
@@ -56,7 +60,7 @@ rules:
   resourceNames: [sa-w]
   verbs: [impersonate]
 - apiGroups: [`+group+`]
-  resources: [kappas, lambdas, mus, kappas/status, lambdas/status, mus/status]
+  resources: [kappas, lambdas, mus, xis, kappas/status, lambdas/status, mus/status, xis/status]
   verbs: [get, list, watch, update, patch]
 - apiGroups: [""]
   resources: [configmaps]
@@ -81,10 +85,10 @@ kind: ClusterRole
 metadata: {name: writes-test-account}
 rules:
 - apiGroups: [%[1]s]
-  resources: [kappas, lambdas, mus]
+  resources: [kappas, lambdas, mus, xis]
   verbs: [get, list, watch]
 - apiGroups: [%[1]s]
-  resources: [kappas/status, lambdas/status, mus/status]
+  resources: [kappas/status, lambdas/status, mus/status, xis/status]
   verbs: [update, patch]
 - apiGroups: [""]
   resources: [configmaps]
@@ -189,5 +193,66 @@ subjects: [{kind: ServiceAccount, name: sa-w, namespace: %[2]s}]
 		if fs := got.GetFinalizers(); len(fs) != 1 || fs[0] != stale {
 			t.Errorf("finalizers %v, want [%s]: metactl removed it with its own rights", fs, stale)
 		}
+	})
+	t.Run("the cleanup of a deleted controller is the account's", func(t *testing.T) {
+		// A controller with a finalize hook, whose object metactl holds
+		// (metactl.io/cleanup) until its finalizer is off every parent:
+		// the account may not patch the parent, so the cleanup fails,
+		// says so, and succeeds once the administrator took it off.
+		const name = "writes-cleanup"
+		const fin = "metacontroller.io/compositecontroller-" + name
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": xis.GroupVersion().String(), "kind": "Xi",
+			"metadata": map[string]any{"name": "kept", "namespace": ns, "finalizers": []any{fin}},
+		}}
+		if _, err := env.Dynamic.Resource(xis).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		unfinalize := func() {
+			_, _ = env.Dynamic.Resource(xis).Namespace(ns).Patch(context.Background(), "kept", types.MergePatchType,
+				[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		}
+		t.Cleanup(unfinalize)
+		cc := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
+			"metadata": map[string]any{"name": name, "annotations": map[string]any{"metactl.io/service-account": account}},
+			"spec": map[string]any{
+				"parentResource":   map[string]any{"apiVersion": xis.GroupVersion().String(), "resource": xis.Resource},
+				"childResources":   []any{map[string]any{"apiVersion": "v1", "resource": "configmaps"}},
+				"generateSelector": true,
+				"hooks": map[string]any{
+					"sync":     map[string]any{"webhook": map[string]any{"url": hook.URL + "/status-only"}},
+					"finalize": map[string]any{"webhook": map[string]any{"url": hook.URL + "/status-only"}},
+				},
+			},
+		}}
+		createController(t, v1alpha1.CompositeControllerResource, cc)
+		waitReady(t, name, metav1.ConditionTrue, v1alpha1.ReasonRunning)
+		testenv.Eventually(t, time.Minute, "xi kept synced", func(ctx context.Context) (bool, error) {
+			got, err := env.Dynamic.Resource(xis).Namespace(ns).Get(ctx, "kept", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			synced, _, _ := unstructured.NestedBool(got.Object, "status", "synced")
+			return synced, nil
+		})
+		if err := env.Dynamic.Resource(v1alpha1.CompositeControllerResource).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c := waitReady(t, name, metav1.ConditionFalse, manager.ReasonCleanupFailed)
+		for _, want := range []string{user, `cannot patch resource "xis"`} {
+			if !strings.Contains(c.Message, want) {
+				t.Errorf("condition message %q does not say %q", c.Message, want)
+			}
+		}
+		got, err := env.Dynamic.Resource(xis).Namespace(ns).Get(ctx, "kept", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fs := got.GetFinalizers(); len(fs) != 1 || fs[0] != fin {
+			t.Errorf("finalizers %v, want [%s]: metactl removed it with its own rights", fs, fin)
+		}
+		unfinalize()
+		waitGone(t, env.Dynamic.Resource(v1alpha1.CompositeControllerResource), name, time.Minute)
 	})
 }
