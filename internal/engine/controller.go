@@ -89,6 +89,15 @@ type Options struct {
 	// objects of a related resource (in namespace; "" is every
 	// namespace) from the shared cache: nil, or why not.
 	MayRead func(ctx context.Context, res *discovery.Resource, namespace string) error
+	// MayServe, when set, says whether the controller may be served the
+	// objects of a namespace from the shared cache (nil, or why not): it
+	// is asked before each sync of an object of that namespace, which
+	// fails (a SyncError Event on the object, retried with backoff)
+	// before anything of the namespace is read for the hook or written.
+	// Default nil: every namespace. internal/manager sets it for a
+	// controller acting as a ServiceAccount whose objects are all
+	// namespaced (rbac.PerNamespace).
+	MayServe func(ctx context.Context, namespace string) error
 	// Resources maps the controller's resources.
 	Resources *discovery.ResourceMap
 	// Informers shares watches among controllers.

@@ -201,11 +201,11 @@ func (e *Engine) Failing() *Failing { return e.failing }
 func (e *Engine) Access() []rbac.Access {
 	var access []rbac.Access
 	for _, res := range e.controller.Resources() {
-		access = append(access, rbac.Access{Resource: res.Resource, Verbs: rbac.OwnerVerbs})
+		access = append(access, rbac.Access{Resource: res.Resource, Verbs: rbac.OwnerVerbs, Synced: true})
 		if res.HasStatus && !StatusInAnnotation(res) {
 			// A built-in object's status is never written: its hook's
 			// goes into an annotation (StatusInAnnotation).
-			access = append(access, rbac.Access{Resource: res.Resource, Subresource: "status", Verbs: rbac.StatusVerbs})
+			access = append(access, rbac.Access{Resource: res.Resource, Subresource: "status", Verbs: rbac.StatusVerbs, Synced: true})
 		}
 	}
 	for _, res := range e.controller.Dependents().Resources {

@@ -87,11 +87,20 @@ func (e *Engine) syncTarget(ctx context.Context, s *loop.Sync[Key], calls hookcl
 	// The metactl.io/Synced condition, when the controller writes it.
 	synced := e.synced.begin(t.Key, t)
 	defer func() { synced.finish(ctx, t, err) }()
+	if err := e.mayServe(ctx, t); err != nil {
+		return 0, e.syncFailed(ctx, t, err)
+	}
 	if done, err := e.decideFinalizer(ctx, t); done || err != nil {
 		if done {
 			e.unsettled.Settled(t.Key)
 		}
-		return 0, err
+		if err != nil {
+			// A refused finalizer write (the account of a controller
+			// acting as one may not patch the object, say) is reported
+			// on the object as any failed sync is.
+			return 0, e.syncFailed(ctx, t, err)
+		}
+		return 0, nil
 	}
 	t.Manage = !finalizer.HeldByGarbageCollector(t.Object)
 
@@ -123,6 +132,19 @@ func (e *Engine) syncTarget(ctx context.Context, s *loop.Sync[Key], calls hookcl
 	// 7. Again with backoff when the hook did not settle; a later sync
 	// when it asked for one, no sooner than Options.MinResyncAfter.
 	return e.unsettled.finish(t.Object, t.Key, out.settled, resyncDelay(out.resyncAfterSeconds, e.opts.minResyncAfter()), e.resyncAfter)
+}
+
+// mayServe returns why the controller may not be served the objects of
+// t's namespace (Options.MayServe), or nil.
+func (e *Engine) mayServe(ctx context.Context, t *Target) error {
+	ns := t.Object.GetNamespace()
+	if e.opts.MayServe == nil || ns == "" {
+		return nil
+	}
+	if err := e.opts.MayServe(ctx, ns); err != nil {
+		return fmt.Errorf("not served in namespace %s: %w", ns, err)
+	}
+	return nil
 }
 
 // prepareTarget readies t, the object queued as s.Key, for its sync in s:

@@ -18,9 +18,13 @@
 // clients that impersonate it on the shared HTTP client and rate limiter,
 // one set per account while a controller uses it; before it starts, the
 // manager checks that metactl may impersonate the account and that the
-// account may read what the controller reads and get each credential
-// Secret and ConfigMap its hooks name (SubjectAccessReviews), and the
-// controller checks each related resource likewise before it serves it;
+// account may get each credential Secret and ConfigMap its hooks name
+// and read what the controller reads (SubjectAccessReviews): everywhere
+// for a controller of cluster-scoped parents; for one of namespaced
+// parents, in each parent's namespace before its sync
+// (engine.Options.MayServe), so that it is served only the namespaces its
+// account may read; the controller checks each related resource likewise
+// before it serves it;
 // while it runs, these checks are made again once per
 // Options.AccountReviewTTL, and a refusal stops it (Ready=False
 // Forbidden). Events and the controller object's status stay metactl's.

@@ -149,11 +149,32 @@ func (m *Manager) buildWith(ctx context.Context, k *kind, obj *unstructured.Unst
 		}
 		return nil
 	}
+	// The reads of a controller whose objects are all namespaced are
+	// checked per namespace, as its objects are synced (rbac.BeforeStart
+	// leaves them out of the check before it starts): what the account
+	// may not read is not served to it. access is set once built, before
+	// the controller starts and so before any sync asks.
+	var access []rbac.Access
+	opts.MayServe = func(ctx context.Context, namespace string) error {
+		if !rbac.PerNamespace(access) {
+			return nil
+		}
+		denied, err := rbac.DeniedBy(ctx, reviewer.Ask, rbac.InNamespace(access, namespace))
+		if err != nil {
+			return err
+		}
+		if len(denied) > 0 {
+			return &rbac.ForbiddenError{Account: *sa, Denied: denied, Hint: "a controller acting as a ServiceAccount is served only the namespaces its account may read: grant them to " +
+				sa.UserName() + " with a Role and RoleBinding in namespace " + namespace}
+		}
+		return nil
+	}
 	c, err := k.build(ctx, obj, opts)
 	if err != nil {
 		release()
 		return nil, err
 	}
+	access = c.Access()
 	return &accountRunner{runner: c, account: *sa, release: release, credentials: credentialAccess(k, obj)}, nil
 }
 

@@ -529,8 +529,11 @@ func (m *Manager) stopAll() {
 // metactl's own are checked with SelfSubjectAccessReviews: every verb the
 // controller needs, or, for a controller that acts as a ServiceAccount,
 // the right to impersonate it and the reads of the shared cache. The
-// account's are checked with SubjectAccessReviews: the reads everywhere
-// and the writes of cluster-scoped resources (rbac.ClusterWide), then get
+// account's are checked with SubjectAccessReviews: the writes of
+// cluster-scoped resources, and the reads everywhere unless every object
+// the controller syncs is namespaced (rbac.BeforeStart; then each
+// namespace's reads are checked as its objects are synced,
+// engine.Options.MayServe), then get
 // of each Secret and ConfigMap its hooks' credentials name (which metactl
 // reads for it); the API server checks each namespaced write. Under
 // Options.RequireServiceAccount a controller that acts as none is refused.
@@ -561,7 +564,7 @@ func (m *Manager) forbidden(ctx context.Context, c runner) (string, error) {
 		return "metactl may not " + strings.Join(denied, "; ") + ", which its shared cache needs to serve the controller's reads (grant it through the aggregated ClusterRole metactl-controllers)", nil
 	}
 	review := sa.Reviewer(m.authorization.SubjectAccessReviews())
-	if denied, err := rbac.DeniedBy(ctx, review, rbac.ClusterWide(c.Access())); err != nil {
+	if denied, err := rbac.DeniedBy(ctx, review, rbac.BeforeStart(c.Access())); err != nil {
 		return "", err
 	} else if len(denied) > 0 {
 		return (&rbac.ForbiddenError{Account: sa, Denied: denied}).Error() +

@@ -25,6 +25,7 @@ import (
 
 	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/jsondiff"
+	"github.com/metactl/metactl/internal/rbac"
 	"github.com/metactl/metactl/internal/redact"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/composite"
@@ -343,6 +344,13 @@ func (p *Planner) build(ctx context.Context, obj *unstructured.Unstructured, cal
 		Client: p.client, Objects: p.objects, Resources: p.resources, Informers: p.informers,
 		Hooks:    hookclient.NewClient(hookclient.Options{Transport: p.transport, PrepareRequest: p.transport, Metrics: calls}),
 		Recorder: events, Workers: 1,
+	}
+	if obj.GetAnnotations()[rbac.ServiceAccountAnnotation] != "" {
+		// As metactl run serves a controller acting as an account: its
+		// customize rules reach any namespace, within what may be read
+		// (here the planner's own rights). Without the annotation, a
+		// namespaced parent's rules stay in its namespace, as in run.
+		opts.MayRead = func(context.Context, *discovery.Resource, string) error { return nil }
 	}
 	switch obj.GetKind() {
 	case "CompositeController":

@@ -12,7 +12,10 @@
 // A controller may act as a ServiceAccount (ServiceAccountAnnotation):
 // DeniedBy asks the same questions of that account with
 // SubjectAccessReviews (ServiceAccount.Reviewer), MayImpersonate asks
-// whether metactl may act as it, and Reads and ClusterWide keep, of a
-// controller's Access, what metactl's shared cache needs and what can be
-// checked of the account before the controller starts.
+// whether metactl may act as it, and Reads and BeforeStart keep, of a
+// controller's Access, what metactl's shared cache needs and what is
+// checked of the account before the controller starts. For a controller
+// whose synced resources are all namespaced (PerNamespace), the account's
+// reads are checked per namespace instead, InNamespace, as its objects
+// are synced; a CachedReviewer keeps the answers for a while, bounded.
 package rbac

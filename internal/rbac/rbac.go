@@ -24,6 +24,11 @@ type Access struct {
 	// (resourceNames), in Namespace.
 	Name  string
 	Verbs []string
+	// Synced marks the resources whose objects the controller syncs
+	// (parents, decorated objects), as opposed to those it writes for
+	// them: whether every one of these is namespaced decides where an
+	// account's reads are checked (BeforeStart, InNamespace).
+	Synced bool
 }
 
 // The verbs a controller needs on the objects it syncs (parents, decorated
@@ -120,6 +125,63 @@ func Reads(access []Access) []Access {
 			a.Verbs = verbs
 			out = append(out, a)
 		}
+	}
+	return out
+}
+
+// ReadVerbs are the verbs that read objects: what an account must be
+// allowed, in a namespace, for its controller to be served the objects of
+// that namespace from metactl's shared cache.
+var ReadVerbs = []string{"get", "list", "watch"}
+
+// PerNamespace reports whether the reads of a controller with access can
+// be checked one namespace at a time: every resource it syncs is
+// namespaced, so that each object it syncs, and each object it reads or
+// writes for one (children, attachments, ControllerRevisions, of the
+// object's namespace only), is of one namespace. A controller that syncs a
+// cluster-scoped resource may have dependents in any namespace.
+func PerNamespace(access []Access) bool {
+	synced := false
+	for _, a := range access {
+		if a.Synced {
+			synced = true
+			if !a.Resource.Namespaced {
+				return false
+			}
+		}
+	}
+	return synced
+}
+
+// BeforeStart keeps, of access, what is checked of an account before its
+// controller starts: ClusterWide, less the reads of namespaced resources
+// when PerNamespace holds, which InNamespace checks for each namespace as
+// its objects are synced. So a team's account needs, for a controller of
+// namespaced parents, Roles in its own namespaces only.
+func BeforeStart(access []Access) []Access {
+	all := ClusterWide(access)
+	if !PerNamespace(access) {
+		return all
+	}
+	var out []Access
+	for _, a := range all {
+		if !a.Resource.Namespaced {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// InNamespace keeps, of access, the reads (ReadVerbs) of the namespaced
+// resources, asked about namespace only: what an account must be allowed
+// for its controller to be served the objects of that namespace.
+func InNamespace(access []Access, namespace string) []Access {
+	var out []Access
+	for _, a := range access {
+		if !a.Resource.Namespaced || a.Subresource != "" {
+			continue
+		}
+		out = append(out, Access{Resource: a.Resource, Namespace: namespace, Verbs: ReadVerbs, Synced: a.Synced})
 	}
 	return out
 }

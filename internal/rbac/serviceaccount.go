@@ -100,18 +100,33 @@ func MayImpersonate(ctx context.Context, reviews authorizationv1client.SelfSubje
 type ForbiddenError struct {
 	Account ServiceAccount
 	Denied  []string
+	// Hint, when set, says how to fix it; it ends the message in
+	// parentheses.
+	Hint string
 }
 
 func (e *ForbiddenError) Error() string {
-	return fmt.Sprintf("ServiceAccount %s may not %s", e.Account, strings.Join(e.Denied, "; "))
+	msg := fmt.Sprintf("ServiceAccount %s may not %s", e.Account, strings.Join(e.Denied, "; "))
+	if e.Hint != "" {
+		msg += " (" + e.Hint + ")"
+	}
+	return msg
 }
 
+// DefaultMaxAnswers is the default of CachedReviewer.Max.
+const DefaultMaxAnswers = 4096
+
 // CachedReviewer remembers the answers of a Reviewer for a while: RBAC is
-// not watched, so a grant or a revocation is seen within TTL. Safe for
-// concurrent use.
+// not watched, so a grant or a revocation is seen within TTL. It holds at
+// most Max answers: when full, the answers past their TTL go, then the
+// oldest. Safe for concurrent use.
 type CachedReviewer struct {
 	Review Reviewer
 	TTL    time.Duration
+	// Max is the most answers kept; 0 is DefaultMaxAnswers. A
+	// controller asks about each namespace it syncs objects of, so that
+	// the questions grow with the namespaces: Max bounds their memory.
+	Max int
 
 	mu      sync.Mutex
 	answers map[authorizationv1.ResourceAttributes]cachedAnswer
@@ -139,9 +154,22 @@ func (c *CachedReviewer) Ask(ctx context.Context, attributes *authorizationv1.Re
 		return false, err
 	}
 	c.mu.Lock()
-	for k, old := range c.answers {
-		if now.Sub(old.at) >= c.TTL {
-			delete(c.answers, k)
+	limit := c.Max
+	if limit <= 0 {
+		limit = DefaultMaxAnswers
+	}
+	if _, ok := c.answers[*attributes]; !ok && len(c.answers) >= limit {
+		var oldest authorizationv1.ResourceAttributes
+		var oldestAt time.Time
+		for k, old := range c.answers {
+			if now.Sub(old.at) >= c.TTL {
+				delete(c.answers, k)
+			} else if oldestAt.IsZero() || old.at.Before(oldestAt) {
+				oldest, oldestAt = k, old.at
+			}
+		}
+		if len(c.answers) >= limit {
+			delete(c.answers, oldest)
 		}
 	}
 	c.answers[*attributes] = cachedAnswer{allowed: allowed, at: now}

@@ -134,6 +134,18 @@ func want(t *testing.T, what string, got []string, want ...string) {
 	}
 }
 
+// asAccount returns opts with a MayRead that allows every read when it
+// has none: the Resolver of a controller acting as a ServiceAccount
+// allowed everything, whose rules reach wherever they say. (Without
+// MayRead, a namespaced parent's rules stay in its namespace:
+// TestRulesOfAControllerWithoutAccountStayInTheParentsNamespace.)
+func asAccount(opts related.Options[string]) related.Options[string] {
+	if opts.MayRead == nil {
+		opts.MayRead = func(context.Context, *discovery.Resource, string) error { return nil }
+	}
+	return opts
+}
+
 // mayReadRefusing is a MayRead that refuses the resource named refused
 // with err, and the questions it was asked, as "resource in \"namespace\"".
 func mayReadRefusing(refused string, err error) (mayRead func(context.Context, *discovery.Resource, string) error, asked func() []string) {

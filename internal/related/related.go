@@ -57,7 +57,11 @@ type Options[K comparable] struct {
 	// served, with the rule's resource and namespace ("" for every
 	// namespace, as a namespace selector or no namespace rule reads), and,
 	// for a namespace selector, about namespaces ("" too); its error fails
-	// the sync.
+	// the sync. It is set for a controller that acts as a ServiceAccount,
+	// whose rights then bound what its rules reach. Nil (a controller that
+	// reads as metactl): the rules of a namespaced parent may read
+	// namespaced resources in the parent's namespace only; a rule that
+	// reads elsewhere fails the sync with an *OutsideNamespaceError.
 	MayRead func(ctx context.Context, res *discovery.Resource, namespace string) error
 	// AnswerTTL is how long a customize answer is kept while the parent's
 	// UID, generation and labels stay the same: a sync after that asks the
@@ -354,7 +358,42 @@ func (r *Resolver[K]) resolve(ctx context.Context, d v1alpha1.RelatedResourceRul
 	}
 	// Else neither: every namespace, names or not, whatever the parent's
 	// scope (rl.namespace "" with rl.namespaces nil).
+	if r.opts.MayRead == nil && parentNamespaced && (rl.namespaces != nil || rl.namespace != parent.GetNamespace()) {
+		return nil, &OutsideNamespaceError{Resource: res.GroupVersionResource().GroupResource().String(),
+			Parent: parent.GetNamespace(), Namespace: rl.namespace, Selector: rl.namespaces != nil}
+	}
 	return rl, nil
+}
+
+// OutsideNamespaceError is a customize rule of a namespaced parent of a
+// controller that reads as metactl (Options.MayRead nil) that would read a
+// namespaced resource outside the parent's namespace. Without this
+// boundary, whoever may create a parent could have metactl read, with its
+// own rights, any namespace's objects (another team's or kube-system's
+// Secrets) into the hook's request.
+type OutsideNamespaceError struct {
+	// Resource is the rule's resource, as group-resource.
+	Resource string
+	// Parent is the parent's namespace.
+	Parent string
+	// Namespace is the namespace the rule names; "" with Selector false
+	// is every namespace.
+	Namespace string
+	// Selector: the rule selects namespaces by label.
+	Selector bool
+}
+
+func (e *OutsideNamespaceError) Error() string {
+	where := "in every namespace"
+	switch {
+	case e.Selector:
+		where = "in the namespaces its namespaceSelector selects"
+	case e.Namespace != "":
+		where = "in namespace " + e.Namespace
+	}
+	return fmt.Sprintf("the rule reads %s %s, outside the parent's namespace %s: a controller without annotation metactl.io/service-account reads "+
+		"the related objects of a namespaced parent in the parent's namespace only (annotate the controller object with a ServiceAccount "+
+		"allowed to read them, or read them in %s)", e.Resource, where, e.Parent, e.Parent)
 }
 
 // Namespace is the one namespace in which rule d of a customize hook of

@@ -53,7 +53,7 @@ func envOptions(t *testing.T, opts related.Options[string]) related.Options[stri
 		t.Fatal(err)
 	}
 	opts.Resources, opts.Informers = resources, informer.NewFactory(objects.ListerWatcher, informer.Options{})
-	return opts
+	return asAccount(opts)
 }
 
 func createConfigMap(t *testing.T, ns, name string, labels map[string]any) {

@@ -1,7 +1,12 @@
 package related_test
 
 import (
+	"context"
+	"errors"
+	"sort"
+	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -11,6 +16,7 @@ import (
 	"github.com/metactl/metactl/internal/inmemory"
 	"github.com/metactl/metactl/internal/related"
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 // TestRelatedRules: which ConfigMaps a customize hook's rule relates to a
@@ -72,14 +78,87 @@ func TestRelatedRules(t *testing.T) {
 		{"cluster-scoped parent, v2: one namespace", v2, v1alpha1.HookVersionV1, "", byLabels(map[string]any{"namespace": "b"}), []string{"b/y"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixtureOptions(t, related.Options[string]{
+			f := newFixtureOptions(t, asAccount(related.Options[string]{
 				Resources: inmemory.Resources(t, &metav1.APIResourceList{GroupVersion: "v1", APIResources: []metav1.APIResource{
 					{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: []string{"list", "watch"}},
 					{Name: "namespaces", Kind: "Namespace", Verbs: []string{"list", "watch"}},
 				}}),
 				Informers: inmemory.Informers(objects),
-			}, tc.customize, tc.sync, tc.rule)
+			}), tc.customize, tc.sync, tc.rule)
 			want(t, tc.name, f.relatedKeys(t, parentIn(tc.parentNamespace)), tc.want...)
+		})
+	}
+}
+
+// TestRulesOfAControllerWithoutAccountStayInTheParentsNamespace: for a
+// controller that reads as metactl (no MayRead: no ServiceAccount), a
+// namespaced parent's rules read namespaced resources in the parent's
+// namespace only. A v2 rule that reads another namespace (kube-system's
+// Secrets, say), namespaces by label or every namespace fails with an
+// *related.OutsideNamespaceError saying what to do, and nothing is served;
+// a rule in the parent's namespace, any v1 rule (read there whatever it
+// says), a cluster-scoped resource and a cluster-scoped parent's rules are
+// served as before.
+func TestRulesOfAControllerWithoutAccountStayInTheParentsNamespace(t *testing.T) {
+	objs := []*unstructured.Unstructured{
+		inmemory.Object("v1", "Secret", "kube-system", "token", nil, nil),
+		inmemory.Object("v1", "Secret", "own", "mine", nil, nil),
+		inmemory.Object("v1", "Namespace", "", "own", map[string]string{"team": "red"}, nil),
+		inmemory.Object("v1", "Namespace", "", "kube-system", nil, nil),
+	}
+	secrets := func(rule map[string]any) map[string]any {
+		rule["apiVersion"], rule["resource"] = "v1", "secrets"
+		return rule
+	}
+	v1, v2 := ptr.To(v1alpha1.HookVersionV1), ptr.To(v1alpha1.HookVersionV2)
+	for _, tc := range []struct {
+		name      string
+		customize *v1alpha1.HookVersion
+		parent    string // namespace; "" cluster-scoped
+		rule      map[string]any
+		refused   string // what the error says; "" when served
+		want      []string
+	}{
+		{"v2: another namespace", v2, "own", secrets(map[string]any{"namespace": "kube-system", "names": []any{"token"}}), "in namespace kube-system", nil},
+		{"v2: every namespace", v2, "own", secrets(map[string]any{"names": []any{"token"}}), "in every namespace", nil},
+		{"v2: a namespaceSelector", v2, "own", secrets(map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"team": "red"}}}),
+			"namespaceSelector", nil},
+		{"v2: the parent's namespace", v2, "own", secrets(map[string]any{"namespace": "own"}), "", []string{"own/mine"}},
+		{"v1: read in the parent's namespace, whatever it says", v1, "own", secrets(map[string]any{"namespace": "kube-system"}), "", []string{"mine"}},
+		{"a cluster-scoped resource", v2, "own", map[string]any{"apiVersion": "v1", "resource": "namespaces", "names": []any{"own"}}, "", []string{"own"}},
+		{"a cluster-scoped parent", v2, "", secrets(map[string]any{"namespace": "kube-system"}), "", []string{"kube-system/token"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := memOptions(t, related.Options[string]{}, objs...)
+			opts.MayRead = nil // a controller without a ServiceAccount
+			f := newFixtureOptions(t, opts, tc.customize, *tc.customize, tc.rule)
+			parent := parentIn(tc.parent)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			got, err := f.resolver.Related(ctx, nil, hookclient.CallOptions{}, tc.parent+"/p", parent, tc.parent != "", *tc.customize)
+			if tc.refused == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				var keys []string
+				for _, group := range got {
+					for key := range group {
+						keys = append(keys, key)
+					}
+				}
+				sort.Strings(keys)
+				want(t, tc.name, keys, tc.want...)
+				return
+			}
+			var outside *related.OutsideNamespaceError
+			if !errors.As(err, &outside) {
+				t.Fatalf("got %v (%d groups), want an *OutsideNamespaceError", err, len(got))
+			}
+			for _, w := range []string{"relatedResources[0]", tc.refused, "outside the parent's namespace own", "metactl.io/service-account"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
 		})
 	}
 }

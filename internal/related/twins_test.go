@@ -51,7 +51,7 @@ func memOptions(t *testing.T, opts related.Options[string], objs ...*unstructure
 		{Name: "namespaces", Kind: "Namespace", Verbs: verbs},
 	}})
 	opts.Informers = inmemory.Informers(byGVR)
-	return opts
+	return asAccount(opts)
 }
 
 func resolve(t *testing.T, f *fixture, parent *unstructured.Unstructured) error {

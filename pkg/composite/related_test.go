@@ -11,12 +11,15 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/metactl/metactl/internal/testenv"
+	"github.com/metactl/metactl/pkg/composite"
+	"github.com/metactl/metactl/pkg/dynamic/discovery"
 )
 
 // relatedHook serves /customize with declare(parent) and /sync with a
@@ -175,13 +178,50 @@ func TestRelatedByNamespaceSelectorUnderV2(t *testing.T) {
 			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"related-test": label}},
 			"labelSelector":     map[string]any{"matchLabels": map[string]any{"kind": "source"}}}}}
 	})
-	startController(t, relatedController(t, h, thingsGVR, "v2"))
+	// As a controller acting as a ServiceAccount allowed every read:
+	// without one, a namespaced parent's rules stay in its namespace
+	// (TestRelatedOutsideTheParentsNamespaceNeedsAnAccount).
+	startController(t, relatedController(t, h, thingsGVR, "v2"), func(o *composite.Options) {
+		o.MayRead = func(context.Context, *discovery.Resource, string) error { return nil }
+	})
 	createValueConfigMap(t, selected, "src", "in", map[string]any{"kind": "source"})
 	createValueConfigMap(t, other, "src", "out", map[string]any{"kind": "source"})
 	newThing(t, thingsGVR, other, "p1", nil)
 	waitFor(t, thingsGVR, other, "p1", "sees the selected namespace's source, keyed namespace/name", func(o *unstructured.Unstructured) bool {
 		r := relatedStatus(o)
 		return r[selected+"/src"] == "in" && len(r) == 1
+	})
+}
+
+// TestRelatedOutsideTheParentsNamespaceNeedsAnAccount: a controller that
+// reads as metactl (no ServiceAccount) and whose v2 customize rule asks,
+// for a namespaced parent, for a Secret of another namespace (one of
+// kube-system's, here a namespace of the test's) fails the parent's sync
+// saying why and what to do; its sync hook is never called, so the Secret
+// reaches no hook. A rule in the parent's namespace is served.
+func TestRelatedOutsideTheParentsNamespaceNeedsAnAccount(t *testing.T) {
+	ns, system := env.CreateNamespace(t), env.CreateNamespace(t)
+	if _, err := env.Kube.CoreV1().Secrets(system).Create(ctx(t), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "token", Namespace: system}, StringData: map[string]string{"token": "not-yours"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h := newRelatedHook(t, func(parent *unstructured.Unstructured) any {
+		namespace := system
+		if parent.GetName() == "own" {
+			namespace = parent.GetNamespace()
+		}
+		return map[string]any{"relatedResources": []any{map[string]any{"apiVersion": "v1", "resource": "secrets", "namespace": namespace, "names": []any{"token"}}}}
+	})
+	startController(t, relatedController(t, h, thingsGVR, "v2"))
+	newThing(t, thingsGVR, ns, "thief", nil)
+	waitForEvent(t, ns, "thief", "SyncError", "the rule reads secrets in namespace "+system+", outside the parent's namespace "+ns)
+	if n := h.syncsOf("thief"); n != 0 {
+		t.Errorf("the sync hook was called %d times with another namespace's objects", n)
+	}
+	newThing(t, thingsGVR, ns, "own", nil)
+	testenv.Eventually(t, 30*time.Second, "a sync of the parent whose rule reads its own namespace", func(context.Context) (bool, error) {
+		return h.syncsOf("own") > 0, nil
 	})
 }
 
