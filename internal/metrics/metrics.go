@@ -206,7 +206,7 @@ var hookResponseBytesInFlight atomic.Pointer[func() int64]
 // held in memory (see SetHookResponseBytesInFlight).
 var hookResponseBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 	Name: "metactl_hook_response_bytes_in_flight",
-	Help: "Bytes of hook responses held in memory now, all controllers together: at most --hook-response-budget-bytes.",
+	Help: "Bytes of hook responses held in memory now, all controllers together: at most --hook-response-budget-bytes, plus --hook-response-floor-bytes per controller reading a response.",
 }, func() float64 {
 	if f := hookResponseBytesInFlight.Load(); f != nil {
 		return float64((*f)())
