@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/metactl/metactl/internal/manager"
 	"github.com/metactl/metactl/internal/testenv"
@@ -71,6 +72,27 @@ func newStallingHook(t *testing.T) *stallingHook {
 	return h
 }
 
+// sprocketsCRD is the parent resource of the well-behaved controller of
+// TestStallingHookCannotStarveAnotherController (widgets must stay
+// unknown until TestLifecycle applies them).
+const sprocketsCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: sprockets.test.metactl.io
+spec:
+  group: test.metactl.io
+  scope: Namespaced
+  names: {plural: sprockets, singular: sprocket, kind: Sprocket}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`
+
+var sprocketsGVR = schema.GroupVersionResource{Group: "test.metactl.io", Version: "v1", Resource: "sprockets"}
+
 // TestStallingHookCannotStarveAnotherController is the attack of issue 32
 // through the whole process: a manager with default budgets runs two
 // controllers; the attacker's hook (timeout 5 minutes, the longest
@@ -91,7 +113,7 @@ func newStallingHook(t *testing.T) *stallingHook {
 func TestStallingHookCannotStarveAnotherController(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(9))
 	kubectlApply(t, gadgetsCRD)
-	applyWidgetsCRD(t)
+	kubectlApply(t, sprocketsCRD)
 	runManager(t, manager.Options{Config: env.Config})
 	ctx := context.Background()
 	ccs := env.Dynamic.Resource(v1alpha1.CompositeControllerResource)
@@ -99,7 +121,9 @@ func TestStallingHookCannotStarveAnotherController(t *testing.T) {
 	attacker, good := newStallingHook(t), newHook(t, "good")
 	stalling := gadgetController("stall-attacker", attacker.URL)
 	stalling.Object["spec"].(map[string]any)["hooks"].(map[string]any)["sync"].(map[string]any)["webhook"].(map[string]any)["timeout"] = "5m"
-	for _, cc := range []*unstructured.Unstructured{stalling, compositeController("stall-good", good.URL)} {
+	wellBehaved := compositeController("stall-good", good.URL)
+	wellBehaved.Object["spec"].(map[string]any)["parentResource"] = map[string]any{"apiVersion": "test.metactl.io/v1", "resource": "sprockets"}
+	for _, cc := range []*unstructured.Unstructured{stalling, wellBehaved} {
 		if _, err := ccs.Create(ctx, cc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -131,13 +155,13 @@ func TestStallingHookCannotStarveAnotherController(t *testing.T) {
 
 	const bound = 3 * time.Second
 	for i := range 5 {
-		name := fmt.Sprintf("w%d", i)
+		name := fmt.Sprintf("s%d", i)
 		start := time.Now()
-		widget := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "test.metactl.io/v1", "kind": "Widget",
+		sprocket := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "test.metactl.io/v1", "kind": "Sprocket",
 			"metadata": map[string]any{"name": name, "namespace": ns},
 		}}
-		if _, err := env.Dynamic.Resource(widgetsGVR).Namespace(ns).Create(ctx, widget, metav1.CreateOptions{}); err != nil {
+		if _, err := env.Dynamic.Resource(sprocketsGVR).Namespace(ns).Create(ctx, sprocket, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		testenv.Eventually(t, bound, "the good controller's child "+name+"-good", func(ctx context.Context) (bool, error) {
