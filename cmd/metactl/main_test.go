@@ -166,6 +166,7 @@ func TestRunMemoryFlags(t *testing.T) {
 		"hook-response-min-bytes-per-second": "1048576",
 		"hook-response-grace":                "5s",
 		"hook-decoded-budget-bytes":          "67108864",
+		"hook-decoded-floor-bytes":           "1048576",
 		"etag-cache-max-bytes":               "33554432",
 		"max-related-objects":                "10000",
 		"max-hook-response-bytes":            "16777216",

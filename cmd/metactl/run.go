@@ -51,6 +51,7 @@ type runFlags struct {
 	responseMinRate   int64
 	responseGrace     time.Duration
 	decodedBudget     int64
+	decodedFloor      int64
 	etagCacheMaxBytes int64
 	maxRelated        int
 	maxRetryDelay     time.Duration
@@ -140,6 +141,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.Int64Var(&f.responseMinRate, "hook-response-min-bytes-per-second", hookclient.DefaultMinResponseBytesPerSecond, "slowest a hook response's body may come after --hook-response-grace; slower fails (docs/cli.md)")
 	fs.DurationVar(&f.responseGrace, "hook-response-grace", hookclient.DefaultResponseGrace, "time a hook response's body may take beyond its bytes at --hook-response-min-bytes-per-second")
 	fs.Int64Var(&f.decodedBudget, "hook-decoded-budget-bytes", hookclient.DefaultDecodedBudgetBytes, "most memory of the objects decoded from hook responses at once, all controllers (docs/cli.md)")
+	fs.Int64Var(&f.decodedFloor, "hook-decoded-floor-bytes", hookclient.DefaultDecodedFloorBytes, "each controller's own room for decoded hook responses, which no other controller takes")
 	fs.Int64Var(&f.etagCacheMaxBytes, "etag-cache-max-bytes", hookclient.DefaultEtagCacheMaxBytes, "most bytes of responses kept for hooks with etag enabled, all controllers; least recent go first")
 	fs.IntVar(&f.maxRelated, "max-related-objects", related.DefaultMaxObjects, "most related objects a customize hook may select for one parent; more fails the sync")
 	fs.StringSliceVar(&f.credentialNamespaces, "credential-namespaces", []string{inClusterNamespace()}, "namespaces whose Secrets and ConfigMaps hooks' credentials may name; \"*\": all (docs/cli.md)")
@@ -257,6 +259,7 @@ func checkRunFlags(f *runFlags) (checkedRunFlags, error) {
 		{"--hook-response-floor-bytes", f.responseFloor},
 		{"--hook-response-min-bytes-per-second", f.responseMinRate},
 		{"--hook-decoded-budget-bytes", f.decodedBudget},
+		{"--hook-decoded-floor-bytes", f.decodedFloor},
 		{"--etag-cache-max-bytes", f.etagCacheMaxBytes},
 		{"--max-related-objects", int64(f.maxRelated)},
 		{"--record-max-calls", int64(f.recordMaxCalls)},
@@ -310,6 +313,7 @@ func managerOptions(f *runFlags, checked checkedRunFlags, cfg *rest.Config, reco
 			MinResponseBytesPerSecond: f.responseMinRate,
 			ResponseGrace:             f.responseGrace,
 			DecodedBudgetBytes:        f.decodedBudget,
+			DecodedFloorBytes:         f.decodedFloor,
 			EtagCacheMaxBytes:         f.etagCacheMaxBytes,
 			Tracer:                    traces.Tracer(),
 		},

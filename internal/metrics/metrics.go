@@ -224,7 +224,7 @@ var hookDecodedBytesInUse atomic.Pointer[func() int64]
 // decoded hook answers in use (see SetHookDecodedBytesInUse).
 var hookDecodedBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 	Name: "metactl_hook_decoded_bytes_in_use",
-	Help: "Estimated memory of the objects decoded from hook answers and still in use, all controllers together: at most --hook-decoded-budget-bytes.",
+	Help: "Estimated memory of the objects decoded from hook answers and still in use, all controllers together: at most --hook-decoded-budget-bytes, plus --hook-decoded-floor-bytes per controller using one.",
 }, func() float64 {
 	if f := hookDecodedBytesInUse.Load(); f != nil {
 		return float64((*f)())

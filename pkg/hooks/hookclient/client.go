@@ -134,6 +134,11 @@ type Options struct {
 	// An answer whose estimate is larger is refused. Default:
 	// DefaultDecodedBudgetBytes.
 	DecodedBudgetBytes int64
+	// DecodedFloorBytes is each controller's own room for the objects
+	// decoded from its answers, beside DecodedBudgetBytes, used first and
+	// taken by no other controller (see ResponseFloorBytes). Default:
+	// DefaultDecodedFloorBytes.
+	DecodedFloorBytes int64
 	// Metrics, when set, observes every call.
 	Metrics Observer
 	// EtagCacheMaxEntries caps the number of responses cached for hooks
@@ -221,7 +226,11 @@ func NewClient(opts Options) *Client {
 	if decoded <= 0 {
 		decoded = DefaultDecodedBudgetBytes
 	}
-	c.decoded = newDecodedBudget(decoded)
+	decodedFloor := opts.DecodedFloorBytes
+	if decodedFloor <= 0 {
+		decodedFloor = DefaultDecodedFloorBytes
+	}
+	c.decoded = newDecodedBudget(decoded, decodedFloor)
 	return c
 }
 
@@ -237,8 +246,9 @@ func (c *Client) ResponseBytesInFlight() int64 { return c.budget.inFlight() }
 func (c *Client) ResponseBytesShared() int64 { return c.budget.inShared() }
 
 // DecodedBytesInUse returns the estimated memory of the decoded answers in
-// use now, all calls together (at most Options.DecodedBudgetBytes); for
-// metrics.
+// use now, all calls together, floors included (at most
+// Options.DecodedBudgetBytes plus Options.DecodedFloorBytes per controller
+// using one); for metrics.
 func (c *Client) DecodedBytesInUse() int64 { return c.decoded.inUse() }
 
 var sharedHTTPClient = sync.OnceValue(func() *http.Client { return NewHTTPClient(NewTransport()) })
@@ -649,18 +659,19 @@ func (c *Client) decode(cs *callState, body []byte) error {
 		return &ResponseError{Controller: cs.Controller, Hook: cs.Hook, URL: cs.URL,
 			Err: fmt.Errorf("the answer's %d bytes of JSON would take about %d bytes once decoded, more than all decoded hook answers together may take (%d bytes, --hook-decoded-budget-bytes): answer fewer or larger values", len(body), n, c.decoded.size)}
 	}
-	if err := c.decoded.acquire(cs.callCtx, n); err != nil {
+	part, err := c.decoded.acquire(cs.callCtx, cs.Controller, n)
+	if err != nil {
 		return &BudgetError{Controller: cs.Controller, Hook: cs.Hook, URL: cs.URL, Need: n, Budget: c.decoded.size,
-			Timeout: cs.timeout, Flag: "--hook-decoded-budget-bytes", Err: err}
+			Floor: c.decoded.floor, Timeout: cs.timeout, Flag: "--hook-decoded-budget-bytes", Err: err}
 	}
 	if err := cs.response.DecodeHookResponse(body, hooks.ResponseMode(cs.hook)); err != nil {
-		c.decoded.release(n)
+		part.release()
 		return &ResponseError{Controller: cs.Controller, Hook: cs.Hook, URL: cs.URL, Err: err}
 	}
 	if cs.hold != nil {
-		cs.hold.keep(c.decoded, n)
+		cs.hold.keep(part)
 	} else {
-		c.decoded.release(n)
+		part.release()
 	}
 	return nil
 }

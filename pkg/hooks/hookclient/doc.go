@@ -75,9 +75,11 @@ Licensed under the Apache License, Version 2.0.
 // buffered beyond the limit (plus one byte to detect it).
 //
 // Each controller (the controller argument of Call) has its own room for
-// answers, Options.ResponseFloorBytes, beside the budget all share: its
-// calls use it first, and no other controller's calls can take it, so
-// that a hook that stalls cannot starve other controllers' small answers.
+// answers, Options.ResponseFloorBytes, beside the budget all share, and
+// likewise for the objects decoded from them, Options.DecodedFloorBytes:
+// its calls use it first, and no other controller's calls can take it,
+// so that a hook that stalls, or syncs that hold their answers, cannot
+// starve other controllers' small answers.
 // An answer's body that stalls holds its room at most
 // Options.ResponseGrace plus its bytes at Options.MinResponseBytesPerSecond.
 //

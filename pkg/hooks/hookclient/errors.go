@@ -239,8 +239,8 @@ type BudgetError struct {
 	Hook       string
 	URL        string // redacted
 	// Need is the bytes the answer waited for; Budget the budget's size;
-	// Floor, for the budget of answers as read, each controller's own
-	// room beside it (Options.ResponseFloorBytes).
+	// Floor each controller's own room beside it
+	// (Options.ResponseFloorBytes or Options.DecodedFloorBytes).
 	Need, Budget, Floor int64
 	// Timeout is the hook's timeout, which ended the wait.
 	Timeout time.Duration
@@ -254,8 +254,8 @@ type BudgetError struct {
 
 func (e *BudgetError) Error() string {
 	if e.Flag == "--hook-decoded-budget-bytes" {
-		return fmt.Sprintf("%s: no room for the answer's %d bytes, decoded, within the hook timeout of %s: decoded hook answers of all controllers together may take at most %d bytes at once (%s)",
-			hookCall{e.Controller, e.Hook, e.URL}.prefix(), e.Need, e.Timeout, e.Budget, e.Flag)
+		return fmt.Sprintf("%s: no room for the answer's %d bytes, decoded, within the hook timeout of %s: decoded hook answers of all controllers together may take at most %d bytes at once (%s), and it did not fit beside this controller's other answers in the controller's own %d bytes (--hook-decoded-floor-bytes): raise either flag (and metactl's memory limit with it), or make the hook's answers smaller",
+			hookCall{e.Controller, e.Hook, e.URL}.prefix(), e.Need, e.Timeout, e.Budget, e.Flag, e.Floor)
 	}
 	return fmt.Sprintf("%s: no room for the answer's %d bytes within the hook timeout of %s: hook answers of all controllers together may hold at most %d bytes at once (--hook-response-budget-bytes), and it did not fit beside this controller's other calls in the controller's own %d bytes (--hook-response-floor-bytes): raise either flag (and metactl's memory limit with it), or make the hook's answers smaller",
 		hookCall{e.Controller, e.Hook, e.URL}.prefix(), e.Need, e.Timeout, e.Budget, e.Floor)

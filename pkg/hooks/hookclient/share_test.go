@@ -191,3 +191,36 @@ func TestPaceStallingBodyGivesBackItsRoom(t *testing.T) {
 		t.Errorf("an answer sent at twice the least rate: %v", err)
 	}
 }
+
+// TestShareDecodedFloor: a controller whose syncs hold all of the
+// decoded budget (their Holds not released) cannot make another
+// controller's small answer wait: it is decoded within that controller's
+// own floor of the decoded budget.
+func TestShareDecodedFloor(t *testing.T) {
+	const budget = 4 << 20
+	c := NewClient(Options{DecodedBudgetBytes: budget})
+	small := decodedSize([]byte(smallestAnswer))
+	// statusAnswer(n) decodes to about n+760 bytes: leave less room than
+	// the small answer needs.
+	n := int(budget - small - 760 + 1)
+	if got := decodedSize([]byte(statusAnswer(n))); got != budget-small+1 {
+		t.Fatalf("the attacker's answer is estimated at %d bytes, want %d", got, budget-small+1)
+	}
+	big := serve(t, answer(statusAnswer(n)))
+	// Larger than a floor: held in the shared part, until released.
+	hold := NewHold()
+	defer hold.Release()
+	h := urlHook(big.URL)
+	if err := c.Call(context.Background(), "attacker", "sync", h, &hooks.CompositeSyncRequest{}, &hooks.CompositeSyncResponse{}, CallOptions{Hold: hold}); err != nil {
+		t.Fatal(err)
+	}
+	good := serve(t, answer(smallestAnswer))
+	err := callAs(c, context.Background(), "good", good.URL, time.Second)
+	if err != nil {
+		t.Fatalf("the other controller's small answer: %v", err)
+	}
+	// Long enough to read the 4 MiB answer on a loaded machine first.
+	if err := callAs(c, context.Background(), "attacker", big.URL, 2*time.Second); !errors.As(err, new(*BudgetError)) {
+		t.Errorf("the attacker's second large answer: err = %v, want a BudgetError: the shared part is held", err)
+	}
+}
