@@ -174,6 +174,9 @@ func (b *room) wait(ctx context.Context, waited *time.Duration, try func() bool)
 // fit; b.mu is held.
 func (r *reservation) takeFloorLocked(more int64) bool {
 	b := r.b
+	if more == 0 {
+		return true // no entry for nothing held
+	}
 	if b.floors[r.controller]+more > b.floor {
 		return false
 	}

@@ -121,6 +121,7 @@ func (b *decodedBudget) acquire(ctx context.Context, controller string, n int64)
 	p := decodedPart{b: b, controller: controller, n: n}
 	err := b.wait(ctx, &waited, func() bool {
 		switch {
+		case n == 0: // nothing to take, and no entry for it
 		case b.floors[controller]+n <= b.floor:
 			b.floors[controller] += n
 			b.usedFloor += n

@@ -224,3 +224,28 @@ func TestShareDecodedFloor(t *testing.T) {
 		t.Errorf("the attacker's second large answer: err = %v, want a BudgetError: the shared part is held", err)
 	}
 }
+
+// TestShareFloorsKeepNoEntryForNothing: the floors keep an entry per
+// controller only while it holds something, so that the controllers that
+// come and go leave none, an empty answer's included.
+func TestShareFloorsKeepNoEntryForNothing(t *testing.T) {
+	c := NewClient(Options{})
+	empty := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Length", "0")
+	})
+	small := serve(t, answer(smallestAnswer))
+	for _, url := range []string{small.URL, empty.URL} {
+		// The empty answer is invalid: what matters is what it leaves.
+		_ = callAs(c, context.Background(), "gone", url, time.Minute)
+	}
+	c.budget.mu.Lock()
+	floors := len(c.budget.floors)
+	c.budget.mu.Unlock()
+	c.decoded.mu.Lock()
+	decoded := len(c.decoded.floors)
+	c.decoded.mu.Unlock()
+	if floors != 0 || decoded != 0 {
+		t.Errorf("entries left: %d in the response floors, %d in the decoded floors; want none", floors, decoded)
+	}
+}
