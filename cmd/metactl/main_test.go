@@ -161,11 +161,15 @@ func TestResyncArgs(t *testing.T) {
 func TestRunMemoryFlags(t *testing.T) {
 	run := newRunCommand()
 	for name, want := range map[string]string{
-		"hook-response-budget-bytes": "33554432",
-		"hook-decoded-budget-bytes":  "67108864",
-		"etag-cache-max-bytes":       "33554432",
-		"max-related-objects":        "10000",
-		"max-hook-response-bytes":    "16777216",
+		"hook-response-budget-bytes":         "33554432",
+		"hook-response-floor-bytes":          "262144",
+		"hook-response-min-bytes-per-second": "1048576",
+		"hook-response-grace":                "5s",
+		"hook-decoded-budget-bytes":          "67108864",
+		"hook-decoded-floor-bytes":           "1048576",
+		"etag-cache-max-bytes":               "33554432",
+		"max-related-objects":                "10000",
+		"max-hook-response-bytes":            "16777216",
 	} {
 		if f := run.Flags().Lookup(name); f == nil || f.DefValue != want {
 			t.Errorf("run --%s: %+v, want a flag defaulting to %s", name, f, want)

@@ -47,7 +47,11 @@ type runFlags struct {
 	pprofAddr         string
 	maxResponseBytes  int64
 	responseBudget    int64
+	responseFloor     int64
+	responseMinRate   int64
+	responseGrace     time.Duration
 	decodedBudget     int64
+	decodedFloor      int64
 	etagCacheMaxBytes int64
 	maxRelated        int
 	maxRetryDelay     time.Duration
@@ -135,7 +139,11 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.Int64Var(&f.historyMaxBytes, "history-max-bytes", manager.DefaultHistoryMaxBytes, "memory budget of the record of syncs metactl explain shows, all controllers; 0 disables it")
 	fs.Int64Var(&f.maxResponseBytes, "max-hook-response-bytes", hookclient.DefaultMaxResponseBytes, "largest hook response accepted")
 	fs.Int64Var(&f.responseBudget, "hook-response-budget-bytes", hookclient.DefaultResponseBudgetBytes, "most bytes of hook responses held in memory at once, all controllers (docs/cli.md)")
+	fs.Int64Var(&f.responseFloor, "hook-response-floor-bytes", hookclient.DefaultResponseFloorBytes, "each controller's own room for hook responses, which no other controller takes (docs/cli.md)")
+	fs.Int64Var(&f.responseMinRate, "hook-response-min-bytes-per-second", hookclient.DefaultMinResponseBytesPerSecond, "slowest a hook response's body may come after --hook-response-grace; slower fails (docs/cli.md)")
+	fs.DurationVar(&f.responseGrace, "hook-response-grace", hookclient.DefaultResponseGrace, "time a hook response's body may take beyond its bytes at --hook-response-min-bytes-per-second")
 	fs.Int64Var(&f.decodedBudget, "hook-decoded-budget-bytes", hookclient.DefaultDecodedBudgetBytes, "most memory of the objects decoded from hook responses at once, all controllers (docs/cli.md)")
+	fs.Int64Var(&f.decodedFloor, "hook-decoded-floor-bytes", hookclient.DefaultDecodedFloorBytes, "each controller's own room for decoded hook responses, which no other controller takes")
 	fs.Int64Var(&f.etagCacheMaxBytes, "etag-cache-max-bytes", hookclient.DefaultEtagCacheMaxBytes, "most bytes of responses kept for hooks with etag enabled, all controllers; least recent go first")
 	fs.IntVar(&f.maxRelated, "max-related-objects", related.DefaultMaxObjects, "most related objects a customize hook may select for one parent; more fails the sync")
 	fs.StringSliceVar(&f.credentialNamespaces, "credential-namespaces", []string{inClusterNamespace()}, "namespaces whose Secrets and ConfigMaps hooks' credentials may name; \"*\": all (docs/cli.md)")
@@ -241,6 +249,9 @@ func checkRunFlags(f *runFlags) (checkedRunFlags, error) {
 	if f.clientQPS < 0 || f.clientBurst < 0 {
 		return checked, fmt.Errorf("--client-qps %v, --client-burst %d: want 0 (no fixed limit) or a positive number", f.clientQPS, f.clientBurst)
 	}
+	if f.responseGrace <= 0 {
+		return checked, fmt.Errorf("--hook-response-grace %v: want a positive duration", f.responseGrace)
+	}
 	if checked.credentialNamespaces, err = parseCredentialNamespaces(f.credentialNamespaces); err != nil {
 		return checked, err
 	}
@@ -250,7 +261,10 @@ func checkRunFlags(f *runFlags) (checkedRunFlags, error) {
 	}{
 		{"--max-hook-response-bytes", f.maxResponseBytes},
 		{"--hook-response-budget-bytes", f.responseBudget},
+		{"--hook-response-floor-bytes", f.responseFloor},
+		{"--hook-response-min-bytes-per-second", f.responseMinRate},
 		{"--hook-decoded-budget-bytes", f.decodedBudget},
+		{"--hook-decoded-floor-bytes", f.decodedFloor},
 		{"--etag-cache-max-bytes", f.etagCacheMaxBytes},
 		{"--max-related-objects", int64(f.maxRelated)},
 		{"--record-max-calls", int64(f.recordMaxCalls)},
@@ -298,11 +312,15 @@ func managerOptions(f *runFlags, checked checkedRunFlags, cfg *rest.Config, reco
 		DiscoveryInterval: f.discoveryInterval,
 		CacheResync:       f.cacheResync,
 		Hooks: hookclient.Options{
-			MaxResponseBytes:    f.maxResponseBytes,
-			ResponseBudgetBytes: f.responseBudget,
-			DecodedBudgetBytes:  f.decodedBudget,
-			EtagCacheMaxBytes:   f.etagCacheMaxBytes,
-			Tracer:              traces.Tracer(),
+			MaxResponseBytes:          f.maxResponseBytes,
+			ResponseBudgetBytes:       f.responseBudget,
+			ResponseFloorBytes:        f.responseFloor,
+			MinResponseBytesPerSecond: f.responseMinRate,
+			ResponseGrace:             f.responseGrace,
+			DecodedBudgetBytes:        f.decodedBudget,
+			DecodedFloorBytes:         f.decodedFloor,
+			EtagCacheMaxBytes:         f.etagCacheMaxBytes,
+			Tracer:                    traces.Tracer(),
 		},
 		MaxRelatedObjects:    f.maxRelated,
 		EventsQPS:            f.eventsQPS,

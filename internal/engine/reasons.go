@@ -33,6 +33,11 @@ const (
 	// or did not answer in time, answered other than 200, or with a body
 	// that is not a valid answer, or its credentials could not be used.
 	ReasonHookFailed = "HookFailed"
+	// ReasonHookBudgetFull: a hook answered, but its answer found no room
+	// within the hook's timeout in metactl's memory budget of hook
+	// answers (a *hookclient.BudgetError); the message names the flag to
+	// raise. Not the hook's failure: other calls held the room.
+	ReasonHookBudgetFull = "HookBudgetFull"
 	// ReasonInvalidAnswer: metactl's checks refused the hook's answer (an
 	// invalid child, an invalid event, an answer without its list of
 	// children, ...).

@@ -69,8 +69,10 @@ func syncReason(err error) string {
 		// Before the hook's failures: invalid events come inside the
 		// *hookclient.ResponseError of the call.
 		return ReasonInvalidAnswer
+	case errors.As(err, &budget):
+		return ReasonHookBudgetFull
 	case errors.As(err, &unreachable), errors.As(err, &statusErr), errors.As(err, &response),
-		errors.As(err, &budget), errors.As(err, &credential):
+		errors.As(err, &credential):
 		return ReasonHookFailed
 	case errors.As(err, &write):
 		return ReasonWriteFailed

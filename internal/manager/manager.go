@@ -62,8 +62,9 @@ type Options struct {
 	CacheResync time.Duration
 	// Hooks configure the hook client, shared by all controllers: its
 	// ResponseBudgetBytes (default hookclient.DefaultResponseBudgetBytes, 32
-	// MiB) and EtagCacheMaxBytes (default hookclient.DefaultEtagCacheMaxBytes,
-	// 32 MiB) bound the whole process.
+	// MiB; plus ResponseFloorBytes, default 256 KiB, per controller
+	// reading an answer) and EtagCacheMaxBytes (default
+	// hookclient.DefaultEtagCacheMaxBytes, 32 MiB) bound the whole process.
 	Hooks hookclient.Options
 	// MaxRelatedObjects is the most related objects the customize hook's
 	// rules may select for one parent; 0 means related.DefaultMaxObjects

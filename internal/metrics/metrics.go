@@ -243,7 +243,7 @@ var hookResponseBytesInFlight atomic.Pointer[func() int64]
 // held in memory (see SetHookResponseBytesInFlight).
 var hookResponseBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 	Name: "metactl_hook_response_bytes_in_flight",
-	Help: "Bytes of hook responses held in memory now, all controllers together: at most --hook-response-budget-bytes.",
+	Help: "Bytes of hook responses held in memory now, all controllers together: at most --hook-response-budget-bytes, plus --hook-response-floor-bytes per controller reading a response.",
 }, func() float64 {
 	if f := hookResponseBytesInFlight.Load(); f != nil {
 		return float64((*f)())
@@ -261,7 +261,7 @@ var hookDecodedBytesInUse atomic.Pointer[func() int64]
 // decoded hook answers in use (see SetHookDecodedBytesInUse).
 var hookDecodedBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 	Name: "metactl_hook_decoded_bytes_in_use",
-	Help: "Estimated memory of the objects decoded from hook answers and still in use, all controllers together: at most --hook-decoded-budget-bytes.",
+	Help: "Estimated memory of the objects decoded from hook answers and still in use, all controllers together: at most --hook-decoded-budget-bytes, plus --hook-decoded-floor-bytes per controller using one.",
 }, func() float64 {
 	if f := hookDecodedBytesInUse.Load(); f != nil {
 		return float64((*f)())

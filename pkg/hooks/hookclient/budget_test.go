@@ -24,6 +24,11 @@ import (
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
+// sharedOnly is a controller's floor (Options.ResponseFloorBytes) too
+// small for any answer of these tests, which test the shared part of the
+// budget: the calls of one controller then use that part only.
+const sharedOnly = 1
+
 // waiting returns the number of calls waiting for room.
 func (b *responseBudget) waiting() int {
 	b.mu.Lock()
@@ -82,7 +87,7 @@ func TestBudgetAnswerWaitsForRoom(t *testing.T) {
 	release := make(chan struct{})
 	stalled := serve(t, stalledAnswer(6000, release))
 	other := serve(t, answer(statusAnswer(6000)))
-	c := NewClient(Options{ResponseBudgetBytes: 10000})
+	c := NewClient(Options{ResponseFloorBytes: sharedOnly, ResponseBudgetBytes: 10000})
 
 	first := make(chan error, 1)
 	go func() { first <- callSync(c, context.Background(), stalled.URL, 0) }()
@@ -117,7 +122,7 @@ func TestBudgetWaitEndsWithTheCall(t *testing.T) {
 	defer close(release)
 	stalled := serve(t, stalledAnswer(6000, release))
 	other := serve(t, answer(statusAnswer(6000)))
-	c := NewClient(Options{ResponseBudgetBytes: 10000})
+	c := NewClient(Options{ResponseFloorBytes: sharedOnly, ResponseBudgetBytes: 10000})
 	go func() { _ = callSync(c, context.Background(), stalled.URL, 0) }()
 	until(t, "the stalled answer holds its bytes", func() bool { return c.ResponseBytesInFlight() == 6000 })
 
@@ -170,7 +175,7 @@ func TestBudgetRefusesAnswerLargerThanBudget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := serve(t, tc.handler)
-			c := NewClient(Options{ResponseBudgetBytes: 2000})
+			c := NewClient(Options{ResponseFloorBytes: sharedOnly, ResponseBudgetBytes: 2000})
 			err := callSync(c, context.Background(), srv.URL, 0)
 			var re *ResponseError
 			if !errors.As(err, &re) || !strings.Contains(err.Error(), "limit of 1750 bytes") || !strings.Contains(err.Error(), "--hook-response-budget-bytes") {
@@ -194,7 +199,7 @@ func TestBudgetSmallAnswerPassesLargeWaiter(t *testing.T) {
 	stalled := serve(t, stalledAnswer(6000, release))
 	large := serve(t, answer(statusAnswer(6000)))
 	small := serve(t, answer(statusAnswer(100)))
-	c := NewClient(Options{ResponseBudgetBytes: 10000})
+	c := NewClient(Options{ResponseFloorBytes: sharedOnly, ResponseBudgetBytes: 10000})
 	first := make(chan error, 1)
 	go func() { first <- callSync(c, context.Background(), stalled.URL, 0) }()
 	until(t, "the stalled answer holds its bytes", func() bool { return c.ResponseBytesInFlight() == 6000 })
@@ -237,7 +242,7 @@ func TestBudgetChunkedAnswersDoNotDeadlock(t *testing.T) {
 	})
 	// Room for four whole answers; the first reservations of 32 calls
 	// together are four times that.
-	c := NewClient(Options{ResponseBudgetBytes: 4 * size, MaxResponseBytes: size, HTTPClient: &http.Client{Transport: NewTransport()}})
+	c := NewClient(Options{ResponseFloorBytes: sharedOnly, ResponseBudgetBytes: 4 * size, MaxResponseBytes: size, HTTPClient: &http.Client{Transport: NewTransport()}})
 	errs := make(chan error, calls)
 	for range calls {
 		go func() { errs <- callSync(c, context.Background(), srv.URL, 10*time.Second) }()
@@ -328,7 +333,7 @@ func TestBudgetKeepsRoomForSmallAnswers(t *testing.T) {
 	stalled := serve(t, stalledAnswer(800<<10, release))
 	large := serve(t, answer(statusAnswer(100<<10)))
 	small := serve(t, answer(statusAnswer(60<<10)))
-	c := NewClient(Options{ResponseBudgetBytes: 1 << 20})
+	c := NewClient(Options{ResponseFloorBytes: sharedOnly, ResponseBudgetBytes: 1 << 20})
 	first := make(chan error, 1)
 	go func() { first <- callSync(c, context.Background(), stalled.URL, 0) }()
 	until(t, "the stalled answer holds its bytes", func() bool { return c.ResponseBytesInFlight() == 800<<10 })
@@ -373,7 +378,7 @@ func TestBudgetCoversTheAnswersBuffer(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			// The limit is the main part: answers of unknown length
 			// over 64 KiB reserve the whole limit at once.
-			c := NewClient(Options{ResponseBudgetBytes: 8 << 20, MaxResponseBytes: 16 << 20})
+			c := NewClient(Options{ResponseFloorBytes: sharedOnly, ResponseBudgetBytes: 8 << 20, MaxResponseBytes: 16 << 20})
 			if c.budget.growCap != 0 {
 				t.Fatalf("growCap %d, want 0", c.budget.growCap)
 			}

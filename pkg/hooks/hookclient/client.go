@@ -104,11 +104,29 @@ type Options struct {
 	// DefaultMaxResponseBytes.
 	MaxResponseBytes int64
 	// ResponseBudgetBytes bounds the bytes of answers all calls hold at
-	// once, from the first read of a body until its answer is decoded (see
-	// Call). Answers over 64 KiB use at most seven eighths of it; a larger
-	// one than that is refused as too large. Default:
-	// DefaultResponseBudgetBytes.
+	// once beyond their controllers' floors (ResponseFloorBytes), from the
+	// first read of a body until its answer is decoded (see Call). Answers
+	// over 64 KiB use at most seven eighths of it; a larger one than that
+	// is refused as too large. Default: DefaultResponseBudgetBytes.
 	ResponseBudgetBytes int64
+	// ResponseFloorBytes is each controller's own room for answers,
+	// beside ResponseBudgetBytes: its calls use it first, and no other
+	// controller's calls can take it, so that a controller's answers of up
+	// to this size are read whatever other controllers' hooks hold. Floors
+	// count only while used: all calls together hold at most
+	// ResponseBudgetBytes plus this per controller reading an answer.
+	// Default: DefaultResponseFloorBytes.
+	ResponseFloorBytes int64
+	// MinResponseBytesPerSecond and ResponseGrace bound how long an answer's
+	// body may hold its room: once it has room in the budget, the whole
+	// body must be read within ResponseGrace plus its reserved bytes at
+	// MinResponseBytesPerSecond (the time it waits for more room not
+	// counted), else the call fails as the hook's (an *UnreachableError)
+	// and gives its room back, whatever the hook's timeout. Defaults:
+	// DefaultMinResponseBytesPerSecond (1 MiB/s) and DefaultResponseGrace
+	// (5s): a 16 MiB answer may take 21s, a 27-byte one 5s.
+	MinResponseBytesPerSecond int64
+	ResponseGrace             time.Duration
 	// DecodedBudgetBytes bounds the memory the objects decoded from
 	// answers take at once, all calls together, as estimated from each
 	// answer's JSON before it is decoded: from decoding until Call
@@ -116,6 +134,11 @@ type Options struct {
 	// An answer whose estimate is larger is refused. Default:
 	// DefaultDecodedBudgetBytes.
 	DecodedBudgetBytes int64
+	// DecodedFloorBytes is each controller's own room for the objects
+	// decoded from its answers, beside DecodedBudgetBytes, used first and
+	// taken by no other controller (see ResponseFloorBytes). Default:
+	// DefaultDecodedFloorBytes.
+	DecodedFloorBytes int64
 	// Metrics, when set, observes every call.
 	Metrics Observer
 	// EtagCacheMaxEntries caps the number of responses cached for hooks
@@ -155,6 +178,8 @@ type Client struct {
 	etags      *etagCache
 	budget     *responseBudget
 	decoded    *decodedBudget
+	minRate    int64
+	grace      time.Duration
 	now        func() time.Time
 }
 
@@ -184,22 +209,46 @@ func NewClient(opts Options) *Client {
 	if budget <= 0 {
 		budget = DefaultResponseBudgetBytes
 	}
-	c.budget = newResponseBudget(budget, c.maxBody)
+	floor := opts.ResponseFloorBytes
+	if floor <= 0 {
+		floor = DefaultResponseFloorBytes
+	}
+	c.budget = newResponseBudget(budget, c.maxBody, floor)
+	c.minRate = opts.MinResponseBytesPerSecond
+	if c.minRate <= 0 {
+		c.minRate = DefaultMinResponseBytesPerSecond
+	}
+	c.grace = opts.ResponseGrace
+	if c.grace <= 0 {
+		c.grace = DefaultResponseGrace
+	}
 	decoded := opts.DecodedBudgetBytes
 	if decoded <= 0 {
 		decoded = DefaultDecodedBudgetBytes
 	}
-	c.decoded = newDecodedBudget(decoded)
+	decodedFloor := opts.DecodedFloorBytes
+	if decodedFloor <= 0 {
+		decodedFloor = DefaultDecodedFloorBytes
+	}
+	c.decoded = newDecodedBudget(decoded, decodedFloor)
 	return c
 }
 
 // ResponseBytesInFlight returns the bytes of hook answers held now, all
-// calls together (at most Options.ResponseBudgetBytes); for metrics.
+// calls together, controllers' floors included (at most
+// Options.ResponseBudgetBytes plus Options.ResponseFloorBytes per
+// controller reading an answer); for metrics.
 func (c *Client) ResponseBytesInFlight() int64 { return c.budget.inFlight() }
 
-// DecodedBytesInUse returns the estimated memory of the decoded answers in
-// use now, all calls together (at most Options.DecodedBudgetBytes); for
+// ResponseBytesShared returns the bytes of hook answers held now in the
+// shared part of the budget (at most Options.ResponseBudgetBytes); for
 // metrics.
+func (c *Client) ResponseBytesShared() int64 { return c.budget.inShared() }
+
+// DecodedBytesInUse returns the estimated memory of the decoded answers in
+// use now, all calls together, floors included (at most
+// Options.DecodedBudgetBytes plus Options.DecodedFloorBytes per controller
+// using one); for metrics.
 func (c *Client) DecodedBytesInUse() int64 { return c.decoded.inUse() }
 
 var sharedHTTPClient = sync.OnceValue(func() *http.Client { return NewHTTPClient(NewTransport()) })
@@ -262,10 +311,15 @@ func NewTransport() *http.Transport {
 // Precondition Failed answer is decoded from the cached body, as a 200
 // would be; the metrics count either as code 304.
 //
-// A response body is read into memory against the Client's budget
-// (Options.ResponseBudgetBytes), shared by all its calls: the call
-// reserves the body's bytes before reading them (all of a Content-Length
-// at once) and holds them until the answer is decoded. It waits for room,
+// A response body is read into memory against the Client's budget: the
+// room of the calling controller (Options.ResponseFloorBytes), which its
+// calls use first and no other controller's can take, then the room all
+// calls share (Options.ResponseBudgetBytes). The call reserves the body's
+// bytes before reading them (all of a Content-Length at once) and holds
+// them until the answer is decoded; once it has room, the body must come
+// within Options.ResponseGrace plus its bytes at
+// Options.MinResponseBytesPerSecond, else the call fails (an
+// *UnreachableError) and gives its room back. It waits for room,
 // at most until the hook's timeout; an answer larger than
 // Options.MaxResponseBytes, or than seven eighths of the budget (the last
 // eighth is kept for answers of 64 KiB or less), is refused. Before
@@ -314,6 +368,11 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	callCtx, cancel := context.WithTimeout(ctx, cs.timeout)
 	defer cancel()
 	cs.callCtx = callCtx
+	// The request's context: callCtx, or cancelled sooner when the
+	// answer's body misses its deadline (pace).
+	reqCtx, cancelReq := context.WithCancelCause(callCtx)
+	defer cancelReq(nil)
+	cs.reqCtx, cs.pace = reqCtx, &pace{rate: c.minRate, grace: c.grace, cancel: cancelReq}
 	if err := cs.newRequest(); err != nil {
 		return err
 	}
@@ -353,18 +412,20 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 type callState struct {
 	hookCall
 	// ctx is the caller's context, then, once the span starts, the
-	// span's (startSpan); callCtx is ctx bounded by the hook's timeout.
-	ctx, callCtx context.Context
-	timeout      time.Duration
-	hook         *v1alpha1.Hook
-	rawURL       string
-	req          *http.Request
-	request      any
-	response     hooks.Response
-	hold         *Hold
-	tap          *tapping
-	span         *callSpan
-	etag         etagLookup
+	// span's (startSpan); callCtx is ctx bounded by the hook's timeout;
+	// reqCtx, the request's, is callCtx cut short by pace.
+	ctx, callCtx, reqCtx context.Context
+	pace                 *pace
+	timeout              time.Duration
+	hook                 *v1alpha1.Hook
+	rawURL               string
+	req                  *http.Request
+	request              any
+	response             hooks.Response
+	hold                 *Hold
+	tap                  *tapping
+	span                 *callSpan
+	etag                 etagLookup
 	// start is when the request was sent.
 	start time.Time
 }
@@ -397,7 +458,7 @@ func (cs *callState) address() error {
 // newRequest makes the POST of the call, bounded by callCtx, and sets
 // cs.URL, the URL for messages, redacted.
 func (cs *callState) newRequest() error {
-	req, err := http.NewRequestWithContext(cs.callCtx, http.MethodPost, cs.rawURL, nil)
+	req, err := http.NewRequestWithContext(cs.reqCtx, http.MethodPost, cs.rawURL, nil)
 	if err != nil {
 		// The error of a URL that does not parse repeats the URL, which
 		// may hold credentials.
@@ -517,7 +578,7 @@ func (c *Client) answered(cs *callState, resp *http.Response) error {
 	defer putBuffer(buf)
 	// Released once the answer is decoded and, with etag, cached (a copy,
 	// which the ETag cache's own limit bounds).
-	budget := reservation{b: c.budget}
+	budget := reservation{b: c.budget, controller: cs.Controller}
 	defer budget.release()
 	if err := c.receive(cs, resp, buf, &budget); err != nil {
 		return err
@@ -553,7 +614,7 @@ func (c *Client) answered(cs *callState, resp *http.Response) error {
 // large, a *BudgetError for one that found no room in time, or what
 // transportError makes of a failed read.
 func (c *Client) receive(cs *callState, resp *http.Response, buf *bytes.Buffer, budget *reservation) error {
-	err := c.readBody(cs.callCtx, resp.Body, resp.ContentLength, buf, budget)
+	err := c.readBody(cs.callCtx, resp.Body, resp.ContentLength, buf, budget, cs.pace)
 	// The time waited for room in the budget is metactl's, not the hook's.
 	c.observe(cs.Controller, cs.Hook, resp.StatusCode, time.Since(cs.start)-budget.waited)
 	cs.tap.answered(resp.StatusCode, time.Since(cs.start)-budget.waited)
@@ -567,6 +628,9 @@ func (c *Client) receive(cs *callState, resp *http.Response, buf *bytes.Buffer, 
 	case errors.As(err, &waited) && cs.ctx.Err() == nil:
 		waited.Controller, waited.Hook, waited.URL, waited.Timeout = cs.Controller, cs.Hook, cs.URL, cs.timeout
 		return waited
+	case cs.ctx.Err() == nil && cs.callCtx.Err() == nil && context.Cause(cs.reqCtx) == errSlowBody:
+		return &UnreachableError{Controller: cs.Controller, Hook: cs.Hook, URL: cs.URL,
+			Err: &slowBodyError{read: int64(buf.Len()), held: budget.held, allowed: cs.pace.allowed(budget.held), rate: c.minRate}}
 	default:
 		return transportError(cs.ctx, cs.callCtx, cs.hookCall, cs.timeout, phaseBody, err)
 	}
@@ -595,18 +659,19 @@ func (c *Client) decode(cs *callState, body []byte) error {
 		return &ResponseError{Controller: cs.Controller, Hook: cs.Hook, URL: cs.URL,
 			Err: fmt.Errorf("the answer's %d bytes of JSON would take about %d bytes once decoded, more than all decoded hook answers together may take (%d bytes, --hook-decoded-budget-bytes): answer fewer or larger values", len(body), n, c.decoded.size)}
 	}
-	if err := c.decoded.acquire(cs.callCtx, n); err != nil {
+	part, err := c.decoded.acquire(cs.callCtx, cs.Controller, n)
+	if err != nil {
 		return &BudgetError{Controller: cs.Controller, Hook: cs.Hook, URL: cs.URL, Need: n, Budget: c.decoded.size,
-			Timeout: cs.timeout, Flag: "--hook-decoded-budget-bytes", Err: err}
+			Floor: c.decoded.floor, Timeout: cs.timeout, Flag: "--hook-decoded-budget-bytes", Err: err}
 	}
 	if err := cs.response.DecodeHookResponse(body, hooks.ResponseMode(cs.hook)); err != nil {
-		c.decoded.release(n)
+		part.release()
 		return &ResponseError{Controller: cs.Controller, Hook: cs.Hook, URL: cs.URL, Err: err}
 	}
 	if cs.hold != nil {
-		cs.hold.keep(c.decoded, n)
+		cs.hold.keep(part)
 	} else {
-		c.decoded.release(n)
+		part.release()
 	}
 	return nil
 }

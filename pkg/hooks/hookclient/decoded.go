@@ -72,9 +72,18 @@ func decodedSize(body []byte) int64 {
 	return n
 }
 
+// DefaultDecodedFloorBytes is the default of Options.DecodedFloorBytes:
+// each controller's own room in the decoded budget, which no other
+// controller's answers can take.
+const DefaultDecodedFloorBytes int64 = 1 << 20
+
 // decodedBudget bounds the estimated memory (decodedSize) of the answers
 // whose decoded objects are in use: from decoding until the call returns,
 // or, for calls with a Hold, until the caller is done with them.
+//
+// Like the response budget, it has a floor per controller (floor bytes),
+// which the controller's answers use first and no other controller's can
+// take, and a shared part (size); floors count only while used.
 //
 // A call acquires its answer's part while it holds the raw bytes' part of
 // the response budget; it never holds a part of this budget while waiting
@@ -83,45 +92,74 @@ func decodedSize(body []byte) int64 {
 // part is at most the budget's size is served once they have. A waiter is
 // served as soon as its part is free, not in arrival order.
 type decodedBudget struct {
-	size int64
+	size  int64
+	floor int64
 
-	room       // guards used
-	used int64 // taken now
+	room                       // guards the fields below
+	used      int64            // taken now in the shared part
+	floors    map[string]int64 // taken now in each controller's floor; no entry when none
+	usedFloor int64            // taken now in all floors
 }
 
-func newDecodedBudget(size int64) *decodedBudget {
-	return &decodedBudget{size: size, room: newRoom()}
+func newDecodedBudget(size, floor int64) *decodedBudget {
+	return &decodedBudget{size: size, floor: floor, floors: map[string]int64{}, room: newRoom()}
 }
 
-// acquire waits until n bytes are free and takes them, or returns ctx's
-// error. n must be at most the budget's size.
-func (b *decodedBudget) acquire(ctx context.Context, n int64) error {
+// decodedPart is a part of the decoded budget that a call took.
+type decodedPart struct {
+	b          *decodedBudget
+	controller string
+	n          int64
+	inFloor    bool
+}
+
+// acquire waits until n bytes are free, in controller's floor or the
+// shared part, and takes them, or returns ctx's error. n must be at most
+// the budget's size.
+func (b *decodedBudget) acquire(ctx context.Context, controller string, n int64) (decodedPart, error) {
 	var waited time.Duration
-	return b.wait(ctx, &waited, func() bool {
-		if b.used+n > b.size {
+	p := decodedPart{b: b, controller: controller, n: n}
+	err := b.wait(ctx, &waited, func() bool {
+		switch {
+		case n == 0: // nothing to take, and no entry for it
+		case b.floors[controller]+n <= b.floor:
+			b.floors[controller] += n
+			b.usedFloor += n
+			p.inFloor = true
+		case b.used+n <= b.size:
+			b.used += n
+		default:
 			return false
 		}
-		b.used += n
 		return true
 	})
+	return p, err
 }
 
-// release gives back n bytes.
-func (b *decodedBudget) release(n int64) {
-	if n == 0 {
+// release gives the part back.
+func (p decodedPart) release() {
+	if p.n == 0 {
 		return
 	}
+	b := p.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.used -= n
+	if p.inFloor {
+		if b.floors[p.controller] -= p.n; b.floors[p.controller] <= 0 {
+			delete(b.floors, p.controller)
+		}
+		b.usedFloor -= p.n
+	} else {
+		b.used -= p.n
+	}
 	b.notifyLocked()
 }
 
-// inUse returns the bytes taken now.
+// inUse returns the bytes taken now, floors included.
 func (b *decodedBudget) inUse() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.used
+	return b.used + b.usedFloor
 }
 
 // CallOptions carry the state a Call shares with the other calls of the
@@ -152,9 +190,8 @@ type CallOptions struct {
 // called once the answers are no longer used; calling it again does
 // nothing. The zero value is ready to use.
 type Hold struct {
-	mu sync.Mutex
-	b  *decodedBudget
-	n  int64
+	mu   sync.Mutex
+	part decodedPart
 }
 
 // NewHold returns an empty Hold.
@@ -170,18 +207,14 @@ func (h *Hold) release() {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.b != nil {
-		h.b.release(h.n)
-	}
-	h.b, h.n = nil, 0
+	h.part.release()
+	h.part = decodedPart{}
 }
 
-// keep takes over n bytes of b, giving back what h kept before.
-func (h *Hold) keep(b *decodedBudget, n int64) {
+// keep takes over part, giving back what h kept before.
+func (h *Hold) keep(part decodedPart) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.b != nil {
-		h.b.release(h.n)
-	}
-	h.b, h.n = b, n
+	h.part.release()
+	h.part = part
 }

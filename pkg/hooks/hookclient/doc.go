@@ -27,7 +27,10 @@ Licensed under the Apache License, Version 2.0.
 //     (which bounds the whole call, reading the body included), or a
 //     connection closed or reset by the hook before its answer was
 //     complete (it crashed, most likely: the message says so, and
-//     ClosedByHook tells). IsUnreachable tells.
+//     ClosedByHook tells), or an answer whose body came slower than
+//     Options.MinResponseBytesPerSecond after Options.ResponseGrace once
+//     it had room in the budget (the message says so; its room is given
+//     back). IsUnreachable tells.
 //   - *StatusError: the hook answered with a status other than 200 (or
 //     than 304 and 412 to a request carrying If-None-Match). It
 //     carries the code, the start of the body (at most 1 KiB) and, for a
@@ -42,9 +45,10 @@ Licensed under the Apache License, Version 2.0.
 //     child.
 //   - *BudgetError: the hook answered 200, but its answer found no room
 //     within the hook's timeout in the budget of all hook answers as read
-//     (Options.ResponseBudgetBytes) or decoded (Options.DecodedBudgetBytes);
-//     the message names the flag (--hook-response-budget-bytes,
-//     --hook-decoded-budget-bytes).
+//     (Options.ResponseBudgetBytes, beside its controller's own
+//     Options.ResponseFloorBytes) or decoded (Options.DecodedBudgetBytes);
+//     the message names the flags to raise (--hook-response-budget-bytes
+//     and --hook-response-floor-bytes, or --hook-decoded-budget-bytes).
 //   - a CallError (wrapped) of Options.Transport or Options.PrepareRequest:
 //     the hook was not called. With pkg/hooks/credentials it is a
 //     *credentials.CredentialError: a credential or trust setting of the
@@ -69,6 +73,15 @@ Licensed under the Apache License, Version 2.0.
 // DefaultHTTPClient, which verifies certificates, requires TLS 1.2 or later
 // and keeps many idle connections per host. A response body is never
 // buffered beyond the limit (plus one byte to detect it).
+//
+// Each controller (the controller argument of Call) has its own room for
+// answers, Options.ResponseFloorBytes, beside the budget all share, and
+// likewise for the objects decoded from them, Options.DecodedFloorBytes:
+// its calls use it first, and no other controller's calls can take it,
+// so that a hook that stalls, or syncs that hold their answers, cannot
+// starve other controllers' small answers.
+// An answer's body that stalls holds its room at most
+// Options.ResponseGrace plus its bytes at Options.MinResponseBytesPerSecond.
 //
 // # ETag caching
 //

@@ -46,8 +46,11 @@ type UnreachableError struct {
 }
 
 func (e *UnreachableError) Error() string {
-	var closed *closedError
-	if errors.As(e.Err, &closed) {
+	var (
+		closed *closedError
+		slow   *slowBodyError
+	)
+	if errors.As(e.Err, &closed) || errors.As(e.Err, &slow) {
 		// The hook was reached: "unreachable" would mislead.
 		return hookCall{e.Controller, e.Hook, e.URL}.prefix() + ": " + e.Err.Error()
 	}
@@ -235,8 +238,10 @@ type BudgetError struct {
 	Controller string
 	Hook       string
 	URL        string // redacted
-	// Need is the bytes the answer waited for; Budget the budget's size.
-	Need, Budget int64
+	// Need is the bytes the answer waited for; Budget the budget's size;
+	// Floor each controller's own room beside it
+	// (Options.ResponseFloorBytes or Options.DecodedFloorBytes).
+	Need, Budget, Floor int64
 	// Timeout is the hook's timeout, which ended the wait.
 	Timeout time.Duration
 	// Flag is the flag that sets the budget: --hook-response-budget-bytes
@@ -249,11 +254,11 @@ type BudgetError struct {
 
 func (e *BudgetError) Error() string {
 	if e.Flag == "--hook-decoded-budget-bytes" {
-		return fmt.Sprintf("%s: no room for the answer's %d bytes, decoded, within the hook timeout of %s: decoded hook answers of all controllers together may take at most %d bytes at once (%s)",
-			hookCall{e.Controller, e.Hook, e.URL}.prefix(), e.Need, e.Timeout, e.Budget, e.Flag)
+		return fmt.Sprintf("%s: no room for the answer's %d bytes, decoded, within the hook timeout of %s: decoded hook answers of all controllers together may take at most %d bytes at once (%s), and it did not fit beside this controller's other answers in the controller's own %d bytes (--hook-decoded-floor-bytes): raise either flag (and metactl's memory limit with it), or make the hook's answers smaller",
+			hookCall{e.Controller, e.Hook, e.URL}.prefix(), e.Need, e.Timeout, e.Budget, e.Flag, e.Floor)
 	}
-	return fmt.Sprintf("%s: no room for the answer's %d bytes within the hook timeout of %s: hook answers of all controllers together may hold at most %d bytes at once (--hook-response-budget-bytes)",
-		hookCall{e.Controller, e.Hook, e.URL}.prefix(), e.Need, e.Timeout, e.Budget)
+	return fmt.Sprintf("%s: no room for the answer's %d bytes within the hook timeout of %s: hook answers of all controllers together may hold at most %d bytes at once (--hook-response-budget-bytes), and it did not fit beside this controller's other calls in the controller's own %d bytes (--hook-response-floor-bytes): raise either flag (and metactl's memory limit with it), or make the hook's answers smaller",
+		hookCall{e.Controller, e.Hook, e.URL}.prefix(), e.Need, e.Timeout, e.Budget, e.Floor)
 }
 
 func (e *BudgetError) Unwrap() error { return e.Err }
