@@ -42,6 +42,13 @@ const (
 	// ReasonWaiting: the sync waits (loop.ErrWaiting): the hook did not
 	// settle, or something it needs is not there yet.
 	ReasonWaiting = "Waiting"
+	// ReasonRequestTooLarge: the hook request would carry more bytes of
+	// objects than one sync may send (*RequestTooLargeError); no hook was
+	// called.
+	ReasonRequestTooLarge = "RequestTooLarge"
+	// ReasonRequestBudget: no room in the process's budget of request
+	// bytes came in time (*RequestBudgetError); no hook was called.
+	ReasonRequestBudget = "RequestBudget"
 	// ReasonSyncFailed: any other failure (related objects, ...).
 	ReasonSyncFailed = "SyncFailed"
 )

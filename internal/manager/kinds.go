@@ -95,6 +95,8 @@ func (m *Manager) build(ctx context.Context, k *kind, obj *unstructured.Unstruct
 	opts := engine.Options{Client: m.client, Objects: m.objects, Resources: m.resources, Informers: m.informers,
 		Hooks: m.hooks, Recorder: m.recorder, Workers: m.opts.Workers, OnHealthChange: m.healthChanged(k.name, obj),
 		RateLimiter: loop.NewRateLimiter[engine.Key](m.opts.MaxRetryDelay), MaxRelatedObjects: m.opts.MaxRelatedObjects,
+		MaxRequestBytes: m.opts.MaxRequestBytes, Requests: m.requests, MaxRelatedRules: m.opts.MaxRelatedRules,
+		MaxResources:    m.opts.MaxControllerResources,
 		StopGracePeriod: m.opts.StopGracePeriod, History: m.history, SyncedCondition: m.opts.SyncedCondition,
 		Record: m.opts.Record, RecordAll: m.opts.RecordAll,
 		ApplyStrategy: m.opts.ApplyStrategy, RefuseApplyConflicts: m.opts.RefuseApplyConflicts,
