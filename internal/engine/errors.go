@@ -112,8 +112,9 @@ func (e *statusTooLargeError) Error() string {
 // RequestTooLargeError fails a sync whose hook request would carry more
 // bytes of objects than one sync may send (Options.MaxRequestBytes, or
 // the half of the request budget one controller may hold), counted
-// before anything was decoded or sent: no hook was called and nothing was
-// written for the sync.
+// before any of them was decoded or sent: the sync (or finalize) hook was
+// not called and nothing was written for the sync (the customize hook may
+// have been, before its related objects were counted).
 type RequestTooLargeError struct {
 	// What is what the count had reached when it went over ("children of
 	// configmaps", "related objects").
@@ -126,7 +127,7 @@ type RequestTooLargeError struct {
 
 func (e *RequestTooLargeError) Error() string {
 	return fmt.Sprintf("the hook request would carry at least %d bytes of objects (counted up to the %s), more than the limit of %d bytes per sync (%s); "+
-		"no hook was called and nothing was written: select fewer or smaller children or related objects "+
+		"the sync hook was not called and nothing was written: select fewer or smaller children or related objects "+
 		"(a narrower selector or customize rule), or ask the platform to raise %s",
 		e.Bytes, e.What, e.Limit, e.Flag, e.Flag)
 }

@@ -43,11 +43,12 @@ const (
 	// settle, or something it needs is not there yet.
 	ReasonWaiting = "Waiting"
 	// ReasonRequestTooLarge: the hook request would carry more bytes of
-	// objects than one sync may send (*RequestTooLargeError); no hook was
-	// called.
+	// objects than one sync may send (*RequestTooLargeError); the sync
+	// hook was not called.
 	ReasonRequestTooLarge = "RequestTooLarge"
 	// ReasonRequestBudget: no room in the process's budget of request
-	// bytes came in time (*RequestBudgetError); no hook was called.
+	// bytes came in time (*RequestBudgetError); the sync hook was not
+	// called.
 	ReasonRequestBudget = "RequestBudget"
 	// ReasonSyncFailed: any other failure (related objects, ...).
 	ReasonSyncFailed = "SyncFailed"
