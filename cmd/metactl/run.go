@@ -54,6 +54,10 @@ type runFlags struct {
 	decodedFloor      int64
 	etagCacheMaxBytes int64
 	maxRelated        int
+	maxRequestBytes   int64
+	requestBudget     int64
+	maxRelatedRules   int
+	maxResources      int
 	maxRetryDelay     time.Duration
 	stopGracePeriod   time.Duration
 	historyMaxBytes   int64
@@ -146,6 +150,10 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.Int64Var(&f.decodedFloor, "hook-decoded-floor-bytes", hookclient.DefaultDecodedFloorBytes, "each controller's own room for decoded hook responses, which no other controller takes")
 	fs.Int64Var(&f.etagCacheMaxBytes, "etag-cache-max-bytes", hookclient.DefaultEtagCacheMaxBytes, "most bytes of responses kept for hooks with etag enabled, all controllers; least recent go first")
 	fs.IntVar(&f.maxRelated, "max-related-objects", related.DefaultMaxObjects, "most related objects a customize hook may select for one parent; more fails the sync")
+	fs.Int64Var(&f.maxRequestBytes, "max-hook-request-bytes", engine.DefaultMaxRequestBytes, "most bytes of children and related objects one sync sends its hook; more fails the sync")
+	fs.Int64Var(&f.requestBudget, "hook-request-budget-bytes", engine.DefaultRequestBudgetBytes, "most bytes of objects held for hook requests at once, all controllers; one at most half")
+	fs.IntVar(&f.maxRelatedRules, "max-related-rules", related.DefaultMaxRules, "most relatedResources rules in one customize answer; more fails the sync")
+	fs.IntVar(&f.maxResources, "max-controller-resources", engine.DefaultMaxResources, "most distinct resources one controller watches, its spec's and its customize answers' together")
 	fs.StringSliceVar(&f.credentialNamespaces, "credential-namespaces", []string{inClusterNamespace()}, "namespaces whose Secrets and ConfigMaps hooks' credentials may name; \"*\": all (docs/cli.md)")
 	fs.BoolVar(&f.allowInsecureCredentials, "allow-insecure-credentials", false, "let hooks called over plain http send credentials: for development only (metactl dev sets it)")
 	fs.BoolVar(&f.requireServiceAccount, "require-service-account", false, "run only controllers annotated metactl.io/service-account; others are Ready=False Forbidden")
@@ -267,6 +275,10 @@ func checkRunFlags(f *runFlags) (checkedRunFlags, error) {
 		{"--hook-decoded-floor-bytes", f.decodedFloor},
 		{"--etag-cache-max-bytes", f.etagCacheMaxBytes},
 		{"--max-related-objects", int64(f.maxRelated)},
+		{"--max-hook-request-bytes", f.maxRequestBytes},
+		{"--hook-request-budget-bytes", f.requestBudget},
+		{"--max-related-rules", int64(f.maxRelatedRules)},
+		{"--max-controller-resources", int64(f.maxResources)},
 		{"--record-max-calls", int64(f.recordMaxCalls)},
 		{"--record-max-bytes", f.recordMaxBytes},
 	} {
@@ -322,15 +334,19 @@ func managerOptions(f *runFlags, checked checkedRunFlags, cfg *rest.Config, reco
 			EtagCacheMaxBytes:         f.etagCacheMaxBytes,
 			Tracer:                    traces.Tracer(),
 		},
-		MaxRelatedObjects:    f.maxRelated,
-		EventsQPS:            f.eventsQPS,
-		EventsBurst:          f.eventsBurst,
-		EventSourceComponent: f.eventSource,
-		LeaderElection:       leaderElection(f),
-		ShardBuckets:         f.shardBuckets,
-		MaxRetryDelay:        f.maxRetryDelay,
-		StopGracePeriod:      f.stopGracePeriod,
-		HistoryMaxBytes:      historyMaxBytes(f.historyMaxBytes, f.explain),
+		MaxRelatedObjects:      f.maxRelated,
+		MaxRequestBytes:        f.maxRequestBytes,
+		RequestBudgetBytes:     f.requestBudget,
+		MaxRelatedRules:        f.maxRelatedRules,
+		MaxControllerResources: f.maxResources,
+		EventsQPS:              f.eventsQPS,
+		EventsBurst:            f.eventsBurst,
+		EventSourceComponent:   f.eventSource,
+		LeaderElection:         leaderElection(f),
+		ShardBuckets:           f.shardBuckets,
+		MaxRetryDelay:          f.maxRetryDelay,
+		StopGracePeriod:        f.stopGracePeriod,
+		HistoryMaxBytes:        historyMaxBytes(f.historyMaxBytes, f.explain),
 
 		CredentialNamespaces:     checked.credentialNamespaces,
 		AllowInsecureCredentials: f.allowInsecureCredentials,

@@ -14,8 +14,12 @@
 //	   1. the object from the cache (its Key names its Watched resource);
 //	      the finalizer decision
 //	      (add before the first sync / finalize / remove a stale one)
-//	   2. Controller.Observe: children and claims, or attachments
-//	   3. related objects: the customize hook (internal/related)
+//	   2. Controller.Observe: children and claims, or attachments, each
+//	      counted before it is decoded (Target.CountRequest, requests.go:
+//	      the bytes a sync may send its hook, and the process's
+//	      RequestBudget of them)
+//	   3. related objects: the customize hook (internal/related), counted
+//	      so too
 //	   4. rounds: the hook (HookCaller, the one caller of every hook), its
 //	      answer checked whole (Sync.Desired, Answers), the dependents
 //	      written (children.Writer); again with the object as the answer
@@ -128,6 +132,25 @@ type Options struct {
 	// MaxRelatedObjects is the most related objects the customize hook's
 	// rules may select for one object; 0 means related.DefaultMaxObjects.
 	MaxRelatedObjects int
+	// MaxRequestBytes is the most bytes of objects (the object's children
+	// or attachments, adopted orphans included, and its related objects,
+	// as informer.Object.Size estimates their JSON) one sync's hook
+	// requests may carry; more fails the sync before any is decoded or
+	// sent (*RequestTooLargeError). 0 means DefaultMaxRequestBytes (16
+	// MiB); negative, no limit.
+	MaxRequestBytes int64
+	// Requests is the process's budget of those bytes, shared by every
+	// controller (NewRequestBudget); nil bounds only each sync.
+	Requests *RequestBudget
+	// MaxRelatedRules is the most rules (relatedResources) one customize
+	// answer may declare; 0 means related.DefaultMaxRules.
+	MaxRelatedRules int
+	// MaxResources is the most distinct resources one controller may
+	// watch: those of its spec (parents, children, attachments,
+	// ControllerRevisions), for which it does not start, and those its
+	// customize answers declare, for which a parent's sync fails. 0 means
+	// DefaultMaxResources.
+	MaxResources int
 	// StopGracePeriod is the longest Stop waits for the syncs in flight,
 	// once it has cancelled them; 0 is loop.DefaultStopGracePeriod (10s).
 	StopGracePeriod time.Duration

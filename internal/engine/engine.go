@@ -252,7 +252,11 @@ func (e *Engine) StartCaches(ctx context.Context) error {
 	if e.opts.Gate != nil {
 		e.queue = gatedQueue{queue: e.loop, gate: e.opts.Gate}
 	}
-	e.watches = newWatches(e.opts.Informers, e.opts.Whole)
+	maxResources := e.opts.MaxResources
+	if maxResources <= 0 {
+		maxResources = DefaultMaxResources
+	}
+	e.watches = newWatches(e.opts.Informers, e.opts.Whole, maxResources)
 	if err := e.controller.Watch(e.watches); err != nil {
 		return err
 	}
@@ -260,11 +264,18 @@ func (e *Engine) StartCaches(ctx context.Context) error {
 		return fmt.Errorf("waiting for caches of %s %s: %w", e.kindName, e.name, ctx.Err())
 	}
 	if hook := e.cfg.Hooks.Customize; hook != nil {
+		left := maxResources - e.watches.Distinct()
+		if left <= 0 {
+			left = -1
+		}
 		e.related = related.New(related.Options[Key]{
 			Object: e.cfg.Object, Customize: hook,
 			Hooks: e.hooks, Resources: e.opts.Resources, Informers: e.opts.Informers, Enqueue: e.queue.AddFor,
 			MaxObjects: e.opts.MaxRelatedObjects,
-			MayRead:    e.opts.MayRead,
+			MaxRules:   e.opts.MaxRelatedRules,
+			// What the spec's resources leave (negative: none).
+			MaxResources: left,
+			MayRead:      e.opts.MayRead,
 		})
 	}
 	return nil

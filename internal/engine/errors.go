@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,6 +107,48 @@ type statusTooLargeError struct {
 func (e *statusTooLargeError) Error() string {
 	return fmt.Sprintf("the status the hook answered is %d bytes as JSON, more than the %d bytes the %s annotation holds; the object keeps its previous status",
 		e.Size, e.Max, StatusAnnotation)
+}
+
+// RequestTooLargeError fails a sync whose hook request would carry more
+// bytes of objects than one sync may send (Options.MaxRequestBytes, or
+// the half of the request budget one controller may hold), counted
+// before any of them was decoded or sent: the sync (or finalize) hook was
+// not called and nothing was written for the sync (the customize hook may
+// have been, before its related objects were counted).
+type RequestTooLargeError struct {
+	// What is what the count had reached when it went over ("children of
+	// configmaps", "related objects").
+	What string
+	// Bytes are the bytes counted so far, Limit the limit, Flag the
+	// setting that sets it.
+	Bytes, Limit int64
+	Flag         string
+}
+
+func (e *RequestTooLargeError) Error() string {
+	return fmt.Sprintf("the hook request would carry at least %d bytes of objects (counted up to the %s), more than the limit of %d bytes per sync (%s); "+
+		"the sync hook was not called and nothing was written: select fewer or smaller children or related objects "+
+		"(a narrower selector or customize rule), or ask the platform to raise %s",
+		e.Bytes, e.What, e.Limit, e.Flag, e.Flag)
+}
+
+// RequestBudgetError fails a sync that found no room in the process's
+// request budget (RequestBudget) within its wait: the syncs of all
+// controllers together held too much. It is retried with backoff.
+type RequestBudgetError struct {
+	// Bytes is what the sync asked for, Held what it held already,
+	// ControllerHeld what its controller's syncs held together.
+	Bytes, Held, ControllerHeld int64
+	// Budget is the budget's size, Share what one controller may hold.
+	Budget, Share int64
+	Wait          time.Duration
+}
+
+func (e *RequestBudgetError) Error() string {
+	return fmt.Sprintf("no room within %v for %d more bytes of objects for the hook request (the sync held %d, its controller %d): "+
+		"the hook requests of all controllers together may hold %d bytes at once and one controller %d (--hook-request-budget-bytes); "+
+		"retried with backoff; if it persists, ask the platform to raise --hook-request-budget-bytes (and the memory limit with it)",
+		e.Wait, e.Bytes, e.Held, e.ControllerHeld, e.Budget, e.Share)
 }
 
 // errNotSettled is returned by a sync whose hook was still asking for

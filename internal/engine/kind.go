@@ -144,6 +144,10 @@ type Target struct {
 	// calls are the options of the sync's hook calls: the hold of its
 	// answers (until the sync ends) and whether it is a retry.
 	calls hookclient.CallOptions
+	// request counts the bytes of objects the sync's hook requests carry
+	// and holds them in the process's budget until the sync ends
+	// (CountRequest); nil counts nothing.
+	request *requestHold
 
 	// realStatus is the object's own .status (nil: none) when its hook
 	// is given it (Watched.HookGetsRealStatus) while Object is its

@@ -47,6 +47,14 @@ const (
 	// ReasonWaiting: the sync waits (loop.ErrWaiting): the hook did not
 	// settle, or something it needs is not there yet.
 	ReasonWaiting = "Waiting"
+	// ReasonRequestTooLarge: the hook request would carry more bytes of
+	// objects than one sync may send (*RequestTooLargeError); the sync
+	// hook was not called.
+	ReasonRequestTooLarge = "RequestTooLarge"
+	// ReasonRequestBudget: no room in the process's budget of request
+	// bytes came in time (*RequestBudgetError); the sync hook was not
+	// called.
+	ReasonRequestBudget = "RequestBudget"
 	// ReasonSyncFailed: any other failure (related objects, ...).
 	ReasonSyncFailed = "SyncFailed"
 )

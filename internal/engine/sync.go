@@ -18,6 +18,7 @@ import (
 	"github.com/metactl/metactl/pkg/apis/metacontroller/v1alpha1"
 	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/finalizer"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/status"
 	"github.com/metactl/metactl/pkg/hooks"
 	"github.com/metactl/metactl/pkg/hooks/hookclient"
@@ -84,6 +85,10 @@ func (e *Engine) sync(ctx context.Context, s *loop.Sync[Key]) (after time.Durati
 func (e *Engine) syncTarget(ctx context.Context, s *loop.Sync[Key], calls hookclient.CallOptions, t *Target) (after time.Duration, err error) {
 	ctx = e.prepareTarget(ctx, s, t)
 	t.calls = calls
+	// The objects its requests carry are counted, and held in the
+	// process's budget, until the sync ends (CountRequest).
+	t.request = e.newRequestHold()
+	defer t.request.release()
 	// The metactl.io/Synced condition, when the controller writes it.
 	synced := e.synced.begin(t.Key, t)
 	defer func() { synced.finish(ctx, t, err) }()
@@ -104,7 +109,10 @@ func (e *Engine) syncTarget(ctx context.Context, s *loop.Sync[Key], calls hookcl
 	}
 	t.Manage = !finalizer.HeldByGarbageCollector(t.Object)
 
-	// 2. What the object observes.
+	// 2. What the object observes; the object itself counts first.
+	if err := e.countObject(ctx, t); err != nil {
+		return 0, e.syncFailed(ctx, t, err)
+	}
 	ks, observed, err := e.controller.Observe(ctx, t)
 	if err != nil {
 		return 0, e.syncFailed(ctx, t, err)
@@ -181,7 +189,10 @@ func (e *Engine) newRound(ctx context.Context, t *Target, ks Sync) (*Round, erro
 	}
 	if e.related != nil {
 		var err error
-		if r.related, err = e.related.Related(ctx, t.queued, t.calls, t.Key, t.forHook(t.Object), t.Resource.Namespaced, *r.hook.Version); err != nil {
+		count := func(ctx context.Context, objs []*informer.Object) error {
+			return t.CountRequest(ctx, "related objects", objs)
+		}
+		if r.related, err = e.related.Related(ctx, t.queued, t.calls, t.Key, t.forHook(t.Object), t.Resource.Namespaced, *r.hook.Version, count); err != nil {
 			return nil, fmt.Errorf("related objects: %w", err)
 		}
 	}

@@ -61,6 +61,8 @@ func syncReason(err error) string {
 		budget      *hookclient.BudgetError
 		credential  *credentials.CredentialError
 		write       *writeError
+		tooLarge    *RequestTooLargeError
+		noRoom      *RequestBudgetError
 	)
 	switch {
 	case err == nil:
@@ -74,6 +76,10 @@ func syncReason(err error) string {
 	case errors.As(err, &unreachable), errors.As(err, &statusErr), errors.As(err, &response),
 		errors.As(err, &credential):
 		return ReasonHookFailed
+	case errors.As(err, &tooLarge):
+		return ReasonRequestTooLarge
+	case errors.As(err, &noRoom):
+		return ReasonRequestBudget
 	case errors.As(err, &write):
 		return ReasonWriteFailed
 	case errors.Is(err, loop.ErrWaiting):

@@ -115,6 +115,8 @@ func (m *Manager) buildWith(ctx context.Context, k *kind, obj *unstructured.Unst
 		Hooks: m.hooks, Recorder: recorder, Workers: m.opts.Workers, Share: m.share, MinResyncAfter: m.opts.MinResyncAfter,
 		OnHealthChange: m.healthChanged(k.name, obj),
 		RateLimiter:    loop.NewRateLimiter[engine.Key](m.opts.MaxRetryDelay), MaxRelatedObjects: m.opts.MaxRelatedObjects,
+		MaxRequestBytes: m.opts.MaxRequestBytes, Requests: m.requests, MaxRelatedRules: m.opts.MaxRelatedRules,
+		MaxResources:    m.opts.MaxControllerResources,
 		StopGracePeriod: m.opts.StopGracePeriod, History: m.history, SyncedCondition: m.opts.SyncedCondition,
 		Record: m.opts.Record, RecordAll: m.opts.RecordAll,
 		ApplyStrategy: m.opts.ApplyStrategy, RefuseApplyConflicts: m.opts.RefuseApplyConflicts,

@@ -70,6 +70,22 @@ type Options struct {
 	// rules may select for one parent; 0 means related.DefaultMaxObjects
 	// (10,000).
 	MaxRelatedObjects int
+	// MaxRequestBytes is the most bytes of objects (children or
+	// attachments, adopted orphans included, related objects) one sync's
+	// hook requests may carry, counted before decoding; 0 means
+	// engine.DefaultMaxRequestBytes (16 MiB).
+	MaxRequestBytes int64
+	// RequestBudgetBytes bounds those bytes held by the syncs of all
+	// controllers at once, one controller at most half; 0 means
+	// engine.DefaultRequestBudgetBytes (32 MiB).
+	RequestBudgetBytes int64
+	// MaxRelatedRules is the most rules one customize answer may
+	// declare; 0 means related.DefaultMaxRules (100).
+	MaxRelatedRules int
+	// MaxControllerResources is the most distinct resources one
+	// controller may watch, its spec's and its customize answers'
+	// together; 0 means engine.DefaultMaxResources (32).
+	MaxControllerResources int
 	// EventsQPS and EventsBurst set client-go's event spam filter: per
 	// object, EventsBurst Events at once, then EventsQPS a second. Zero
 	// keeps client-go's defaults (25, then one per 5 minutes).
@@ -187,6 +203,9 @@ type Manager struct {
 	resources *discovery.ResourceMap
 	informers *informer.Factory
 	hooks     *hookclient.Client
+	// requests bounds the bytes of objects all controllers' syncs hold
+	// for their hook requests (Options.RequestBudgetBytes).
+	requests *engine.RequestBudget
 	// recorder records the manager's own Events (on controller objects),
 	// through events; each controller has a pipeline of its own
 	// (controllerEvents).
@@ -308,6 +327,8 @@ func New(opts Options) (*Manager, error) {
 	}
 	metrics.SetHookResponseBytesInFlight(m.hooks.ResponseBytesInFlight)
 	metrics.SetHookDecodedBytesInUse(m.hooks.DecodedBytesInUse)
+	m.requests = engine.NewRequestBudget(opts.RequestBudgetBytes, 0)
+	metrics.SetHookRequestBytesInFlight(m.requests.InFlight)
 	return m, nil
 }
 

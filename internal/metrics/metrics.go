@@ -164,6 +164,7 @@ func Register() {
 			RecordedCalls, RecordedBytes, RecordEvictions,
 			APIRequests, APIInFlight, APIInFlightCap, cachedObjects{}, shardCaches{}, ControllerReady, HookTimeout, Leader,
 			ShardBucketOwned, ShardBucketSyncs, ShardMembers, ShardMembersIgnored, ShardHandovers, hookResponseBytes, hookDecodedBytes,
+			hookRequestBytes,
 			workqueueDepth, workqueueAdds, workqueueLatency, workqueueWorkDuration, workqueueUnfinished,
 			workqueueLongestRunning, workqueueRetries,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

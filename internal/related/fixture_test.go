@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	"github.com/metactl/metactl/internal/engine"
@@ -50,7 +51,8 @@ type fixture struct {
 func (f *fixture) setRules(rules ...map[string]any) { f.rules.Store(&rules) }
 
 // newFixtureOptions is newFixture with the Resolver's Resources,
-// Informers, MaxObjects and MayRead taken from opts.
+// Informers, MaxObjects, MaxRules, MaxResources and MayRead taken from
+// opts.
 func newFixtureOptions(t *testing.T, opts related.Options[string], customizeVersion *v1alpha1.HookVersion, syncVersion v1alpha1.HookVersion, rules ...map[string]any) *fixture {
 	t.Helper()
 	f := &fixture{version: syncVersion}
@@ -63,14 +65,16 @@ func newFixtureOptions(t *testing.T, opts related.Options[string], customizeVers
 	f.informers = opts.Informers
 	customize := &v1alpha1.Hook{Version: customizeVersion, Webhook: &v1alpha1.Webhook{URL: ptr.To(server.URL + "/customize")}}
 	f.resolver = related.New(related.Options[string]{
-		Object:     &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController", "metadata": map[string]any{"name": "test"}}},
-		Customize:  customize,
-		Hooks:      &engine.HookCaller{Hooks: hookclient.NewClient(hookclient.Options{}), Controller: "test"},
-		Resources:  opts.Resources,
-		Informers:  f.informers,
-		MaxObjects: opts.MaxObjects,
-		MayRead:    opts.MayRead,
-		Now:        opts.Now,
+		Object:       &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController", "metadata": map[string]any{"name": "test"}}},
+		Customize:    customize,
+		Hooks:        &engine.HookCaller{Hooks: hookclient.NewClient(hookclient.Options{}), Controller: "test"},
+		Resources:    opts.Resources,
+		Informers:    f.informers,
+		MaxObjects:   opts.MaxObjects,
+		MaxRules:     opts.MaxRules,
+		MaxResources: opts.MaxResources,
+		MayRead:      opts.MayRead,
+		Now:          opts.Now,
 		Enqueue: func(key string, _ trigger.Trigger) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -178,7 +182,7 @@ func (f *fixture) objects(parent *unstructured.Unstructured) (hooks.ObjectMap, e
 	if ns := parent.GetNamespace(); ns != "" {
 		key = ns + "/" + key
 	}
-	return f.resolver.Related(ctx, nil, hookclient.CallOptions{}, key, parent, parent.GetNamespace() != "", f.version)
+	return f.resolver.Related(ctx, nil, hookclient.CallOptions{}, key, parent, parent.GetNamespace() != "", f.version, nil)
 }
 
 // fakeClock is a clock for Options.Now that moves only when told.
@@ -212,4 +216,35 @@ func checkAnswerIsRefreshed(t *testing.T, f *fixture, clock *fakeClock, parent *
 	calls("labels changed", 3)
 	f.relatedKeys(t, parent)
 	calls("labels the same again", 3)
+}
+
+func (f *fixture) related(t *testing.T, parent *unstructured.Unstructured) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := f.resolver.Related(ctx, nil, hookclient.CallOptions{}, parent.GetNamespace()+"/"+parent.GetName(), parent, true, f.version, nil); err != nil {
+		t.Fatalf("Related: %v", err)
+	}
+}
+
+// wantInformers checks the informers the Resolver holds and, as it is the
+// factory's only user, those running.
+func (f *fixture) wantInformers(t *testing.T, what string, want ...schema.GroupVersionResource) {
+	t.Helper()
+	var held, running, wantKeys []string
+	for _, gvr := range f.resolver.Informers() {
+		held = append(held, gvr.String())
+	}
+	for key := range f.informers.Counts() {
+		running = append(running, key)
+	}
+	for _, gvr := range want {
+		wantKeys = append(wantKeys, gvr.String())
+	}
+	slices.Sort(held)
+	slices.Sort(running)
+	slices.Sort(wantKeys)
+	if !slices.Equal(held, wantKeys) || !slices.Equal(running, wantKeys) {
+		t.Errorf("%s: the Resolver holds informers of %q and %q run, want %q", what, held, running, wantKeys)
+	}
 }

@@ -4,12 +4,10 @@ package related_test
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
@@ -42,7 +40,7 @@ func TestRelatedObjectsAreCapped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	f := newFixtureWith(t, 3, nil, v1alpha1.HookVersionV2, rules...)
-	_, err := f.resolver.Related(ctx, nil, hookclient.CallOptions{}, own+"/p", parent, true, f.version)
+	_, err := f.resolver.Related(ctx, nil, hookclient.CallOptions{}, own+"/p", parent, true, f.version, nil)
 	if err == nil {
 		t.Fatal("4 related objects with a limit of 3: no error")
 
@@ -53,7 +51,7 @@ func TestRelatedObjectsAreCapped(t *testing.T) {
 		}
 	}
 	at := newFixtureWith(t, 4, nil, v1alpha1.HookVersionV2, rules...)
-	if _, err := at.resolver.Related(ctx, nil, hookclient.CallOptions{}, own+"/p", parent, true, at.version); err != nil {
+	if _, err := at.resolver.Related(ctx, nil, hookclient.CallOptions{}, own+"/p", parent, true, at.version, nil); err != nil {
 		t.Errorf("at the limit: %v", err)
 	}
 }
@@ -89,35 +87,4 @@ func TestUnusedRelatedInformersAreReleased(t *testing.T) {
 	p.SetGeneration(3)
 	f.related(t, p)
 	f.wantInformers(t, "no rules")
-}
-
-func (f *fixture) related(t *testing.T, parent *unstructured.Unstructured) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := f.resolver.Related(ctx, nil, hookclient.CallOptions{}, parent.GetNamespace()+"/"+parent.GetName(), parent, true, f.version); err != nil {
-		t.Fatalf("Related: %v", err)
-	}
-}
-
-// wantInformers checks the informers the Resolver holds and, as it is the
-// factory's only user, those running.
-func (f *fixture) wantInformers(t *testing.T, what string, want ...schema.GroupVersionResource) {
-	t.Helper()
-	var held, running, wantKeys []string
-	for _, gvr := range f.resolver.Informers() {
-		held = append(held, gvr.String())
-	}
-	for key := range f.informers.Counts() {
-		running = append(running, key)
-	}
-	for _, gvr := range want {
-		wantKeys = append(wantKeys, gvr.String())
-	}
-	slices.Sort(held)
-	slices.Sort(running)
-	slices.Sort(wantKeys)
-	if !slices.Equal(held, wantKeys) || !slices.Equal(running, wantKeys) {
-		t.Errorf("%s: the Resolver holds informers of %q and %q run, want %q", what, held, running, wantKeys)
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +54,17 @@ type Options[K comparable] struct {
 	// MaxObjects is the most related objects the rules may select for
 	// one parent; more fails its sync. Default: DefaultMaxObjects.
 	MaxObjects int
+	// MaxRules is the most rules (relatedResources) one customize answer
+	// may declare; an answer with more fails the parent's sync and is not
+	// kept. Default: DefaultMaxRules.
+	MaxRules int
+	// MaxResources is the most distinct resources the rules of all the
+	// controller's parents may have the Resolver watch at once (an
+	// informer each, of every namespace; namespaces count when a rule
+	// selects them by label); a parent whose rules would make more fails
+	// its sync, and no informer is started for it. 0 means
+	// DefaultMaxResources; negative, none.
+	MaxResources int
 	// MayRead, when set, is asked before the objects of a rule are
 	// served, with the rule's resource and namespace ("" for every
 	// namespace, as a namespace selector or no namespace rule reads), and,
@@ -97,6 +109,44 @@ func (r *Resolver[K]) mayRead(ctx context.Context, rl *rule) error {
 // DefaultMaxObjects is the default of Options.MaxObjects, as many as the
 // children one answer may ask for (v1alpha1.MaxAnswerObjects).
 const DefaultMaxObjects = v1alpha1.MaxAnswerObjects
+
+// DefaultMaxRules is the default of Options.MaxRules. A rule selects by
+// names, labels and namespaces at once, so a parent needs about one per
+// resource it reads.
+const DefaultMaxRules = 100
+
+// DefaultMaxResources is the default of Options.MaxResources.
+const DefaultMaxResources = 32
+
+// TooManyRulesError fails the sync of a parent whose customize answer
+// declares more rules than Options.MaxRules.
+type TooManyRulesError struct{ Rules, Limit int }
+
+func (e *TooManyRulesError) Error() string {
+	return fmt.Sprintf("the customize hook answered %d relatedResources rules, more than the limit of %d per answer (--max-related-rules): "+
+		"merge the rules of one resource (a rule takes a list of names and a label selector), or ask the platform to raise --max-related-rules", e.Rules, e.Limit)
+}
+
+// TooManyResourcesError fails the sync of a parent whose customize rules
+// would have the controller watch more distinct related resources than
+// Options.MaxResources.
+type TooManyResourcesError struct {
+	// Resources are what the controller would watch for related objects
+	// with this parent's rules, Limit the most it may.
+	Resources []string
+	Limit     int
+}
+
+func (e *TooManyResourcesError) Error() string {
+	return fmt.Sprintf("the customize rules of this controller's parents would watch %d distinct resources (%s), more than the %d this controller may watch for related objects (--max-controller-resources, less the resources of its spec); "+
+		"no watch was started for this parent: declare fewer resources, or ask the platform to raise --max-controller-resources",
+		len(e.Resources), strings.Join(e.Resources, ", "), e.Limit)
+}
+
+// Counter counts the related objects of a sync before they are decoded
+// (engine.Target.CountRequest); its error fails the sync and nothing is
+// decoded.
+type Counter func(ctx context.Context, objs []*informer.Object) error
 
 // Resolver serves one controller's customize hook.
 type Resolver[K comparable] struct {
@@ -149,6 +199,15 @@ func New[K comparable](opts Options[K]) *Resolver[K] {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.MaxRules <= 0 {
+		opts.MaxRules = DefaultMaxRules
+	}
+	switch {
+	case opts.MaxResources == 0:
+		opts.MaxResources = DefaultMaxResources
+	case opts.MaxResources < 0:
+		opts.MaxResources = 0
+	}
 	return &Resolver[K]{
 		opts:      opts,
 		answers:   map[K]answer{},
@@ -163,8 +222,9 @@ func New[K comparable](opts Options[K]) *Resolver[K] {
 // declarations so that changes to those objects re-sync the parent. Its
 // waits, on the hook and on new informers' caches, are waits of w, the
 // sync's (loop.Waiter; nil: none to tell). The customize hook is called
-// with opts, the sync's (hookclient.CallOptions).
-func (r *Resolver[K]) Related(ctx context.Context, w loop.Waiter, opts hookclient.CallOptions, key K, parent *unstructured.Unstructured, parentNamespaced bool, version v1alpha1.HookVersion) (hooks.ObjectMap, error) {
+// with opts, the sync's (hookclient.CallOptions). The objects selected are
+// counted with count (nil: not counted) before any is decoded.
+func (r *Resolver[K]) Related(ctx context.Context, w loop.Waiter, opts hookclient.CallOptions, key K, parent *unstructured.Unstructured, parentNamespaced bool, version v1alpha1.HookVersion, count Counter) (hooks.ObjectMap, error) {
 	declarations, err := r.declarations(ctx, w, opts, key, parent)
 	if err != nil {
 		return nil, err
@@ -182,7 +242,9 @@ func (r *Resolver[K]) Related(ctx context.Context, w loop.Waiter, opts hookclien
 		}
 		rules = append(rules, rl)
 	}
-	r.register(key, rules)
+	if err := r.register(key, rules); err != nil {
+		return nil, err
+	}
 	// A resource declared for the first time has a new informer: wait for
 	// its first list, so that the hook never sees a partial set; but not
 	// forever (a resource metactl may not list never syncs).
@@ -220,6 +282,15 @@ func (r *Resolver[K]) Related(ctx context.Context, w loop.Waiter, opts hookclien
 		if len(seen) > r.opts.MaxObjects {
 			return nil, fmt.Errorf("relatedResources[%d] (%s): the rules select %d related objects up to this one, more than the limit of %d per parent (--max-related-objects)",
 				i, gvr.GroupResource(), len(seen), r.opts.MaxObjects)
+		}
+	}
+	if count != nil {
+		all := make([]*informer.Object, 0, len(seen))
+		for _, objs := range selected {
+			all = append(all, objs...)
+		}
+		if err := count(ctx, all); err != nil {
+			return nil, err
 		}
 	}
 	out := hooks.ObjectMap{}
@@ -316,6 +387,10 @@ func (r *Resolver[K]) declarations(ctx context.Context, w loop.Waiter, opts hook
 	request := &hooks.CustomizeRequest{Controller: r.opts.Object, Parent: parent}
 	if err := r.opts.Hooks.Call(ctx, w, "customize", r.opts.Customize, request, response, opts); err != nil {
 		return nil, err
+	}
+	if n := len(response.RelatedResources); n > r.opts.MaxRules {
+		// Not kept: the next sync asks again.
+		return nil, &TooManyRulesError{Rules: n, Limit: r.opts.MaxRules}
 	}
 	r.mu.Lock()
 	r.answers[key] = answer{
@@ -424,10 +499,16 @@ func (r *Resolver[K]) customizeVersion() v1alpha1.HookVersion {
 }
 
 // register replaces the declarations of parent key in the index, starts
-// the informers they need and releases those no rule uses any more.
-func (r *Resolver[K]) register(key K, rules []*rule) {
+// the informers they need and releases those no rule uses any more. When
+// the resources declared, this parent's rules with those of the other
+// parents, would be more than Options.MaxResources it changes nothing and
+// returns a *TooManyResourcesError.
+func (r *Resolver[K]) register(key K, rules []*rule) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err := r.checkResourcesLocked(key, rules); err != nil {
+		return err
+	}
 	r.unregisterLocked(key)
 	defer r.releaseUnusedLocked()
 	for _, rl := range rules {
@@ -442,6 +523,42 @@ func (r *Resolver[K]) register(key K, rules []*rule) {
 			r.ensureInformerLocked(namespacesResource)
 		}
 	}
+	return nil
+}
+
+// checkResourcesLocked returns a *TooManyResourcesError when the
+// resources the other parents' rules declare and those of rules, for
+// parent key, are more than Options.MaxResources together.
+func (r *Resolver[K]) checkResourcesLocked(key K, rules []*rule) error {
+	resources := map[schema.GroupVersionResource]bool{}
+	for gvr, byParent := range r.declared {
+		for k, rls := range byParent {
+			if k == key {
+				continue
+			}
+			resources[gvr] = true
+			for _, rl := range rls {
+				if rl.namespaces != nil {
+					resources[namespacesResource] = true
+				}
+			}
+		}
+	}
+	for _, rl := range rules {
+		resources[rl.res.GroupVersionResource()] = true
+		if rl.namespaces != nil {
+			resources[namespacesResource] = true
+		}
+	}
+	if len(resources) <= r.opts.MaxResources {
+		return nil
+	}
+	names := make([]string, 0, len(resources))
+	for gvr := range resources {
+		names = append(names, gvr.GroupResource().String())
+	}
+	slices.Sort(names)
+	return &TooManyResourcesError{Resources: names, Limit: r.opts.MaxResources}
 }
 
 // unregisterLocked drops the declarations of parent key from the index.

@@ -206,7 +206,7 @@ func TestNamespaceSelectorAsksToReadNamespaces(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	parent := parentIn(ns)
-	_, err := f.resolver.Related(ctx, nil, hookclient.CallOptions{}, ns+"/"+parent.GetName(), parent, true, f.version)
+	_, err := f.resolver.Related(ctx, nil, hookclient.CallOptions{}, ns+"/"+parent.GetName(), parent, true, f.version, nil)
 	if !errors.Is(err, refused) {
 		t.Errorf("Related: got %v, want the refusal to read namespaces", err)
 	}

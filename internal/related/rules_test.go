@@ -136,7 +136,7 @@ func TestRulesOfAControllerWithoutAccountStayInTheParentsNamespace(t *testing.T)
 			parent := parentIn(tc.parent)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			got, err := f.resolver.Related(ctx, nil, hookclient.CallOptions{}, tc.parent+"/p", parent, tc.parent != "", *tc.customize)
+			got, err := f.resolver.Related(ctx, nil, hookclient.CallOptions{}, tc.parent+"/p", parent, tc.parent != "", *tc.customize, nil)
 			if tc.refused == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)

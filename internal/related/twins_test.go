@@ -58,7 +58,7 @@ func resolve(t *testing.T, f *fixture, parent *unstructured.Unstructured) error 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := f.resolver.Related(ctx, nil, hookclient.CallOptions{}, parent.GetNamespace()+"/"+parent.GetName(), parent, true, f.version)
+	_, err := f.resolver.Related(ctx, nil, hookclient.CallOptions{}, parent.GetNamespace()+"/"+parent.GetName(), parent, true, f.version, nil)
 	return err
 }
 

@@ -8,30 +8,41 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/history"
 	"github.com/metactl/metactl/pkg/dynamic/children"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/ownership"
 )
 
 // claimChildren returns the parent's children of every declared resource,
 // after adopting matching orphans and releasing children that stopped
 // matching. Candidates come from the informer indexes: the parent's own
-// children and the orphans of its namespace.
-func (c *Controller) claimChildren(ctx context.Context, parent *unstructured.Unstructured, selector labels.Selector) (map[*children.Resource]children.Set, error) {
-	claimer := ownership.NewClaimer(parent, c.parent.GroupVersionKind(), selector, c.canAdopt(parent))
-	claimer.OnWrite = history.WritesOf(c.name)
-	orphanNamespace := parent.GetNamespace() // "" for a cluster-scoped parent: every namespace
-	out := make(map[*children.Resource]children.Set, len(c.children.Resources))
-	var errs []error
-	for _, child := range c.children.Resources {
-		candidates := child.Informer.OwnedBy(parent.GetNamespace(), parent.GetUID())
+// children and the orphans of its namespace. They are counted for t's
+// sync hook request (engine.Target.CountRequest) before any is decoded,
+// adopted or released: over its limit nothing is.
+func (c *Controller) claimChildren(ctx context.Context, t *engine.Target, selector labels.Selector) (map[*children.Resource]children.Set, error) {
+	parent := t.Object
+	candidates := make([][]*informer.Object, len(c.children.Resources))
+	for i, child := range c.children.Resources {
+		candidates[i] = child.Informer.OwnedByMeta(parent.GetNamespace(), parent.GetUID())
 		// Only orphans that match the selector can be adopted, and none by
 		// a parent being deleted.
 		if parent.GetDeletionTimestamp() == nil {
-			candidates = append(candidates, child.Informer.Orphans(orphanNamespace, selector)...)
+			// "" for a cluster-scoped parent: every namespace.
+			candidates[i] = append(candidates[i], child.Informer.OrphansMeta(parent.GetNamespace(), selector)...)
 		}
+		if err := t.CountRequest(ctx, "children of "+child.GroupVersionResource().GroupResource().String(), candidates[i]); err != nil {
+			return nil, err
+		}
+	}
+	claimer := ownership.NewClaimer(parent, c.parent.GroupVersionKind(), selector, c.canAdopt(parent))
+	claimer.OnWrite = history.WritesOf(c.name)
+	out := make(map[*children.Resource]children.Set, len(c.children.Resources))
+	var errs []error
+	for i, child := range c.children.Resources {
 		claimer.Resource = child.GroupVersionResource().GroupResource().String()
-		claimed, err := claimer.Claim(ctx, c.opts.Client.Resource(child.GroupVersionResource()), candidates)
+		claimed, err := claimer.Claim(ctx, c.opts.Client.Resource(child.GroupVersionResource()), informer.DecodeAll(candidates[i]))
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/inmemory"
 )
 
@@ -98,7 +99,7 @@ func TestClaimChildren(t *testing.T) {
 			c := ruleController(t, resource, "InPlace", nil, append([]*unstructured.Unstructured{stored}, before...)...)
 			res := childResource(t, c)
 
-			got, err := c.claimChildren(t.Context(), tc.parent, labels.SelectorFromSet(matching))
+			got, err := c.claimChildren(t.Context(), &engine.Target{Object: tc.parent}, labels.SelectorFromSet(matching))
 			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
 				t.Errorf("error %v, want one containing %q", err, tc.err)
 			}

@@ -25,7 +25,9 @@
 //	               observedGeneration); canAdopt, the uncached re-read of
 //	               the parent before an adoption
 //	claim.go       the children: owned ones, and matching orphans adopted
-//	               (claimChildren); an answer's children checked (declared
+//	               (claimChildren), all counted for the hook request before
+//	               any is decoded or adopted (engine.Target.CountRequest);
+//	               an answer's children checked (declared
 //	               resources, namespaces, selector labels) and completed
 //	               (desiredChildren)
 //	rolling.go     rolling child resources: one hook call per revision,

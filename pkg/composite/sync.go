@@ -27,7 +27,7 @@ func (c *Controller) Observe(ctx context.Context, t *engine.Target) (engine.Sync
 	if err != nil {
 		return nil, nil, err
 	}
-	observed, err := c.claimChildren(ctx, parent, selector)
+	observed, err := c.claimChildren(ctx, t, selector)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claiming children: %w", err)
 	}

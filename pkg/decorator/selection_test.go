@@ -163,7 +163,11 @@ func TestObservedAttachments(t *testing.T) {
 		{cluster, []string{"a/of-the-cluster-thing", "b/of-the-cluster-thing"}},
 	} {
 		var got []string
-		for _, set := range c.observedAttachments(tc.obj) {
+		observed, err := c.observedAttachments(t.Context(), &engine.Target{Object: tc.obj})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, set := range observed {
 			for key := range set {
 				got = append(got, key)
 			}

@@ -9,15 +9,20 @@ import (
 
 	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/pkg/dynamic/children"
+	"github.com/metactl/metactl/pkg/dynamic/informer"
 	"github.com/metactl/metactl/pkg/dynamic/ownership"
 	"github.com/metactl/metactl/pkg/hooks"
 )
 
 // Observe returns the object's attachments: ours, by owner UID and
 // annotation; attachments are never adopted (engine.Controller).
-func (c *Controller) Observe(_ context.Context, t *engine.Target) (engine.Sync, map[*children.Resource]children.Set, error) {
+func (c *Controller) Observe(ctx context.Context, t *engine.Target) (engine.Sync, map[*children.Resource]children.Set, error) {
 	ref := ownership.ControllerRef(t.Object, t.Resource.GroupVersionKind())
-	return &objectSync{c: c, obj: t.Object, ref: ref}, c.observedAttachments(t.Object), nil
+	observed, err := c.observedAttachments(ctx, t)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &objectSync{c: c, obj: t.Object, ref: ref}, observed, nil
 }
 
 // objectSync is one sync of one decorated object (engine.Sync).
@@ -57,16 +62,26 @@ func (s *objectSync) Desired(response hooks.Response) (map[*children.Resource]ch
 	return s.c.attachments.Desired(s.obj, s.ref, "attachments", response.(*hooks.DecoratorSyncResponse).Attachments, s.c.markAttachment)
 }
 
-// observedAttachments returns the object's attachments: the objects of each
-// attachment resource it controls that carry this controller's annotation.
-func (c *Controller) observedAttachments(obj *unstructured.Unstructured) map[*children.Resource]children.Set {
+// observedAttachments returns the attachments of t's object: the objects
+// of each attachment resource it controls that carry this controller's
+// annotation. They are counted for the hook request
+// (engine.Target.CountRequest) before any is decoded; over the limit none
+// is, and the error is returned.
+func (c *Controller) observedAttachments(ctx context.Context, t *engine.Target) (map[*children.Resource]children.Set, error) {
+	obj := t.Object
 	out := make(map[*children.Resource]children.Set, len(c.attachments.Resources))
 	for _, res := range c.attachments.Resources {
 		set := children.Set{}
+		var mine []*informer.Object
 		for _, meta := range res.Informer.OwnedByMeta(obj.GetNamespace(), obj.GetUID()) {
-			if !c.isAttachment(meta) {
-				continue // another decorator's, or a child of another kind of owner
+			if c.isAttachment(meta) { // not another decorator's, nor a child of another kind of owner
+				mine = append(mine, meta)
 			}
+		}
+		if err := t.CountRequest(ctx, "attachments of "+res.GroupVersionResource().GroupResource().String(), mine); err != nil {
+			return nil, err
+		}
+		for _, meta := range mine {
 			if a, err := meta.Unstructured(); err == nil {
 				set[children.Key(a)] = a
 			} else {
@@ -75,7 +90,7 @@ func (c *Controller) observedAttachments(obj *unstructured.Unstructured) map[*ch
 		}
 		out[res] = set
 	}
-	return out
+	return out, nil
 }
 
 // markAttachment annotates a desired attachment as this controller's.

@@ -30,8 +30,9 @@
 // update whose metadata is unchanged). Get, List, OwnedBy and Orphans
 // return decoded objects, new on every call, that the caller owns; an
 // object that does not decode is reported (utilruntime.HandleError) and
-// left out. GetMeta, ListMeta and OwnedByMeta return the cached Objects,
-// which must not be modified.
+// left out. GetMeta, ListMeta, OwnedByMeta and OrphansMeta return the
+// cached Objects, which must not be modified; Object.Size estimates what
+// one takes as JSON, so that a caller can count before it decodes.
 //
 // Metadata goes through metav1.ObjectMeta: what it does not know is not
 // kept, and timestamps come back as kube-apiserver writes them (RFC 3339,

@@ -365,6 +365,11 @@ func (i *Informer) OwnedByMeta(namespace string, uid types.UID) []*Object {
 // namespace, or in every namespace when namespace is "", that match
 // selector (nil for all), decoded. Only the objects that match are decoded.
 func (i *Informer) Orphans(namespace string, selector labels.Selector) []*unstructured.Unstructured {
+	return DecodeAll(i.OrphansMeta(namespace, selector))
+}
+
+// OrphansMeta is Orphans without decoding.
+func (i *Informer) OrphansMeta(namespace string, selector labels.Selector) []*Object {
 	value := namespace
 	if namespace == "" {
 		value = allNamespaces
@@ -373,7 +378,7 @@ func (i *Informer) Orphans(namespace string, selector labels.Selector) []*unstru
 	if err != nil {
 		return nil
 	}
-	return DecodeAll(objects(objs, selector))
+	return objects(objs, selector)
 }
 
 // List returns the cached objects in namespace ("" for all) that match

@@ -211,6 +211,40 @@ func (o *Object) Unstructured() (*unstructured.Unstructured, error) {
 	return &unstructured.Unstructured{Object: content}, nil
 }
 
+// sizeOverhead is what Size adds for the metadata an Object keeps parsed
+// besides its names, labels, annotations, finalizers and owner references
+// (uid, resourceVersion, generation, timestamps, the keys of its JSON),
+// and ownerOverhead for each owner reference besides its strings: at or
+// above what the JSON of each takes.
+const (
+	sizeOverhead  = 512
+	ownerOverhead = 128
+)
+
+// Size estimates, without decoding or encoding anything, the bytes of the
+// object's JSON as a hook request carries it (managedFields left out, as
+// the cache leaves them): its body, as the API server sent it; the
+// strings of its metadata (name, generateName, namespace, labels,
+// annotations, finalizers, owner references), with 3 bytes each for
+// quotes and a colon or comma; and sizeOverhead and ownerOverhead for the
+// rest. A string that JSON escapes grows when encoded; Size counts it as
+// it is.
+func (o *Object) Size() int64 {
+	n := int64(len(o.body)) + sizeOverhead + int64(len(o.Name)+len(o.GenerateName)+len(o.Namespace))
+	for _, r := range o.OwnerReferences {
+		n += ownerOverhead + int64(len(r.APIVersion)+len(r.Kind)+len(r.Name)+len(r.UID))
+	}
+	for _, f := range o.Finalizers {
+		n += int64(len(f)) + 3
+	}
+	for _, p := range [2]Pairs{o.Labels, o.Annotations} {
+		for _, s := range p {
+			n += int64(len(s)) + 3
+		}
+	}
+	return n
+}
+
 // Status decodes only the object's status (nil without one): the rest of
 // its JSON is scanned, not built. Numbers are float64 (encoding/json's), so
 // the result is for looking at which fields are there.
