@@ -62,6 +62,10 @@ type runFlags struct {
 	// manager.Options.
 	credentialNamespaces     []string
 	allowInsecureCredentials bool
+	// allowLoopbackHooks and allowLinkLocalHooks: see
+	// hookclient.DialRule.
+	allowLoopbackHooks  bool
+	allowLinkLocalHooks bool
 	// requireServiceAccount: see manager.Options.RequireServiceAccount.
 	requireServiceAccount bool
 	// syncedCondition: see manager.Options.SyncedCondition.
@@ -137,6 +141,8 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.Int64Var(&f.etagCacheMaxBytes, "etag-cache-max-bytes", hookclient.DefaultEtagCacheMaxBytes, "most bytes of responses kept for hooks with etag enabled, all controllers; least recent go first")
 	fs.IntVar(&f.maxRelated, "max-related-objects", related.DefaultMaxObjects, "most related objects a customize hook may select for one parent; more fails the sync")
 	fs.StringSliceVar(&f.credentialNamespaces, "credential-namespaces", []string{inClusterNamespace()}, "namespaces whose Secrets and ConfigMaps hooks' credentials may name; \"*\": all (docs/cli.md)")
+	fs.BoolVar(&f.allowLoopbackHooks, "allow-loopback-hooks", false, "let hooks be called at loopback addresses (127.0.0.0/8, ::1); metactl dev sets it")
+	fs.BoolVar(&f.allowLinkLocalHooks, "allow-link-local-hooks", false, "let hooks be called at link-local (169.254.0.0/16, fe80::/10) and cloud metadata addresses")
 	fs.BoolVar(&f.allowInsecureCredentials, "allow-insecure-credentials", false, "let hooks called over plain http send credentials: for development only (metactl dev sets it)")
 	fs.BoolVar(&f.requireServiceAccount, "require-service-account", false, "run only controllers annotated metactl.io/service-account; others are Ready=False Forbidden")
 	fs.StringVar(&f.recordDir, "record-dir", "", "record every controller's hook calls into DIR, unbounded: for development (metactl dev)")
@@ -298,6 +304,7 @@ func managerOptions(f *runFlags, checked checkedRunFlags, cfg *rest.Config, reco
 			DecodedBudgetBytes:  f.decodedBudget,
 			EtagCacheMaxBytes:   f.etagCacheMaxBytes,
 			Tracer:              traces.Tracer(),
+			Dial:                &hookclient.DialRule{AllowLoopback: f.allowLoopbackHooks, AllowLinkLocal: f.allowLinkLocalHooks},
 		},
 		MaxRelatedObjects: f.maxRelated,
 		EventsQPS:         f.eventsQPS,
