@@ -428,7 +428,9 @@ func (a *applier) apply(ctx context.Context, obj *unstructured.Unstructured) err
 }
 
 // serveExplain serves `metactl explain`'s endpoint (explain.Path) for m,
-// and `metactl record fetch`'s (hookrecord.Path) for recorder, on a free
+// and `metactl record fetch`'s (hookrecord.Path) for recorder, without the
+// guard of metactl run (internal/debugauth: a single-user local cluster,
+// reachable from this machine only), on a free
 // loopback port and records its address in the kubeconfig's current
 // context (explain.RecordEndpoint), where both look for it. The returned
 // func stops the server.
