@@ -25,7 +25,8 @@ import (
 // fe80::/10), the cloud metadata addresses that are not link-local
 // (100.100.100.200, fd00:ec2::254), loopback addresses (127.0.0.0/8, ::1)
 // and the unspecified ones (0.0.0.0, ::, which reach this host), each also
-// as an IPv4-mapped IPv6 address. Every other address is allowed:
+// as an IPv4-mapped IPv6 address or through the well-known NAT64 prefix
+// (64:ff9b::/96). Every other address is allowed:
 // private ranges, node IPs and the API server's too (a NetworkPolicy on
 // metactl's Pod is the way to fence those).
 type DialRule struct {
@@ -75,7 +76,7 @@ func (r DialRule) Check(address string) error {
 	if err != nil {
 		return nil
 	}
-	ip = ip.Unmap().WithZone("")
+	ip = embeddedIPv4(ip.Unmap().WithZone(""))
 	class := ""
 	switch {
 	case ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast():
@@ -105,6 +106,19 @@ func (r DialRule) Check(address string) error {
 		}
 	}
 	return &RefusedAddressError{Address: address, Class: class, Hint: hint}
+}
+
+// nat64 is the well-known NAT64 prefix (RFC 6052), whose addresses reach
+// the IPv4 address in their last 32 bits.
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// embeddedIPv4 is the IPv4 address a NAT64 address reaches, else ip.
+func embeddedIPv4(ip netip.Addr) netip.Addr {
+	if !nat64.Contains(ip) {
+		return ip
+	}
+	b := ip.As16()
+	return netip.AddrFrom4([4]byte(b[12:]))
 }
 
 func isMetadata(ip netip.Addr) bool {

@@ -21,8 +21,8 @@ import (
 
 // TestDialRuleCheck checks which addresses each rule refuses, as dialed
 // (after DNS): link-local and metadata addresses unless AllowLinkLocal,
-// loopback and unspecified ones unless AllowLoopback, in either IP family
-// and IPv4-mapped; every other address allowed.
+// loopback and unspecified ones unless AllowLoopback, in either IP family,
+// IPv4-mapped and through NAT64; every other address allowed.
 func TestDialRuleCheck(t *testing.T) {
 	for _, tc := range []struct {
 		address  string
@@ -33,6 +33,9 @@ func TestDialRuleCheck(t *testing.T) {
 		{address: "169.254.0.1:443", class: "link-local"},
 		{address: "[::ffff:169.254.169.254]:80", class: "link-local"},
 		{address: "[fe80::1%eth0]:80", class: "link-local"},
+		{address: "[64:ff9b::a9fe:a9fe]:80", class: "link-local"},
+		{address: "[64:ff9b::7f00:1]:80", class: "loopback", loopback: true},
+		{address: "[64:ff9b::a00:1]:80"},
 		{address: "[fd00:ec2::254]:80", class: "a cloud metadata address"},
 		{address: "100.100.100.200:80", class: "a cloud metadata address"},
 		{address: "127.0.0.1:8080", class: "loopback", loopback: true},
