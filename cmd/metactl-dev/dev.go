@@ -32,6 +32,7 @@ import (
 	"github.com/metactl/metactl/internal/manager"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/hooks/credentials"
+	"github.com/metactl/metactl/pkg/hooks/hookclient"
 )
 
 type devFlags struct {
@@ -178,7 +179,9 @@ func controlPlaneAssets(ctx context.Context, say func(string, ...any), assets st
 // controller object owns every namespace, so hooks' credentials may
 // come from any namespace and be sent over http, as metactl run allows
 // only with --credential-namespaces='*' and
-// --allow-insecure-credentials.
+// --allow-insecure-credentials. Hooks run beside it, on loopback, which
+// metactl run refuses without --allow-loopback-hooks: allowed here;
+// link-local and cloud metadata addresses are refused, as by metactl run.
 //
 // The hook calls of controllers annotated hookrecord.Annotation
 // "true" are recorded in memory, for `metactl record fetch`, as under
@@ -189,6 +192,7 @@ func newManager(cp *controlplane.ControlPlane, f *devFlags) (*manager.Manager, *
 	recorder := hookrecord.NewRecorder(hookrecord.RecorderOptions{Dir: f.recordDir})
 	m, err := manager.New(manager.Options{Config: cp.Config, Workers: f.workers, DiscoveryInterval: 2 * time.Second, MaxRetryDelay: 5 * time.Second,
 		CredentialNamespaces: []string{credentials.AllNamespaces}, AllowInsecureCredentials: true,
+		Hooks:           hookclient.Options{Dial: &hookclient.DialRule{AllowLoopback: true}},
 		HistoryMaxBytes: manager.DefaultHistoryMaxBytes, Record: recorder, RecordAll: f.recordDir != ""})
 	if err != nil {
 		return nil, nil, err
@@ -424,7 +428,9 @@ func (a *applier) apply(ctx context.Context, obj *unstructured.Unstructured) err
 }
 
 // serveExplain serves `metactl explain`'s endpoint (explain.Path) for m,
-// and `metactl record fetch`'s (hookrecord.Path) for recorder, on a free
+// and `metactl record fetch`'s (hookrecord.Path) for recorder, without the
+// guard of metactl run (internal/debugauth: a single-user local cluster,
+// reachable from this machine only), on a free
 // loopback port and records its address in the kubeconfig's current
 // context (explain.RecordEndpoint), where both look for it. The returned
 // func stops the server.

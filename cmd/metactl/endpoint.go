@@ -1,11 +1,15 @@
 package main
 
 import (
+	"net/http"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/metactl/metactl/internal/debugauth"
 	"github.com/metactl/metactl/internal/explain"
 )
 
@@ -48,4 +52,29 @@ func (m *metactlFlags) directEndpoint(loader clientcmd.ClientConfig, context str
 		}
 	}
 	return "", ""
+}
+
+// debugClient is the HTTP client that asks metactl's debug endpoints
+// directly (--endpoint, $METACTL_ENDPOINT, metactl dev's address): it sends
+// cfg's credentials as client-go would (a bearer token, also from an exec
+// plugin), as the guard of metactl run (--debug-auth) asks; nil cfg sends
+// none (metactl dev's loopback endpoint asks for none).
+func debugClient(cfg *rest.Config, timeout time.Duration) (*http.Client, error) {
+	if cfg == nil {
+		return &http.Client{Timeout: timeout}, nil
+	}
+	rt, err := rest.HTTPWrappersForConfig(cfg, http.DefaultTransport)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Timeout: timeout, Transport: rt}, nil
+}
+
+// proxyConfig is a copy of cfg whose requests carry its bearer token in
+// debugauth.TokenHeader too, so that it reaches metactl through the API
+// server's Pod proxy, which consumes the Authorization header.
+func proxyConfig(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(debugauth.ForwardToken)
+	return cfg
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
@@ -104,7 +104,7 @@ func runExplain(ctx context.Context, out io.Writer, self string, f *explainFlags
 		return fmt.Errorf("reading %s: %w", req, err)
 	}
 
-	answer, err := askMetactl(ctx, f, loader, cfg.Timeout, req, func() (corev1client.CoreV1Interface, error) { return corev1client.NewForConfig(cfg) })
+	answer, err := askMetactl(ctx, f, loader, cfg, req)
 	if err != nil {
 		return err
 	}
@@ -150,15 +150,22 @@ func runExplain(ctx context.Context, out io.Writer, self string, f *explainFlags
 // askMetactl asks metactl directly, at --endpoint, $METACTL_ENDPOINT or
 // the endpoint metactl dev recorded in the kubeconfig, else through the
 // Pod proxy.
-func askMetactl(ctx context.Context, f *explainFlags, loader clientcmd.ClientConfig, timeout time.Duration, req explain.Request, coreClient func() (corev1client.CoreV1Interface, error)) (*explain.Answer, error) {
+//
+// Either way it sends cfg's bearer token, which metactl run's guard of
+// its debug endpoints reviews (--debug-auth).
+func askMetactl(ctx context.Context, f *explainFlags, loader clientcmd.ClientConfig, cfg *rest.Config, req explain.Request) (*explain.Answer, error) {
 	if endpoint, from := f.directEndpoint(loader, f.context); endpoint != "" {
-		a, err := explain.Fetch(ctx, &http.Client{Timeout: timeout}, endpoint, req)
+		client, err := debugClient(cfg, cfg.Timeout)
+		if err != nil {
+			return nil, err
+		}
+		a, err := explain.Fetch(ctx, client, endpoint, req)
 		if err != nil {
 			return nil, fmt.Errorf("%w; check that metactl runs and serves its metrics address there (endpoint from %s), and that it does not run with --explain=false", err, from)
 		}
 		return a, nil
 	}
-	core, err := coreClient()
+	core, err := corev1client.NewForConfig(proxyConfig(cfg))
 	if err != nil {
 		return nil, err
 	}

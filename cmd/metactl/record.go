@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"strings"
 	"time"
 
@@ -106,7 +105,14 @@ func recordFetch(ctx context.Context, out io.Writer, self string, f *recordFetch
 	loader := f.clientConfig()
 	var set *hookrecord.Set
 	if endpoint, from := f.directEndpoint(loader, f.context); endpoint != "" {
-		set, err = hookrecord.Fetch(ctx, &http.Client{Timeout: f.requestTimeout}, endpoint, controller)
+		// The kubeconfig's token, when there is a kubeconfig, for metactl
+		// run's guard (--debug-auth).
+		cfg, _ := configOf(loader, "record fetch")
+		client, err := debugClient(cfg, f.requestTimeout)
+		if err != nil {
+			return err
+		}
+		set, err = hookrecord.Fetch(ctx, client, endpoint, controller)
 		if err != nil {
 			return fmt.Errorf("%w (endpoint from %s)", err, from)
 		}
@@ -119,7 +125,7 @@ func recordFetch(ctx context.Context, out io.Writer, self string, f *recordFetch
 			return err
 		}
 		cfg.Timeout = f.requestTimeout
-		core, err := corev1client.NewForConfig(cfg)
+		core, err := corev1client.NewForConfig(proxyConfig(cfg))
 		if err != nil {
 			return err
 		}

@@ -18,9 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
+	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/metactl/metactl/internal/debugauth"
 	"github.com/metactl/metactl/internal/engine"
 	"github.com/metactl/metactl/internal/explain"
 	"github.com/metactl/metactl/internal/hookrecord"
@@ -71,12 +74,18 @@ type runFlags struct {
 	// manager.Options.
 	credentialNamespaces     []string
 	allowInsecureCredentials bool
+	// allowLoopbackHooks and allowLinkLocalHooks: see
+	// hookclient.DialRule.
+	allowLoopbackHooks  bool
+	allowLinkLocalHooks bool
 	// requireServiceAccount: see manager.Options.RequireServiceAccount.
 	requireServiceAccount bool
 	// syncedCondition: see manager.Options.SyncedCondition.
 	syncedCondition bool
 	// explain serves explain.Path on the metrics address.
 	explain bool
+	// debugAuth guards explain.Path and hookrecord.Path (debugauth).
+	debugAuth bool
 	// recordDir, recordMaxCalls and recordMaxBytes: see
 	// hookrecord.RecorderOptions; recordDir also records every
 	// controller (manager.Options.RecordAll).
@@ -125,6 +134,7 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.DurationVar(&f.discoveryInterval, "discovery-interval", 30*time.Second, "how often to refresh the API server's resource list")
 	fs.DurationVar(&f.cacheResync, "cache-resync", 30*time.Minute, "every parent and decorated object is synced again this often; 0 disables")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", ":9999", "address serving Prometheus metrics at /metrics; empty disables")
+	fs.BoolVar(&f.debugAuth, "debug-auth", true, "serve /debug/explain and /debug/record only to callers the API server authenticates and authorizes")
 	fs.BoolVar(&f.explain, "explain", true, "serve "+explain.Path+" on --metrics-addr for metactl explain; false also stops the record of syncs")
 	fs.StringVar(&f.healthAddr, "health-addr", ":9998", "address serving /healthz and /readyz; empty disables")
 	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "address serving Go's /debug/pprof/ profiles, mutex and block ones included; empty disables")
@@ -155,6 +165,8 @@ up to --max-retry-delay; "metactl resync" syncs an object now.`,
 	fs.IntVar(&f.maxRelatedRules, "max-related-rules", related.DefaultMaxRules, "most relatedResources rules in one customize answer; more fails the sync")
 	fs.IntVar(&f.maxResources, "max-controller-resources", engine.DefaultMaxResources, "most distinct resources one controller watches, its spec's and its customize answers' together")
 	fs.StringSliceVar(&f.credentialNamespaces, "credential-namespaces", []string{inClusterNamespace()}, "namespaces whose Secrets and ConfigMaps hooks' credentials may name; \"*\": all (docs/cli.md)")
+	fs.BoolVar(&f.allowLoopbackHooks, "allow-loopback-hooks", false, "let hooks be called at loopback addresses (127.0.0.0/8, ::1); metactl dev sets it")
+	fs.BoolVar(&f.allowLinkLocalHooks, "allow-link-local-hooks", false, "let hooks be called at link-local (169.254.0.0/16, fe80::/10) and cloud metadata addresses")
 	fs.BoolVar(&f.allowInsecureCredentials, "allow-insecure-credentials", false, "let hooks called over plain http send credentials: for development only (metactl dev sets it)")
 	fs.BoolVar(&f.requireServiceAccount, "require-service-account", false, "run only controllers annotated metactl.io/service-account; others are Ready=False Forbidden")
 	fs.StringVar(&f.recordDir, "record-dir", "", "record every controller's hook calls into DIR, unbounded: for development (metactl dev)")
@@ -210,7 +222,11 @@ func run(ctx context.Context, f *runFlags) error {
 	if err != nil {
 		return err
 	}
-	stopServing, err := serve(ctx, endpoints(f, m, recorder))
+	guard, err := debugGuard(f, cfg)
+	if err != nil {
+		return err
+	}
+	stopServing, err := serve(ctx, endpoints(f, m, recorder, guard))
 	if err != nil {
 		return err
 	}
@@ -333,6 +349,7 @@ func managerOptions(f *runFlags, checked checkedRunFlags, cfg *rest.Config, reco
 			DecodedFloorBytes:         f.decodedFloor,
 			EtagCacheMaxBytes:         f.etagCacheMaxBytes,
 			Tracer:                    traces.Tracer(),
+			Dial:                      &hookclient.DialRule{AllowLoopback: f.allowLoopbackHooks, AllowLinkLocal: f.allowLinkLocalHooks},
 		},
 		MaxRelatedObjects:      f.maxRelated,
 		MaxRequestBytes:        f.maxRequestBytes,
@@ -359,12 +376,30 @@ func managerOptions(f *runFlags, checked checkedRunFlags, cfg *rest.Config, reco
 	}
 }
 
+// debugGuard is the guard of the debug endpoints that --debug-auth asks
+// for, reviewing with cfg's client; nil for none.
+func debugGuard(f *runFlags, cfg *rest.Config) (*debugauth.Guard, error) {
+	if !f.debugAuth {
+		return nil, nil
+	}
+	authn, err := authenticationv1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	authz, err := authorizationv1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return debugauth.New(debugauth.Options{Tokens: authn.TokenReviews(), Access: authz.SubjectAccessReviews()}), nil
+}
+
 // endpoints are the HTTP servers that --metrics-addr, --health-addr and
-// --pprof-addr ask for, of m and recorder; an empty address asks for none.
-func endpoints(f *runFlags, m *manager.Manager, recorder *hookrecord.Recorder) []*http.Server {
+// --pprof-addr ask for, of m and recorder, the debug endpoints behind
+// guard (nil: none); an empty address asks for none.
+func endpoints(f *runFlags, m *manager.Manager, recorder *hookrecord.Recorder, guard *debugauth.Guard) []*http.Server {
 	var servers []*http.Server
 	if f.metricsAddr != "" {
-		servers = append(servers, metricsServer(f.metricsAddr, f.explain, m, recorder))
+		servers = append(servers, metricsServer(f.metricsAddr, f.explain, m, recorder, guard))
 	}
 	if f.healthAddr != "" {
 		servers = append(servers, healthServer(f.healthAddr, m))
@@ -375,15 +410,22 @@ func endpoints(f *runFlags, m *manager.Manager, recorder *hookrecord.Recorder) [
 	return servers
 }
 
-// metricsServer serves /metrics at addr, the record of hook calls
-// (hookrecord.Path) of recorder, and, with explain, m's explain.Path.
-func metricsServer(addr string, explainOn bool, m *manager.Manager, recorder *hookrecord.Recorder) *http.Server {
+// metricsServer serves /metrics at addr, to anyone (a ServiceMonitor
+// scrapes it without credentials), and the record of hook calls
+// (hookrecord.Path) of recorder and, with explain, m's explain.Path,
+// behind guard when there is one: to a caller allowed to list the
+// resources of a controller's hook calls, or to get the object explained.
+func metricsServer(addr string, explainOn bool, m *manager.Manager, recorder *hookrecord.Recorder, guard *debugauth.Guard) *http.Server {
 	r := http.NewServeMux()
 	r.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
-	if explainOn {
-		r.Handle(explain.Path, explain.Handler(m))
+	protect := func(h http.Handler, _ debugauth.Attributes) http.Handler { return h }
+	if guard != nil {
+		protect = guard.Protect
 	}
-	r.Handle(hookrecord.Path, hookrecord.Handler(recorder))
+	if explainOn {
+		r.Handle(explain.Path, protect(explain.Handler(m), explain.Attributes))
+	}
+	r.Handle(hookrecord.Path, protect(hookrecord.Handler(recorder), hookrecord.Attributes(m.HookResources)))
 	return &http.Server{Addr: addr, Handler: r, ReadHeaderTimeout: 10 * time.Second}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/metactl/metactl/internal/explain"
 	"github.com/metactl/metactl/internal/history"
@@ -34,4 +35,5 @@ type Runner interface {
 	EnqueueAdmitted(t trigger.Trigger)
 	ForgetNotAdmitted()
 	ParentNamespaces(f func(namespace string))
+	HookResources() []schema.GroupVersionResource
 }

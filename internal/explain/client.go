@@ -210,7 +210,12 @@ func GetThroughPod(ctx context.Context, core corev1client.CoreV1Interface, names
 	}
 	stream, err := r.Stream(ctx)
 	if err != nil {
-		return bodyOf(err), codeOf(err), err
+		body, code := bodyOf(err), codeOf(err)
+		if code == http.StatusUnauthorized {
+			// Through the proxy, metactl's 401 reads as the API server's.
+			err = fmt.Errorf("%w (metactl answers only a caller whose bearer token the API server authenticates: a kubeconfig with a client certificate only has none to send; use a token, e.g. kubectl's --token)", err)
+		}
+		return body, code, err
 	}
 	defer stream.Close()
 	body, err := readLimited(stream, limit)

@@ -7,7 +7,9 @@
 // as JSON at Path on its metrics address (Handler, fed by
 // internal/manager.Manager.Explain, which asks each running controller's
 // Engine), and `metactl explain` fetches it (Fetch, FetchThroughPods) and
-// prints it (Print) or dumps it as JSON or YAML.
+// prints it (Print) or dumps it as JSON or YAML. `metactl run` guards Path
+// (internal/debugauth) with Attributes: only a caller who may get the
+// object asked about is answered.
 //
 // Bounds: answering reads the informer caches, the history Store and the
 // work queue's bookkeeping only; it never calls a hook or the API server.

@@ -3,7 +3,10 @@ package explain
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
 )
 
 // Source answers for one object; *manager.Manager is one. It must read
@@ -36,4 +39,18 @@ func Handler(src Source) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(answer)
 	})
+}
+
+// Attributes is what an answer at Path shows, for the guard of metactl's
+// debug endpoints (internal/debugauth): what metactl knows of the object
+// asked about (its syncs, their errors, its children's names), so its
+// caller must be allowed to get that object. A request without a
+// resource or name is an error (400).
+func Attributes(r *http.Request) ([]authorizationv1.ResourceAttributes, error) {
+	req, err := RequestFrom(r.URL.Query())
+	if err != nil {
+		return nil, fmt.Errorf("explain: %w", err)
+	}
+	return []authorizationv1.ResourceAttributes{{Verb: "get", Group: req.Group, Version: req.Version,
+		Resource: req.Resource, Namespace: req.Namespace, Name: req.Name}}, nil
 }

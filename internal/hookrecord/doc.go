@@ -15,6 +15,9 @@
 // Secrets replaced by digests (DigestSecrets) and the credentials of the
 // URLs in the controller object redacted, and, under `--record-dir` (for
 // development), writes each call into a directory as it happens. Handler serves a
-// controller's calls at Path on metactl's metrics address; Fetch and
-// FetchThroughPods read them for `metactl record fetch`.
+// controller's calls at Path on metactl's metrics address, which `metactl
+// run` guards (internal/debugauth) with Attributes: only a caller who may
+// list the controller's parent and child resources in all namespaces
+// reads them; Fetch and FetchThroughPods read them for `metactl record
+// fetch`.
 package hookrecord

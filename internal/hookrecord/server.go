@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Annotation on a CompositeController or DecoratorController turns the
@@ -30,10 +33,9 @@ func Handler(r *Recorder) http.Handler {
 			http.Error(w, "record: only GET", http.StatusMethodNotAllowed)
 			return
 		}
-		controller := req.URL.Query().Get("controller")
-		kind, name, ok := strings.Cut(controller, "/")
-		if !ok || name == "" || (kind != "compositecontroller" && kind != "decoratorcontroller") {
-			http.Error(w, fmt.Sprintf("record: controller %q: want compositecontroller/NAME or decoratorcontroller/NAME", controller), http.StatusBadRequest)
+		controller, kind, name, err := controllerOf(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		if r == nil {
@@ -57,3 +59,45 @@ func NotRecording(kind, name string) string {
 	return fmt.Sprintf("record: metactl records no hook calls of %s/%s: it runs no such controller, or the controller does not opt in; annotate it %s: \"true\" (kubectl annotate %s %s %s=true) and let it call its hooks",
 		kind, name, Annotation, kind, name, Annotation)
 }
+
+// controllerOf reads the query parameter controller of req.
+func controllerOf(req *http.Request) (controller, kind, name string, err error) {
+	controller = req.URL.Query().Get("controller")
+	kind, name, ok := strings.Cut(controller, "/")
+	if !ok || name == "" || (kind != "compositecontroller" && kind != "decoratorcontroller") {
+		return "", "", "", fmt.Errorf("record: controller %q: want compositecontroller/NAME or decoratorcontroller/NAME", controller)
+	}
+	return controller, kind, name, nil
+}
+
+// Attributes returns what a set of recorded calls at Path shows, for the
+// guard of metactl's debug endpoints (internal/debugauth): the calls of a
+// controller carry its parents (decorated objects) and their children
+// (attachments) in every namespace, so its caller must be allowed to list
+// each of the resources resources names for it (manager.Manager's
+// HookResources), in all namespaces. A controller that resources does not
+// know (false: this process runs none of that name) is answered 404
+// with NotRecording's message; a request without a controller 400.
+func Attributes(resources func(controller string) ([]schema.GroupVersionResource, bool)) func(*http.Request) ([]authorizationv1.ResourceAttributes, error) {
+	return func(req *http.Request) ([]authorizationv1.ResourceAttributes, error) {
+		controller, kind, name, err := controllerOf(req)
+		if err != nil {
+			return nil, err
+		}
+		gvrs, ok := resources(controller)
+		if !ok {
+			return nil, notFoundError(NotRecording(kind, name))
+		}
+		attrs := make([]authorizationv1.ResourceAttributes, 0, len(gvrs))
+		for _, gvr := range gvrs {
+			attrs = append(attrs, authorizationv1.ResourceAttributes{Verb: "list", Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource})
+		}
+		return attrs, nil
+	}
+}
+
+// notFoundError is an error answered 404 (its HTTPStatus).
+type notFoundError string
+
+func (e notFoundError) Error() string   { return string(e) }
+func (e notFoundError) HTTPStatus() int { return http.StatusNotFound }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/metactl/metactl/internal/explain"
 )
 
@@ -41,4 +43,31 @@ func (m *Manager) Explain(_ context.Context, req explain.Request) (*explain.Answ
 		return strings.Compare(x.Kind+"/"+x.Name, y.Kind+"/"+y.Name)
 	})
 	return a, nil
+}
+
+// HookResources returns the resources whose objects the hook calls of
+// the running controller named controller ("compositecontroller/NAME" or
+// "decoratorcontroller/NAME", as hookrecord names it) carry
+// (engine.Engine.HookResources), false when this process runs no such
+// controller: who may list them all may read its recorded hook calls
+// (/debug/record).
+func (m *Manager) HookResources(controller string) ([]schema.GroupVersionResource, bool) {
+	kind, name, ok := strings.Cut(controller, "/")
+	if !ok {
+		return nil, false
+	}
+	for _, k := range m.kinds {
+		if strings.ToLower(k.name) != kind {
+			continue
+		}
+		m.mu.Lock()
+		r := m.running[queueKey(k.name, name)]
+		runs := r != nil && r.isStarted() && r.startErr == nil
+		m.mu.Unlock()
+		if !runs {
+			return nil, false
+		}
+		return r.controller.HookResources(), true
+	}
+	return nil, false
 }

@@ -40,6 +40,8 @@ type runner interface {
 	// Explain adds what the controller knows of an object to an answer
 	// of `metactl explain`.
 	Explain(a *explain.Answer)
+	// HookResources are the resources of the objects its hook calls carry.
+	HookResources() []schema.GroupVersionResource
 	// EnqueueAdmitted queues every cached object its Gate admits now,
 	// and ForgetNotAdmitted forgets what it knows of the others: the
 	// buckets this replica took, and gave up (sharding.go).

@@ -96,7 +96,7 @@ func TestExplain(t *testing.T) {
 	// proxy reaches it at this machine's address too.
 	port := testenv.FreePort(t)
 	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
-	p := testenv.StartProcess(t, metactl, "run", "--kubeconfig", env.KubeconfigPath,
+	p := testenv.StartProcess(t, metactl, "run", "--allow-loopback-hooks", "--debug-auth=false", "--kubeconfig", env.KubeconfigPath,
 		"--metrics-addr", fmt.Sprintf(":%d", port), "--health-addr", "127.0.0.1:0", "--workers", "2", "--cache-resync", "0", "--max-retry-delay", "2s")
 	waitListening(t, p, port)
 
@@ -285,7 +285,7 @@ func TestExplainOff(t *testing.T) {
 		f.Close()
 	}
 	port := testenv.FreePort(t)
-	p := testenv.StartProcess(t, metactl, "run", "--kubeconfig", env.KubeconfigPath, "--explain=false",
+	p := testenv.StartProcess(t, metactl, "run", "--allow-loopback-hooks", "--kubeconfig", env.KubeconfigPath, "--explain=false",
 		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "--health-addr", "127.0.0.1:0", "--workers", "2")
 	waitListening(t, p, port)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)

@@ -160,7 +160,7 @@ func startExample(t *testing.T, lang, name string) *example {
 	metactl := testenv.BuildMetactl(t)
 	e := &example{dir: repo(t, "examples", lang, name)}
 	e.hook, e.hookURL = startHook(t, lang, e.dir)
-	e.metactl = testenv.StartProcess(t, metactl, "run", "--kubeconfig", env.KubeconfigPath,
+	e.metactl = testenv.StartProcess(t, metactl, "run", "--allow-loopback-hooks", "--kubeconfig", env.KubeconfigPath,
 		"--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0", "--workers", "4", "--discovery-interval", "2s")
 
 	if crd := filepath.Join(e.dir, "crd.yaml"); fileExists(crd) {

@@ -225,7 +225,7 @@ func TestKubectlPlugin(t *testing.T) {
 	// run, through kubectl, in the context --context names.
 	port := testenv.FreePort(t)
 	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
-	p := testenv.StartCommand(t, k.command(context.Background(), withFile, "metactl", "run", "--context", "metactl-test",
+	p := testenv.StartCommand(t, k.command(context.Background(), withFile, "metactl", "run", "--allow-loopback-hooks", "--debug-auth=false", "--context", "metactl-test",
 		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "--health-addr", "127.0.0.1:0", "--workers", "2", "--cache-resync", "0"))
 	waitListening(t, p, port)
 	kubectl(t, "apply", "-f", controller)

@@ -66,7 +66,7 @@ func TestRecordFetch(t *testing.T) {
 	// proxy reaches it at this machine's address too.
 	port := testenv.FreePort(t)
 	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
-	p := testenv.StartProcess(t, metactl, "run", "--kubeconfig", env.KubeconfigPath, "--record-max-calls", "2",
+	p := testenv.StartProcess(t, metactl, "run", "--allow-loopback-hooks", "--debug-auth=false", "--kubeconfig", env.KubeconfigPath, "--record-max-calls", "2",
 		"--metrics-addr", fmt.Sprintf(":%d", port), "--health-addr", "127.0.0.1:0", "--workers", "2", "--cache-resync", "0", "--max-retry-delay", "2s")
 	waitListening(t, p, port)
 

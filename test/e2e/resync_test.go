@@ -88,7 +88,7 @@ func startSwitchController(t *testing.T, hook *switchHook, ns, name string, flag
 	} else {
 		f.Close()
 	}
-	p = testenv.StartProcess(t, metactl, append([]string{"run", "--kubeconfig", env.KubeconfigPath,
+	p = testenv.StartProcess(t, metactl, append([]string{"run", "--allow-loopback-hooks", "--kubeconfig", env.KubeconfigPath,
 		"--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0", "--workers", "2", "--cache-resync", "0"}, flags...)...)
 	// A test before may have deleted the example's CRD.
 	deleteOnCleanup(t, applyExample(t, repo(t, "examples", "python", "hello-world", "crd.yaml"), ""))

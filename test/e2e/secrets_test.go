@@ -107,7 +107,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	ca := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hook.Certificate().Raw}))
 	hookURL := strings.Replace(hook.URL, "https://", "https://metactl:"+urlPassword+"@", 1) + "/sync?token=" + queryToken
 
-	p := testenv.StartProcess(t, metactl, "run", "--kubeconfig", env.KubeconfigPath, "-v", "10",
+	p := testenv.StartProcess(t, metactl, "run", "--allow-loopback-hooks", "--kubeconfig", env.KubeconfigPath, "-v", "10",
 		"--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0", "--workers", "2", "--discovery-interval", "2s")
 	deleteOnCleanup(t, applyExample(t, repo(t, "examples", "python", "hello-world", "crd.yaml"), ""))
 	controller := map[string]any{

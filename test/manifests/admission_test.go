@@ -224,3 +224,108 @@ func TestAdmissionPolicyControllerAccount(t *testing.T) {
 		t.Errorf("bob adding an annotation outside metactl.io/: %v, want allowed", err)
 	}
 }
+
+// TestAdmissionPolicyOldAccount checks, with the shipped policy on a real
+// API server, that a user allowed to impersonate only their own account
+// cannot take over another team's controller object: re-pointing it to
+// their account, removing its annotation, or deleting it needs the right
+// on the account it acts as now. Their own controller they may change and
+// delete, and writes that change neither spec nor metactl.io/ annotation
+// stay unchecked.
+func TestAdmissionPolicyOldAccount(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kubectl(t, "apply", "-f", repo(t, "manifests", "deploy", "admission-policy.yaml"))
+	victim, attacker := env.CreateNamespace(t), env.CreateNamespace(t)
+	victimAccount, attackerAccount := victim+"/hooks", attacker+"/hooks"
+
+	// The victim team's controller, created by an administrator.
+	theirs, err := env.Dynamic.Resource(compositeControllers).Create(ctx, compositeController("theirs-"+victim, victimAccount), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Dynamic.Resource(compositeControllers).Delete(context.Background(), theirs.GetName(), metav1.DeleteOptions{})
+	})
+
+	// mallory may write controller objects and impersonate her own account.
+	const mallory = "mallory@example.com"
+	grant(ctx, t, "", "metactl-test-controller-writer-"+attacker, mallory, rbacv1.PolicyRule{
+		APIGroups: []string{"metacontroller.k8s.io"},
+		Resources: []string{"compositecontrollers", "decoratorcontrollers"},
+		Verbs:     []string{"get", "list", "create", "update", "patch", "delete"},
+	})
+	t.Cleanup(func() {
+		name := "metactl-test-controller-writer-" + attacker
+		_ = env.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = env.Kube.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	grant(ctx, t, attacker, "impersonate-hooks", mallory, rbacv1.PolicyRule{
+		APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: []string{"hooks"}, Verbs: []string{"impersonate"},
+	})
+	ccs := userClient(t, mallory).Resource(compositeControllers)
+	dryUpdate := metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}
+
+	// Her own controller: once the policy and her rights are loaded, she
+	// may create it (so the new-account rule lets her through).
+	var mine *unstructured.Unstructured
+	testenv.Eventually(t, 30*time.Second, "mallory creating a controller acting as "+attackerAccount, func(ctx context.Context) (bool, error) {
+		mine, err = ccs.Create(ctx, compositeController("mine-"+attacker, attackerAccount), metav1.CreateOptions{})
+		if apierrors.IsForbidden(err) {
+			return false, nil // the policy or RBAC not there yet
+		}
+		return err == nil, err
+	})
+	t.Cleanup(func() {
+		_ = env.Dynamic.Resource(compositeControllers).Delete(context.Background(), mine.GetName(), metav1.DeleteOptions{})
+	})
+
+	current, err := ccs.Get(ctx, theirs.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forbiddenNaming := func(what string, err error, account string) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), account) {
+			t.Errorf("mallory %s: %v, want Forbidden naming %s", what, err, account)
+		}
+	}
+
+	// Re-pointing it to her account, and to her hook.
+	moved := current.DeepCopy()
+	moved.SetAnnotations(map[string]string{serviceAccountAnnotation: attackerAccount})
+	moved.Object["spec"].(map[string]any)["hooks"] = map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": "https://mallory.example.com/sync"}}}
+	_, err = ccs.Update(ctx, moved, dryUpdate)
+	forbiddenNaming("re-pointing "+victimAccount+"'s controller to "+attackerAccount, err, victimAccount)
+
+	// Removing the annotation (it would act as metactl): both accounts.
+	bare := current.DeepCopy()
+	bare.SetAnnotations(nil)
+	_, err = ccs.Update(ctx, bare, dryUpdate)
+	forbiddenNaming("removing the annotation of "+victimAccount+"'s controller", err, victimAccount)
+
+	// Deleting it.
+	err = ccs.Delete(ctx, theirs.GetName(), metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+	forbiddenNaming("deleting "+victimAccount+"'s controller", err, victimAccount)
+
+	// A label is neither spec nor metactl.io/ annotation.
+	labelled := current.DeepCopy()
+	labelled.SetLabels(map[string]string{"example.com/team": "a"})
+	if _, err := ccs.Update(ctx, labelled, dryUpdate); err != nil {
+		t.Errorf("mallory labelling %s's controller: %v, want allowed", victimAccount, err)
+	}
+
+	// Her own: she may change and delete it.
+	mine.Object["spec"].(map[string]any)["resyncPeriodSeconds"] = int64(30)
+	if _, err := ccs.Update(ctx, mine, dryUpdate); err != nil {
+		t.Errorf("mallory changing her own controller's spec: %v, want allowed", err)
+	}
+	if err := ccs.Delete(ctx, mine.GetName(), metav1.DeleteOptions{}); err != nil {
+		t.Errorf("mallory deleting her own controller: %v, want allowed", err)
+	}
+
+	// The administrator may still delete the victim's controller.
+	if err := env.Dynamic.Resource(compositeControllers).Delete(ctx, theirs.GetName(), metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("an administrator deleting %s's controller: %v, want allowed", victimAccount, err)
+	}
+}

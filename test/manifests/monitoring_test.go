@@ -558,7 +558,7 @@ func TestMonitoringMetricsExist(t *testing.T) {
 
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	healthAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	metactl := testenv.StartProcess(t, testenv.BuildMetactl(t), "run", "--kubeconfig="+env.KubeconfigPath,
+	metactl := testenv.StartProcess(t, testenv.BuildMetactl(t), "run", "--allow-loopback-hooks", "--kubeconfig="+env.KubeconfigPath,
 		"--metrics-addr="+metricsAddr, "--health-addr="+healthAddr)
 	defer metactl.Stop(t, syscall.SIGTERM, 30*time.Second)
 

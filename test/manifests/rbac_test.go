@@ -186,6 +186,8 @@ func TestServiceAccountPermissions(t *testing.T) {
 		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
 		{verb: "watch", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", allowed: true},
 		{verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews", allowed: true},
+		// The guard of the debug endpoints (--debug-auth).
+		{verb: "create", group: "authentication.k8s.io", resource: "tokenreviews", allowed: true},
 
 		// Nothing more of its own objects...
 		{verb: "create", group: "metacontroller.k8s.io", resource: "compositecontrollers", allowed: false},

@@ -143,7 +143,9 @@ func runHelloWorld(t *testing.T, install []*unstructured.Unstructured) {
 
 	args, metricsAddr, healthAddr := deploymentArgs(t, install)
 	sharded := slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--shard-buckets=") })
-	args = append(args, "--kubeconfig="+env.ImpersonatingKubeconfig(t, saUser))
+	// The test's hook listens on this machine's loopback (in a cluster, a
+	// Service), which metactl run refuses by default.
+	args = append(args, "--allow-loopback-hooks", "--kubeconfig="+env.ImpersonatingKubeconfig(t, saUser))
 	metactl := testenv.StartProcess(t, testenv.BuildMetactl(t), args...)
 	// running fails the test at once if metactl has exited: nothing
 	// waited for can happen then.

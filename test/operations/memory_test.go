@@ -220,7 +220,7 @@ func testOneHookCannotExhaustMemory(t *testing.T, body []byte, useTLS bool, minI
 	} else {
 		f.Close()
 	}
-	cmd := exec.Command(metactl, "run", "--kubeconfig", env.KubeconfigPath,
+	cmd := exec.Command(metactl, "run", "--allow-loopback-hooks", "--kubeconfig", env.KubeconfigPath,
 		"--metrics-addr", "", "--health-addr", "", "--max-retry-delay", "1s")
 	cmd.Env = append(os.Environ(), "GOMEMLIMIT="+strconv.Itoa(memoryLimit))
 	p := testenv.StartCommand(t, cmd)

@@ -52,7 +52,7 @@ func ctx(t *testing.T) context.Context {
 func metactlRun(t *testing.T, args ...string) (p *testenv.Process, metrics, health string) {
 	mp, hp := testenv.FreePort(t), testenv.FreePort(t)
 	metrics, health = fmt.Sprintf("http://127.0.0.1:%d", mp), fmt.Sprintf("http://127.0.0.1:%d", hp)
-	args = append([]string{"run", "--kubeconfig", env.KubeconfigPath, "--workers", "4",
+	args = append([]string{"run", "--allow-loopback-hooks", "--kubeconfig", env.KubeconfigPath, "--workers", "4",
 		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mp), "--health-addr", fmt.Sprintf("127.0.0.1:%d", hp)}, args...)
 	return testenv.StartProcess(t, testenv.BuildMetactl(t), args...), metrics, health
 }
@@ -310,7 +310,7 @@ func TestHealthAndMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	hp := testenv.FreePort(t)
-	stuck := testenv.StartProcess(t, testenv.BuildMetactl(t), "run", "--kubeconfig", stuckConfig, "--metrics-addr", "",
+	stuck := testenv.StartProcess(t, testenv.BuildMetactl(t), "run", "--allow-loopback-hooks", "--kubeconfig", stuckConfig, "--metrics-addr", "",
 		"--health-addr", fmt.Sprintf("127.0.0.1:%d", hp))
 	_ = stuck
 	health := fmt.Sprintf("http://127.0.0.1:%d", hp)
@@ -778,7 +778,7 @@ func TestAPIServerOutage(t *testing.T) {
 	if err := os.WriteFile(proxied, []byte(strings.ReplaceAll(string(kubeconfig), server.Host, proxy.addr)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	testenv.StartProcess(t, testenv.BuildMetactl(t), "run", "--kubeconfig", proxied, "--metrics-addr", "", "--health-addr", "", "--workers", "8")
+	testenv.StartProcess(t, testenv.BuildMetactl(t), "run", "--allow-loopback-hooks", "--kubeconfig", proxied, "--metrics-addr", "", "--health-addr", "", "--workers", "8")
 
 	create := func(from, to int) {
 		for i := from; i < to; i++ {

@@ -205,7 +205,7 @@ func setupWith(t *testing.T, name, method string) (ns string, h *hook, metactl s
 	if _, err := env.Dynamic.Resource(helloGVR).Namespace(ns).Create(ctx, parentObject(ns, "p", name, "World"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	run := testenv.StartProcess(t, metactl, "run", "--kubeconfig", env.KubeconfigPath,
+	run := testenv.StartProcess(t, metactl, "run", "--allow-loopback-hooks", "--kubeconfig", env.KubeconfigPath,
 		"--metrics-addr", "", "--health-addr", "", "--workers", "4")
 	testenv.Eventually(t, 30*time.Second, "the parent's ConfigMap and status", func(ctx context.Context) (bool, error) {
 		p, err := env.Dynamic.Resource(helloGVR).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})

@@ -158,6 +158,15 @@ type Options struct {
 	// the identity of the calling process, so that a hook can tell
 	// replicas apart (docs/hooks.md). Default "": no such header.
 	Replica string
+	// Dial, when set, says which addresses hooks may be called at, checked
+	// as each connection is dialed, by the transports NewTransport builds
+	// (the default HTTPClient's, and those of Transport when built with
+	// it). Default nil: every address is allowed. metactl run sets it
+	// (--allow-loopback-hooks, --allow-link-local-hooks), refusing
+	// link-local, cloud metadata and loopback addresses by default.
+	// Clients that share an HTTP client should share the rule too: a
+	// connection one dialed may be kept and serve the other's call.
+	Dial *DialRule
 }
 
 // ReplicaHeader is the request header that carries Options.Replica, the
@@ -175,6 +184,7 @@ type Client struct {
 	tap        Tap
 	tracer     trace.Tracer
 	replica    string
+	dial       *DialRule
 	etags      *etagCache
 	budget     *responseBudget
 	decoded    *decodedBudget
@@ -194,6 +204,7 @@ func NewClient(opts Options) *Client {
 		tap:        opts.Tap,
 		tracer:     opts.Tracer,
 		replica:    opts.Replica,
+		dial:       opts.Dial,
 		etags:      newEtagCache(opts.EtagCacheMaxEntries, opts.EtagCacheMaxBytes),
 		now:        time.Now,
 	}
@@ -280,8 +291,12 @@ func DefaultHTTPClient() *http.Client {
 // the connection's shared window and starve the calls that hold room
 // (measured: those calls then time out). Over HTTP/1.1 each call has its
 // own connection, read only as fast as Call reads it.
+//
+// Every connection it dials is checked against the DialRule of the call
+// that dials it (Options.Dial), after DNS; a dial outside a Client's call,
+// or of a Client without one, is not checked.
 func NewTransport() *http.Transport {
-	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, ControlContext: controlDial}
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	return &http.Transport{
@@ -365,7 +380,7 @@ func (c *Client) Call(ctx context.Context, controller, hookName string, hook *v1
 	cs.hold = opts.Hold
 	cs.hold.release()
 	cs.timeout = hooks.Timeout(hook.Webhook)
-	callCtx, cancel := context.WithTimeout(ctx, cs.timeout)
+	callCtx, cancel := context.WithTimeout(withDialRule(ctx, c.dial), cs.timeout)
 	defer cancel()
 	cs.callCtx = callCtx
 	// The request's context: callCtx, or cancelled sooner when the

@@ -80,7 +80,7 @@ func Start(ctx context.Context, o Options) (*Process, error) {
 		return nil, err
 	}
 	p := &Process{
-		Args:       []string{"run", "--kubeconfig", o.Kubeconfig, "--metrics-addr", metricsAddr, "--health-addr", healthAddr},
+		Args:       []string{"run", "--allow-loopback-hooks", "--kubeconfig", o.Kubeconfig, "--metrics-addr", metricsAddr, "--health-addr", healthAddr},
 		MetricsURL: "http://" + metricsAddr + "/metrics",
 		HealthURL:  "http://" + healthAddr + "/readyz",
 		done:       make(chan struct{}),

@@ -63,7 +63,7 @@ func NewFleet(t *testing.T, env *testenv.Environment, timing Timing) *Fleet {
 func (f *Fleet) Start(t *testing.T) *Replica {
 	t.Helper()
 	mp, hp := testenv.FreePort(t), testenv.FreePort(t)
-	args := []string{"run", "--kubeconfig", f.env.KubeconfigPath, "--workers", "8",
+	args := []string{"run", "--allow-loopback-hooks", "--debug-auth=false", "--kubeconfig", f.env.KubeconfigPath, "--workers", "8",
 		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mp), "--health-addr", fmt.Sprintf("127.0.0.1:%d", hp),
 		"--leader-elect", "--leader-elect-namespace", f.leaseNS, "--leader-elect-lease-name", f.leaseName,
 		"--leader-elect-lease-duration", f.timing.LeaseDuration.String(),
