@@ -120,9 +120,11 @@ func IsNotSettled(err error) bool { return errors.Is(err, errNotSettled) }
 // onlyConflicts reports whether err is a conflict (the retry resolves it)
 // and nothing else: unlike apierrors.IsConflict, an error that joins a
 // conflict with another failure (errors.Join) is not, so that the other
-// failure is reported.
+// failure is reported; nor is a conflict that a retry does not resolve
+// (loop.RefusedConflict: an apply refused for fields other managers own).
 func onlyConflicts(err error) bool {
-	if err == nil {
+	var refused loop.RefusedConflict
+	if err == nil || errors.As(err, &refused) {
 		return false
 	}
 	if st, ok := err.(apierrors.APIStatus); ok {
