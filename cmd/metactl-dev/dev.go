@@ -29,6 +29,7 @@ import (
 	"github.com/metactl/metactl/internal/controlplane"
 	"github.com/metactl/metactl/internal/explain"
 	"github.com/metactl/metactl/internal/hookrecord"
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/manager"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/hooks/credentials"
@@ -82,7 +83,7 @@ when they are missing (about 10 minutes the first time).`,
 	fs.StringVar(&f.dir, "dir", filepath.Join(home, ".cache", "metactl", "dev"), "folder for the kubeconfig and logs")
 	fs.StringVar(&f.example, "example", "", "example to run: a folder name under examples/python or examples/js")
 	fs.StringVar(&f.examplesDir, "examples-dir", "examples", "folder holding the examples")
-	fs.IntVar(&f.workers, "workers", 4, "parents each controller syncs at once")
+	fs.IntVar(&f.workers, "workers", loop.DefaultWorkers, "most parents each controller syncs at once, as metactl run --workers")
 	fs.StringVar(&f.recordDir, "record-dir", "", "record every controller's hook calls into DIR/<kind>-<name>/, for metactl replay (docs/cli.md)")
 	return cmd
 }

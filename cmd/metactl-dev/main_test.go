@@ -1,9 +1,11 @@
 package main
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/metactl/metactl/internal/cli"
+	"github.com/metactl/metactl/internal/loop"
 )
 
 // TestFlagHelpIsOneLine: every flag `metactl dev --help` shows says what
@@ -14,5 +16,15 @@ func TestFlagHelpIsOneLine(t *testing.T) {
 	cli.AddKlogFlags(cmd)
 	for _, long := range cli.LongFlagUsages(cmd) {
 		t.Error(long)
+	}
+}
+
+// TestWorkersDefaultIsRuns: metactl dev syncs as many parents of a
+// controller at once as metactl run does by default (a slow hook must not
+// make a new parent wait in dev where it would not in run).
+func TestWorkersDefaultIsRuns(t *testing.T) {
+	f := newDevCommand().Flags().Lookup("workers")
+	if f == nil || f.DefValue != strconv.Itoa(loop.DefaultWorkers) {
+		t.Errorf("--workers default %v, want metactl run's %d", f, loop.DefaultWorkers)
 	}
 }

@@ -63,7 +63,7 @@ func (e *Engine) Explain(a *explain.Answer) {
 		since, failures := e.loop.Inspect(key)
 		c := explain.Controller{
 			Kind: e.cfg.Kind, Name: e.name, Role: explain.RoleDecorated,
-			State: explain.NewState(syncs, e.failing.Error(key), failures, since),
+			State: explain.NewState(syncs, e.failing.Error(key), failures, since, e.loop.QueuedSince(key)),
 			Syncs: syncs,
 		}
 		if e.cfg.Kind == "CompositeController" {

@@ -76,6 +76,9 @@ func printController(p func(string, ...any), c Controller, now time.Time) {
 	if !c.State.SyncingSince.IsZero() {
 		p("\tsyncing now, for %s", describeDuration(now.Sub(c.State.SyncingSince)))
 	}
+	if !c.State.QueuedSince.IsZero() {
+		p("\tqueued for %s: waiting for a worker (each controller syncs at most --workers objects at once)", describeDuration(now.Sub(c.State.QueuedSince)))
+	}
 	if c.Rollout != nil {
 		p("Rollout:\t%s", rolloutLine(c.Rollout))
 	}
@@ -195,6 +198,8 @@ func stateLine(s State, now time.Time) string {
 	switch s.Phase {
 	case PhaseUnknown:
 		return "no sync recorded, and not failing"
+	case PhaseQueued:
+		return "Queued: no sync recorded yet; waiting in the work queue for its first sync"
 	case PhaseSynced:
 	default:
 		b.WriteString(":")
