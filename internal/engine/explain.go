@@ -69,6 +69,9 @@ func (e *Engine) Explain(a *explain.Answer) {
 		if e.cfg.Kind == "CompositeController" {
 			c.Role = explain.RoleParent
 		}
+		if n, perObject, total := e.opts.History.Limits(); n > 0 {
+			c.Kept = &explain.Kept{SyncsPerObject: n, BytesPerObject: perObject, Bytes: total}
+		}
 		c.Dependents, c.Rollout = x.ExplainDependents(obj)
 		c.Dependents = append(c.Dependents, goneDependents(syncs, c.Dependents)...)
 		if c.Syncs == nil {

@@ -114,6 +114,22 @@ type Controller struct {
 	// Rollout is the rolling update's progress, for a parent with rolling
 	// child resources.
 	Rollout *Rollout `json:"rollout,omitempty"`
+	// Kept says what the record of syncs keeps of each object; absent
+	// when unknown.
+	Kept *Kept `json:"kept,omitempty"`
+}
+
+// Kept is what metactl's record of syncs keeps (history.Store.Limits).
+type Kept struct {
+	// SyncsPerObject is how many of an object's last syncs are kept, at
+	// most, within BytesPerObject bytes; its last failed sync is kept
+	// besides.
+	SyncsPerObject int   `json:"syncsPerObject"`
+	BytesPerObject int64 `json:"bytesPerObject"`
+	// Bytes bounds the record of every object of every controller
+	// (--history-max-bytes): past it, whole objects are dropped, those
+	// whose newest sync succeeded first.
+	Bytes int64 `json:"bytes"`
 }
 
 // Phases of a State.

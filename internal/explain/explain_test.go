@@ -153,6 +153,20 @@ func TestNewState(t *testing.T) {
 	}
 }
 
+// TestPrintSaysWhatIsKept: the syncs' header says what the record keeps.
+func TestPrintSaysWhatIsKept(t *testing.T) {
+	a := failing()
+	a.Controllers[0].Kept = &explain.Kept{SyncsPerObject: 20, BytesPerObject: 32 << 10, Bytes: 4 << 20}
+	var b strings.Builder
+	if err := explain.Print(&b, a, now); err != nil {
+		t.Fatal(err)
+	}
+	want := "Record kept:  the last 20 syncs of each object within 32 KiB, and its last failure; 4 MiB for all (--history-max-bytes)\nRecent syncs (newest first):"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, b.String())
+	}
+}
+
 // TestPrintQueued: a parent waiting in the queue for its first sync reads
 // Queued, with how long it has waited and why.
 func TestPrintQueued(t *testing.T) {

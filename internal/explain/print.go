@@ -83,7 +83,7 @@ func printController(p func(string, ...any), c Controller, now time.Time) {
 		p("Rollout:\t%s", rolloutLine(c.Rollout))
 	}
 	p("")
-	printSyncs(p, c.Syncs)
+	printSyncs(p, c.Syncs, c.Kept)
 	p("")
 	noun := "Children"
 	if c.Role == RoleDecorated {
@@ -107,7 +107,10 @@ func rolloutLine(r *Rollout) string {
 
 // printSyncs prints, with p, the table of syncs (newest first), each row
 // followed by the sync's hook calls and writes.
-func printSyncs(p func(string, ...any), syncs []*history.Sync) {
+func printSyncs(p func(string, ...any), syncs []*history.Sync, kept *Kept) {
+	if note := keptNote(kept); note != "" {
+		p("Record kept:\t%s", note)
+	}
 	if len(syncs) == 0 {
 		p("Recent syncs:\tnone recorded (since metactl started, or evicted)")
 		return
@@ -277,4 +280,15 @@ func escape(s string) string {
 		rest = rest[n:]
 	}
 	return b.String()
+}
+
+// keptNote says what the record keeps of each object: "the last 20
+// syncs of each object within 32 KiB, and its last failure; 4 MiB for all
+// (--history-max-bytes)", or "" when unknown.
+func keptNote(k *Kept) string {
+	if k == nil || k.SyncsPerObject == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the last %d syncs of each object within %d KiB, and its last failure; %d MiB for all (--history-max-bytes)",
+		k.SyncsPerObject, k.BytesPerObject>>10, k.Bytes>>20)
 }
