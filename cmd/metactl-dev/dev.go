@@ -161,7 +161,7 @@ func controlPlaneAssets(ctx context.Context, say func(string, ...any), assets st
 	if _, statErr := os.Stat("hack/testenv.sh"); statErr != nil {
 		return "", err
 	}
-	say("building the control-plane binaries with hack/testenv.sh (about 10 minutes the first time)...")
+	say("building the control-plane binaries with hack/testenv.sh (about 10 minutes the first time; when another build is running, it waits for that one and says so)...")
 	cmd := exec.CommandContext(ctx, "hack/testenv.sh")
 	cmd.Stderr = os.Stderr
 	built, err := cmd.Output()
