@@ -143,8 +143,30 @@ func dev(ctx context.Context, out io.Writer, f *devFlags) error {
 		}
 		defer stopHook()
 	}
+	if note := leftOut(os.Environ()); note != "" {
+		say("%s", note)
+	}
 	say("metactl is running; Ctrl-C stops everything")
 	return awaitEnd(ctx, say, cp, runCtx, cancelRun, managerDone)
+}
+
+// leftOut says what metactl dev leaves out of what metactl run does, when
+// env (KEY=value pairs) shows the user expects it: the OTEL_* variables
+// configure run's tracing, which dev does not start; nor does dev serve
+// /metrics. "" when no OTEL_* variable is set.
+func leftOut(env []string) string {
+	var set []string
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+			set = append(set, k)
+		}
+	}
+	if len(set) == 0 {
+		return ""
+	}
+	sort.Strings(set)
+	return fmt.Sprintf("%s set, but metactl dev exports no traces and serves no /metrics (only /debug/explain): "+
+		"run metactl run against the dev cluster (KUBECONFIG above) for those (docs/tracing.md, docs/monitoring.md)", strings.Join(set, ", "))
 }
 
 // controlPlaneAssets returns the folder of the control plane's binaries:
