@@ -10,7 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// TestReadmeListsEveryMetric: README.md's "Metrics" section names every
+// TestReadmeListsEveryMetric: README.md's "Metrics" section (with its
+// subsection of the metrics with series only once it happens) names every
 // metactl_* metric the registry has (the work queues' as
 // metactl_workqueue_*), so that a new metric cannot be left out of it.
 func TestReadmeListsEveryMetric(t *testing.T) {
@@ -23,10 +24,16 @@ func TestReadmeListsEveryMetric(t *testing.T) {
 	if start < 0 {
 		t.Fatal("README.md has no Metrics section")
 	}
+	// To the next section of the same level or above: its subsections
+	// (the metrics with series only once it happens) included.
 	section := readme[start:]
-	if end := strings.Index(section[len("### Metrics"):], "\n#"); end >= 0 {
-		section = section[:len("### Metrics")+end]
+	rest := section[len("### Metrics"):]
+	for _, next := range []string{"\n### ", "\n## "} {
+		if end := strings.Index(rest, next); end >= 0 {
+			rest = rest[:end]
+		}
 	}
+	section = section[:len("### Metrics")+len(rest)]
 	fqName := regexp.MustCompile(`fqName: "([a-z_:]+)"`)
 	descs := make(chan *prometheus.Desc, 1000)
 	for _, c := range metactlCollectors() {
