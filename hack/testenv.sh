@@ -99,8 +99,12 @@ fi
 
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
-log "waiting for the build lock $cache/.lock"
-flock 9
+if ! flock -n 9; then
+  # Another caller (a test run, another metactl dev) is building them:
+  # say so, since the wait can be as long as a build.
+  log "another build of the control-plane binaries is running (it holds $cache/.lock): waiting for it to finish, then using what it built"
+  flock 9
+fi
 if complete; then # another caller built it while we waited
   echo "$out"
   exit 0

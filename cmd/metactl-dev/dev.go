@@ -29,6 +29,7 @@ import (
 	"github.com/metactl/metactl/internal/controlplane"
 	"github.com/metactl/metactl/internal/explain"
 	"github.com/metactl/metactl/internal/hookrecord"
+	"github.com/metactl/metactl/internal/loop"
 	"github.com/metactl/metactl/internal/manager"
 	"github.com/metactl/metactl/pkg/dynamic/discovery"
 	"github.com/metactl/metactl/pkg/hooks/credentials"
@@ -83,7 +84,7 @@ when they are missing (about 10 minutes the first time).`,
 	fs.StringVar(&f.dir, "dir", filepath.Join(home, ".cache", "metactl", "dev"), "folder for the kubeconfig and logs")
 	fs.StringVar(&f.example, "example", "", "example to run: a folder name under examples/python or examples/js")
 	fs.StringVar(&f.examplesDir, "examples-dir", "examples", "folder holding the examples")
-	fs.IntVar(&f.workers, "workers", 4, "parents each controller syncs at once")
+	fs.IntVar(&f.workers, "workers", loop.DefaultWorkers, "most parents each controller syncs at once, as metactl run --workers")
 	fs.StringVar(&f.recordDir, "record-dir", "", "record every controller's hook calls into DIR/<kind>-<name>/, for metactl replay (docs/cli.md)")
 	return cmd
 }
@@ -143,8 +144,30 @@ func dev(ctx context.Context, out io.Writer, f *devFlags) error {
 		}
 		defer stopHook()
 	}
+	if note := leftOut(os.Environ()); note != "" {
+		say("%s", note)
+	}
 	say("metactl is running; Ctrl-C stops everything")
 	return awaitEnd(ctx, say, cp, runCtx, cancelRun, managerDone)
+}
+
+// leftOut says what metactl dev leaves out of what metactl run does, when
+// env (KEY=value pairs) shows the user expects it: the OTEL_* variables
+// configure run's tracing, which dev does not start; nor does dev serve
+// /metrics. "" when no OTEL_* variable is set.
+func leftOut(env []string) string {
+	var set []string
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+			set = append(set, k)
+		}
+	}
+	if len(set) == 0 {
+		return ""
+	}
+	sort.Strings(set)
+	return fmt.Sprintf("%s set, but metactl dev exports no traces and serves no /metrics (only /debug/explain): "+
+		"run metactl run against the dev cluster (KUBECONFIG above) for those (docs/tracing.md, docs/monitoring.md)", strings.Join(set, ", "))
 }
 
 // controlPlaneAssets returns the folder of the control plane's binaries:
@@ -161,7 +184,7 @@ func controlPlaneAssets(ctx context.Context, say func(string, ...any), assets st
 	if _, statErr := os.Stat("hack/testenv.sh"); statErr != nil {
 		return "", err
 	}
-	say("building the control-plane binaries with hack/testenv.sh (about 10 minutes the first time)...")
+	say("building the control-plane binaries with hack/testenv.sh (about 10 minutes the first time; when another build is running, it waits for that one and says so)...")
 	cmd := exec.CommandContext(ctx, "hack/testenv.sh")
 	cmd.Stderr = os.Stderr
 	built, err := cmd.Output()

@@ -34,12 +34,23 @@ func VisitFlags(root *cobra.Command, fn func(cmd *cobra.Command, f *pflag.Flag))
 }
 
 // LongFlagUsages describes each flag that root's tree shows in `--help`
-// whose help is more than one line or longer than MaxFlagUsage.
+// whose help is more than one line or longer than MaxFlagUsage, or that
+// has a backquote: pflag takes a backquoted word as the flag's value
+// placeholder (pflag.UnquoteUsage), so that "`metactl replay`" in a
+// string flag's help shows "--record-dir metactl replay", and in a bool
+// flag's a placeholder where none belongs.
 func LongFlagUsages(root *cobra.Command) []string {
 	var long []string
 	VisitFlags(root, func(cmd *cobra.Command, f *pflag.Flag) {
-		if !f.Hidden && (len(f.Usage) > MaxFlagUsage || strings.Contains(f.Usage, "\n")) {
+		if f.Hidden {
+			return
+		}
+		if len(f.Usage) > MaxFlagUsage || strings.Contains(f.Usage, "\n") {
 			long = append(long, fmt.Sprintf("%s --%s: help of %d characters (at most %d, one line): %q", cmd.CommandPath(), f.Name, len(f.Usage), MaxFlagUsage, f.Usage))
+		}
+		if strings.Contains(f.Usage, "`") {
+			name, _ := pflag.UnquoteUsage(f)
+			long = append(long, fmt.Sprintf("%s --%s: help with a backquote, which --help shows as the value placeholder %q: %q", cmd.CommandPath(), f.Name, name, f.Usage))
 		}
 	})
 	return long

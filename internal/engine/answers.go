@@ -88,7 +88,7 @@ func (a *Answers) reportUnknown(ctx context.Context, obj runtime.Object, hook st
 		noun = "keys"
 	}
 	a.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonUnknownAnswerField,
-		"%s %s: the %s hook answered with unknown %s %s, which metactl ignores; the answer's keys are %s",
+		"%s %s: the %s hook answered with unknown %s %s, which metactl ignores; the keys metactl knows are %s",
 		a.Kind, a.Controller, hook, noun, list, a.knownKeys())
 
 	a.mu.Lock()
@@ -119,11 +119,13 @@ func (a *Answers) knownKeys() string {
 
 // CheckList returns a *refusedAnswerError when an answer of the hook named
 // hook has no list (absent) while the object has observed children
-// (attachments) and the controller does not read a missing list as an
-// empty one; else nil. unknown are the answer's unknown keys, for the
-// message.
+// (attachments), or while an unknown key of the answer likely misspells
+// the list ("childern": on a new parent too, where it would otherwise
+// leave the parent without its children and only a Warning Event to say
+// why), and the controller does not read a missing list as an empty one;
+// else nil. unknown are the answer's unknown keys.
 func (a *Answers) CheckList(ctx context.Context, hook string, absent bool, observed int, unknown []hooks.UnknownField) error {
-	if !absent || observed == 0 {
+	if !absent || observed == 0 && !a.misspelt(unknown) {
 		return nil
 	}
 	value, ok := a.annotation(ctx)
@@ -135,6 +137,17 @@ func (a *Answers) CheckList(ctx context.Context, hook string, absent bool, obser
 		err.Invalid = &value
 	}
 	return err
+}
+
+// misspelt reports whether one of the unknown keys likely misspells the
+// list.
+func (a *Answers) misspelt(unknown []hooks.UnknownField) bool {
+	for _, f := range unknown {
+		if f.Suggestion == a.List {
+			return true
+		}
+	}
+	return false
 }
 
 // annotation returns the controller object's annotation, as it is now

@@ -29,9 +29,17 @@ func TestCheckList(t *testing.T) {
 		observed   int
 		refused    bool
 		want       []string
+		// other: the answer's unknown keys are x, not the typo.
+		other bool
 	}{
 		{name: "list present", observed: 3},
-		{name: "no children to lose", absent: true},
+		{name: "no children to lose", absent: true, other: true},
+		{name: "typo on a new parent", absent: true, refused: true, want: []string{
+			`sync hook answer refused: it has no "children" list (it has "childern" (did you mean "children"?)), and a key that likely misspells it`,
+			`Fix the key`,
+			`annotate the CompositeController with metactl.io/absent-children=empty`,
+		}},
+		{name: "typo on a new parent, read as empty", annotation: map[string]string{AbsentChildrenAnnotation: "empty"}, absent: true},
 		{name: "refused by default", absent: true, observed: 2, refused: true, want: []string{
 			`sync hook answer refused: it has no "children" list (it has "childern" (did you mean "children"?)), and reading that as an empty list would delete all its children (2); the answer was not applied.`,
 			`A hook that means to delete them all answers "children": [].`,
@@ -51,7 +59,11 @@ func TestCheckList(t *testing.T) {
 				}
 				return controllerObject(tc.current), nil
 			}
-			err := a.CheckList(context.Background(), "sync", tc.absent, tc.observed, typo)
+			unknown := typo
+			if tc.other {
+				unknown = []hooks.UnknownField{{Key: "x"}}
+			}
+			err := a.CheckList(context.Background(), "sync", tc.absent, tc.observed, unknown)
 			if isRefusedAnswer(err) != tc.refused || (err != nil && !tc.refused) {
 				t.Fatalf("err = %v, want refused %v", err, tc.refused)
 			}
@@ -85,7 +97,7 @@ func TestReportUnknown(t *testing.T) {
 	if len(rec.Events) != 1 {
 		t.Fatalf("%d Events, want 1 (none without unknown keys)", len(rec.Events))
 	}
-	want := `Warning UnknownAnswerField compositecontroller web: the sync hook answered with unknown keys "childern" (did you mean "children"?), "x", which metactl ignores; the answer's keys are "status", "children", "resyncAfterSeconds", "finalized", "events"`
+	want := `Warning UnknownAnswerField compositecontroller web: the sync hook answered with unknown keys "childern" (did you mean "children"?), "x", which metactl ignores; the keys metactl knows are "status", "children", "resyncAfterSeconds", "finalized", "events"`
 	if got := <-rec.Events; got != want {
 		t.Errorf("Event\n%s\nwant\n%s", got, want)
 	}

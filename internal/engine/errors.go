@@ -51,8 +51,9 @@ func WriteFailed(err error) error {
 }
 
 // refusedAnswerError is returned for an answer without its list of
-// children (attachments) while the object has some, unless the controller
-// reads a missing list as an empty one.
+// children (attachments) while the object has some, or with a key that
+// likely misspells it, unless the controller reads a missing list as an
+// empty one.
 type refusedAnswerError struct {
 	// Hook is the hook's name; List, Resource and Annotation as in
 	// Answers.
@@ -76,10 +77,17 @@ func (e *refusedAnswerError) Error() string {
 		}
 		fmt.Fprintf(&b, " (it has %s)", strings.Join(keys, ", "))
 	}
-	fmt.Fprintf(&b, ", and reading that as an empty list would delete all its %s (%d); the answer was not applied. "+
-		"A hook that means to delete them all answers %q: []. "+
-		"To read a missing %q as an empty list, as metacontroller does, annotate the %s with %s=%s",
-		e.List, e.Observed, e.List, e.List, e.Resource, e.Annotation, AbsentListEmpty)
+	if e.Observed > 0 {
+		fmt.Fprintf(&b, ", and reading that as an empty list would delete all its %s (%d); the answer was not applied. "+
+			"A hook that means to delete them all answers %q: []. ",
+			e.List, e.Observed, e.List)
+	} else {
+		fmt.Fprintf(&b, ", and a key that likely misspells it: reading that as an empty list would create none of the %s it asks for; the answer was not applied. "+
+			"Fix the key (a hook that means none answers %q: []). ",
+			e.List, e.List)
+	}
+	fmt.Fprintf(&b, "To read a missing %q as an empty list, as metacontroller does, annotate the %s with %s=%s",
+		e.List, e.Resource, e.Annotation, AbsentListEmpty)
 	if e.Invalid != nil {
 		fmt.Fprintf(&b, " (its value %s is not one of %q, %q)", strconv.Quote(*e.Invalid), AbsentListRefuse, AbsentListEmpty)
 	}
@@ -163,9 +171,11 @@ func IsNotSettled(err error) bool { return errors.Is(err, errNotSettled) }
 // onlyConflicts reports whether err is a conflict (the retry resolves it)
 // and nothing else: unlike apierrors.IsConflict, an error that joins a
 // conflict with another failure (errors.Join) is not, so that the other
-// failure is reported.
+// failure is reported; nor is a conflict that a retry does not resolve
+// (loop.RefusedConflict: an apply refused for fields other managers own).
 func onlyConflicts(err error) bool {
-	if err == nil {
+	var refused loop.RefusedConflict
+	if err == nil || errors.As(err, &refused) {
 		return false
 	}
 	if st, ok := err.(apierrors.APIStatus); ok {

@@ -63,11 +63,14 @@ func (e *Engine) Explain(a *explain.Answer) {
 		since, failures := e.loop.Inspect(key)
 		c := explain.Controller{
 			Kind: e.cfg.Kind, Name: e.name, Role: explain.RoleDecorated,
-			State: explain.NewState(syncs, e.failing.Error(key), failures, since),
+			State: explain.NewState(syncs, e.failing.Error(key), failures, since, e.loop.QueuedSince(key)),
 			Syncs: syncs,
 		}
 		if e.cfg.Kind == "CompositeController" {
 			c.Role = explain.RoleParent
+		}
+		if n, perObject, total := e.opts.History.Limits(); n > 0 {
+			c.Kept = &explain.Kept{SyncsPerObject: n, BytesPerObject: perObject, Bytes: total}
 		}
 		c.Dependents, c.Rollout = x.ExplainDependents(obj)
 		c.Dependents = append(c.Dependents, goneDependents(syncs, c.Dependents)...)

@@ -114,6 +114,22 @@ type Controller struct {
 	// Rollout is the rolling update's progress, for a parent with rolling
 	// child resources.
 	Rollout *Rollout `json:"rollout,omitempty"`
+	// Kept says what the record of syncs keeps of each object; absent
+	// when unknown.
+	Kept *Kept `json:"kept,omitempty"`
+}
+
+// Kept is what metactl's record of syncs keeps (history.Store.Limits).
+type Kept struct {
+	// SyncsPerObject is how many of an object's last syncs are kept, at
+	// most, within BytesPerObject bytes; its last failed sync is kept
+	// besides.
+	SyncsPerObject int   `json:"syncsPerObject"`
+	BytesPerObject int64 `json:"bytesPerObject"`
+	// Bytes bounds the record of every object of every controller
+	// (--history-max-bytes): past it, whole objects are dropped, those
+	// whose newest sync succeeded first.
+	Bytes int64 `json:"bytes"`
 }
 
 // Phases of a State.
@@ -122,7 +138,12 @@ const (
 	PhaseFailing   = "Failing"
 	PhaseWaiting   = "Waiting"
 	PhaseCancelled = "Cancelled"
-	// PhaseUnknown: no sync is recorded, and the object is not failing.
+	// PhaseQueued: no sync is recorded, the object is not failing, and
+	// it waits in the work queue for its first sync (a worker is busy:
+	// --workers bounds the syncs of a controller at once).
+	PhaseQueued = "Queued"
+	// PhaseUnknown: no sync is recorded, and the object is not failing
+	// or queued.
 	PhaseUnknown = "Unknown"
 )
 
@@ -141,16 +162,23 @@ type State struct {
 	NextAttempt time.Time `json:"nextAttempt,omitzero"`
 	// SyncingSince is when the sync in flight began; zero when none is.
 	SyncingSince time.Time `json:"syncingSince,omitzero"`
+	// QueuedSince is since when the object waits in the work queue for
+	// its next sync to start; zero when it does not.
+	QueuedSince time.Time `json:"queuedSince,omitzero"`
 }
 
 // NewState derives an object's State from its syncs (newest first), and,
 // without any, from what the work queue knows: the error of its failing
-// last sync (empty when it is not failing) and its failures in a row.
-func NewState(syncs []*history.Sync, failing string, failures int, syncingSince time.Time) State {
-	s := State{SyncingSince: syncingSince}
+// last sync (empty when it is not failing), its failures in a row, and
+// since when it waits in the queue (queuedSince, zero when it does not).
+func NewState(syncs []*history.Sync, failing string, failures int, syncingSince, queuedSince time.Time) State {
+	s := State{SyncingSince: syncingSince, QueuedSince: queuedSince}
 	if len(syncs) == 0 {
 		if failing == "" {
 			s.Phase = PhaseUnknown
+			if !queuedSince.IsZero() && syncingSince.IsZero() {
+				s.Phase = PhaseQueued
+			}
 			return s
 		}
 		s.Phase, s.Error, s.Attempt = PhaseFailing, failing, failures

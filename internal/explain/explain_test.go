@@ -38,7 +38,7 @@ func failing() *explain.Answer {
 		Controllers: []explain.Controller{{
 			Kind: "CompositeController", Name: "hello-world", Role: explain.RoleParent,
 			State: explain.NewState([]*history.Sync{{Outcome: history.Outcome{Result: "error", Reason: "HookFailed",
-				Error: "sync hook: 500 Internal Server Error", Attempt: 4, NextAttempt: now.Add(12 * time.Second)}}}, "", 0, time.Time{}),
+				Error: "sync hook: 500 Internal Server Error", Attempt: 4, NextAttempt: now.Add(12 * time.Second)}}}, "", 0, time.Time{}, time.Time{}),
 			Syncs: []*history.Sync{{
 				Start: now.Add(-time.Second), Duration: 15 * time.Millisecond,
 				Triggers: []trigger.Trigger{{Cause: trigger.CauseRetry}, {Cause: trigger.CauseObject, Object: "helloworlds/default/your-name", Generation: 2}},
@@ -74,7 +74,7 @@ func TestPrint(t *testing.T) {
 	}
 
 	healthy := failing()
-	healthy.Controllers[0].State = explain.NewState([]*history.Sync{{Outcome: history.Outcome{Result: "success"}}}, "", 0, time.Time{})
+	healthy.Controllers[0].State = explain.NewState([]*history.Sync{{Outcome: history.Outcome{Result: "success"}}}, "", 0, time.Time{}, time.Time{})
 	b.Reset()
 	_ = explain.Print(&b, healthy, now)
 	if !strings.Contains(b.String(), "State:        Synced\n") {
@@ -139,14 +139,48 @@ func TestPrintEscapesControlCharacters(t *testing.T) {
 // TestNewState: without records, the failing set and the queue's failures
 // say Failing; else Unknown.
 func TestNewState(t *testing.T) {
-	if s := explain.NewState(nil, "boom", 2, time.Time{}); s.Phase != explain.PhaseFailing || s.Error != "boom" || s.Attempt != 2 {
+	if s := explain.NewState(nil, "boom", 2, time.Time{}, time.Time{}); s.Phase != explain.PhaseFailing || s.Error != "boom" || s.Attempt != 2 {
 		t.Errorf("failing without records: %+v", s)
 	}
-	if s := explain.NewState(nil, "", 0, time.Time{}); s.Phase != explain.PhaseUnknown {
+	if s := explain.NewState(nil, "", 0, time.Time{}, time.Time{}); s.Phase != explain.PhaseUnknown {
 		t.Errorf("not failing, no records: %+v", s)
 	}
-	if s := explain.NewState([]*history.Sync{{Outcome: history.Outcome{Result: "waiting", Reason: "Waiting"}}}, "", 0, time.Time{}); s.Phase != explain.PhaseWaiting {
+	if s := explain.NewState([]*history.Sync{{Outcome: history.Outcome{Result: "waiting", Reason: "Waiting"}}}, "", 0, time.Time{}, time.Time{}); s.Phase != explain.PhaseWaiting {
 		t.Errorf("waiting: %+v", s)
+	}
+	if s := explain.NewState(nil, "", 0, time.Time{}, now); s.Phase != explain.PhaseQueued || !s.QueuedSince.Equal(now) {
+		t.Errorf("queued, no records: %+v", s)
+	}
+}
+
+// TestPrintSaysWhatIsKept: the syncs' header says what the record keeps.
+func TestPrintSaysWhatIsKept(t *testing.T) {
+	a := failing()
+	a.Controllers[0].Kept = &explain.Kept{SyncsPerObject: 20, BytesPerObject: 32 << 10, Bytes: 4 << 20}
+	var b strings.Builder
+	if err := explain.Print(&b, a, now); err != nil {
+		t.Fatal(err)
+	}
+	want := "Record kept:  the last 20 syncs of each object within 32 KiB, and its last failure; 4 MiB for all (--history-max-bytes)\nRecent syncs (newest first):"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, b.String())
+	}
+}
+
+// TestPrintQueued: a parent waiting in the queue for its first sync reads
+// Queued, with how long it has waited and why.
+func TestPrintQueued(t *testing.T) {
+	a := failing()
+	a.Controllers[0].State = explain.NewState(nil, "", 0, time.Time{}, now.Add(-38*time.Second))
+	a.Controllers[0].Syncs = nil
+	var b strings.Builder
+	if err := explain.Print(&b, a, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"State:", "Queued: no sync recorded yet", "queued for 38s: waiting for a worker"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
 	}
 }
 

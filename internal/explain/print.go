@@ -76,11 +76,14 @@ func printController(p func(string, ...any), c Controller, now time.Time) {
 	if !c.State.SyncingSince.IsZero() {
 		p("\tsyncing now, for %s", describeDuration(now.Sub(c.State.SyncingSince)))
 	}
+	if !c.State.QueuedSince.IsZero() {
+		p("\tqueued for %s: waiting for a worker (each controller syncs at most --workers objects at once)", describeDuration(now.Sub(c.State.QueuedSince)))
+	}
 	if c.Rollout != nil {
 		p("Rollout:\t%s", rolloutLine(c.Rollout))
 	}
 	p("")
-	printSyncs(p, c.Syncs)
+	printSyncs(p, c.Syncs, c.Kept)
 	p("")
 	noun := "Children"
 	if c.Role == RoleDecorated {
@@ -104,7 +107,10 @@ func rolloutLine(r *Rollout) string {
 
 // printSyncs prints, with p, the table of syncs (newest first), each row
 // followed by the sync's hook calls and writes.
-func printSyncs(p func(string, ...any), syncs []*history.Sync) {
+func printSyncs(p func(string, ...any), syncs []*history.Sync, kept *Kept) {
+	if note := keptNote(kept); note != "" {
+		p("Record kept:\t%s", note)
+	}
 	if len(syncs) == 0 {
 		p("Recent syncs:\tnone recorded (since metactl started, or evicted)")
 		return
@@ -195,6 +201,8 @@ func stateLine(s State, now time.Time) string {
 	switch s.Phase {
 	case PhaseUnknown:
 		return "no sync recorded, and not failing"
+	case PhaseQueued:
+		return "Queued: no sync recorded yet; waiting in the work queue for its first sync"
 	case PhaseSynced:
 	default:
 		b.WriteString(":")
@@ -272,4 +280,15 @@ func escape(s string) string {
 		rest = rest[n:]
 	}
 	return b.String()
+}
+
+// keptNote says what the record keeps of each object: "the last 20
+// syncs of each object within 32 KiB, and its last failure; 4 MiB for all
+// (--history-max-bytes)", or "" when unknown.
+func keptNote(k *Kept) string {
+	if k == nil || k.SyncsPerObject == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the last %d syncs of each object within %d KiB, and its last failure; %d MiB for all (--history-max-bytes)",
+		k.SyncsPerObject, k.BytesPerObject>>10, k.Bytes>>20)
 }

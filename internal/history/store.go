@@ -9,14 +9,23 @@ import (
 	"github.com/metactl/metactl/internal/metrics"
 )
 
-// DefaultSyncsPerObject is the default of StoreOptions.SyncsPerObject.
-const DefaultSyncsPerObject = 5
+// DefaultSyncsPerObject is the default of StoreOptions.SyncsPerObject:
+// enough that the sync that mattered is still there after a controller
+// edit and a few resyncs have each added one to every object.
+const DefaultSyncsPerObject = 20
+
+// DefaultMaxBytesPerObject is the default of
+// StoreOptions.MaxBytesPerObject: 32 KiB, the syncs of a typical object
+// (1-2 KiB each) in full, fewer of an object whose syncs are large.
+const DefaultMaxBytesPerObject = 32 << 10
 
 // DefaultMaxBytes is the default of StoreOptions.MaxBytes: 4 MiB. A
 // typical sync record (a trigger or two, one to three hook calls, a few
 // writes) is estimated at 1-2 KiB, so 4 MiB keeps a few thousand syncs:
-// the last syncs of every object of a controller of several hundred, and
-// at 10,000 objects those of the objects synced last. Past the budget the
+// the last DefaultSyncsPerObject syncs of every object of a controller of
+// a hundred or two, the last few of one of several hundred (an object
+// that was synced a few times takes less), and at 10,000 objects those of
+// the objects synced last. Past the budget the
 // objects whose newest sync succeeded go first, so that a wave of no-op
 // syncs (a resync of 10,000 parents) does not push out a failing object
 // between its retries; and each object keeps its last failed sync beside
@@ -32,6 +41,10 @@ type StoreOptions struct {
 	// default DefaultSyncsPerObject. An object's last failed sync is kept
 	// besides, when none of those failed.
 	SyncsPerObject int
+	// MaxBytesPerObject bounds the estimated memory of one object's syncs
+	// (see Sync.Size): past it, its oldest syncs go, down to its newest
+	// (and its last failed one). Default (0) DefaultMaxBytesPerObject.
+	MaxBytesPerObject int64
 	// MaxBytes bounds the estimated memory of the record (see
 	// Sync.Size): past it, objects are dropped whole, those whose newest
 	// sync succeeded first, each kind synced longest ago first. Default
@@ -89,8 +102,21 @@ func NewStore(opts StoreOptions) *Store {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxBytes
 	}
+	if opts.MaxBytesPerObject <= 0 {
+		opts.MaxBytesPerObject = DefaultMaxBytesPerObject
+	}
 	overhead := 48 + 48 + int64(unsafe.Sizeof(object{})) + alloc(8*opts.SyncsPerObject)
 	return &Store{opts: opts, overhead: overhead, objects: map[objectKey]*list.Element{}}
+}
+
+// Limits returns what the store keeps of each object: its last syncs
+// (at most syncs, within maxBytesPerObject bytes), and of all objects
+// within maxBytes; for `metactl explain` to say.
+func (st *Store) Limits() (syncs int, maxBytesPerObject, maxBytes int64) {
+	if st == nil {
+		return 0, 0, 0
+	}
+	return st.opts.SyncsPerObject, st.opts.MaxBytesPerObject, st.opts.MaxBytes
 }
 
 // succeeded tells a sync that succeeded from one that failed, waits or
@@ -137,7 +163,7 @@ func (st *Store) Put(controller, key string, s *Sync) {
 		// The window holds a newer failure.
 		st.dropFailedLocked(o)
 	}
-	for len(o.syncs) > st.opts.SyncsPerObject {
+	for len(o.syncs) > st.opts.SyncsPerObject || len(o.syncs) > 1 && o.bytes > st.opts.MaxBytesPerObject {
 		st.dropOldestLocked(o)
 	}
 	evicted := 0

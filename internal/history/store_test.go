@@ -220,3 +220,29 @@ func BenchmarkPut(b *testing.B) {
 		st.Put("compositecontroller/c", keys[i%len(keys)], syncs[i%len(syncs)])
 	}
 }
+
+// TestStoreBoundsEachObjectByBytes: by default an object keeps its last
+// DefaultSyncsPerObject syncs, fewer when they exceed MaxBytesPerObject,
+// never fewer than its newest.
+func TestStoreBoundsEachObjectByBytes(t *testing.T) {
+	st := NewStore(StoreOptions{})
+	for i := range DefaultSyncsPerObject + 5 {
+		st.Put("compositecontroller/c", "ns/p", typical(i))
+	}
+	if got := len(st.Get("compositecontroller/c", "ns/p")); got != DefaultSyncsPerObject {
+		t.Errorf("kept %d typical syncs by default, want %d", got, DefaultSyncsPerObject)
+	}
+	one := typical(0).Size()
+	st = NewStore(StoreOptions{MaxBytesPerObject: 3*one + one/2})
+	for i := range 10 {
+		st.Put("compositecontroller/c", "ns/p", typical(i))
+	}
+	if got := len(st.Get("compositecontroller/c", "ns/p")); got < 2 || got > 3 {
+		t.Errorf("kept %d syncs within %d bytes of about %d each, want 2 or 3", got, 3*one+one/2, one)
+	}
+	st = NewStore(StoreOptions{MaxBytesPerObject: 1})
+	st.Put("compositecontroller/c", "ns/p", typical(0))
+	if got := len(st.Get("compositecontroller/c", "ns/p")); got != 1 {
+		t.Errorf("kept %d syncs of an object over its budget, want its newest", got)
+	}
+}

@@ -15,7 +15,8 @@
 // and children.Decide (children.Writer.Manage's choice for each child:
 // create, update by apply's three-way merge, recreate, keep, delete), to
 // hand the hook back its own children and status as the reconciler
-// would; a made-up related object is put in the namespace the related
+// would, in the sync rounds and in the finalize rounds alike; a created
+// child's name is checked by children.CheckName, the writer's rule; a made-up related object is put in the namespace the related
 // resolver selects in (related.Namespace). What is this package's own:
 // which requests to send (see Run and docs/hook-test.md); the writes
 // themselves, played without an API server (the fields the server would

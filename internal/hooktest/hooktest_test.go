@@ -799,3 +799,31 @@ func TestUnresolvedResourceSaysHowToFix(t *testing.T) {
 		}
 	}
 }
+
+// TestFinalizeRounds: a finalize hook that asks for an audit ConfigMap and
+// is finalized once it is given it back passes (hook test writes what it
+// asks for and calls it again, as the engine does); one that never
+// finalizes fails not-finalized once it asks for no change.
+func TestFinalizeRounds(t *testing.T) {
+	audit := func(r *request) (int, any) {
+		if r.Path != "/finalize" {
+			return good(r)
+		}
+		_, has := r.Children["ConfigMap.v1"]["thing-audit"]
+		child := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "thing-audit"}}
+		return 200, map[string]any{"children": []any{child}, "finalized": has}
+	}
+	if r := run(t, setup{finalize: true}, audit); len(r.Findings) != 0 {
+		t.Errorf("a finalize hook that waits for its audit child: findings:\n%s", text(r))
+	}
+	f := only(t, run(t, setup{finalize: true}, func(r *request) (int, any) {
+		code, a := audit(r)
+		if r.Path == "/finalize" {
+			a.(map[string]any)["finalized"] = false
+		}
+		return code, a
+	}), CheckNotFinalized, Error)
+	if !strings.Contains(f[0].Message, "asks for no change (after 2 calls") {
+		t.Errorf("message %q does not say it settled unfinalized", f[0].Message)
+	}
+}

@@ -54,7 +54,7 @@ var fixes = map[string]string{
 	CheckAbsentList:       "always answer the list, [] to delete every child; or annotate the controller with the absent-list annotation the message names",
 	CheckInvalidChildren:  "ask only for objects of the declared resources, in the parent's namespace (its own namespace for a namespaced parent), with a valid metadata.name, each once",
 	CheckNondeterministic: "answer the same request with the same answer: no timestamps, random values or map iteration order in the answer (lists of children are compared as sets)",
-	CheckNotFinalized:     "answer \"finalized\": true once finalizing is true and no children are left, else the parent is never deleted",
+	CheckNotFinalized:     "answer \"finalized\": true once finalizing is true and the children you wait for are gone (given back as metactl writes what you ask for), else the parent is never deleted",
 	CheckNotFixedPoint:    "given its own children and the status it asked for, the hook should ask for no change (no timestamps or counters of calls in the status), else metactl syncs the parent again and again",
 	CheckRelatedResources: "declare related resources the API server serves, following the rules of relatedResources (names or a selector, namespace or namespaceSelector)",
 }

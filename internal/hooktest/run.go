@@ -107,35 +107,74 @@ func (t *tester) sendRelatedEmpty(ctx context.Context, sync engine.Sync, parent 
 // whether a request failed.
 func (t *tester) syncRounds(ctx context.Context, sync engine.Sync, parent *unstructured.Unstructured, observed observedSet, related relatedSets) (
 	*unstructured.Unstructured, observedSet, bool) {
-	seen := parent
-	var changes []jsondiff.Change
+	out := t.rounds(ctx, sync, "sync", t.sync, parent, observed, related.rounds, func(round int) *Request {
+		return roundRequest(round, related.usable)
+	})
+	if !out.failed && !out.settled {
+		// The last request sent is the last round's.
+		q := &t.report.Requests[len(t.report.Requests)-1]
+		t.report.add(Warning, CheckNotFixedPoint, "sync", q.Name,
+			fmt.Sprintf("still asking for changes after %d calls, each given what the last one asked for (metactl syncs such a parent again and again, with backoff)", engine.MaxRounds), out.changes)
+		q.OK = false
+	}
+	return out.seen, out.observed, out.failed
+}
+
+// roundsResult is what the rounds of one sync (rounds) leave.
+type roundsResult struct {
+	// seen and observed are the parent and children of the last round.
+	seen     *unstructured.Unstructured
+	observed observedSet
+	// last is the last valid answer (nil when none).
+	last *answered
+	// failed: a request failed (its finding is reported).
+	failed bool
+	// settled: the last answer asked for no change (a fixed point).
+	settled bool
+	// changes are what the last answer changed, when not settled.
+	changes []jsondiff.Change
+	// calls is the number of rounds played.
+	calls int
+}
+
+// rounds plays the rounds of one sync (finalize: while the parent is
+// being deleted) of parent as the engine's rounds play them (at most
+// engine.MaxRounds calls): each answer's children are written over
+// observed (write) and its status and metadata applied to the parent
+// (engine.AsAnswered), and the hook is called again with both, until an
+// answer asks for no change. request names the request of each round
+// (from 1).
+func (t *tester) rounds(ctx context.Context, sync engine.Sync, hookName string, hook *v1alpha1.Hook,
+	parent *unstructured.Unstructured, observed observedSet, related hooks.ObjectMap, request func(round int) *Request) roundsResult {
+	out := roundsResult{seen: parent, observed: observed}
+	finalizing := hookName == "finalize"
 	for round := 1; round <= engine.MaxRounds; round++ {
-		q := roundRequest(round, related.usable)
-		a := t.send(ctx, q, sync, "sync", t.sync, seen, observed, related.rounds, false)
+		q := request(round)
+		out.calls = round
+		a := t.send(ctx, q, sync, hookName, hook, out.seen, out.observed, related, finalizing)
 		if a == nil {
-			return seen, observed, true
+			out.failed = true
+			return out
 		}
-		next, metadataChanged, statusChanged := engine.AsAnswered(seen, &a.answer)
-		nextObserved, wrote, childChanges, err := t.write(observed, a.desired, round)
+		out.last = a
+		next, metadataChanged, statusChanged := engine.AsAnswered(out.seen, &a.answer)
+		nextObserved, wrote, childChanges, err := t.write(out.observed, a.desired, round)
 		if err != nil {
 			// The reconciler's sync fails with this error, writing
 			// nothing of the answer.
-			t.report.add(Error, CheckInvalidChildren, "sync", q.Name, err.Error(), nil)
+			t.report.add(Error, CheckInvalidChildren, hookName, q.Name, err.Error(), nil)
 			t.report.Requests[len(t.report.Requests)-1].OK = false
-			return seen, observed, true
+			out.failed = true
+			return out
 		}
 		if !wrote && !metadataChanged && (!statusChanged || t.parentRes.IgnoreStatusChanges) {
-			return seen, observed, false
+			out.settled = true
+			return out
 		}
-		changes = append(childChanges, parentChanges(seen, next)...)
-		seen, observed = next, nextObserved
+		out.changes = append(childChanges, parentChanges(out.seen, next)...)
+		out.seen, out.observed = next, nextObserved
 	}
-	// The last request sent is the last round's.
-	q := &t.report.Requests[len(t.report.Requests)-1]
-	t.report.add(Warning, CheckNotFixedPoint, "sync", q.Name,
-		fmt.Sprintf("still asking for changes after %d calls, each given what the last one asked for (metactl syncs such a parent again and again, with backoff)", engine.MaxRounds), changes)
-	q.OK = false
-	return seen, observed, false
+	return out
 }
 
 // roundRequest is the request of a round of a sync (from 1), with a
@@ -172,9 +211,13 @@ func (t *tester) sendChildDeleting(ctx context.Context, sync engine.Sync, seen *
 	t.report.Requests = append(t.report.Requests, *q)
 }
 
-// finalizeRequests sends the finalize hook, if any, seen being deleted:
-// with its own children (observed), if any, and with none (empty), which
-// must be answered finalized.
+// finalizeRequests plays, with a finalize hook, the finalize syncs of
+// seen being deleted as the engine plays them (rounds): from its own
+// children (observed), if any, and from none (empty); in each, the
+// children the hook asks for are written and handed back to it, and its
+// last answer must be finalized: true (the engine removes its finalizer
+// on that answer; a hook that settles without it waits for an event that,
+// with everything written, does not come).
 func (t *tester) finalizeRequests(ctx context.Context, seen *unstructured.Unstructured, observed, empty observedSet, related hooks.ObjectMap) {
 	if t.finalize == nil {
 		t.report.Requests = append(t.report.Requests, Request{Hook: "finalize", Name: "finalizing", Description: "finalizing: true", Skipped: "the controller has no finalize hook"})
@@ -192,14 +235,33 @@ func (t *tester) finalizeRequests(ctx context.Context, seen *unstructured.Unstru
 	// Keyed for the finalize hook's version, as the engine keys them.
 	finalizeRelated := related.Rekeyed(*t.finalize.Version, t.parentRes.Namespaced)
 	if engine.Count(observed) > 0 {
-		q := &Request{Hook: "finalize", Name: "finalizing-children", Description: "finalizing: true, the parent being deleted, its own children"}
-		t.send(ctx, q, fsync, "finalize", t.finalize, deleted, observed, finalizeRelated, true)
+		t.finalizeRounds(ctx, fsync, deleted, observed, finalizeRelated, "finalizing-children", "finalizing: true, the parent being deleted, its own children")
 	}
-	q := &Request{Hook: "finalize", Name: "finalizing-no-children", Description: "finalizing: true, the parent being deleted, no children left"}
-	if a := t.send(ctx, q, fsync, "finalize", t.finalize, deleted, empty, finalizeRelated, true); a != nil && !a.answer.Finalized {
-		t.report.add(Error, CheckNotFinalized, "finalize", q.Name, "finalizing with no children left, the answer does not have \"finalized\": true", nil)
-		t.report.Requests[len(t.report.Requests)-1].OK = false
+	t.finalizeRounds(ctx, fsync, deleted, empty, finalizeRelated, "finalizing-no-children", "finalizing: true, the parent being deleted, no children left")
+}
+
+// finalizeRounds plays the rounds of a finalize sync from observed, its
+// requests named name, name-2, ..., and reports a last answer that is not
+// finalized.
+func (t *tester) finalizeRounds(ctx context.Context, fsync engine.Sync, deleted *unstructured.Unstructured, observed observedSet, related hooks.ObjectMap, name, description string) {
+	out := t.rounds(ctx, fsync, "finalize", t.finalize, deleted, observed, related, func(round int) *Request {
+		if round == 1 {
+			return &Request{Hook: "finalize", Name: name, Description: description}
+		}
+		return &Request{Hook: "finalize", Name: fmt.Sprintf("%s-%d", name, round), Description: "finalizing: true, the children and status the last answer asked for, as metactl hands them back"}
+	})
+	if out.failed || out.last.answer.Finalized {
+		return
 	}
+	q := &t.report.Requests[len(t.report.Requests)-1]
+	msg := fmt.Sprintf("the parent being deleted, from %s, the last answer does not have \"finalized\": true", strings.TrimPrefix(description, "finalizing: true, the parent being deleted, "))
+	if out.settled {
+		msg += fmt.Sprintf(" and asks for no change (after %d calls, each given the children as the last one left them): the parent would never go", out.calls)
+	} else {
+		msg += fmt.Sprintf(" after %d calls, each given the children as the last one left them", engine.MaxRounds)
+	}
+	t.report.add(Error, CheckNotFinalized, "finalize", q.Name, msg, nil)
+	q.OK = false
 }
 
 // send sends the request the reconciler's sync makes of seen, observed
@@ -343,6 +405,10 @@ func (t *tester) write(observed, desired observedSet, round int) (observedSet, b
 			}
 			switch action {
 			case children.Create:
+				if err := children.CheckName(res, d.GetName()); err != nil {
+					// The writer refuses it before the API server would.
+					return nil, false, nil, fmt.Errorf("%s: %w", path, err)
+				}
 				set[key] = created(d, fmt.Sprintf("%d-%d-%s", round, i, key))
 				changes = append(changes, jsondiff.Change{Path: path, Op: jsondiff.Add, New: d.Object})
 			case children.Update:

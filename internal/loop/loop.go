@@ -418,7 +418,7 @@ func (l *Loop[K]) failed(ctx context.Context, s *Sync[K], took time.Duration, er
 		return
 	}
 	delay, attempt := s.requeue()
-	if apierrors.IsConflict(err) {
+	if IsTransientConflict(err) {
 		// The object changed under the sync; the cache catches up and the
 		// retry resolves it.
 		if logger.V(4).Enabled() {
@@ -658,4 +658,22 @@ func (w *window) resumed(turnWait, hookWait time.Duration) {
 		w.limit++
 		w.cond.Signal()
 	}
+}
+
+// RefusedConflict is implemented by the error of a write refused for a
+// conflict that a retry does not resolve: a server-side apply that does
+// not force conflicts, refused for fields other field managers own
+// (children.ApplyConflictError). It wraps the API server's 409, but it is
+// a failure like any other, not a transient conflict.
+type RefusedConflict interface {
+	error
+	RefusedConflict()
+}
+
+// IsTransientConflict reports whether err is a conflict that a retry
+// resolves (the object changed under the sync): apierrors.IsConflict, and
+// no error that err wraps is a RefusedConflict.
+func IsTransientConflict(err error) bool {
+	var refused RefusedConflict
+	return apierrors.IsConflict(err) && !errors.As(err, &refused)
 }

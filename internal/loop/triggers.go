@@ -133,6 +133,19 @@ func (p *pending[K]) take(key K, now time.Time) (taken []trigger.Trigger, droppe
 	return taken, dropped, k.triggers[0].due
 }
 
+// queuedSince returns when the first trigger of key due by now became
+// due: since when key waits in the queue for a worker; zero when none is
+// due.
+func (p *pending[K]) queuedSince(key K, now time.Time) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := p.keys[key]
+	if k == nil || len(k.triggers) == 0 || k.triggers[0].due.After(now) {
+		return time.Time{}
+	}
+	return k.triggers[0].due
+}
+
 // forgetDelayed drops the triggers of key not due by now: the retries and
 // resyncs of an object found gone.
 func (p *pending[K]) forgetDelayed(key K, now time.Time) {

@@ -3,6 +3,8 @@ package manager
 import (
 	"fmt"
 	"net/http"
+	"runtime/debug"
+	"strings"
 	"sync"
 
 	clientdiscovery "k8s.io/client-go/discovery"
@@ -18,6 +20,7 @@ import (
 	"github.com/metactl/metactl/internal/metrics"
 	"github.com/metactl/metactl/internal/rbac"
 	"github.com/metactl/metactl/internal/throttle"
+	"github.com/metactl/metactl/pkg/dynamic/children"
 	"github.com/metactl/metactl/pkg/dynamic/objectclient"
 )
 
@@ -50,6 +53,7 @@ type clients struct {
 // newClients builds the clients from a copy of config.
 func newClients(config *rest.Config) (clients, error) {
 	config = rest.CopyConfig(config)
+	config.UserAgent = userAgent(config.UserAgent)
 	config.Wrap(metrics.InstrumentTransport)
 	// Outermost, so that a request held over the cap is not yet counted
 	// as sent.
@@ -155,4 +159,29 @@ func (m *Manager) acquireAccount(sa rbac.ServiceAccount) (*accountClients, func(
 			}
 		})
 	}, nil
+}
+
+// userAgent is the User-Agent of every request of the manager: ua when
+// it starts with children.ClientSideManager and "/" (metactl run's
+// "metactl/<version> (run)"), else that prefix before ua (the Go module's
+// version when ua is empty, as metactl dev's control plane gives it). The
+// API server names the field manager of a write that names none after
+// the part before the first "/": so metactl's client-side writes of
+// children are children.ClientSideManager's in every binary, which
+// switching a controller to server-side apply hands over
+// (children.Writer's switchOwnership), never "Go-http-client" or the
+// binary's name.
+func userAgent(ua string) string {
+	prefix := children.ClientSideManager + "/"
+	switch {
+	case strings.HasPrefix(ua, prefix):
+		return ua
+	case ua != "":
+		return prefix + ua
+	}
+	version := "(devel)"
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		version = info.Main.Version
+	}
+	return prefix + version
 }

@@ -36,7 +36,11 @@ type Options struct {
 	// RateLimiter, is a fixed limit on the rate of every request metactl
 	// makes; without either there is none (not client-go's default of 5).
 	// Whatever it says, the requests in flight are capped by the server's
-	// 429 answers (internal/throttle).
+	// 429 answers (internal/throttle). Its UserAgent is kept when it
+	// starts with "metactl/", else prefixed with it (metactl/<module
+	// version> when empty): the field manager of the children's
+	// client-side writes is "metactl" in metactl run and metactl dev
+	// alike (children.ClientSideManager).
 	Config *rest.Config
 	// Workers is the most objects each controller syncs at once; 0 means
 	// loop.DefaultWorkers.

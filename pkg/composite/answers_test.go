@@ -260,3 +260,27 @@ func TestLaterRoundWithoutChildrenIsRefused(t *testing.T) {
 		t.Errorf("status %v, want the first answer's", p.Object["status"])
 	}
 }
+
+// TestMisspeltListOnANewParent: a new parent (no children yet) whose hook
+// answers "childern" is told as a parent with children is: the answer is
+// refused, with a SyncError Event and Synced=False InvalidAnswer naming the
+// key, not left Pending with only a Warning.
+func TestMisspeltListOnANewParent(t *testing.T) {
+	ns := env.CreateNamespace(t)
+	hook := newTestHook(t, func(req *syncRequest) any {
+		return map[string]any{
+			"status":   map[string]any{"value": "new"},
+			"childern": []any{configMapChild(req.Parent, req.Parent.GetName()+"-cm", nil)},
+		}
+	})
+	startController(t, optIn(isolated(compositeController(t, hook, thingsGVR, nil), ns), "true"))
+	newParent(t, ns, "p1", nil)
+	msg := controllertest.EventMessage(t, env, ns, "p1", "SyncError", `likely misspells it`)
+	if !strings.Contains(msg, `(it has "childern" (did you mean "children"?))`) {
+		t.Errorf("SyncError %q does not name the misspelt key", msg)
+	}
+	obj := waitFor(t, thingsGVR, ns, "p1", "Synced=False "+engine.ReasonInvalidAnswer, hasSynced("False", engine.ReasonInvalidAnswer))
+	if statusField(obj, "value") == "new" {
+		t.Errorf("the refused answer's status was written: %v", obj.Object["status"])
+	}
+}

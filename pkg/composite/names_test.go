@@ -18,7 +18,8 @@ import (
 // the API server refuses to name "Not_Valid", next to a plain ConfigMap:
 // the Role and the plain ConfigMap are written, the parent's status too,
 // and the refused child is reported on the parent as a SyncError Event
-// carrying the server's reason, and retried.
+// carrying the reason (children.CheckName, the server's rule, says it
+// before the write), and retried.
 func TestChildNamesAreTheServersToJudge(t *testing.T) {
 	rolesGVR := schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}
 	h := newTestHook(t, func(req *syncRequest) any {
@@ -48,7 +49,7 @@ func TestChildNamesAreTheServersToJudge(t *testing.T) {
 	waitFor(t, thingsGVR, ns, "p1", "status written", func(obj *unstructured.Unstructured) bool {
 		return obj != nil && statusField(obj, "answered") == true
 	})
-	waitForEvent(t, ns, "p1", "SyncError", `"Not_Valid" is invalid`)
+	waitForEvent(t, ns, "p1", "SyncError", `invalid metadata.name "Not_Valid" for a ConfigMap, which the API server refuses`)
 	calls := h.calls.Load()
 	testenv.Eventually(t, 30*time.Second, "a retry", func(context.Context) (bool, error) { return h.calls.Load() > calls, nil })
 }

@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -183,7 +185,11 @@ func unmarshal(body []byte, v any, mode v1alpha1.ResponseUnMarshallMode, known [
 	case len(trimmed) == 0:
 		return nil, errors.New("empty body, want a JSON object")
 	case trimmed[0] != '{':
-		return nil, fmt.Errorf("body is %s, want a JSON object", jsonTokenKind(trimmed[0]))
+		kind := jsonTokenKind(trimmed[0])
+		if kind == "not JSON" {
+			kind += " (it starts " + bodyStart(trimmed) + ")"
+		}
+		return nil, fmt.Errorf("body is %s, want a JSON object", kind)
 	}
 	var (
 		err     error
@@ -213,7 +219,7 @@ func unmarshal(body []byte, v any, mode v1alpha1.ResponseUnMarshallMode, known [
 	}
 	if err != nil {
 		if ok, offset := kjson.SyntaxErrorOffset(err); ok {
-			return nil, fmt.Errorf("invalid JSON at offset %d: %w", offset, err)
+			return nil, fmt.Errorf("invalid JSON at offset %d (the body starts %s): %w", offset, bodyStart(body), err)
 		}
 		return nil, err
 	}
@@ -336,6 +342,44 @@ func jsonValueKind(v any) string {
 }
 
 // jsonTokenKind names the JSON type that starts with c.
+// bodyStartBytes is how much of an answer's start bodyStart quotes.
+const bodyStartBytes = 48
+
+// scrubWords end bodyStart's quote before them (matched in any case):
+// what may start a Secret's data or a credential.
+var scrubWords = []string{"data", "token", "password", "secret", "key", "auth", "@"}
+
+// bodyStart quotes the start of an answer that is not JSON, or not valid
+// JSON, so that its error shows what the hook sent (an HTML error page, a
+// stack trace, a JavaScript object literal): at most bodyStartBytes bytes,
+// leading blanks skipped, cut before the first of scrubWords (it may go
+// on with a Secret's data or a credential, which no error, log or Event
+// may hold), with "..." when cut, as a Go-quoted string (control
+// characters escaped).
+func bodyStart(body []byte) string {
+	s := string(bytes.TrimLeft(body, " \t\r\n"))
+	cut := len(s) > bodyStartBytes
+	if cut {
+		s = s[:bodyStartBytes]
+	}
+	lower := []byte(s) // ASCII lower case: the same byte offsets
+	for i, c := range lower {
+		if 'A' <= c && c <= 'Z' {
+			lower[i] = c + 'a' - 'A'
+		}
+	}
+	for _, w := range scrubWords {
+		if i := bytes.Index(lower, []byte(w)); i >= 0 {
+			s, lower, cut = s[:i], lower[:i], true
+		}
+	}
+	s = strings.ToValidUTF8(s, "")
+	if cut {
+		return strconv.Quote(s) + "..."
+	}
+	return strconv.Quote(s)
+}
+
 func jsonTokenKind(c byte) string {
 	switch {
 	case c == 'n':

@@ -1281,6 +1281,14 @@ func TestHelmSchemaDescribesEveryValue(t *testing.T) {
 		if node["additionalProperties"] != false {
 			t.Errorf("values.schema.json: %q has additionalProperties %v, want false", path, node["additionalProperties"])
 		}
+		if slices.Contains(opaqueValues, path) {
+			// A Kubernetes type's schema (resources, securityContext):
+			// its keys are the API's, not values.yaml's.
+			if !slices.Contains(leaves, path) {
+				t.Errorf("values.schema.json describes %s, which values.yaml does not have", path)
+			}
+			return
+		}
 		for key, sub := range props {
 			p := key
 			if path != "" {
@@ -1421,6 +1429,12 @@ func TestHelmSchemaRefusesWrongValues(t *testing.T) {
 		{set: []string{"--set", "serviceMonitor.interval=30sec"}, want: []string{"'/serviceMonitor/interval'"}},
 		{set: []string{"--set", "podLabels.tier=1"}, want: []string{"'/podLabels/tier'", "got number"}},
 		{set: []string{"--set", "imagePullSecrets[0]=registry"}, want: []string{"'/imagePullSecrets/0'", "want object"}},
+		// Typos in the Kubernetes types the chart passes through, which
+		// the API server would refuse after Helm recorded a revision.
+		{set: []string{"--set", "resources.limit.cpu=1"}, want: []string{"'/resources'", "'limit'", "not allowed"}},
+		{set: []string{"--set", "podSecurityContext.runAsUsr=1000"}, want: []string{"'/podSecurityContext'", "'runAsUsr'", "not allowed"}},
+		{set: []string{"--set", "securityContext.readOnlyRootFileSystem=true"}, want: []string{"'/securityContext'", "'readOnlyRootFileSystem'", "not allowed"}},
+		{set: []string{"--set", "podSecurityContext.runAsUser=root"}, want: []string{"'/podSecurityContext/runAsUser'", "got string"}},
 	}
 	chart := repo(t, "charts", "metactl")
 	for _, c := range cases {

@@ -357,6 +357,10 @@ func (ws *writes) wait() (*Result, error) {
 }
 
 func (w *Writer) create(ctx context.Context, parent *unstructured.Unstructured, res *Resource, key string, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if err := CheckName(res, want.GetName()); err != nil {
+		// The API server would refuse it: not sent, and said plainly.
+		return nil, fmt.Errorf("creating %s %s: %w", res.Kind, key, err)
+	}
 	if w.ServerSide != nil {
 		if takenName(res, parent, want) {
 			// An apply would write it: left alone, as a create that

@@ -160,7 +160,7 @@ func (w *Writer) apply(ctx context.Context, parent *unstructured.Unstructured, r
 	w.wrote(ctx, "patch", "child", objectName(res, config), err)
 	w.reportWarnings(ctx, parent, res, "apply", config, warnings())
 	if apierrors.IsConflict(err) && !w.ServerSide.Force {
-		return nil, fmt.Errorf("applying %s %s as %s: other field managers own fields it sets, and conflicts are not forced (--refuse-apply-conflicts): %w", res.Kind, key, w.ServerSide.FieldManager, err)
+		return nil, &ApplyConflictError{Kind: res.Kind, Key: key, FieldManager: w.ServerSide.FieldManager, Err: err}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("applying %s %s: %w", res.Kind, key, err)
@@ -168,6 +168,28 @@ func (w *Writer) apply(ctx context.Context, parent *unstructured.Unstructured, r
 	klog.FromContext(ctx).V(4).Info("Applied child", "kind", res.Kind, "child", key)
 	return decodeWritten(res, key, applied)
 }
+
+// ApplyConflictError is a server-side apply of a child refused because
+// other field managers own fields it sets, while conflicts are not forced
+// (ServerSide.Force false, --refuse-apply-conflicts). A retry does not
+// resolve it: it is a failure of the sync (loop.RefusedConflict), not a
+// transient conflict, though it wraps the API server's 409.
+type ApplyConflictError struct {
+	Kind, Key, FieldManager string
+	// Err is the API server's answer, which names the fields and their
+	// managers.
+	Err error
+}
+
+func (e *ApplyConflictError) Error() string {
+	return fmt.Sprintf("applying %s %s as %s: other field managers own fields it sets, and conflicts are not forced (--refuse-apply-conflicts); fix: stop the other manager writing those fields, or let metactl take them (without --refuse-apply-conflicts): %v", e.Kind, e.Key, e.FieldManager, e.Err)
+}
+
+func (e *ApplyConflictError) Unwrap() error { return e.Err }
+
+// RefusedConflict marks the error as a conflict a retry does not
+// resolve (loop.RefusedConflict).
+func (e *ApplyConflictError) RefusedConflict() {}
 
 // ClientSideManager is the field manager the API server records for
 // metactl's client-side writes: metactl's user agent is

@@ -681,7 +681,9 @@ func (c *Client) decode(cs *callState, body []byte) error {
 	}
 	if err := cs.response.DecodeHookResponse(body, hooks.ResponseMode(cs.hook)); err != nil {
 		part.release()
-		return &ResponseError{Controller: cs.Controller, Hook: cs.Hook, URL: cs.URL, Err: err}
+		// It may quote the start of the answer: scrubbed of the request's
+		// secrets, as an error body is.
+		return &ResponseError{Controller: cs.Controller, Hook: cs.Hook, URL: cs.URL, Err: &scrubbedError{text: scrub(err.Error(), false, cs.request, cs.req), err: err}}
 	}
 	if cs.hold != nil {
 		cs.hold.keep(part)

@@ -516,3 +516,13 @@ func walkSecrets(v any, f func(field, value string)) {
 		}
 	}
 }
+
+// scrubbedError is err with the text of its message scrubbed (see scrub);
+// errors.As still finds err's own types.
+type scrubbedError struct {
+	text string
+	err  error
+}
+
+func (e *scrubbedError) Error() string { return e.text }
+func (e *scrubbedError) Unwrap() error { return e.err }

@@ -253,3 +253,26 @@ func TestStatusErrorHidesShortAndUnicodeEscapedSecrets(t *testing.T) {
 		t.Errorf("a short query value was scrubbed: %v", err)
 	}
 }
+
+// TestInvalidAnswerHidesEchoedSecrets: a 200 answer that is not JSON
+// quotes its start in the error (hooks' bodyStart), scrubbed of the
+// request's Secret values as an error body is.
+func TestInvalidAnswerHidesEchoedSecrets(t *testing.T) {
+	const value = "q7vXz-child-value-8f1c2d"
+	encoded := base64.StdEncoding.EncodeToString([]byte(value))
+	secret := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"namespace": "ns", "name": "s"}, "data": map[string]any{"password": encoded}}}
+	request := sampleCompositeRequest("v1")
+	request.Children.Insert("v1", true, secret)
+	srv := serve(t, func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "oops "+value+" is wrong")
+	})
+	err := NewClient(Options{}).Call(context.Background(), "things", "sync", urlHook(srv.URL+"/sync"), request, &hooks.CompositeSyncResponse{}, CallOptions{})
+	var re *ResponseError
+	if !errors.As(err, &re) {
+		t.Fatalf("err = %v, want *ResponseError", err)
+	}
+	if strings.Contains(err.Error(), value[:8]) || !strings.Contains(err.Error(), `it starts "oops `+redact.Redacted) {
+		t.Errorf("the error shows the Secret value, or not the answer's start with it redacted: %s", err)
+	}
+}
