@@ -143,6 +143,16 @@ func TestRollingSteps(t *testing.T) {
 			owners: map[string]string{"a": "old", "b": "latest", "c": "latest"}, lists: [3]string{"[b c]", "[]", "[a]"},
 		},
 		{
+			// As metacontroller: a group keeps a name no longer wanted while
+			// it lists one still wanted; unlike metacontroller, that name
+			// does not hold the rollout as a missing child.
+			name: "a name the latest lists but no longer wants stays listed and holds nothing", answer: []string{"a", "b"},
+			latest: []string{"a", "gone"}, old: []string{"b"},
+			observed: map[string]child{"a": on("3"), "b": on("1")},
+			reason:   ReasonRolloutProgressing, message: "updating ConfigMap b",
+			owners: map[string]string{"a": "latest", "b": "latest"}, lists: [3]string{"[a gone b]", "[]", "[]"},
+		},
+		{
 			name: "a revision listing only children no longer wanted lists nothing", answer: []string{"a"},
 			latest: []string{"a"}, mid: []string{"gone"},
 			observed: map[string]child{"a": on("3"), "gone": on("2")},

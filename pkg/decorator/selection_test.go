@@ -216,3 +216,46 @@ func TestDecoratorNewRefusesInvalidSpecs(t *testing.T) {
 		})
 	}
 }
+
+// TestIgnoreStatusChangesNeedsEveryRule: a resource's status-only changes
+// are ignored only when every rule of that resource sets
+// ignoreStatusChanges (an object a rule selects that wants status changes
+// must get them); each resource is decided by its own rules.
+func TestIgnoreStatusChangesNeedsEveryRule(t *testing.T) {
+	rule := func(resource string, ignore any) map[string]any {
+		r := map[string]any{"apiVersion": "v1", "resource": resource}
+		if ignore != nil {
+			r["ignoreStatusChanges"] = ignore
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name  string
+		rules []any
+		want  map[string]bool // by resource
+	}{
+		{name: "one rule that ignores", rules: []any{rule("configmaps", true)}, want: map[string]bool{"configmaps": true}},
+		{name: "one rule that does not say", rules: []any{rule("configmaps", nil)}, want: map[string]bool{"configmaps": false}},
+		{name: "every rule ignores", rules: []any{rule("configmaps", true), rule("configmaps", true)}, want: map[string]bool{"configmaps": true}},
+		{name: "one of two rules ignores", rules: []any{rule("configmaps", true), rule("configmaps", nil)}, want: map[string]bool{"configmaps": false}},
+		{name: "the other of two rules ignores", rules: []any{rule("configmaps", false), rule("configmaps", true)}, want: map[string]bool{"configmaps": false}},
+		{name: "each resource by its own rules", rules: []any{rule("configmaps", true), rule("secrets", nil)},
+			want: map[string]bool{"configmaps": true, "secrets": false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ruleDecorator(t, tc.rules, nil)
+			got := map[string]bool{}
+			for _, w := range c.watched {
+				got[w.Name] = w.IgnoreStatusChanges
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("watched resources %v, want %v", got, tc.want)
+			}
+			for res, want := range tc.want {
+				if got[res] != want {
+					t.Errorf("%s: IgnoreStatusChanges = %v, want %v", res, got[res], want)
+				}
+			}
+		})
+	}
+}
