@@ -234,12 +234,28 @@ type ObjectList struct {
 	metav1.TypeMeta
 	metav1.ListMeta
 	Items []Object
+	// leftOut counts the items NewObjectListKeeping left out.
+	leftOut int
 }
 
 // NewObjectList parses a list response, as the API server sends it. Items
 // that do not say their kind (built-in resources' lists leave it out) get
 // the list's, without "List".
 func NewObjectList(data []byte) (*ObjectList, error) {
+	return NewObjectListKeeping(data, nil)
+}
+
+// NewObjectListKeeping is NewObjectList keeping only the items whose
+// namespace keep accepts (nil: every item), as NewObjectList and a filter
+// on Namespace afterwards would, without building the others: an item's
+// namespace is read from its JSON (a scan of the item and of its
+// metadata, no decoding), and an item left out costs that scan and a copy
+// of its namespace; nothing else of it is read or checked, so an item
+// left out that would not decode is no error. An item whose namespace is not a
+// plain JSON string (escapes, or not a string at all) is decoded first,
+// and kept or left out by its decoded namespace. The list remembers how
+// many items it left out (the informer's filter mode reads it).
+func NewObjectListKeeping(data []byte, keep func(namespace string) bool) (*ObjectList, error) {
 	fields, err := jsonscan.TopLevel(data)
 	if err != nil {
 		return nil, err
@@ -258,30 +274,63 @@ func NewObjectList(data []byte) (*ObjectList, error) {
 		return nil, errors.New("items: not a JSON array")
 	}
 	itemKind := strings.TrimSuffix(l.Kind, "List")
-	for i := jsonscan.SkipSpace(items, 1); i < len(items) && items[i] != ']'; {
+	for i, n := jsonscan.SkipSpace(items, 1), 0; i < len(items) && items[i] != ']'; n++ {
 		end, err := jsonscan.SkipValue(items, i)
 		if err != nil {
 			return nil, fmt.Errorf("items: %w", err)
 		}
-		obj, err := NewObject(items[i:end])
+		item := items[i:end]
+		i = jsonscan.SkipSpace(items, end)
+		if i < len(items) && items[i] == ',' {
+			i = jsonscan.SkipSpace(items, i+1)
+		}
+		itemFields, err := jsonscan.TopLevel(item)
 		if err != nil {
-			return nil, fmt.Errorf("item %d: %w", len(l.Items), err)
+			return nil, fmt.Errorf("item %d: %w", n, err)
+		}
+		if keep != nil {
+			if ns, ok := namespaceOf(item, itemFields); ok && !keep(ns) {
+				l.leftOut++
+				continue
+			}
+		}
+		obj, err := NewObjectFromTopLevel(item, itemFields)
+		if err != nil {
+			return nil, fmt.Errorf("item %d: %w", n, err)
+		}
+		if keep != nil && !keep(obj.Namespace) {
+			l.leftOut++
+			continue
 		}
 		if obj.Kind == "" {
 			obj.APIVersion, obj.Kind = l.APIVersion, itemKind
 		}
 		l.Items = append(l.Items, *obj)
-		i = jsonscan.SkipSpace(items, end)
-		if i < len(items) && items[i] == ',' {
-			i = jsonscan.SkipSpace(items, i+1)
-		}
 	}
 	return l, nil
 }
 
+// namespaceOf reads an object's metadata.namespace from its JSON without
+// decoding it: false when it cannot (the decoder must read it); "" and
+// true when the object has none.
+func namespaceOf(data []byte, fields jsonscan.Fields) (string, bool) {
+	if fields.Metadata.Start == 0 {
+		return "", true
+	}
+	metadata := data[fields.Metadata.Start:fields.Metadata.End]
+	inner, err := jsonscan.TopLevel(metadata)
+	if err != nil {
+		return "", false
+	}
+	if inner.Namespace.Start == 0 {
+		return "", true
+	}
+	return jsonscan.PlainString(metadata[inner.Namespace.Start:inner.Namespace.End])
+}
+
 // DeepCopyObject implements runtime.Object.
 func (l *ObjectList) DeepCopyObject() runtime.Object {
-	c := &ObjectList{TypeMeta: l.TypeMeta}
+	c := &ObjectList{TypeMeta: l.TypeMeta, leftOut: l.leftOut}
 	l.ListMeta.DeepCopyInto(&c.ListMeta)
 	c.Items = make([]Object, len(l.Items))
 	for i := range l.Items {
