@@ -79,14 +79,30 @@ func (l *listerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOpt
 }
 
 // ListKeeping lists with opts and keeps the objects whose namespace keep
-// accepts (nil: every object), leaving the others out before they are
-// decoded (informer.NewObjectListKeeping).
+// accepts, leaving the others out before they are decoded; with keep
+// set, it reads the response as a stream (decodeListStream), so that it
+// never holds the whole response either. With keep nil it is
+// ListWithContext: the whole response is read, then decoded
+// (informer.NewObjectList).
 func (l *listerWatcher) ListKeeping(ctx context.Context, opts metav1.ListOptions, keep func(namespace string) bool) (runtime.Object, error) {
-	data, err := body(l.c.client.Get().AbsPath(l.path...).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx))
+	req := l.c.client.Get().AbsPath(l.path...).VersionedParams(&opts, metav1.ParameterCodec)
+	if keep == nil {
+		data, err := body(req.Do(ctx))
+		if err != nil {
+			return nil, err
+		}
+		list, err := informer.NewObjectList(data)
+		if err != nil {
+			return nil, fmt.Errorf("decoding the list of %s: %w", l.gvr, err)
+		}
+		return list, nil
+	}
+	stream, err := req.Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
-	list, err := informer.NewObjectListKeeping(data, keep)
+	defer func() { _ = stream.Close() }()
+	list, err := decodeListStream(stream, keep)
 	if err != nil {
 		return nil, fmt.Errorf("decoding the list of %s: %w", l.gvr, err)
 	}
