@@ -2,11 +2,14 @@ package objectclient
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +24,10 @@ import (
 // fields stand; a response that is not a list's JSON is an error.
 func TestListStreamDecodesAsTheWholeList(t *testing.T) {
 	keep := func(ns string) bool { return ns != "out" }
+	// A number that the first read cuts: 12|345.
+	cut := `{"pad":"` + strings.Repeat("p", readChunk-len(`{"pad":"","n":12`)) + `","n":12345,"kind":"ConfigMapList","items":[]}`
 	for _, data := range []string{
+		bigList(), cut,
 		`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"7","continue":"c"},"items":[` +
 			`{"metadata":{"name":"a","namespace":"in"},"data":{"k":"]"}},{"metadata":{"name":"b","namespace":"out","labels":5}},` +
 			`{"kind":"Thing","apiVersion":"example.com/v1","metadata":{"name":"c","namespace":"in"}}]}`,
@@ -31,25 +37,57 @@ func TestListStreamDecodesAsTheWholeList(t *testing.T) {
 	} {
 		want, err := informer.NewObjectListKeeping([]byte(data), keep)
 		if err != nil {
-			t.Fatalf("%s: %v", data, err)
+			t.Fatalf("%.80s: %v", data, err)
 		}
-		got, err := decodeListStream(strings.NewReader(data), keep)
-		if err != nil {
-			t.Errorf("%s: %v", data, err)
-			continue
+		readers := map[string]io.Reader{
+			"whole":    strings.NewReader(data),
+			"one byte": iotest.OneByteReader(strings.NewReader(data)),
+			"halves":   iotest.HalfReader(strings.NewReader(data)),
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%s:\nstream %+v\nwhole  %+v", data, got, want)
+		for name, r := range readers {
+			got, err := decodeListStream(r, keep)
+			if err != nil {
+				t.Errorf("%.80s, read %s: %v", data, name, err)
+				continue
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%.80s, read %s: the stream's list differs from the whole response's (%d items, want %d)", data, name, len(got.Items), len(want.Items))
+			}
 		}
 	}
 	for _, bad := range []string{
 		`[]`, `{"items":{}}`, `{"items":[{"metadata":{"name":"a","namespace":"in"}}`, `{"items":[]} {}`,
 		`{"items":[{"metadata":{"name":"a","namespace":"in","labels":5}}]}`, `{"metadata":{"resourceVersion":5}}`,
+		``, `{"items":[]`, `{"items" []}`, `{"items":[] "kind":"x"}`, `{"items":[{"metadata":{"name":"a","namespace":"in"}},`,
 	} {
 		if _, err := decodeListStream(strings.NewReader(bad), keep); err == nil {
 			t.Errorf("%s: no error", bad)
 		}
 	}
+}
+
+// bigList is a list whose items cross readChunk's boundaries at every
+// place, one of them longer than several chunks, and whose numbers end
+// where a read may end.
+func bigList() string {
+	var b strings.Builder
+	b.WriteString(`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"12"},"items":[`)
+	for i := range 3000 {
+		if i > 0 {
+			b.WriteString(",\n ")
+		}
+		ns := "in"
+		if i%4 != 0 {
+			ns = "out"
+		}
+		value := strings.Repeat("x", i%97)
+		if i == 1500 {
+			value = strings.Repeat(`\"y`, 100000)
+		}
+		fmt.Fprintf(&b, `{"metadata":{"name":"cm-%d","namespace":%q,"generation":%d},"data":{"v":"%s"},"n":%d}`, i, ns, i, value, i)
+	}
+	b.WriteString(`], "n": 12345}`)
+	return b.String()
 }
 
 // TestListKeepingReturnsTheServersError: a list read as a stream that the
