@@ -32,12 +32,16 @@ func AppendWithout(dst, data []byte, s Span) []byte {
 }
 
 // Fields are the top-level fields TopLevel looks for: in an object,
-// metadata, apiVersion and kind (and, in a metadata object, managedFields);
-// in a list, items as well; in a watch event, type and object. The strings
-// are "" when the field is absent or not a plain string (see plainString).
+// metadata, apiVersion and kind (and, in a metadata object, managedFields
+// and namespace); in a list, items as well; in a watch event, type and
+// object. The strings are "" when the field is absent or not a plain
+// string (see plainString).
 type Fields struct {
-	Metadata, Items, Object     Span
-	ManagedFields               Span
+	Metadata, Items, Object Span
+	ManagedFields           Span
+	// Namespace is the span of a metadata object's namespace, its JSON
+	// value as sent (PlainString reads it).
+	Namespace                   Span
 	APIVersion, Kind, EventType string
 }
 
@@ -86,6 +90,8 @@ func TopLevel(data []byte) (Fields, error) {
 		case "managedFields":
 			f.ManagedFields = s
 			last = &f.ManagedFields
+		case "namespace":
+			f.Namespace = s
 		case "items":
 			f.Items = s
 		case "apiVersion":
@@ -118,6 +124,14 @@ func TopLevel(data []byte) (Fields, error) {
 		}
 	}
 	return f, fmt.Errorf("unexpected end of JSON")
+}
+
+// PlainString is plainString for callers: the content of the JSON string
+// v without escapes and in valid UTF-8, and true; else "" and false (v is
+// not a string, or the decoder must read it).
+func PlainString(v []byte) (string, bool) {
+	s := plainString(v)
+	return s, s != "" || string(v) == `""`
 }
 
 // plainString returns the content of a JSON string without escapes and in

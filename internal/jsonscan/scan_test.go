@@ -95,3 +95,27 @@ func TestSkipValueOfStrings(t *testing.T) {
 		}
 	}
 }
+
+// TestNamespaceOfMetadata finds a metadata object's namespace, not one
+// deeper down, and PlainString reads only what needs no decoder.
+func TestNamespaceOfMetadata(t *testing.T) {
+	metadata := []byte(`{"name":"a","labels":{"namespace":"no"},"namespace" : "team-a","uid":"u"}`)
+	f, err := TopLevel(metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := PlainString(metadata[f.Namespace.Start:f.Namespace.End]); !ok || got != "team-a" {
+		t.Errorf("namespace %q, %v; want team-a", got, ok)
+	}
+	if f, _ := TopLevel([]byte(`{"name":"a"}`)); f.Namespace.Start != 0 {
+		t.Errorf("a namespace found where there is none: %+v", f.Namespace)
+	}
+	for in, want := range map[string]struct {
+		s  string
+		ok bool
+	}{`""`: {"", true}, `"x"`: {"x", true}, `"\u0061"`: {"", false}, `null`: {"", false}, `5`: {"", false}, `"a\"b"`: {"", false}} {
+		if s, ok := PlainString([]byte(in)); s != want.s || ok != want.ok {
+			t.Errorf("PlainString(%s) = %q, %v; want %q, %v", in, s, ok, want.s, want.ok)
+		}
+	}
+}

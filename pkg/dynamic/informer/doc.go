@@ -50,8 +50,10 @@
 // lists and watches carry the set's shardSelector, and every object the
 // server sends outside the set is dropped before the cache (a server
 // without the ShardedListAndWatch gate sends everything; FilterModes says
-// which resources the server filters). Cluster-scoped resources, and the
-// whole informers of AcquireWhole, are never filtered. A Factory that
+// which resources the server filters): in a list, before it is decoded
+// when the ListerWatcher is a KeepingLister (ListBuilder reads an item's
+// namespace from its JSON), else once decoded. Cluster-scoped resources,
+// and the whole informers of AcquireWhole, are never filtered. A Factory that
 // never held a set makes the requests and caches the objects it always
 // did. When the set changes, each informer lists again into a new store,
 // which replaces the old once synced; the handlers added through

@@ -27,6 +27,18 @@ const (
 	ModeClient = "client"
 )
 
+// KeepingLister is implemented by the ListerWatchers (of a
+// ListerWatcherFunc) that can leave out, while they decode a list, the
+// objects whose namespace keep refuses: objectclient.Client's, through
+// NewObjectListKeeping. A sharded informer lists through it when it can,
+// so that a list the server did not filter costs the objects of the set,
+// not every object (docs/scaling.md, "Caches per bucket"); otherwise it
+// filters the decoded list. ListKeeping's answer is ListWithContext's,
+// less the objects keep refuses; it must not call keep after it returns.
+type KeepingLister interface {
+	ListKeeping(ctx context.Context, opts metav1.ListOptions, keep func(namespace string) bool) (runtime.Object, error)
+}
+
 // listWatch is the ListerWatcher of one generation of a shared informer:
 // the factory's, with, when set is not nil, the set's shardSelector on
 // every list and watch and only the objects of set kept from their
@@ -158,7 +170,13 @@ func (l *listWatch) list(ctx context.Context, opts metav1.ListOptions) (runtime.
 		return &ObjectList{ListMeta: metav1.ListMeta{ResourceVersion: opts.ResourceVersion}}, nil
 	}
 	opts.ShardSelector = l.set.Selector()
-	obj, err := l.inner.ListWithContext(ctx, opts)
+	var obj runtime.Object
+	var err error
+	if keeping, ok := l.raw.(KeepingLister); ok {
+		obj, err = keeping.ListKeeping(ctx, opts, l.set.Contains)
+	} else {
+		obj, err = l.inner.ListWithContext(ctx, opts)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -172,9 +190,10 @@ func (l *listWatch) list(ctx context.Context, opts metav1.ListOptions) (runtime.
 			kept = append(kept, list.Items[i])
 		}
 	}
-	outside := len(list.Items) - len(kept)
+	outside := list.leftOut + len(list.Items) - len(kept)
 	clear(list.Items[len(kept):])
 	list.Items = kept
+	list.leftOut = 0
 	if opts.ShardSelector != "" && l.mode != nil {
 		// The server filtered when it says so (shardInfo, built-in
 		// resources) or sent nothing outside the set: kube-apiserver

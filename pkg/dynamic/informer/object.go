@@ -268,54 +268,150 @@ type ObjectList struct {
 	metav1.TypeMeta
 	metav1.ListMeta
 	Items []Object
+	// leftOut counts the items NewObjectListKeeping left out.
+	leftOut int
 }
 
 // NewObjectList parses a list response, as the API server sends it. Items
 // that do not say their kind (built-in resources' lists leave it out) get
 // the list's, without "List".
 func NewObjectList(data []byte) (*ObjectList, error) {
+	return NewObjectListKeeping(data, nil)
+}
+
+// NewObjectListKeeping is NewObjectList keeping only the items whose
+// namespace keep accepts (nil: every item), as ListBuilder keeps them.
+func NewObjectListKeeping(data []byte, keep func(namespace string) bool) (*ObjectList, error) {
 	fields, err := jsonscan.TopLevel(data)
 	if err != nil {
 		return nil, err
 	}
-	l := &ObjectList{TypeMeta: metav1.TypeMeta{APIVersion: fields.APIVersion, Kind: fields.Kind}}
+	b := NewListBuilder(keep)
+	b.SetType(fields.APIVersion, fields.Kind)
 	if fields.Metadata.Start > 0 {
-		if err := utiljson.Unmarshal(data[fields.Metadata.Start:fields.Metadata.End], &l.ListMeta); err != nil {
-			return nil, fmt.Errorf("decoding list metadata: %w", err)
+		if err := b.SetListMeta(data[fields.Metadata.Start:fields.Metadata.End]); err != nil {
+			return nil, err
 		}
 	}
 	if fields.Items.Start == 0 || data[fields.Items.Start] == 'n' { // absent or null
-		return l, nil
+		return b.List(), nil
 	}
 	items := data[fields.Items.Start:fields.Items.End]
 	if items[0] != '[' {
 		return nil, errors.New("items: not a JSON array")
 	}
-	itemKind := strings.TrimSuffix(l.Kind, "List")
 	for i := jsonscan.SkipSpace(items, 1); i < len(items) && items[i] != ']'; {
 		end, err := jsonscan.SkipValue(items, i)
 		if err != nil {
 			return nil, fmt.Errorf("items: %w", err)
 		}
-		obj, err := NewObject(items[i:end])
-		if err != nil {
-			return nil, fmt.Errorf("item %d: %w", len(l.Items), err)
+		if err := b.Add(items[i:end]); err != nil {
+			return nil, err
 		}
-		if obj.Kind == "" {
-			obj.APIVersion, obj.Kind = l.APIVersion, itemKind
-		}
-		l.Items = append(l.Items, *obj)
 		i = jsonscan.SkipSpace(items, end)
 		if i < len(items) && items[i] == ',' {
 			i = jsonscan.SkipSpace(items, i+1)
 		}
 	}
-	return l, nil
+	return b.List(), nil
+}
+
+// ListBuilder builds an ObjectList item by item, for a caller that reads a
+// list response as a stream (objectclient's sharded lists) and for
+// NewObjectListKeeping. It keeps only the items whose namespace keep
+// accepts (nil: every item), without building the others: an item's
+// namespace is read from its JSON (a scan of the item and of its
+// metadata, no decoding), and an item left out costs that scan and a copy
+// of its namespace; nothing else of it is read or checked, so an item
+// left out that would not decode is no error. An item whose namespace is
+// not a plain JSON string (escapes, or not a string at all) is decoded
+// first, and kept or left out by its decoded namespace. The list
+// remembers how many items were left out (the informer's filter mode
+// reads it). Items that do not say their kind get the list's, without
+// "List" (List sets it, wherever the list's kind came in the response).
+type ListBuilder struct {
+	list ObjectList
+	keep func(namespace string) bool
+	n    int
+}
+
+// NewListBuilder returns a ListBuilder keeping the items keep accepts.
+func NewListBuilder(keep func(namespace string) bool) *ListBuilder {
+	return &ListBuilder{keep: keep}
+}
+
+// SetType sets the list's apiVersion and kind.
+func (b *ListBuilder) SetType(apiVersion, kind string) {
+	b.list.APIVersion, b.list.Kind = apiVersion, kind
+}
+
+// SetListMeta decodes the list's metadata from its JSON.
+func (b *ListBuilder) SetListMeta(data []byte) error {
+	if err := utiljson.Unmarshal(data, &b.list.ListMeta); err != nil {
+		return fmt.Errorf("decoding list metadata: %w", err)
+	}
+	return nil
+}
+
+// Add adds the list's next item, from its JSON, unless keep refuses its
+// namespace; it keeps a copy of what it needs, so data may be reused.
+func (b *ListBuilder) Add(data []byte) error {
+	n := b.n
+	b.n++
+	fields, err := jsonscan.TopLevel(data)
+	if err != nil {
+		return fmt.Errorf("item %d: %w", n, err)
+	}
+	if b.keep != nil {
+		if ns, ok := namespaceOf(data, fields); ok && !b.keep(ns) {
+			b.list.leftOut++
+			return nil
+		}
+	}
+	obj, err := NewObjectFromTopLevel(data, fields)
+	if err != nil {
+		return fmt.Errorf("item %d: %w", n, err)
+	}
+	if b.keep != nil && !b.keep(obj.Namespace) {
+		b.list.leftOut++
+		return nil
+	}
+	b.list.Items = append(b.list.Items, *obj)
+	return nil
+}
+
+// List returns the list built; the builder must not be used afterwards.
+func (b *ListBuilder) List() *ObjectList {
+	itemKind := strings.TrimSuffix(b.list.Kind, "List")
+	for i := range b.list.Items {
+		if o := &b.list.Items[i]; o.Kind == "" {
+			o.APIVersion, o.Kind = b.list.APIVersion, itemKind
+		}
+	}
+	return &b.list
+}
+
+// namespaceOf reads an object's metadata.namespace from its JSON without
+// decoding it: false when it cannot (the decoder must read it); "" and
+// true when the object has none.
+func namespaceOf(data []byte, fields jsonscan.Fields) (string, bool) {
+	if fields.Metadata.Start == 0 {
+		return "", true
+	}
+	metadata := data[fields.Metadata.Start:fields.Metadata.End]
+	inner, err := jsonscan.TopLevel(metadata)
+	if err != nil {
+		return "", false
+	}
+	if inner.Namespace.Start == 0 {
+		return "", true
+	}
+	return jsonscan.PlainString(metadata[inner.Namespace.Start:inner.Namespace.End])
 }
 
 // DeepCopyObject implements runtime.Object.
 func (l *ObjectList) DeepCopyObject() runtime.Object {
-	c := &ObjectList{TypeMeta: l.TypeMeta}
+	c := &ObjectList{TypeMeta: l.TypeMeta, leftOut: l.leftOut}
 	l.ListMeta.DeepCopyInto(&c.ListMeta)
 	c.Items = make([]Object, len(l.Items))
 	for i := range l.Items {

@@ -203,3 +203,52 @@ func TestObjectKeepsOnlyMetactlManagedFields(t *testing.T) {
 		t.Errorf("decoded managedFields %+v, want metactl/web's entry", got)
 	}
 }
+
+// TestObjectListKeeping keeps, of a list, the items NewObjectList and a
+// filter on their namespace would keep, the same as those, and counts the
+// others; an item whose namespace needs the decoder (an escape, null) is
+// decoded and filtered by its decoded namespace; an item left out is not
+// decoded, so one that would not decode is no error, while one kept is.
+func TestObjectListKeeping(t *testing.T) {
+	data := `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"77"},"items":[` +
+		`{"metadata":{"name":"a","namespace":"in","labels":{"namespace":"out"}},"data":{"k":"v"}},` +
+		`{"metadata":{"name":"b","namespace":"out"}},` +
+		`{"metadata":{"name":"c","namespace":"\u0069n"}},` +
+		`{"metadata":{"name":"d","namespace":"o\u0075t"}},` +
+		`{"metadata":{"name":"e"}},` +
+		`{"metadata":{"namespace":null,"name":"f"}},` +
+		`{"metadata":{"namespace":"out","name":"broken","labels":5}},` +
+		`{"data":{}}]}`
+	keep := func(ns string) bool { return ns == "in" || ns == "" }
+	all, err := NewObjectList([]byte(strings.Replace(data, `,"labels":5`, "", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []Object
+	for _, o := range all.Items {
+		if keep(o.Namespace) {
+			want = append(want, o)
+		}
+	}
+	got, err := NewObjectListKeeping([]byte(data), keep)
+	if err != nil {
+		t.Fatalf("a list whose broken item is left out: %v", err)
+	}
+	if !reflect.DeepEqual(got.Items, want) {
+		t.Errorf("kept %v, want %v", objectKeys(got.Items), objectKeys(want))
+	}
+	if got.ResourceVersion != "77" || got.leftOut != len(all.Items)-len(want) {
+		t.Errorf("resourceVersion %q, left out %d; want 77 and %d", got.ResourceVersion, got.leftOut, len(all.Items)-len(want))
+	}
+	if _, err := NewObjectListKeeping([]byte(data), func(string) bool { return true }); err == nil {
+		t.Error("a list keeping an item that does not decode: no error")
+	}
+}
+
+func objectKeys(objs []Object) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.Namespace+"/"+o.Name)
+	}
+	return out
+}

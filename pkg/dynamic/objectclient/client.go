@@ -48,26 +48,70 @@ func New(cfg *rest.Config, httpClient *http.Client) (*Client, error) {
 }
 
 // ListerWatcher lists and watches gvr in every namespace; it is an
-// informer.ListerWatcherFunc.
+// informer.ListerWatcherFunc, and its ListerWatchers are
+// informer.KeepingListers.
 func (c *Client) ListerWatcher(gvr schema.GroupVersionResource) cache.ListerWatcher {
-	path := resourcePath(gvr)
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			data, err := body(c.client.Get().AbsPath(path...).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx))
-			if err != nil {
-				return nil, err
-			}
-			list, err := informer.NewObjectList(data)
-			if err != nil {
-				return nil, fmt.Errorf("decoding the list of %s: %w", gvr, err)
-			}
-			return list, nil
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.Watch = true
-			return c.client.Get().AbsPath(path...).VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
-		},
+	return &listerWatcher{c: c, gvr: gvr, path: resourcePath(gvr)}
+}
+
+// listerWatcher is Client.ListerWatcher's.
+type listerWatcher struct {
+	c    *Client
+	gvr  schema.GroupVersionResource
+	path []string
+}
+
+var (
+	_ cache.ListerWatcherWithContext = &listerWatcher{}
+	_ informer.KeepingLister         = &listerWatcher{}
+)
+
+func (l *listerWatcher) List(opts metav1.ListOptions) (runtime.Object, error) {
+	return l.ListWithContext(context.Background(), opts)
+}
+
+func (l *listerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	return l.WatchWithContext(context.Background(), opts)
+}
+
+func (l *listerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	return l.ListKeeping(ctx, opts, nil)
+}
+
+// ListKeeping lists with opts and keeps the objects whose namespace keep
+// accepts, leaving the others out before they are decoded; with keep
+// set, it reads the response as a stream (decodeListStream), so that it
+// never holds the whole response either. With keep nil it is
+// ListWithContext: the whole response is read, then decoded
+// (informer.NewObjectList).
+func (l *listerWatcher) ListKeeping(ctx context.Context, opts metav1.ListOptions, keep func(namespace string) bool) (runtime.Object, error) {
+	req := l.c.client.Get().AbsPath(l.path...).VersionedParams(&opts, metav1.ParameterCodec)
+	if keep == nil {
+		data, err := body(req.Do(ctx))
+		if err != nil {
+			return nil, err
+		}
+		list, err := informer.NewObjectList(data)
+		if err != nil {
+			return nil, fmt.Errorf("decoding the list of %s: %w", l.gvr, err)
+		}
+		return list, nil
 	}
+	stream, err := req.Stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = stream.Close() }()
+	list, err := decodeListStream(stream, keep)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the list of %s: %w", l.gvr, err)
+	}
+	return list, nil
+}
+
+func (l *listerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return l.c.client.Get().AbsPath(l.path...).VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
 }
 
 // Create creates an object of gvr in namespace ("" when cluster-scoped)

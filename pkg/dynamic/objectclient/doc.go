@@ -30,7 +30,13 @@
 // ListerWatcher sends the ListOptions it is given, shardSelector included,
 // and its lists keep the response's metadata (shardInfo, when the API
 // server filtered by the selector): the informer factory's caches per
-// bucket read it. shard_integration_test.go checks, on kube-apiserver with
+// bucket read it. Its ListerWatchers are informer.KeepingListers: a list
+// through ListKeeping is read as a stream, in chunks, and builds only the
+// items whose namespace the caller keeps, reading the others' namespace
+// from their JSON and nothing else of them (informer.ListBuilder), so
+// that a list the server did not filter costs the set's objects and
+// never holds the whole response. shard_integration_test.go checks
+// it against a whole list on kube-apiserver without the gate. shard_integration_test.go checks, on kube-apiserver with
 // and without the ShardedListAndWatch gate, that the server's
 // shardSelector selects by internal/shard's hash.
 //

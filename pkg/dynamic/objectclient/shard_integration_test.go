@@ -5,6 +5,7 @@ package objectclient_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -395,5 +396,63 @@ func TestInformerHeldToASet(t *testing.T) {
 				t.Errorf("filter mode after the change %q, want %q", got, wantMode)
 			}
 		})
+	}
+}
+
+// TestListKeepingLeavesOutWhatTheServerSent: on a server without the
+// gate, the ListerWatcher's ListKeeping with a set's Contains returns, of
+// everything the server sent, exactly the objects of the set's
+// namespaces, the same Objects a whole list decodes, and the list's
+// resourceVersion; and the server refuses to move an object to another
+// namespace, so an object listed outside the set never belongs to it
+// (its bucket never changes).
+func TestListKeepingLeavesOutWhatTheServerSent(t *testing.T) {
+	off := withoutGate(t)
+	namespaces := stepZeroNamespaces()[:16]
+	for _, ns := range namespaces {
+		createNamespace(t, off, ns)
+		writeConfigMap(t, off, ns, "cm")
+	}
+	c, err := objectclient.New(off.Config, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := c.ListerWatcher(configMaps)
+	keeping, ok := raw.(informer.KeepingLister)
+	if !ok {
+		t.Fatalf("objectclient's ListerWatcher (%T) is not an informer.KeepingLister", raw)
+	}
+	set := mustSet(t, 16, shard.Of(namespaces[0], 16), shard.Of(namespaces[5], 16))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	whole := list(t, cache.ToListerWatcherWithContext(raw), set.Selector())
+	obj, err := keeping.ListKeeping(ctx, metav1.ListOptions{ShardSelector: set.Selector(), ResourceVersion: whole.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact}, set.Contains)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := obj.(*informer.ObjectList)
+	var want []informer.Object
+	for _, o := range whole.Items {
+		if set.Contains(o.Namespace) {
+			want = append(want, o)
+		}
+	}
+	if len(want) == 0 || len(want) == len(whole.Items) {
+		t.Fatalf("set %v holds %d of %d objects: the test needs some in and some out", set, len(want), len(whole.Items))
+	}
+	if !reflect.DeepEqual(got.Items, want) {
+		t.Errorf("ListKeeping kept %v, want %v", keys(got.Items), keys(want))
+	}
+	if got.ResourceVersion != whole.ResourceVersion {
+		t.Errorf("ListKeeping's resourceVersion %q, want %q", got.ResourceVersion, whole.ResourceVersion)
+	}
+
+	cm, err := off.Kube.CoreV1().ConfigMaps(namespaces[1]).Get(ctx, "cm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Namespace = namespaces[0]
+	if _, err := off.Kube.CoreV1().ConfigMaps(namespaces[1]).Update(ctx, cm, metav1.UpdateOptions{}); err == nil {
+		t.Errorf("the server moved %s/cm to namespace %s", namespaces[1], namespaces[0])
 	}
 }
