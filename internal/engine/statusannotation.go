@@ -68,7 +68,8 @@ func statusView(obj *unstructured.Unstructured) (*unstructured.Unstructured, err
 
 // writeStatusAnnotation is writeStatus for an object whose status is kept
 // in StatusAnnotation (t.Object is its statusView): want goes into the
-// annotation, unless the object has it already, in a merge patch with the
+// annotation, unless the object has it already (a decorated object without
+// the annotation: unless its own .status is want, see prepareTarget), in a merge patch with the
 // object's UID as precondition; its real .status is not touched. A status
 // too large is refused (*statusTooLargeError, an invalid answer), the
 // annotation left as it was.

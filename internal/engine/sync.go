@@ -159,7 +159,8 @@ func (e *Engine) mayServe(ctx context.Context, t *Target) error {
 // its key and queue sync set, the returned context's logger naming it and
 // recording its hook calls when the controller records; for a built-in
 // object whose status is in an annotation, t.Object shows that status as
-// its own (statusView).
+// its own (statusView; a decorated object without the annotation shows
+// its own .status, the status metacontroller would have answered into it).
 func (e *Engine) prepareTarget(ctx context.Context, s *loop.Sync[Key], t *Target) context.Context {
 	t.Key, t.queued = s.Key, s
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues(t.Resource.Noun, klog.KObj(t.Object), "kind", t.Resource.Kind))
@@ -168,13 +169,22 @@ func (e *Engine) prepareTarget(ctx context.Context, s *loop.Sync[Key], t *Target
 		// A built-in object: the hook's status is in an annotation, which
 		// the sync reads and writes as the object's status; a decorator's
 		// hook is given the real one all the same (Target.forHook).
+		_, recorded := t.Object.GetAnnotations()[StatusAnnotation]
 		if t.Resource.HookGetsRealStatus() {
 			t.realStatus = t.Object.Object["status"]
 		}
-		var err error
-		if t.Object, err = statusView(t.Object); err != nil {
+		view, err := statusView(t.Object)
+		if err != nil {
 			klog.FromContext(ctx).Info("Ignoring the stored status", "err", err)
 		}
+		if !recorded && t.Resource.HookGetsRealStatus() {
+			// A decorated object that has no annotation yet: its own
+			// .status stands for the status last answered, as that is
+			// where metacontroller writes a decorator's, so that an
+			// answer it holds already is not written again.
+			view = WithStatus(view, t.realStatus)
+		}
+		t.Object = view
 	}
 	return ctx
 }

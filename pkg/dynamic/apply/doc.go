@@ -24,7 +24,11 @@
 //   - Objects merge field by field. A field desired has is set (recursively
 //     merged if both sides are objects or lists). A field desired has with
 //     the value null is deleted, whether or not lastApplied had it (this
-//     differs from metacontroller, which writes the null). A field
+//     differs from metacontroller, which writes the null), unless observed
+//     holds it as null: it is then kept, as null and absent mean the same
+//     and rewriting one as the other would be a write for nothing (the API
+//     server keeps the nulls metacontroller wrote where a schema allows
+//     them, x-kubernetes-preserve-unknown-fields or nullable). A field
 //     lastApplied has and desired lacks is deleted. Any other field keeps
 //     observed's value: what nobody declared is left alone.
 //   - A list of objects merges as a map (a "list map") when there is a merge
@@ -55,7 +59,8 @@
 //     than desired's is ignored.
 //
 // Whatever desired sets is copied into the result with the null fields of
-// its objects removed (null elements of lists stay).
+// its objects removed (null elements of lists stay), except those that
+// observed holds as null at the same path, which stay null.
 //
 // Requiring a merge key to be unique (rather than replacing the list when
 // the first key present everywhere has duplicates) is a deliberate choice:

@@ -142,8 +142,10 @@ func checkMerged(path string, o, l, d, r any) error {
 			p := path + "." + k
 			rv, present := rm[k]
 			if isNull(v) {
-				if present {
-					return fmt.Errorf("%s: desired null, result has %s", p, encode(rv))
+				ov, observedNull := om[k]
+				observedNull = observedNull && isNull(ov)
+				if present != observedNull || (present && !isNull(rv)) {
+					return fmt.Errorf("%s: desired null, observed %s, result has %s (want null kept only where observed is null)", p, encode(ov), encode(rv))
 				}
 				continue
 			}

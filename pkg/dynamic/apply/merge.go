@@ -51,7 +51,13 @@ func mergeMap(observed, lastApplied, desired map[string]any) map[string]any {
 	}
 	for k, v := range desired {
 		if isNull(v) {
-			continue // null deletes
+			// null deletes; a field observed holds as null is null
+			// already (the API server keeps nulls where a schema allows
+			// them), and keeping it saves a write that changes nothing.
+			if o, ok := observed[k]; ok && isNull(o) {
+				res[k] = nil
+			}
+			continue
 		}
 		res[k] = mergeValue(observed[k], lastApplied[k], v)
 	}

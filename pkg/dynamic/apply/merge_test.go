@@ -93,6 +93,12 @@ func TestMerge(t *testing.T) {
 			want:     `{"spec":{"y":2}}`,
 		},
 		{
+			name:     "null kept where observed holds null",
+			observed: `{"spec":{"x":null,"y":{"z":null,"w":1},"v":2}}`,
+			desired:  `{"spec":{"x":null,"y":{"z":null},"v":null,"u":null}}`,
+			want:     `{"spec":{"x":null,"y":{"z":null,"w":1}}}`,
+		},
+		{
 			name:     "null inside a new object is not written",
 			observed: `{}`,
 			desired:  `{"spec":{"a":null,"b":{"c":null,"d":1}}}`,

@@ -167,12 +167,20 @@ func isOwner(obj *unstructured.Unstructured, owner metav1.Object, ownerRef metav
 }
 
 // setControllerRef makes ref the object's only controller reference,
-// keeping its other owner references.
+// keeping its other owner references. A controller reference the object
+// gives to ref's owner itself (the same UID) keeps its blockOwnerDeletion
+// when it sets one: the hook's say on whether deleting the owner in the
+// foreground waits for this object, which metacontroller's merge keeps too,
+// so that a child it left so is not rewritten.
 func setControllerRef(obj *unstructured.Unstructured, ref metav1.OwnerReference) {
 	refs := []metav1.OwnerReference{ref}
 	for _, r := range obj.GetOwnerReferences() {
 		if !ptr.Deref(r.Controller, false) {
 			refs = append(refs, r)
+			continue
+		}
+		if r.UID == ref.UID && r.BlockOwnerDeletion != nil {
+			refs[0].BlockOwnerDeletion = ptr.To(*r.BlockOwnerDeletion)
 		}
 	}
 	obj.SetOwnerReferences(refs)

@@ -96,3 +96,59 @@ func TestDesiredRefusesTheOwnerItself(t *testing.T) {
 		}
 	}
 }
+
+// TestDesiredControllerRef: the owner's reference replaces any controller
+// reference the hook gave, keeping the hook's blockOwnerDeletion when the
+// hook's reference names the owner itself; other owner references stay.
+func TestDesiredControllerRef(t *testing.T) {
+	owner := &metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid"}
+	ref := metav1.OwnerReference{APIVersion: "x/v1", Kind: "P", Name: "p", UID: "uid", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+	other := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "anchor", UID: "anchor-uid"}
+	withRefs := func(name string, refs ...metav1.OwnerReference) *unstructured.Unstructured {
+		obj := object("v1", "ConfigMap", "", name)
+		obj.SetOwnerReferences(refs)
+		return obj
+	}
+	cases := []struct {
+		name      string
+		obj       *unstructured.Unstructured
+		wantBlock bool
+	}{
+		{"none given", withRefs("a", other), true},
+		{"the owner's, non-blocking", withRefs("b", metav1.OwnerReference{APIVersion: "x/v1", Kind: "P", Name: "p", UID: "uid", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false)}, other), false},
+		{"the owner's, blocking unset", withRefs("c", metav1.OwnerReference{APIVersion: "x/v1", Kind: "P", Name: "p", UID: "uid", Controller: ptr.To(true)}), true},
+		{"another controller, non-blocking", withRefs("d", metav1.OwnerReference{APIVersion: "x/v1", Kind: "P", Name: "q", UID: "q-uid", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false)}), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := declared().Desired(owner, ref, "children", []*unstructured.Unstructured{tc.obj}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, set := range out {
+				for _, obj := range set {
+					refs := obj.GetOwnerReferences()
+					c := metav1.GetControllerOf(obj)
+					if c == nil || c.UID != "uid" || c.Name != "p" {
+						t.Fatalf("controller %v, want the owner's", c)
+					}
+					if got := ptr.Deref(c.BlockOwnerDeletion, false); got != tc.wantBlock {
+						t.Errorf("blockOwnerDeletion %v, want %v", got, tc.wantBlock)
+					}
+					controllers := 0
+					for _, r := range refs {
+						if ptr.Deref(r.Controller, false) {
+							controllers++
+						}
+					}
+					if controllers != 1 {
+						t.Errorf("%d controller references, want 1: %v", controllers, refs)
+					}
+					if want := len(tc.obj.GetOwnerReferences()); len(refs) != want && !(tc.name == "none given" && len(refs) == want+1) {
+						t.Errorf("owner references %v, want %d", refs, want)
+					}
+				}
+			}
+		})
+	}
+}
