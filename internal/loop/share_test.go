@@ -53,7 +53,6 @@ func TestShareCapsActiveSyncsAcrossLoops(t *testing.T) {
 		running, most   int
 		done            int
 		letGo           = make(chan struct{})
-		loops           []*Loop[string]
 		keysPerLoop     = 6
 		activePerLoop   = 3
 		expectedMostRun = 2
@@ -72,7 +71,6 @@ func TestShareCapsActiveSyncsAcrossLoops(t *testing.T) {
 	}
 	for _, name := range []string{"a", "b"} {
 		l := startShared(t, name, share, activePerLoop, 8, sync)
-		loops = append(loops, l)
 		for i := range keysPerLoop {
 			l.AddFor(fmt.Sprint(name, i), trigger.Trigger{Cause: trigger.CauseObject})
 		}
