@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -59,8 +60,23 @@ func NewFleet(t *testing.T, env *testenv.Environment, timing Timing) *Fleet {
 }
 
 // Start starts one more replica and returns once its member Lease
-// exists, which names its identity.
+// exists, which names its identity. A replica that could not listen on
+// the ports picked for it (taken meanwhile by another process) is started
+// again on others, at most three times.
 func (f *Fleet) Start(t *testing.T) *Replica {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		if r := f.start(t, attempt < 3); r != nil {
+			t.Logf("replica %d: %s", len(f.Replicas)+1, r.Identity)
+			f.Replicas = append(f.Replicas, r)
+			return r
+		}
+	}
+}
+
+// start starts a replica and waits for its member Lease; it returns nil
+// when the replica exited because a port was taken and retry is set.
+func (f *Fleet) start(t *testing.T, retry bool) *Replica {
 	t.Helper()
 	mp, hp := testenv.FreePort(t), testenv.FreePort(t)
 	args := []string{"run", "--allow-loopback-hooks", "--debug-auth=false", "--kubeconfig", f.env.KubeconfigPath, "--workers", "8",
@@ -76,8 +92,13 @@ func (f *Fleet) Start(t *testing.T) *Replica {
 		known[r.Identity] = true
 	}
 	r := &Replica{Process: testenv.StartProcess(t, testenv.BuildMetactl(t), args...), Metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mp)}
+	portTaken := false
 	testenv.Eventually(t, 60*time.Second, fmt.Sprintf("the member Lease of replica %d", len(f.Replicas)+1), func(ctx context.Context) (bool, error) {
 		if exited, err := r.Exited(); exited {
+			if retry && strings.Contains(r.Output(), "address already in use") {
+				portTaken = true
+				return true, nil
+			}
 			t.Fatalf("metactl run exited: %v\n%s", err, testenv.LastLines(r.Output(), 30))
 		}
 		members, err := f.members(ctx)
@@ -92,8 +113,10 @@ func (f *Fleet) Start(t *testing.T) *Replica {
 		}
 		return false, nil
 	})
-	t.Logf("replica %d: %s", len(f.Replicas)+1, r.Identity)
-	f.Replicas = append(f.Replicas, r)
+	if portTaken {
+		t.Logf("replica %d could not listen on its ports; starting it again", len(f.Replicas)+1)
+		return nil
+	}
 	return r
 }
 
