@@ -68,40 +68,15 @@ func TestAccountReadsPerNamespace(t *testing.T) {
 	system, nsA, nsB := env.CreateNamespace(t), env.CreateNamespace(t), env.CreateNamespace(t)
 	const group = "reads.test.metactl.io"
 	nus := createCRD(t, group, "nus", "Nu")
-	applyYAML(t, `
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: reads-test-metactl}
-rules:
-- apiGroups: [metacontroller.k8s.io]
-  resources: [compositecontrollers, decoratorcontrollers, compositecontrollers/status, decoratorcontrollers/status, compositecontrollers/finalizers, decoratorcontrollers/finalizers]
-  verbs: [get, list, watch, update, patch]
-- apiGroups: [apiextensions.k8s.io]
-  resources: [customresourcedefinitions]
-  verbs: [get, list, watch]
-- apiGroups: ["", events.k8s.io]
-  resources: [events]
-  verbs: [create, patch, update]
-- apiGroups: [authorization.k8s.io]
-  resources: [subjectaccessreviews]
-  verbs: [create]
-- apiGroups: [""]
-  resources: [serviceaccounts]
-  resourceNames: [sa-r]
-  verbs: [impersonate]
+	role, binding := metactlRBAC("reads-test-metactl", system, []string{"sa-r"}, `
 - apiGroups: [`+group+`]
   resources: [nus, nus/status]
   verbs: [get, list, watch, update, patch]
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [get, list, watch, create, update, patch, delete]
-`, fmt.Sprintf(`
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: reads-test-metactl}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: reads-test-metactl}
-subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
-`, system), accountRole(nsA, nsA, group))
+`)
+	applyYAML(t, role, binding, accountRole(nsA, nsA, group))
 	if _, err := env.Kube.CoreV1().ServiceAccounts(nsA).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "sa-r"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -38,27 +38,7 @@ func TestEveryWriteIsTheAccounts(t *testing.T) {
 	mus := createCRD(t, group, "mus", "Mu")
 	xis := createCRD(t, group, "xis", "Xi")
 
-	applyYAML(t, `
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: writes-test-metactl}
-rules:
-- apiGroups: [metacontroller.k8s.io]
-  resources: [compositecontrollers, decoratorcontrollers, compositecontrollers/status, decoratorcontrollers/status, compositecontrollers/finalizers, decoratorcontrollers/finalizers]
-  verbs: [get, list, watch, update, patch]
-- apiGroups: [apiextensions.k8s.io]
-  resources: [customresourcedefinitions]
-  verbs: [get, list, watch]
-- apiGroups: ["", events.k8s.io]
-  resources: [events]
-  verbs: [create, patch, update]
-- apiGroups: [authorization.k8s.io]
-  resources: [subjectaccessreviews]
-  verbs: [create]
-- apiGroups: [""]
-  resources: [serviceaccounts]
-  resourceNames: [sa-w]
-  verbs: [impersonate]
+	role, binding := metactlRBAC("writes-test-metactl", system, []string{"sa-w"}, `
 - apiGroups: [`+group+`]
   resources: [kappas, lambdas, mus, xis, kappas/status, lambdas/status, mus/status, xis/status]
   verbs: [get, list, watch, update, patch]
@@ -68,13 +48,8 @@ rules:
 - apiGroups: [metacontroller.k8s.io]
   resources: [controllerrevisions]
   verbs: [get, list, watch, create, update, patch, delete]
-`, fmt.Sprintf(`
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: writes-test-metactl}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: writes-test-metactl}
-subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
-`, system),
+`)
+	applyYAML(t, role, binding,
 		// The account reads what its controllers read, writes their
 		// status, creates, updates and deletes ConfigMaps, and nothing
 		// more: no patch of ConfigMaps (adoption, release), no write of

@@ -147,27 +147,7 @@ func TestControllersActAsTheirServiceAccounts(t *testing.T) {
 	// and Secrets everywhere (so that only the accounts' rights can refuse
 	// a write), and to impersonate the ServiceAccounts named sa-a, sa-b
 	// and sa-c, no other.
-	applyYAML(t, `
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: accounts-test-metactl}
-rules:
-- apiGroups: [metacontroller.k8s.io]
-  resources: [compositecontrollers, decoratorcontrollers, compositecontrollers/status, decoratorcontrollers/status, compositecontrollers/finalizers, decoratorcontrollers/finalizers]
-  verbs: [get, list, watch, update, patch]
-- apiGroups: [apiextensions.k8s.io]
-  resources: [customresourcedefinitions]
-  verbs: [get, list, watch]
-- apiGroups: ["", events.k8s.io]
-  resources: [events]
-  verbs: [create, patch, update]
-- apiGroups: [authorization.k8s.io]
-  resources: [subjectaccessreviews]
-  verbs: [create]
-- apiGroups: [""]
-  resources: [serviceaccounts]
-  resourceNames: [sa-a, sa-b, sa-c]
-  verbs: [impersonate]
+	role, binding := metactlRBAC("accounts-test-metactl", system, []string{"sa-a", "sa-b", "sa-c"}, `
 - apiGroups: [`+group+`]
   resources: [alphas, betas, gammas, deltas, epsilons, zetas, etas, thetas, alphas/status, betas/status, gammas/status, deltas/status, epsilons/status, zetas/status, etas/status, thetas/status]
   verbs: [get, list, watch, update, patch]
@@ -180,13 +160,8 @@ rules:
 - apiGroups: [metacontroller.k8s.io]
   resources: [controllerrevisions]
   verbs: [get, list, watch, create, update, patch, delete]
-`, fmt.Sprintf(`
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: accounts-test-metactl}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: accounts-test-metactl}
-subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
-`, system),
+`)
+	applyYAML(t, role, binding,
 		// Account A reads alphas and ConfigMaps everywhere, and writes
 		// ConfigMaps and alphas in namespace A only.
 		accountRBAC("a", nsA, group, "alphas, epsilons, zetas, etas", []string{"configmaps"}, []string{"configmaps"}),
@@ -402,6 +377,44 @@ subjects: [{kind: ServiceAccount, name: sa-a, namespace: %[2]s}]
 // accountRBAC grants ServiceAccount sa-<id> of namespace ns: get, list and
 // watch parents (resources of group, comma-separated) and reads everywhere; update and
 // patch parents and their status, and every write of writes, in ns only.
+// metactlRBAC returns a ClusterRole name with what metactl needs to run
+// controllers (their objects, CRDs, Events, SubjectAccessReviews),
+// impersonate on the ServiceAccounts named accounts only, and the rules of
+// extra (YAML list items); and the ClusterRoleBinding of it to the
+// ServiceAccount metactl in namespace system.
+func metactlRBAC(name, system string, accounts []string, extra string) (role, binding string) {
+	role = fmt.Sprintf(`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: %s}
+rules:
+- apiGroups: [metacontroller.k8s.io]
+  resources: [compositecontrollers, decoratorcontrollers, compositecontrollers/status, decoratorcontrollers/status, compositecontrollers/finalizers, decoratorcontrollers/finalizers]
+  verbs: [get, list, watch, update, patch]
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [get, list, watch]
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create, patch, update]
+- apiGroups: [authorization.k8s.io]
+  resources: [subjectaccessreviews]
+  verbs: [create]
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  resourceNames: [%s]
+  verbs: [impersonate]
+`, name, strings.Join(accounts, ", ")) + strings.TrimPrefix(extra, "\n")
+	binding = fmt.Sprintf(`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: %s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: %s}
+subjects: [{kind: ServiceAccount, name: metactl, namespace: %s}]
+`, name, name, system)
+	return role, binding
+}
+
 func accountRBAC(id, ns, group, parents string, reads, writes []string) string {
 	statuses := strings.ReplaceAll(parents, ",", "/status,") + "/status"
 	readRule, writeRule := "", ""
